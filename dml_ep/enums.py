@@ -1,0 +1,156 @@
+"""DirectML's enums, with the names and values of DirectML.h (DML_TARGET_VERSION 0x6400).
+
+The member names drop DirectML's common prefix (``DML_TENSOR_DATA_TYPE_UINT8`` is
+``DML_TENSOR_DATA_TYPE.UINT8``) so a desc reads like the C struct.
+"""
+
+from __future__ import annotations
+
+import enum
+
+import numpy as np
+
+
+class DML_TENSOR_DATA_TYPE(enum.IntEnum):
+    UNKNOWN = 0
+    FLOAT32 = 1
+    FLOAT16 = 2
+    UINT32 = 3
+    UINT16 = 4
+    UINT8 = 5
+    INT32 = 6
+    INT16 = 7
+    INT8 = 8
+    FLOAT64 = 9
+    UINT64 = 10
+    INT64 = 11
+    UINT4 = 12
+    INT4 = 13
+
+    @classmethod
+    def from_numpy(cls, dtype) -> "DML_TENSOR_DATA_TYPE":
+        """The DirectML data type of a numpy dtype (UNKNOWN when DirectML has none)."""
+        return _FROM_NUMPY.get(np.dtype(dtype), cls.UNKNOWN)
+
+    def numpy(self) -> np.dtype:
+        return _TO_NUMPY[self]
+
+    @property
+    def element_size(self) -> int:
+        """Bytes per element (the 4-bit types count as one byte, as DirectML stores them)."""
+        return 1 if self in (DML_TENSOR_DATA_TYPE.UINT4, DML_TENSOR_DATA_TYPE.INT4) else self.numpy().itemsize
+
+
+_TO_NUMPY = {
+    DML_TENSOR_DATA_TYPE.FLOAT32: np.dtype(np.float32),
+    DML_TENSOR_DATA_TYPE.FLOAT16: np.dtype(np.float16),
+    DML_TENSOR_DATA_TYPE.UINT32: np.dtype(np.uint32),
+    DML_TENSOR_DATA_TYPE.UINT16: np.dtype(np.uint16),
+    DML_TENSOR_DATA_TYPE.UINT8: np.dtype(np.uint8),
+    DML_TENSOR_DATA_TYPE.INT32: np.dtype(np.int32),
+    DML_TENSOR_DATA_TYPE.INT16: np.dtype(np.int16),
+    DML_TENSOR_DATA_TYPE.INT8: np.dtype(np.int8),
+    DML_TENSOR_DATA_TYPE.FLOAT64: np.dtype(np.float64),
+    DML_TENSOR_DATA_TYPE.UINT64: np.dtype(np.uint64),
+    DML_TENSOR_DATA_TYPE.INT64: np.dtype(np.int64),
+    DML_TENSOR_DATA_TYPE.UINT4: np.dtype(np.uint8),
+    DML_TENSOR_DATA_TYPE.INT4: np.dtype(np.int8),
+}
+_FROM_NUMPY = {
+    dtype: dml_type
+    for dml_type, dtype in _TO_NUMPY.items()
+    if dml_type not in (DML_TENSOR_DATA_TYPE.UINT4, DML_TENSOR_DATA_TYPE.INT4)
+}
+
+
+class DML_TENSOR_TYPE(enum.IntEnum):
+    INVALID = 0
+    BUFFER = 1
+
+
+class DML_TENSOR_FLAGS(enum.IntFlag):
+    NONE = 0
+    OWNED_BY_DML = 1
+
+
+class DML_FEATURE_LEVEL(enum.IntEnum):
+    """Feature levels; ``parse("4_0")`` accepts the spellings users type."""
+
+    FL_1_0 = 0x1000
+    FL_2_0 = 0x2000
+    FL_2_1 = 0x2100
+    FL_3_0 = 0x3000
+    FL_3_1 = 0x3100
+    FL_4_0 = 0x4000
+    FL_4_1 = 0x4100
+    FL_5_0 = 0x5000
+    FL_5_1 = 0x5100
+    FL_5_2 = 0x5200
+    FL_6_0 = 0x6000
+    FL_6_1 = 0x6100
+    FL_6_2 = 0x6200
+    FL_6_3 = 0x6300
+    FL_6_4 = 0x6400
+
+    @property
+    def label(self) -> str:
+        """``"4_0"`` for FL_4_0: the spelling of DirectML's DML_FEATURE_LEVEL_4_0."""
+        return self.name[3:]
+
+    def __str__(self) -> str:
+        return f"DML_FEATURE_LEVEL_{self.label}"
+
+    @classmethod
+    def parse(cls, text) -> "DML_FEATURE_LEVEL":
+        """Accepts a member, ``"4_0"``, ``"4.0"``, ``"FL_4_0"``, ``"DML_FEATURE_LEVEL_4_0"`` or ``0x4000``."""
+        from .errors import FeatureLevelError
+
+        if isinstance(text, cls):
+            return text
+        if isinstance(text, int):
+            try:
+                return cls(text)
+            except ValueError:
+                raise FeatureLevelError(f"unknown DirectML feature level {text:#x}") from None
+        label = str(text).strip().upper().replace(".", "_")
+        for prefix in ("DML_FEATURE_LEVEL_", "FL_", "FL"):
+            label = label.removeprefix(prefix)
+        try:
+            return cls["FL_" + label]
+        except KeyError:
+            known = ", ".join(level.label for level in cls)
+            raise FeatureLevelError(f"unknown DirectML feature level {text!r} (known: {known})") from None
+
+
+class DML_OPERATOR_TYPE(enum.IntEnum):
+    INVALID = 0
+    ELEMENT_WISE_IDENTITY = 1
+    ELEMENT_WISE_ADD = 4
+    ELEMENT_WISE_CLIP = 8
+    ELEMENT_WISE_QUANTIZE_LINEAR = 33
+    ELEMENT_WISE_DEQUANTIZE_LINEAR = 34
+    ACTIVATION_ELU = 35
+    ACTIVATION_HARD_SIGMOID = 37
+    ACTIVATION_IDENTITY = 38
+    ACTIVATION_LEAKY_RELU = 39
+    ACTIVATION_LINEAR = 40
+    ACTIVATION_PARAMETRIC_SOFTPLUS = 43
+    ACTIVATION_RELU = 44
+    ACTIVATION_SCALED_ELU = 45
+    ACTIVATION_SCALED_TANH = 46
+    ACTIVATION_SIGMOID = 47
+    ACTIVATION_SOFTPLUS = 49
+    ACTIVATION_SOFTSIGN = 50
+    ACTIVATION_TANH = 51
+    ACTIVATION_THRESHOLDED_RELU = 52
+    CONVOLUTION = 53
+    GEMM = 54
+    ELEMENT_WISE_ADD1 = 89
+    ACTIVATION_SHRINK = 90
+    QUANTIZED_LINEAR_MATRIX_MULTIPLY = 118
+    QUANTIZED_LINEAR_CONVOLUTION = 120
+    ACTIVATION_CELU = 128
+    ELEMENT_WISE_QUANTIZED_LINEAR_ADD = 147
+
+    def __str__(self) -> str:
+        return f"DML_OPERATOR_{self.name}"

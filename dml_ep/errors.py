@@ -1,0 +1,71 @@
+"""Typed exceptions: everything dml_ep raises on bad input derives from :class:`DmlEpError`.
+
+Messages name where the problem is (node name and op type, tensor) and the rule broken, so a
+CLI user can act on the one line that ``dml-ep`` prints.
+"""
+
+from __future__ import annotations
+
+
+class DmlEpError(Exception):
+    """Base class of every error dml_ep raises on bad input."""
+
+
+class ModelError(DmlEpError):
+    """The model cannot be read, or is not a valid ONNX model."""
+
+
+class NodeError(DmlEpError):
+    """A node of the model breaks a rule of its operator (attributes, shapes, parameters)."""
+
+    def __init__(self, rule: str, *, node=None, tensor: str | None = None):
+        self.rule = rule
+        self.node_name = getattr(node, "name", None) if node is not None else None
+        self.op_type = getattr(node, "op_type", None) if node is not None else None
+        self.tensor = tensor
+        super().__init__(self._format())
+
+    def _format(self) -> str:
+        where = []
+        if self.op_type is not None:
+            where.append(f"node {self.node_name!r} ({self.op_type})" if self.node_name else f"{self.op_type} node")
+        if self.tensor is not None:
+            where.append(f"tensor {self.tensor!r}")
+        return f"{', '.join(where)}: {self.rule}" if where else self.rule
+
+
+class InvalidAttributeError(NodeError):
+    """An attribute has a value its operator does not allow."""
+
+
+class ShapeError(NodeError):
+    """Tensor shapes do not fit together (inner dimensions, broadcasting, kernel vs input)."""
+
+
+class QuantizationParameterError(NodeError):
+    """A scale or zero point is invalid (zero, negative or non-finite scale; bad zero point)."""
+
+
+class DescValidationError(DmlEpError):
+    """A DirectML operator desc breaks a rule of DirectML's support tables."""
+
+
+class FeedError(DmlEpError):
+    """The inputs given to ``run`` do not match the model's inputs."""
+
+
+class FeatureLevelError(DmlEpError):
+    """An unknown DirectML feature level was asked for."""
+
+
+__all__ = [
+    "DmlEpError",
+    "ModelError",
+    "NodeError",
+    "InvalidAttributeError",
+    "ShapeError",
+    "QuantizationParameterError",
+    "DescValidationError",
+    "FeedError",
+    "FeatureLevelError",
+]

@@ -1,0 +1,70 @@
+"""Runs a plan: DirectML descs on dml_ep's kernels, fallback nodes on onnxruntime's CPU EP.
+
+Each fallback node gets one cached single-node onnxruntime session, with its constant inputs as
+initializers, so every model onnxruntime runs, dml_ep runs.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+
+from .arithmetic import Arithmetic
+from .kernels import run_kernel
+from .plan import DmlNode, FallbackNode, Plan
+from .reference import cpu_session
+
+
+class Executor:
+    def __init__(self, plan: Plan, arithmetic: Arithmetic):
+        self.plan = plan
+        self.arithmetic = arithmetic
+        self._fallback_sessions: dict[int, object] = {}
+
+    def run(self, feeds: dict[str, np.ndarray], keep=None, hook=None) -> dict[str, np.ndarray]:
+        """Execute every entry; returns all values (or only ``keep`` names plus graph outputs).
+
+        ``hook(entry, values)`` is called after each entry, for node-by-node inspection.
+        """
+        values = dict(feeds)
+        for entry in self.plan.entries:
+            if isinstance(entry, DmlNode):
+                values[entry.output] = self.run_dml(entry, values)
+            else:
+                values.update(self.run_fallback(entry, values))
+            if hook is not None:
+                hook(entry, values)
+        return values
+
+    def run_dml(self, entry: DmlNode, values: dict) -> np.ndarray:
+        tensors = {
+            field: binding if isinstance(binding, np.ndarray) else values[binding]
+            for field, binding in entry.inputs.items()
+        }
+        result = run_kernel(entry.desc, tensors, self.arithmetic, entry.cache)
+        return np.ascontiguousarray(result).reshape(entry.output_shape)
+
+    def run_fallback(self, entry: FallbackNode, values: dict) -> dict[str, np.ndarray]:
+        session = self._fallback_sessions.get(id(entry))
+        if session is None:
+            session = cpu_session(single_node_model(entry.node, self.plan), threads=None)
+            self._fallback_sessions[id(entry)] = session
+        feeds = {name: values[name] for name in entry.value_inputs if name not in self.plan.constants}
+        results = session.run(entry.outputs, feeds)
+        return dict(zip(entry.outputs, results))
+
+
+def single_node_model(node: onnx.NodeProto, plan: Plan) -> onnx.ModelProto:
+    """A model holding just ``node``: constant inputs as initializers, the rest as graph inputs."""
+    inputs, initializers = [], []
+    for name in dict.fromkeys(n for n in node.input if n):
+        if name in plan.constants:
+            initializers.append(onnx.numpy_helper.from_array(plan.constants[name], name))
+        else:
+            info = plan.values[name]
+            inputs.append(onnx.helper.make_tensor_value_info(name, onnx.helper.np_dtype_to_tensor_dtype(info.dtype), info.shape))
+    outputs = [onnx.helper.make_empty_tensor_value_info(name) for name in node.output if name]
+    graph = onnx.helper.make_graph([node], f"fallback_{node.name or node.op_type}", inputs, outputs, initializers)
+    model = onnx.helper.make_model(graph, opset_imports=plan.model.opset_import, ir_version=plan.model.ir_version)
+    model.functions.extend(plan.model.functions)
+    return model

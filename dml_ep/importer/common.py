@@ -1,0 +1,142 @@
+"""What the per-operator importers share: the registry, the node context, and parameter checks."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import onnx
+
+from ..enums import DML_FEATURE_LEVEL, DML_TENSOR_DATA_TYPE, DML_TENSOR_FLAGS
+from ..errors import QuantizationParameterError
+from ..plan import ValueInfo
+from ..tensor_desc import DML_BUFFER_TENSOR_DESC
+
+IMPORTERS = {}
+
+
+class Fallback(Exception):
+    """Raised by an importer: the node runs on onnxruntime's CPU EP, for the reason given."""
+
+
+def importer(op_type: str, domain: str = ""):
+    """Register ``fn(ctx) -> DmlNode`` as the importer of ``domain::op_type``."""
+
+    def register(fn):
+        IMPORTERS[(domain, op_type)] = fn
+        return fn
+
+    return register
+
+
+@dataclasses.dataclass
+class NodeContext:
+    """One node plus what the importer knows of the graph around it."""
+
+    node: onnx.NodeProto
+    values: dict[str, ValueInfo]
+    constants: dict[str, np.ndarray]
+    feature_level: DML_FEATURE_LEVEL
+    opset: int
+
+    def attr(self, name: str, default=None):
+        for attribute in self.node.attribute:
+            if attribute.name == name:
+                value = onnx.helper.get_attribute_value(attribute)
+                return value.decode() if isinstance(value, bytes) else value
+        return default
+
+    def input_name(self, index: int) -> str:
+        return self.node.input[index] if index < len(self.node.input) else ""
+
+    def info(self, index: int) -> ValueInfo:
+        return self.values[self.input_name(index)]
+
+    def constant(self, index: int, what: str) -> np.ndarray:
+        """The constant value of an input, or Fallback when it is only known at run time."""
+        name = self.input_name(index)
+        if name not in self.constants:
+            raise Fallback(f"{what} {name!r} is not a constant initializer")
+        return self.constants[name]
+
+    def optional_constant(self, index: int, what: str):
+        return self.constant(index, what) if self.input_name(index) else None
+
+    def binding(self, index: int):
+        """What a desc tensor is bound to: the constant array, or the graph value's name."""
+        name = self.input_name(index)
+        return self.constants.get(name, name)
+
+
+def data_type(dtype) -> DML_TENSOR_DATA_TYPE:
+    """DirectML's data type for a numpy dtype, or Fallback when DirectML has none."""
+    dml_type = DML_TENSOR_DATA_TYPE.from_numpy(dtype)
+    if dml_type == DML_TENSOR_DATA_TYPE.UNKNOWN:
+        raise Fallback(f"element type {np.dtype(dtype)} has no DirectML tensor data type")
+    return dml_type
+
+
+def tensor(dtype, sizes, strides=None, owned: bool = False) -> DML_BUFFER_TENSOR_DESC:
+    flags = DML_TENSOR_FLAGS.OWNED_BY_DML if owned else DML_TENSOR_FLAGS.NONE
+    return DML_BUFFER_TENSOR_DESC.create(data_type(dtype), sizes, strides, flags)
+
+
+def parameter_tensor(array: np.ndarray, sizes) -> DML_BUFFER_TENSOR_DESC:
+    """A scale or zero-point desc; a constant whose elements are all equal reads as a broadcast scalar.
+
+    That is the DML EP's TryConvertTensorToBroadcastScalar: strides 0, 4 bytes.
+    """
+    flat = np.asarray(array).reshape(-1)
+    if flat.size > 1 and np.all(flat == flat[0]):
+        return tensor(array.dtype, sizes, strides=(0,) * len(sizes))
+    return tensor(array.dtype, sizes)
+
+
+def check_scale(ctx: NodeContext, index: int, scale: np.ndarray, allowed_sizes: tuple[int, ...] = (1,)) -> np.ndarray:
+    """A scale must be float32, finite and positive (DirectML: a zero scale is undefined behaviour)."""
+    name = ctx.input_name(index)
+    scale = np.asarray(scale)
+    if scale.dtype != np.float32:
+        raise QuantizationParameterError(f"scale must be float32, not {scale.dtype}", node=ctx.node, tensor=name)
+    if scale.size not in allowed_sizes or scale.ndim > 1 and scale.size != 1:
+        sizes = " or ".join(str(s) for s in allowed_sizes)
+        raise QuantizationParameterError(
+            f"scale has shape {list(scale.shape)}; expected {sizes} element(s)", node=ctx.node, tensor=name
+        )
+    if not np.all(np.isfinite(scale)):
+        raise QuantizationParameterError("scale is NaN or infinite", node=ctx.node, tensor=name)
+    if np.any(scale <= 0):
+        raise QuantizationParameterError(
+            f"scale {scale.reshape(-1)[np.argmin(scale.reshape(-1))]:g} is not positive (a zero scale is undefined behaviour in DirectML)",
+            node=ctx.node,
+            tensor=name,
+        )
+    return scale
+
+
+def check_zero_point(ctx: NodeContext, index: int, zero_point, tensor_dtype, allowed_sizes: tuple[int, ...] = (1,)):
+    """A zero point must have its tensor's type and a per-tensor (or allowed per-axis) size."""
+    if zero_point is None:
+        return None
+    name = ctx.input_name(index)
+    zero_point = np.asarray(zero_point)
+    if zero_point.dtype != np.dtype(tensor_dtype):
+        raise QuantizationParameterError(
+            f"zero point type {zero_point.dtype} does not match its tensor's type {np.dtype(tensor_dtype)}",
+            node=ctx.node,
+            tensor=name,
+        )
+    if zero_point.size not in allowed_sizes or zero_point.ndim > 1 and zero_point.size != 1:
+        sizes = " or ".join(str(s) for s in allowed_sizes)
+        raise QuantizationParameterError(
+            f"zero point has shape {list(zero_point.shape)}; expected {sizes} element(s)", node=ctx.node, tensor=name
+        )
+    return zero_point
+
+
+def quantized_type(ctx: NodeContext, index: int, what: str) -> np.dtype:
+    """The element type of a quantized tensor input: uint8 or int8, else Fallback."""
+    dtype = ctx.info(index).dtype
+    if dtype not in (np.dtype(np.uint8), np.dtype(np.int8)):
+        raise Fallback(f"{what} type {dtype} is not supported (INT8, UINT8)")
+    return dtype

@@ -1,0 +1,93 @@
+"""DML_OPERATOR_ELEMENT_WISE_QUANTIZED_LINEAR_ADD and DML_OPERATOR_ELEMENT_WISE_ADD1.
+
+QUANTIZED_LINEAR_ADD, DirectML: ``Output = clamp(round(((A - za) * sa + (B - zb) * sb) / sc) + zc)``.
+``"directml"`` evaluates it in float64 (each product is exact) and settles the elements near a
+half-integer exactly. ``"onnxruntime"`` follows MLAS's AVX2 kernel (qladd_avx2.cpp), on raw codes
+in float32 with ``rAC = sa/sc``, ``rBC = sb/sc``, ``fixed = zc - (rAC*za + rBC*zb)``:
+
+- general span: ``fma(a, rAC, fma(b, rBC, fixed))``;
+- B constant over the span (``input1scalar``): ``fma(a, rAC, fixed + b*rBC)``;
+- A constant over the span (``input0scalar``, checked first): onnxruntime swaps the operands, so
+  ``fma(b, rBC, fixed' + a*rAC)`` with ``fixed' = zc - (rBC*zb + rAC*za)``.
+
+The span is the innermost run of output dimensions (size > 1) over which each input keeps its
+broadcast state (onnxruntime's ``Broadcaster``); it is read off the descs' zero strides.
+
+ADD1: ``FusedActivation(A + B)`` in the tensors' float type. The real DML EP maps an Add with no
+activation to ELEMENT_WISE_ADD; ADD1 without an activation is the same math.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..tensor_desc import view
+from . import quantize
+from .activation import apply_activation
+from .float32_fma import fma32
+
+
+def _scalar(tensors, desc, field) -> float:
+    tensor_desc = getattr(desc, field)
+    return 0.0 if tensor_desc is None else float(view(tensors[field], tensor_desc).reshape(-1)[0])
+
+
+def constant_over_span(desc_a, desc_b) -> tuple[bool, bool]:
+    """Whether A (resp. B) is constant over onnxruntime's innermost broadcast span.
+
+    It is when the input does not move along the innermost output dimension of size > 1.
+    """
+    for size, stride_a, stride_b in zip(reversed(desc_a.Sizes), reversed(desc_a.element_strides), reversed(desc_b.element_strides)):
+        if size > 1:
+            return stride_a == 0, stride_b == 0
+    return True, True
+
+
+def quantized_linear_add(desc, tensors: dict, options, cache: dict) -> np.ndarray:
+    a = view(tensors["ATensor"], desc.ATensor)
+    b = view(tensors["BTensor"], desc.BTensor)
+    sa, sb, sc = (np.float32(_scalar(tensors, desc, f)) for f in ("AScaleTensor", "BScaleTensor", "OutputScaleTensor"))
+    za, zb, zc = (_scalar(tensors, desc, f) for f in ("AZeroPointTensor", "BZeroPointTensor", "OutputZeroPointTensor"))
+    out_dtype = desc.OutputTensor.DataType.numpy()
+    if options.onnxruntime:
+        y = _onnxruntime_sum(desc, a, b, sa, sb, sc, za, zb, zc)
+        lo, hi = quantize.quant_range(out_dtype)
+        rounded = np.rint(y.astype(np.float64))
+        rounded[rounded >= 2.0**31] = lo  # cvtps2dq turns out-of-range values into INT_MIN
+        return np.clip(rounded, lo, hi).astype(out_dtype)
+
+    da = a.astype(np.float64) - za
+    db = b.astype(np.float64) - zb
+    estimate = (da * np.float64(sa) + db * np.float64(sb)) / np.float64(sc)
+    (pa, qa), (pb, qb), (pc, qc) = quantize.ratio(sa), quantize.ratio(sb), quantize.ratio(sc)
+
+    def compare_with_half(index, twice_half):
+        where = np.unravel_index(index, estimate.shape)
+        exact_a, exact_b = quantize.to_object(da[where]), quantize.to_object(db[where])
+        # (2 * value - twice_half) times qa * qb * pc, with value = (da*pa/qa + db*pb/qb) * qc/pc
+        return 2 * (exact_a * pa * qb + exact_b * pb * qa) * qc - twice_half * qa * qb * pc
+
+    return quantize.saturate(quantize.round_half_even_exact(estimate, compare_with_half), zc, out_dtype)
+
+
+def _onnxruntime_sum(desc, a, b, sa, sb, sc, za, zb, zc) -> np.ndarray:
+    """MLAS's float32 value before rounding, with its operand order for the broadcast case."""
+    r_ac, r_bc = sa / sc, sb / sc
+    a, b = a.astype(np.float32), b.astype(np.float32)
+    a_constant, b_constant = constant_over_span(desc.ATensor, desc.BTensor)
+    if a_constant:  # onnxruntime passes (B, A) to the scalar-B kernel
+        fixed = np.float32(zc) - (r_bc * np.float32(zb) + r_ac * np.float32(za))
+        return fma32(b, r_bc, fixed + a * r_ac)
+    fixed = np.float32(zc) - (r_ac * np.float32(za) + r_bc * np.float32(zb))
+    if b_constant:
+        return fma32(a, r_ac, fixed + b * r_bc)
+    return fma32(a, r_ac, fma32(b, r_bc, fixed))
+
+
+def element_wise_add1(desc, tensors: dict, options, cache: dict) -> np.ndarray:
+    a = view(tensors["ATensor"], desc.ATensor)
+    b = view(tensors["BTensor"], desc.BTensor)
+    out = np.add(a, b)
+    if desc.FusedActivation is not None:
+        out = apply_activation(desc.FusedActivation, out)
+    return out

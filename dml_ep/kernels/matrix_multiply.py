@@ -1,0 +1,67 @@
+"""DML_OPERATOR_QUANTIZED_LINEAR_MATRIX_MULTIPLY.
+
+DirectML: ``Output = Quantize(Dequantize(A) x Dequantize(B), OutputScale, OutputZeroPoint)`` over
+{BatchCount, ChannelCount} independent {M,K} x {K,N} products, i.e.
+``round(acc * AScale * BScale / OutputScale) + OutputZeroPoint`` with
+``acc = sum_k (a - za) * (b - zb) = sum_k a*b - zb * sum_k a - za * sum_k b + K * za * zb``.
+
+The raw-code product runs on float32 BLAS in exact K-blocks (``integer_gemm``), reading A and B
+through their descs, so batch broadcasting (stride 0) is never materialized; the zero-point terms
+are exact row and column sums. ``"onnxruntime"`` requantizes as MLAS does, with the float32
+multiplier ``float32(AScale * BScale) / OutputScale``; ``"directml"`` rounds the ideal value.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..tensor_desc import view
+from . import quantize, u8s8
+from .integer_gemm import exact_matmul
+
+
+def _param(tensors, desc, field, default=0.0) -> np.ndarray:
+    """A scale or zero point as a 4-D array broadcastable to the {B,C,M,N} output."""
+    tensor_desc = getattr(desc, field)
+    if tensor_desc is None:
+        return np.full((1, 1, 1, 1), default)
+    values = view(tensors[field], tensor_desc)
+    return values.reshape((1,) * (4 - values.ndim) + values.shape)
+
+
+def _operand(tensors, desc, field) -> tuple[np.ndarray, np.ndarray]:
+    """The raw codes through the desc (4-D view, no copy) and the same as float32."""
+    tensor_desc = getattr(desc, field)
+    raw = view(tensors[field], tensor_desc)
+    as_float = view(np.asarray(tensors[field]).astype(np.float32), tensor_desc)
+    pad = (1,) * (4 - raw.ndim)
+    return raw.reshape(pad + raw.shape), as_float.reshape(pad + raw.shape)
+
+
+def quantized_linear_matrix_multiply(desc, tensors: dict, options, cache: dict) -> np.ndarray:
+    a_raw, a = _operand(tensors, desc, "ATensor")
+    b_raw, b = _operand(tensors, desc, "BTensor")
+    za = _param(tensors, desc, "AZeroPointTensor")  # {1,1,1,1} or {1,1,M,1}
+    zb = _param(tensors, desc, "BZeroPointTensor")  # {1,1,1,1} or {1,1,1,N}
+    k = a.shape[-1]
+    acc = exact_matmul(a, b, quantize.max_abs_code(a_raw.dtype), quantize.max_abs_code(b_raw.dtype)).astype(np.float64)
+    if options.saturates_u8s8(desc.ATensor, desc.BTensor):
+        acc += u8s8.matmul_correction(a_raw, b_raw)
+    if np.any(zb):
+        acc -= zb * a.sum(axis=-1, keepdims=True, dtype=np.float64)
+    if np.any(za):
+        acc -= za * b.sum(axis=-2, keepdims=True, dtype=np.float64)
+        acc += k * za * zb
+
+    a_scale = _param(tensors, desc, "AScaleTensor").astype(np.float32)
+    b_scale = _param(tensors, desc, "BScaleTensor").astype(np.float32)
+    out_scale = _param(tensors, desc, "OutputScaleTensor").astype(np.float32)
+    out_zero_point = _param(tensors, desc, "OutputZeroPointTensor")
+    out_dtype = desc.OutputTensor.DataType.numpy()
+    if options.onnxruntime:
+        multiplier = (a_scale * b_scale) / out_scale
+        result = quantize.requantize_onnxruntime(acc, multiplier, out_zero_point, out_dtype)
+    else:
+        scale_in = a_scale.astype(np.float64) * b_scale.astype(np.float64)
+        result = quantize.requantize_product_exact(acc, scale_in, out_scale, out_zero_point, out_dtype)
+    return result.reshape(desc.OutputTensor.Sizes)

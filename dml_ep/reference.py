@@ -1,0 +1,29 @@
+"""onnxruntime's CPU execution provider: the reference dml_ep compares with, and the fallback it runs on.
+
+``REFERENCES`` names the two ways to run it: ``"ort"`` as deployed, and ``"ort-exact"`` with the
+session config entry ``session.x64quantprecision = "1"``, which makes its uint8 x int8 GEMMs exact
+on x86 CPUs whose kernels would otherwise saturate pairs of products to int16.
+"""
+
+from __future__ import annotations
+
+import onnx
+import onnxruntime as ort
+
+REFERENCES = ("ort", "ort-exact")
+
+
+def cpu_session(model, reference: str = "ort", threads: int | None = None, optimize: bool = True) -> ort.InferenceSession:
+    """An onnxruntime CPU session for a ModelProto or serialized model."""
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    if threads is not None:
+        options.intra_op_num_threads = threads
+    if reference == "ort-exact":
+        options.add_session_config_entry("session.x64quantprecision", "1")
+    elif reference != "ort":
+        raise ValueError(f"unknown reference {reference!r} (choose from {', '.join(REFERENCES)})")
+    if not optimize:
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    data = model.SerializeToString() if isinstance(model, onnx.ModelProto) else bytes(model)
+    return ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])

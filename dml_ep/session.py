@@ -1,0 +1,131 @@
+"""``dml_ep.InferenceSession``: onnxruntime's session API, executing the model as the DML EP would.
+
+The plan is made for the model's declared input shapes (symbolic dimensions as 1) and made again,
+once per new shape signature, when feeds come with other shapes: DirectML descs have static sizes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from . import graph
+from .arithmetic import Arithmetic
+from .errors import FeedError
+from .executor import Executor
+from .importer import DEFAULT_FEATURE_LEVEL, import_model
+from .plan import Plan
+
+_ORT_TYPE_NAMES = {
+    np.dtype(np.float32): "tensor(float)",
+    np.dtype(np.float16): "tensor(float16)",
+    np.dtype(np.float64): "tensor(double)",
+    np.dtype(np.uint8): "tensor(uint8)",
+    np.dtype(np.int8): "tensor(int8)",
+    np.dtype(np.int32): "tensor(int32)",
+    np.dtype(np.int64): "tensor(int64)",
+    np.dtype(np.bool_): "tensor(bool)",
+}
+
+# A feed larger than this is refused before any work (DirectML caps a tensor at 2^32-1 elements too).
+MAX_FEED_BYTES = 8 * 2**30
+
+
+@dataclasses.dataclass(frozen=True)
+class NodeArg:
+    """Like onnxruntime's NodeArg: name, shape (symbolic dims as strings) and type string."""
+
+    name: str
+    shape: list
+    type: str
+
+
+class InferenceSession:
+    """Run a quantized ONNX model the way DirectML would.
+
+    ``model`` is a path, serialized bytes or a ModelProto. ``feature_level`` is the DirectML
+    feature level to target (default: the highest known). ``arithmetic`` is ``"directml"`` or
+    ``"onnxruntime"`` (see :mod:`dml_ep.arithmetic`); ``u8s8_saturation`` overrides the host
+    detection for the latter.
+    """
+
+    def __init__(self, model, feature_level=DEFAULT_FEATURE_LEVEL, arithmetic: str = "directml", u8s8_saturation=None):
+        self.model = graph.load_model(model)
+        self.arithmetic = Arithmetic(arithmetic, u8s8_saturation)
+        self.feature_level = feature_level
+        self._declared = graph.graph_inputs(self.model.graph)
+        self.plan = import_model(self.model, feature_level)
+        self._plans = {self._signature(self.plan.inputs): Executor(self.plan, self.arithmetic)}
+
+    @staticmethod
+    def _signature(infos) -> tuple:
+        return tuple((i.name, tuple(i.shape)) for i in infos)
+
+    def get_inputs(self) -> list[NodeArg]:
+        return [NodeArg(v.name, _shape(v), _type(v)) for v in self._declared]
+
+    def get_outputs(self) -> list[NodeArg]:
+        return [NodeArg(v.name, _shape(v), _type(v)) for v in self.model.graph.output]
+
+    def get_providers(self) -> list[str]:
+        return ["DmlExecutionProvider", "CPUExecutionProvider"]
+
+    def executor_for(self, feeds: dict) -> Executor:
+        """The executor whose plan fits these feeds' shapes (planning anew for a new signature)."""
+        signature = tuple((v.name, tuple(feeds[v.name].shape)) for v in self._declared)
+        executor = self._plans.get(signature)
+        if executor is None:
+            plan = import_model(self.model, self.feature_level, dict(signature))
+            executor = self._plans[signature] = Executor(plan, self.arithmetic)
+        return executor
+
+    def run(self, output_names, input_feed: dict, run_options=None) -> list[np.ndarray]:
+        """Like onnxruntime: ``output_names`` None for all outputs; returns a list of arrays."""
+        feeds = self.check_feeds(input_feed)
+        names = [o.name for o in self.model.graph.output] if not output_names else list(output_names)
+        known = {o.name for o in self.model.graph.output}
+        for name in names:
+            if name not in known:
+                raise FeedError(f"unknown output name {name!r} (outputs: {', '.join(sorted(known))})")
+        values = self.executor_for(feeds).run(feeds)
+        return [values[name] for name in names]
+
+    def check_feeds(self, input_feed: dict) -> dict[str, np.ndarray]:
+        """Feeds checked against the model's inputs: names, element types, ranks and fixed sizes."""
+        if not isinstance(input_feed, dict):
+            raise FeedError(f"input_feed must be a dict of name to array, not {type(input_feed).__name__}")
+        expected = {v.name: v for v in self._declared}
+        unknown = [name for name in input_feed if name not in expected]
+        if unknown:
+            raise FeedError(f"unknown input name {unknown[0]!r} (inputs: {', '.join(expected)})")
+        feeds = {}
+        for name, value in expected.items():
+            if name not in input_feed:
+                raise FeedError(f"missing input {name!r}")
+            array = np.asarray(input_feed[name])
+            dtype = graph.element_dtype(value)
+            if array.dtype != dtype:
+                raise FeedError(f"input {name!r}: element type {array.dtype}, expected {dtype}")
+            dims = value.type.tensor_type.shape.dim
+            if value.type.tensor_type.HasField("shape"):
+                if array.ndim != len(dims):
+                    raise FeedError(f"input {name!r}: rank {array.ndim} (shape {list(array.shape)}), expected rank {len(dims)}")
+                for axis, (size, dim) in enumerate(zip(array.shape, dims)):
+                    if dim.HasField("dim_value") and size != dim.dim_value:
+                        raise FeedError(f"input {name!r}: dimension {axis} is {size}, expected {dim.dim_value}")
+            if any(size == 0 for size in array.shape):
+                raise FeedError(f"input {name!r}: shape {list(array.shape)} has a zero-size dimension (DirectML sizes are at least 1)")
+            if array.nbytes > MAX_FEED_BYTES:
+                raise FeedError(f"input {name!r}: {array.nbytes / 2**30:.1f} GiB is larger than dml_ep's limit of {MAX_FEED_BYTES / 2**30:.0f} GiB")
+            feeds[name] = np.ascontiguousarray(array)
+        return feeds
+
+
+def _shape(value) -> list:
+    return [d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in value.type.tensor_type.shape.dim]
+
+
+def _type(value) -> str:
+    dtype = graph.element_dtype(value)
+    return _ORT_TYPE_NAMES.get(dtype, f"tensor({dtype})")

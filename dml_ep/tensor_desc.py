@@ -1,0 +1,148 @@
+"""DML_BUFFER_TENSOR_DESC and the shape helpers that turn ONNX shapes into DirectML tensor descs.
+
+DirectML sees every tensor as sizes plus element strides; ONNX broadcasting becomes a stride of 0,
+never a copy. :func:`view` is the executor's side of that contract: it reads a buffer through a
+desc exactly as DirectML would.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Sequence
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+from .enums import DML_TENSOR_DATA_TYPE, DML_TENSOR_FLAGS
+
+MAX_ELEMENTS = 2**32 - 1
+
+
+def packed_strides(sizes: Sequence[int]) -> tuple[int, ...]:
+    """Row-major element strides of a packed tensor of these sizes."""
+    strides, step = [], 1
+    for size in reversed(sizes):
+        strides.append(step)
+        step *= size
+    return tuple(reversed(strides))
+
+
+def calc_buffer_tensor_size(data_type: DML_TENSOR_DATA_TYPE, sizes: Sequence[int], strides: Sequence[int] | None) -> int:
+    """TotalTensorSizeInBytes as DirectML's DMLCalcBufferTensorSize computes it.
+
+    Packed: product of sizes times element size; strided: index of the last element plus one,
+    times element size; both rounded up to a multiple of 4 bytes.
+    """
+    element_size = DML_TENSOR_DATA_TYPE(data_type).element_size
+    if strides is None:
+        elements = int(np.prod(sizes, dtype=np.int64))
+    else:
+        elements = sum((size - 1) * stride for size, stride in zip(sizes, strides)) + 1
+    return (elements * element_size + 3) & ~3
+
+
+@dataclasses.dataclass(frozen=True)
+class DML_BUFFER_TENSOR_DESC:
+    """A DirectML buffer tensor desc; ``Strides`` is None for a packed tensor, as in DirectML."""
+
+    DataType: DML_TENSOR_DATA_TYPE
+    Flags: DML_TENSOR_FLAGS
+    DimensionCount: int
+    Sizes: tuple[int, ...]
+    Strides: tuple[int, ...] | None
+    TotalTensorSizeInBytes: int
+    GuaranteedBaseOffsetAlignment: int = 0
+
+    @classmethod
+    def create(cls, data_type, sizes, strides=None, flags=DML_TENSOR_FLAGS.NONE) -> "DML_BUFFER_TENSOR_DESC":
+        """A desc with TotalTensorSizeInBytes computed; packed strides are stored as None."""
+        data_type = DML_TENSOR_DATA_TYPE(data_type)
+        sizes = tuple(int(s) for s in sizes)
+        strides = None if strides is None else tuple(int(s) for s in strides)
+        if strides == packed_strides(sizes):
+            strides = None
+        return cls(
+            DataType=data_type,
+            Flags=DML_TENSOR_FLAGS(flags),
+            DimensionCount=len(sizes),
+            Sizes=sizes,
+            Strides=strides,
+            TotalTensorSizeInBytes=calc_buffer_tensor_size(data_type, sizes, strides),
+        )
+
+    @property
+    def element_strides(self) -> tuple[int, ...]:
+        return packed_strides(self.Sizes) if self.Strides is None else self.Strides
+
+    @property
+    def element_count(self) -> int:
+        return int(np.prod(self.Sizes, dtype=np.int64))
+
+    def describe(self) -> str:
+        """``UINT8 {1,64,56,56}`` plus strides when they are not packed."""
+        text = f"{self.DataType.name} {{{','.join(map(str, self.Sizes))}}}"
+        if self.Strides is not None:
+            text += f" strides {{{','.join(map(str, self.Strides))}}}"
+        return text
+
+    def to_dict(self) -> dict:
+        return {
+            "DataType": self.DataType.name,
+            "Flags": self.Flags.name if self.Flags else "NONE",
+            "DimensionCount": self.DimensionCount,
+            "Sizes": list(self.Sizes),
+            "Strides": None if self.Strides is None else list(self.Strides),
+            "TotalTensorSizeInBytes": self.TotalTensorSizeInBytes,
+            "GuaranteedBaseOffsetAlignment": self.GuaranteedBaseOffsetAlignment,
+        }
+
+
+def left_pad(shape: Sequence[int], rank: int = 4) -> tuple[int, ...]:
+    """Prefix 1s up to ``rank`` dimensions (DirectML wants at least 4-D for most operators)."""
+    shape = tuple(int(s) for s in shape)
+    return (1,) * (rank - len(shape)) + shape
+
+
+def broadcast_strides(shape: Sequence[int], target: Sequence[int]) -> tuple[int, ...]:
+    """Element strides that read a packed tensor of ``shape`` as ``target`` (ONNX broadcasting).
+
+    ``shape`` is right-aligned to ``target``. As in the DML EP's TensorDesc, every dimension of size
+    1 gets stride 0 once anything broadcasts; a shape equal to the target reads packed.
+    Raises ValueError when the shapes do not broadcast.
+    """
+    if len(shape) > len(target):
+        raise ValueError(f"shape {list(shape)} has more dimensions than {list(target)}")
+    shape = left_pad(shape, len(target))
+    if any(size != want and size != 1 for size, want in zip(shape, target)):
+        raise ValueError(f"shape {list(shape)} does not broadcast to {list(target)}")
+    if shape == tuple(target):
+        return packed_strides(shape)
+    return tuple(0 if size == 1 else stride for size, stride in zip(shape, packed_strides(shape)))
+
+
+def broadcast_desc(data_type, shape: Sequence[int], target: Sequence[int]) -> DML_BUFFER_TENSOR_DESC:
+    """A desc reading a packed tensor of ``shape`` with the sizes ``target``."""
+    return DML_BUFFER_TENSOR_DESC.create(data_type, target, broadcast_strides(shape, target))
+
+
+def broadcast_shapes(*shapes: Sequence[int]) -> tuple[int, ...]:
+    """The ONNX multidirectional broadcast of shapes; ValueError when they do not broadcast."""
+    return tuple(np.broadcast_shapes(*[tuple(s) for s in shapes]))
+
+
+def view(array: np.ndarray, desc: DML_BUFFER_TENSOR_DESC) -> np.ndarray:
+    """Read a buffer through a desc: the desc's sizes with its element strides (0 broadcasts).
+
+    The view is read-only, as DirectML inputs are.
+    """
+    flat = np.ascontiguousarray(array).reshape(-1)
+    needed = sum((s - 1) * st for s, st in zip(desc.Sizes, desc.element_strides)) + 1
+    if flat.size < needed:
+        raise ValueError(f"buffer of {flat.size} elements is too small for {desc.describe()}")
+    itemsize = flat.itemsize
+    return as_strided(
+        flat,
+        shape=desc.Sizes,
+        strides=tuple(st * itemsize for st in desc.element_strides),
+        writeable=False,
+    )
