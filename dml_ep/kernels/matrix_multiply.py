@@ -25,7 +25,7 @@ def _param(tensors, desc, field, default=0.0) -> np.ndarray:
     tensor_desc = getattr(desc, field)
     if tensor_desc is None:
         return np.full((1, 1, 1, 1), default)
-    values = view(tensors[field], tensor_desc)
+    values = view(tensors[field], tensor_desc).astype(np.float64)
     return values.reshape((1,) * (4 - values.ndim) + values.shape)
 
 
