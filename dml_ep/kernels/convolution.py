@@ -5,14 +5,17 @@ FilterScale, OutputScale, OutputZeroPoint)``; since the bias is int32 in units o
 ``InputScale * FilterScale``, this is ``round((acc + Bias) * InputScale * FilterScale / OutputScale)``
 with ``acc = sum((x - zx) * (w - zw))`` over the window, padding reading as the input zero point.
 
-The accumulator is exact: im2col (a strided view of the zero-point-centred, zero-padded input, one
-copy) times the centred filter, one batched float32 GEMM per K-block (see ``integer_gemm``), all
-groups at once (depthwise included). Then the output step of the session's arithmetic:
+The accumulator is exact: im2col of the raw input codes (a strided view of the input padded with
+its zero point, one copy; none for 1x1 convolutions) times the centred filter, one batched float32
+GEMM per K-block (see ``integer_gemm``; usually one), all groups at once (depthwise included);
+``-zx * sum(w - zw) + bias`` is then one per-channel constant. Then the output step of the session's arithmetic:
 ``"directml"`` rounds the ideal value correctly; ``"onnxruntime"`` follows MLAS,
 ``float32(acc + bias) * float32(float32(InputScale * FilterScale) / OutputScale)``.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
@@ -20,16 +23,30 @@ from numpy.lib.stride_tricks import sliding_window_view
 from ..enums import DML_TENSOR_FLAGS
 from ..tensor_desc import view
 from . import quantize, u8s8
-from .integer_gemm import exact_matmul
+from .integer_gemm import FLOAT32_EXACT, exact_matmul, weight_blocks
 
 
-def _centred_filter(desc, tensors) -> tuple[np.ndarray, float]:
-    """The filter minus its zero point as [G, OC/G, C/G*KH*KW] float32, and its largest magnitude."""
+@dataclasses.dataclass(frozen=True)
+class PreparedFilter:
+    """The filter as the GEMM needs it: centred, grouped, with its column sums and exact K-blocks."""
+
+    weights: np.ndarray  # [G, OC/G, C/G*KH*KW] float32, filter minus its zero point
+    column_sums: np.ndarray  # [1, OC, 1, 1] float64: sum over K of the centred filter
+    blocks: list  # K-blocks exact in float32 against raw input codes
+    bound: float  # the largest |partial sum| any block can reach
+
+
+def prepare_filter(desc, tensors) -> PreparedFilter:
     w = _as4d(view(tensors["FilterTensor"], desc.FilterTensor)).astype(np.float32)
     if desc.FilterZeroPointTensor is not None:
         w -= view(tensors["FilterZeroPointTensor"], desc.FilterZeroPointTensor).reshape(-1, 1, 1, 1)
-    centred = np.ascontiguousarray(w.reshape(desc.GroupCount, w.shape[0] // desc.GroupCount, -1))
-    return centred, float(np.abs(centred).max(initial=0.0))
+    weights = np.ascontiguousarray(w.reshape(desc.GroupCount, w.shape[0] // desc.GroupCount, -1))
+    max_abs_x = quantize.max_abs_code(desc.InputTensor.DataType.numpy())
+    blocks = weight_blocks(weights, max_abs_x)
+    magnitudes = np.abs(weights).astype(np.float64)
+    bound = max(float(magnitudes[..., block].sum(axis=-1).max(initial=0.0)) * max_abs_x for block in blocks)
+    column_sums = weights.sum(axis=-1, dtype=np.float64).reshape(1, -1, 1, 1)
+    return PreparedFilter(weights, column_sums, blocks, bound)
 
 
 def _as4d(array: np.ndarray) -> np.ndarray:
@@ -51,49 +68,57 @@ def _per_channel(tensors, desc, field, default=0.0) -> np.ndarray:
     return view(tensors[field], tensor_desc).reshape(1, -1, 1, 1)
 
 
-def im2col(x: np.ndarray, desc, kernel: tuple[int, int]) -> tuple[np.ndarray, tuple[int, int]]:
-    """[N, C, H, W] (already centred) to [N, G, C/G*KH*KW, OH*OW] columns, zero-padded; and (OH, OW)."""
+def im2col(x: np.ndarray, desc, kernel: tuple[int, int], pad_value: float) -> tuple[np.ndarray, tuple[int, int]]:
+    """Raw input codes [N, C, H, W] to float32 columns [N, G, C/G*KH*KW, OH*OW] (one copy), and (OH, OW).
+
+    Padding reads as the input zero point, i.e. as a real 0.
+    """
     (pad_top, pad_left), (pad_bottom, pad_right) = desc.StartPadding, desc.EndPadding
-    padded = np.pad(x, ((0, 0), (0, 0), (pad_top, pad_bottom), (pad_left, pad_right)))
     (stride_h, stride_w), (dilation_h, dilation_w) = desc.Strides, desc.Dilations
+    batch, channels, height, width = x.shape
+    if kernel == (1, 1) and desc.Strides == (1, 1) and not any(desc.StartPadding + desc.EndPadding):
+        return x.astype(np.float32).reshape(batch, desc.GroupCount, -1, height * width), (height, width)
+    padded = np.full((batch, channels, height + pad_top + pad_bottom, width + pad_left + pad_right), pad_value, np.float32)
+    padded[:, :, pad_top : pad_top + height, pad_left : pad_left + width] = x
     span = ((kernel[0] - 1) * dilation_h + 1, (kernel[1] - 1) * dilation_w + 1)
     windows = sliding_window_view(padded, span, axis=(2, 3))[:, :, ::stride_h, ::stride_w, ::dilation_h, ::dilation_w]
-    batch, _, out_h, out_w = windows.shape[:4]
+    out_h, out_w = windows.shape[2:4]
     columns = windows.transpose(0, 1, 4, 5, 2, 3)  # N, C, KH, KW, OH, OW
     return columns.reshape(batch, desc.GroupCount, -1, out_h * out_w), (out_h, out_w)
 
 
-def accumulate(desc, tensors: dict, cache: dict) -> tuple[np.ndarray, np.ndarray, float]:
-    """The exact integer accumulator [N, OC, OH, OW] (float32 or float64), the input and its zero point.
+def accumulate(desc, tensors: dict, cache: dict):
+    """The exact ``sum (x - zx) * (w - zw) + bias`` as [N, OC, OH, OW] (float32 when exact in it, else float64).
 
-    Filters bound at initialization (OWNED_BY_DML) are centred once and kept in ``cache``.
+    The GEMM runs on raw input codes; ``-zx * column_sums + bias`` is one per-channel constant.
+    Filters bound at initialization (OWNED_BY_DML) are prepared once and kept in ``cache``.
+    Also returns the input (4-D) and its zero point.
     """
     x = _as4d(view(tensors["InputTensor"], desc.InputTensor))
     input_zero_point = _scalar(tensors, desc, "InputZeroPointTensor")
-    lo, hi = quantize.quant_range(x.dtype)
-    centred_x = x.astype(np.float32)
-    if input_zero_point:
-        centred_x -= np.float32(input_zero_point)
     if desc.FilterTensor.Flags & DML_TENSOR_FLAGS.OWNED_BY_DML:
         if "filter" not in cache:
-            cache["filter"] = _centred_filter(desc, tensors)
-        weights, max_abs_w = cache["filter"]
+            cache["filter"] = prepare_filter(desc, tensors)
+        prepared = cache["filter"]
     else:
-        weights, max_abs_w = _centred_filter(desc, tensors)
-    columns, (out_h, out_w) = im2col(centred_x, desc, tuple(desc.FilterTensor.Sizes[-2:]))
-    max_abs_x = max(input_zero_point - lo, hi - input_zero_point)
-    acc = exact_matmul(weights, columns, max_abs_x, max_abs_w)
-    return acc.reshape(x.shape[0], -1, out_h, out_w), x, input_zero_point
+        prepared = prepare_filter(desc, tensors)
+    columns, (out_h, out_w) = im2col(x, desc, tuple(desc.FilterTensor.Sizes[-2:]), input_zero_point)
+    acc = exact_matmul(prepared.weights, columns, prepared.blocks).reshape(x.shape[0], -1, out_h, out_w)
+    constant = -input_zero_point * prepared.column_sums
+    if desc.BiasTensor is not None:
+        constant = constant + _per_channel(tensors, desc, "BiasTensor")
+    if acc.dtype == np.float32 and prepared.bound + np.abs(constant).max() <= FLOAT32_EXACT:
+        acc += constant.astype(np.float32)
+    else:
+        acc = acc.astype(np.float64) + constant
+    return acc, x, input_zero_point
 
 
 def quantized_linear_convolution(desc, tensors: dict, options, cache: dict) -> np.ndarray:
     """Run the convolution desc on raw input buffers (a dict keyed by the desc's field names)."""
     acc, x, input_zero_point = accumulate(desc, tensors, cache)
-    acc = acc.astype(np.float64)
     if options.saturates_u8s8(desc.InputTensor, desc.FilterTensor):
-        acc += u8s8.convolution_correction(desc, x, tensors, input_zero_point)
-    if desc.BiasTensor is not None:
-        acc += _per_channel(tensors, desc, "BiasTensor")
+        acc = acc + u8s8.convolution_correction(desc, x, tensors, input_zero_point)
 
     input_scale = np.float32(_scalar(tensors, desc, "InputScaleTensor"))
     filter_scale = _per_channel(tensors, desc, "FilterScaleTensor").astype(np.float32)

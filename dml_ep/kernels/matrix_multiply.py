@@ -17,7 +17,7 @@ import numpy as np
 
 from ..tensor_desc import view
 from . import quantize, u8s8
-from .integer_gemm import exact_matmul
+from .integer_gemm import exact_matmul, uniform_blocks
 
 
 def _param(tensors, desc, field, default=0.0) -> np.ndarray:
@@ -44,7 +44,8 @@ def quantized_linear_matrix_multiply(desc, tensors: dict, options, cache: dict) 
     za = _param(tensors, desc, "AZeroPointTensor")  # {1,1,1,1} or {1,1,M,1}
     zb = _param(tensors, desc, "BZeroPointTensor")  # {1,1,1,1} or {1,1,1,N}
     k = a.shape[-1]
-    acc = exact_matmul(a, b, quantize.max_abs_code(a_raw.dtype), quantize.max_abs_code(b_raw.dtype)).astype(np.float64)
+    blocks = uniform_blocks(k, quantize.max_abs_code(a_raw.dtype), quantize.max_abs_code(b_raw.dtype))
+    acc = exact_matmul(a, b, blocks).astype(np.float64)
     if options.saturates_u8s8(desc.ATensor, desc.BTensor):
         acc += u8s8.matmul_correction(a_raw, b_raw)
     if np.any(zb):

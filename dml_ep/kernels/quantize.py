@@ -119,7 +119,7 @@ def requantize_onnxruntime(acc: np.ndarray, multiplier, zero_point, dtype) -> np
     """
     lo, hi = quant_range(dtype)
     zero_point = np.asarray(zero_point, dtype=np.float32)
-    scaled = np.multiply(np.asarray(acc).astype(np.float32), np.asarray(multiplier, dtype=np.float32))
+    scaled = np.multiply(np.asarray(acc).astype(np.float32, copy=False), np.asarray(multiplier, dtype=np.float32))
     np.clip(scaled, lo - zero_point, hi - zero_point, out=scaled)
     np.rint(scaled, out=scaled)
     scaled += zero_point
