@@ -1,0 +1,197 @@
+"""Benchmark dml_ep against onnxruntime CPU (and onnx's ReferenceEvaluator) in one run.
+
+    python scripts/bench.py [MODEL ...] [--repeat N] [--arithmetic directml|onnxruntime] [--json FILE]
+
+Default models: the shipped ones plus a quantized ResNet-50 built by scripts/make_models.py into
+its cache. Runtimes are timed interleaved after a warm-up, on the same inputs; the table gives
+medians and the dml_ep / onnxruntime ratio, never a lone absolute time. onnxruntime runs with
+intra-op threads = cores and thread spinning off: spinning threads would keep both cores busy after
+each onnxruntime run and slow the dml_ep run that follows it. Peak memory is each
+runtime's peak RSS in a child process that loads the model and runs it once. Single-node models
+(QLinearConv, QLinearMatMul, float Add) are also timed against onnx's ReferenceEvaluator, the other
+pure-Python peer (it cannot run com.microsoft QLinearAdd, so whole models mostly fall outside it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper
+
+import dml_ep
+from dml_ep.inputs import random_inputs
+from dml_ep.reference import cpu_session
+
+ROOT = Path(__file__).resolve().parent.parent
+SHIPPED = sorted((ROOT / "models").glob("*.onnx"))
+
+
+def default_models() -> list[Path]:
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from make_models import build_models
+
+    cache = ROOT / ".cache" / "models"
+    built = build_models(cache, ["resnet50"]) if not (cache / "resnet50.onnx").exists() else {"resnet50": cache / "resnet50.onnx"}
+    return SHIPPED + [Path(built["resnet50"])]
+
+
+def single_node_models() -> dict[str, onnx.ModelProto]:
+    """Typical single nodes: a ResNet 3x3 conv, a transformer-sized matmul, a float Add."""
+    rng = np.random.default_rng(0)
+
+    def const(name, array):
+        return onnx.numpy_helper.from_array(np.asarray(array), name)
+
+    def model(node, inputs, outputs, initializers):
+        graph = helper.make_graph([node], node.op_type, inputs, outputs, initializers)
+        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+
+    scale = lambda v: np.float32(v)  # noqa: E731
+    conv = model(
+        helper.make_node("QLinearConv", ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "b"], ["y"], pads=[1, 1, 1, 1]),
+        [helper.make_tensor_value_info("x", TensorProto.UINT8, [1, 64, 56, 56])],
+        [helper.make_tensor_value_info("y", TensorProto.UINT8, [1, 64, 56, 56])],
+        [const("xs", scale(0.02)), const("xz", np.uint8(0)), const("w", rng.integers(-127, 128, (64, 64, 3, 3)).astype(np.int8)),
+         const("ws", rng.uniform(0.001, 0.01, 64).astype(np.float32)), const("wz", np.zeros(64, np.int8)),
+         const("ys", scale(0.5)), const("yz", np.uint8(10)), const("b", rng.integers(-1000, 1000, 64).astype(np.int32))],
+    )
+    matmul = model(
+        helper.make_node("QLinearMatMul", ["a", "as", "az", "b", "bs", "bz", "ys", "yz"], ["y"]),
+        [helper.make_tensor_value_info("a", TensorProto.UINT8, [128, 768])],
+        [helper.make_tensor_value_info("y", TensorProto.UINT8, [128, 768])],
+        [const("as", scale(0.02)), const("az", np.uint8(128)), const("b", rng.integers(-127, 128, (768, 768)).astype(np.int8)),
+         const("bs", scale(0.003)), const("bz", np.int8(0)), const("ys", scale(0.8)), const("yz", np.uint8(128))],
+    )
+    add = model(
+        helper.make_node("Add", ["a", "b"], ["y"]),
+        [helper.make_tensor_value_info("a", TensorProto.FLOAT, [1, 64, 56, 56]), helper.make_tensor_value_info("b", TensorProto.FLOAT, [1, 64, 1, 1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 64, 56, 56])],
+        [],
+    )
+    return {"node:QLinearConv 64x56x56 3x3": conv, "node:QLinearMatMul 128x768x768": matmul, "node:Add 64x56x56": add}
+
+
+def time_interleaved(runners: dict, repeat: int) -> dict[str, float]:
+    """Median milliseconds per runner, alternating runners each round after one warm-up call."""
+    for run in runners.values():
+        run()
+    times = {name: [] for name in runners}
+    for _ in range(repeat):
+        for name, run in runners.items():
+            start = time.perf_counter()
+            run()
+            times[name].append((time.perf_counter() - start) * 1e3)
+    return {name: statistics.median(values) for name, values in times.items()}
+
+
+_PEAK_CHILD = """
+import resource, sys, numpy as np, onnx
+from dml_ep.inputs import random_inputs
+kind, path, arithmetic = sys.argv[1:4]
+if kind == "ort":
+    from dml_ep.reference import cpu_session
+    session = cpu_session(onnx.load(path))
+else:
+    import dml_ep
+    session = dml_ep.InferenceSession(path, arithmetic=arithmetic)
+feeds = random_inputs(onnx.load(path), seed=0)
+session.run(None, feeds)
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+"""
+
+
+def peak_memory_mb(kind: str, path: Path, arithmetic: str) -> float | None:
+    """Peak RSS (MiB) of a child process that loads the model and runs it once."""
+    result = subprocess.run([sys.executable, "-c", _PEAK_CHILD, kind, str(path), arithmetic], capture_output=True, text=True)
+    return float(result.stdout.strip()) if result.returncode == 0 else None
+
+
+def bench_model(path: Path, repeat: int, arithmetic: str, threads: int) -> dict:
+    model = onnx.load(str(path))
+    feeds = random_inputs(model, seed=0)
+    ort_session = cpu_session(model, threads=threads, spinning=False)
+    dml_session = dml_ep.InferenceSession(model, arithmetic=arithmetic)
+    medians = time_interleaved({"ort": lambda: ort_session.run(None, feeds), "dml_ep": lambda: dml_session.run(None, feeds)}, repeat)
+    return {
+        "model": path.stem,
+        "ort_ms": medians["ort"],
+        "dml_ep_ms": medians["dml_ep"],
+        "ratio": medians["dml_ep"] / medians["ort"],
+        "ort_peak_mb": peak_memory_mb("ort", path, arithmetic),
+        "dml_ep_peak_mb": peak_memory_mb("dml_ep", path, arithmetic),
+    }
+
+
+def bench_node(name: str, model: onnx.ModelProto, repeat: int, arithmetic: str, threads: int) -> dict:
+    from onnx.reference import ReferenceEvaluator
+
+    feeds = random_inputs(model, seed=0)
+    ort_session = cpu_session(model, threads=threads, spinning=False)
+    dml_session = dml_ep.InferenceSession(model, arithmetic=arithmetic)
+    reference = ReferenceEvaluator(model)
+    medians = time_interleaved(
+        {
+            "ort": lambda: ort_session.run(None, feeds),
+            "dml_ep": lambda: dml_session.run(None, feeds),
+            "reference": lambda: reference.run(None, feeds),
+        },
+        max(3, repeat // 3),
+    )
+    return {
+        "model": name,
+        "ort_ms": medians["ort"],
+        "dml_ep_ms": medians["dml_ep"],
+        "ratio": medians["dml_ep"] / medians["ort"],
+        "reference_ms": medians["reference"],
+        "reference_speedup": medians["reference"] / medians["dml_ep"],
+    }
+
+
+def format_table(rows: list[dict]) -> str:
+    def cell(value, fmt):
+        return "-" if value is None else format(value, fmt)
+
+    lines = [f"{'model':34s} {'ort ms':>9s} {'dml_ep ms':>10s} {'ratio':>7s} {'ort MB':>8s} {'dml_ep MB':>10s} {'refeval ms':>11s} {'x faster':>9s}"]
+    for row in rows:
+        lines.append(
+            f"{row['model']:34s} {row['ort_ms']:9.2f} {row['dml_ep_ms']:10.2f} {row['ratio']:7.2f} "
+            f"{cell(row.get('ort_peak_mb'), '8.0f'):>8s} {cell(row.get('dml_ep_peak_mb'), '10.0f'):>10s} "
+            f"{cell(row.get('reference_ms'), '11.1f'):>11s} {cell(row.get('reference_speedup'), '9.1f'):>9s}"
+        )
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("models", nargs="*", type=Path)
+    parser.add_argument("--repeat", type=int, default=10)
+    parser.add_argument("--arithmetic", default="onnxruntime", choices=dml_ep.ARITHMETICS)
+    parser.add_argument("--threads", type=int, default=os.cpu_count(), help="onnxruntime intra-op threads")
+    parser.add_argument("--no-nodes", action="store_true", help="skip the single-node benchmarks")
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args(argv)
+    rows = []
+    for path in args.models or default_models():
+        rows.append(bench_model(path, args.repeat, args.arithmetic, args.threads))
+        print(f"  {path.stem}: done", file=sys.stderr)
+    if not args.no_nodes:
+        for name, model in single_node_models().items():
+            rows.append(bench_node(name, model, args.repeat, args.arithmetic, args.threads))
+    print(f"arithmetic={args.arithmetic}, onnxruntime intra-op threads={args.threads}, repeats={args.repeat}")
+    print(format_table(rows))
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
