@@ -1,0 +1,375 @@
+"""The ``dml-ep`` command: ``inspect`` a model's plan, ``run`` it, ``compare`` it with onnxruntime.
+
+Exit status: 0 on success, 1 when ``compare`` finds an output out of tolerance, 2 on a usage or
+input error (one line on stderr, ``dml-ep: error: ...``; for ``compare``, when any model could not
+be compared), 3 on an internal error, so that a crash never reads as a conformance verdict.
+``--debug`` shows the traceback instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import re
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+from .arithmetic import ARITHMETICS
+from .compare import FLOAT_ATOL, FLOAT_RTOL, ModelReport, TensorComparison, compare_model, node_label
+from .enums import DML_OPERATOR_TYPE as OP
+from .errors import DmlEpError, FeedError
+from .graph import load_model
+from .importer import DEFAULT_FEATURE_LEVEL, import_model
+from .inputs import make_feeds
+from .plan import DmlNode, Plan
+from .reference import REFERENCES
+from .session import InferenceSession
+
+# Fallback ops whose MACs inspect estimates from value shapes: conv weight input, matmul A input.
+CONV_WEIGHT_INPUT = {"Conv": 1, "ConvInteger": 1, "QLinearConv": 3}
+MATMUL_A_INPUT = {"MatMul": 0, "MatMulInteger": 0, "QLinearMatMul": 0, "Gemm": 0, "QGemm": 0}
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with usage errors as the one-line ``dml-ep: error: ...`` and exit status 2."""
+
+    def error(self, message):
+        print(f"dml-ep: error: {message}", file=sys.stderr)
+        sys.exit(2)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The three subcommands, sharing --feature-level/--debug and (run, compare) the input options."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--feature-level", default=DEFAULT_FEATURE_LEVEL.label, metavar="L",
+                        help="DirectML feature level to target, e.g. 4_0 (default: %(default)s)")
+    common.add_argument("--debug", action="store_true", help="show a traceback on errors")
+    feeding = argparse.ArgumentParser(add_help=False)
+    feeding.add_argument("--input", action="append", default=[], metavar="NAME=FILE",
+                         help="an input from a .npy or TensorProto .pb file (repeatable)")
+    feeding.add_argument("--input-dir", metavar="DIR",
+                         help="inputs from <name>.npy or input_<i>.pb files (ONNX test data)")
+    feeding.add_argument("--seed", type=int, default=0,
+                         help="seed of the random inputs given neither way (default: %(default)s)")
+    feeding.add_argument("--arithmetic", choices=ARITHMETICS, default="directml",
+                         help="dml_ep's arithmetic (default: %(default)s)")
+
+    parser = _Parser(prog="dml-ep", description="Emulate onnxruntime's DirectML EP on quantized ONNX models.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    show = commands.add_parser("inspect", parents=[common], help="show which DirectML operator runs each node")
+    show.add_argument("model", metavar="MODEL")
+    show.add_argument("--json", metavar="FILE", help="also write the plan as JSON")
+    show.set_defaults(handler=cmd_inspect)
+
+    run = commands.add_parser("run", parents=[common, feeding], help="run a model with dml_ep")
+    run.add_argument("model", metavar="MODEL")
+    run.add_argument("--output-dir", metavar="DIR", help="write each output to DIR/<name>.npy")
+    run.set_defaults(handler=cmd_run)
+
+    compare = commands.add_parser(
+        "compare",
+        parents=[common, feeding],
+        help="compare dml_ep with onnxruntime's CPU EP",
+        description=(
+            "Integer outputs, and float outputs made by DequantizeLinear, compare in quantized steps "
+            f"(LSB) within --atol; other float outputs within {FLOAT_ATOL:g} + {FLOAT_RTOL:g} * |reference|."
+        ),
+    )
+    compare.add_argument("models", nargs="+", metavar="MODEL_OR_DIR_OR_GLOB")
+    compare.add_argument("--atol", type=_non_negative, default=0, metavar="STEPS",
+                         help="largest difference allowed, in quantized steps (default: 0, bit-exact)")
+    compare.add_argument("--reference", choices=REFERENCES, default="ort",
+                         help="onnxruntime CPU as deployed, or with exact u8s8 GEMMs (default: %(default)s)")
+    compare.add_argument("--per-node", action="store_true", help="compare every intermediate value and each DML node in isolation")
+    compare.add_argument("--json", metavar="FILE", help="also write the reports as JSON")
+    compare.set_defaults(handler=cmd_compare)
+    return parser
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.handler(args)
+    except BrokenPipeError:  # the reader went away (``| head``): not an error, and nothing more to print
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except (DmlEpError, OSError) as exc:
+        if args.debug:
+            raise
+        print(f"dml-ep: error: {_one_line(exc)}", file=sys.stderr)
+        return 2
+    except Exception as exc:
+        if args.debug:
+            raise
+        print(f"dml-ep: error: internal error: {type(exc).__name__}: {_one_line(exc)} (--debug shows the traceback)", file=sys.stderr)
+        return 3
+
+
+# --- inspect -------------------------------------------------------------------------------
+
+
+def cmd_inspect(args) -> int:
+    """One row per plan entry, then node counts and estimated MACs on DirectML vs the fallback."""
+    plan = import_model(load_model(args.model), args.feature_level)
+    rows = [
+        {"node": " + ".join(node_label(n) for n in [entry.node, *getattr(entry, "fused_nodes", [])]),
+         "op_type": entry.node.op_type,
+         "runs_on": entry.summary(),
+         "macs": dml_macs(entry) if isinstance(entry, DmlNode) else fallback_macs(entry.node, plan)}
+        for entry in plan.entries
+    ]
+    print(_table(["node", "op type", "runs on"], [[r["node"], r["op_type"], r["runs_on"]] for r in rows]))
+    dml_nodes = sum(1 + len(e.fused_nodes) for e in plan.dml_nodes)
+    dml_macs_total = sum(r["macs"] for r, e in zip(rows, plan.entries) if isinstance(e, DmlNode))
+    fallback_total = sum(r["macs"] for r in rows) - dml_macs_total
+    share = 100.0 * dml_macs_total / (dml_macs_total + fallback_total) if dml_macs_total + fallback_total else 0.0
+    summary = {
+        "feature_level": str(plan.feature_level),
+        "dml": {"nodes": dml_nodes, "macs": dml_macs_total},
+        "fallback": {"nodes": len(plan.fallback_nodes), "macs": fallback_total},
+    }
+    print(f"\n{summary['feature_level']}: {dml_nodes} ONNX node(s) on DirectML ({len(plan.dml_nodes)} operator(s)), "
+          f"{len(plan.fallback_nodes)} on the CPU fallback")
+    print(f"estimated MACs: {dml_macs_total:,} on DirectML ({share:.1f}%), {fallback_total:,} on the fallback")
+    if args.json:
+        _write_json(args.json, {"model": args.model, "nodes": rows, "summary": summary})
+    return 0
+
+
+def dml_macs(entry: DmlNode) -> int:
+    """Multiply-accumulates of a desc: convolution N*OC*OH*OW*(C/G)*KH*KW, matmul B*C*M*N*K, else one per element."""
+    desc = entry.desc
+    outputs = desc.OutputTensor.element_count
+    if desc.OPERATOR_TYPE == OP.QUANTIZED_LINEAR_CONVOLUTION:
+        return outputs * int(np.prod(desc.FilterTensor.Sizes[1:]))
+    if desc.OPERATOR_TYPE == OP.QUANTIZED_LINEAR_MATRIX_MULTIPLY:
+        return outputs * desc.ATensor.Sizes[-1]
+    return outputs
+
+
+def fallback_macs(node, plan: Plan) -> int:
+    """Convolution and matmul-like fallbacks estimated from the value shapes; other ops count 0."""
+    out = plan.values.get(node.output[0]) if node.output else None
+    if out is None:
+        return 0
+    if node.op_type in CONV_WEIGHT_INPUT:
+        weight = plan.values.get(node.input[CONV_WEIGHT_INPUT[node.op_type]])
+        return int(np.prod(out.shape)) * int(np.prod(weight.shape[1:])) if weight else 0
+    if node.op_type in MATMUL_A_INPUT:
+        a = plan.values.get(node.input[0])
+        if a is None or not a.shape:
+            return 0
+        transposed = any(attr.name == "transA" and attr.i for attr in node.attribute)
+        return int(np.prod(out.shape)) * a.shape[-2 if transposed else -1]
+    return 0
+
+
+# --- run -----------------------------------------------------------------------------------
+
+
+def cmd_run(args) -> int:
+    """Run with dml_ep; outputs are written only once the whole run has succeeded."""
+    model = load_model(args.model)
+    feeds = make_feeds(model, args.seed, args.input, args.input_dir)
+    session = InferenceSession(model, args.feature_level, args.arithmetic)
+    names = [o.name for o in session.get_outputs()]
+    results = dict(zip(names, session.run(None, feeds)))
+    print(_table(["output", "shape", "dtype"], [[n, list(r.shape), r.dtype] for n, r in results.items()]))
+    if args.output_dir:
+        _write_arrays(args.output_dir, results)
+    return 0
+
+
+def _write_arrays(directory: str, arrays: dict) -> None:
+    """Write every array as <name>.npy, each to a temporary file first, so a failure leaves nothing half-written."""
+    os.makedirs(directory, exist_ok=True)
+    staged = []
+    try:
+        for name, array in arrays.items():
+            fd, temp = tempfile.mkstemp(dir=directory, suffix=".npy.tmp")
+            staged.append((temp, os.path.join(directory, re.sub(r"[^\w.-]", "_", name) + ".npy")))
+            with os.fdopen(fd, "wb") as f:
+                np.save(f, array)
+        for temp, final in staged:
+            os.replace(temp, final)
+    finally:
+        for temp, _ in staged:
+            if os.path.exists(temp):
+                os.remove(temp)
+
+
+# --- compare -------------------------------------------------------------------------------
+
+
+def cmd_compare(args) -> int:
+    """Compare each model; with several, a model that fails is reported and the others still run."""
+    paths = expand_models(args.models)
+    reports, errors = [], []
+    for index, path in enumerate(paths, 1):
+        started = time.monotonic()
+        if len(paths) > 1:
+            print(f"[{index}/{len(paths)}] {path} ...", file=sys.stderr, flush=True)
+        try:
+            model = load_model(path)
+            report = compare_model(
+                model,
+                make_feeds(model, args.seed, args.input, args.input_dir),
+                reference=args.reference,
+                arithmetic=args.arithmetic,
+                feature_level=args.feature_level,
+                atol=args.atol,
+                per_node=args.per_node,
+                name=path,
+            )
+        except DmlEpError as exc:
+            if len(paths) == 1 or args.debug:
+                raise
+            print(f"dml-ep: error: {path}: {_one_line(exc)}", file=sys.stderr)
+            errors.append({"model": path, "error": _one_line(exc)})
+            continue
+        reports.append(report)
+        print(format_report(report, args.per_node))
+        if len(paths) > 1:
+            print(f"[{index}/{len(paths)}] {path} done in {time.monotonic() - started:.1f} s", file=sys.stderr, flush=True)
+    if len(paths) > 1:
+        print(format_summary(reports, errors))
+    if args.json:
+        _write_json(args.json, {"ok": not errors and all(r.ok for r in reports), "models": [r.to_dict() for r in reports], "errors": errors})
+    if errors:
+        return 2
+    return 0 if all(r.ok for r in reports) else 1
+
+
+def expand_models(patterns: list[str]) -> list[str]:
+    """Model paths from files, directories (their *.onnx) and glob patterns."""
+    paths = []
+    for pattern in patterns:
+        if os.path.isdir(pattern):
+            found = sorted(glob.glob(os.path.join(pattern, "*.onnx")))
+        elif glob.has_magic(pattern):
+            found = sorted(glob.glob(pattern))
+        else:
+            found = [pattern]
+        if not found:
+            raise FeedError(f"{pattern}: no ONNX models found")
+        paths.extend(found)
+    return paths
+
+
+def format_report(report: ModelReport, per_node: bool) -> str:
+    lines = [f"{report.model}: reference {report.reference}, arithmetic {report.arithmetic}, "
+             f"{report.feature_level}, atol {report.atol} step(s)"]
+    lines += _indent(_table(
+        ["output", "dtype", "shape", "elements", "exact %", "max diff"],
+        [[o.name, o.dtype, o.shape, o.elements, _percent(o), _max_diff(o)] for o in report.outputs],
+    ))
+    if per_node and report.nodes:
+        lines += ["", "  node by node (isolated: fed onnxruntime's inputs):"]
+        lines += _indent(_table(
+            ["node", "op type", "runs on", "exact %", "isolated exact %", "isolated max diff", "cause"],
+            [[n.node, n.op_type, "DML" if n.desc else "fallback",
+              ", ".join(_percent(c) for c in n.propagated) or "-",
+              _percent(n.isolated) if n.isolated else "-",
+              _max_diff(n.isolated) if n.isolated else "-",
+              n.cause or ""] for n in report.nodes],
+        ), "    ")
+    bad = [o for o in report.outputs if not o.within_tolerance]
+    lines.append(f"  result: {'OK' if report.ok else f'MISMATCH ({len(bad)} of {len(report.outputs)} output(s) out of tolerance)'}")
+    for o in bad:
+        if o.problem:
+            lines.append(f"  {o.name}: {o.problem}")
+    if report.nodes is not None and (per_node or not report.ok):
+        counts = ", ".join(f"{cause} {count}" for cause, count in report.cause_counts.items())
+        lines.append(f"  causes (nodes differing in isolation): {counts or 'none'}")
+        first = report.first_divergent
+        if first is not None:
+            lines += _describe_divergent(first)
+    return "\n".join(lines)
+
+
+def _describe_divergent(node) -> list[str]:
+    c = node.isolated
+    desc = ", ".join(f"{k} {v}" for k, v in node.desc.items() if k != "Type")
+    histogram = "  ".join(f"{k}: {v}" for k, v in (c.histogram or {}).items())
+    return [
+        f"  first node differing in isolation: {node.node} ({node.op_type})",
+        f"    {node.desc['Type']}: {desc}",
+        f"    exact {_percent(c)}, {c.differing} of {c.elements} elements differ, "
+        f"max {c.max_diff:g} {c.unit}, mean {c.mean_diff:.2f} {c.unit}",
+        f"    histogram: {histogram}" if histogram else "    histogram: -",
+        f"    cause: {node.cause} ({', '.join(f'{k} {v}' for k, v in node.causes.items())} element(s))",
+    ]
+
+
+def format_summary(reports: list[ModelReport], errors: list[dict]) -> str:
+    rows = []
+    for r in reports:
+        elements = sum(o.elements for o in r.outputs)
+        equal = sum(o.equal for o in r.outputs)
+        worst = max(r.outputs, key=lambda o: o.max_diff)
+        causes = ", ".join(f"{k} {v}" for k, v in r.cause_counts.items())
+        result = "ok" if r.ok else "MISMATCH" + (f" ({causes})" if causes else "")
+        rows.append([r.model, len(r.outputs), elements, _percent_of(equal, elements), _max_diff(worst), result])
+    rows += [[e["model"], "-", "-", "-", "-", f"error: {e['error']}"] for e in errors]
+    return "\nsummary:\n" + "\n".join(_indent(_table(["model", "outputs", "elements", "exact %", "max diff", "result"], rows)))
+
+
+# --- formatting helpers --------------------------------------------------------------------
+
+
+def _table(header: list[str], rows: list[list]) -> str:
+    cells = [header] + [[str(c) for c in row] for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells)
+
+
+def _indent(text: str, prefix: str = "  ") -> list[str]:
+    return [prefix + line for line in text.splitlines()]
+
+
+def _percent(c: TensorComparison) -> str:
+    return _percent_of(c.equal, c.elements)
+
+
+def _percent_of(equal: int, elements: int) -> str:
+    """100% only when every element is equal: a near miss never rounds up to it."""
+    if equal == elements:
+        return "100%"
+    return f"{min(100.0 * equal / elements, 99.999):.3f}%"
+
+
+def _max_diff(c: TensorComparison) -> str:
+    return f"{c.max_diff:g} {c.unit}" if c.unit == "LSB" else f"{c.max_diff:.3g}"
+
+
+def _write_json(path: str, data) -> None:
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, temp = tempfile.mkstemp(dir=directory, suffix=".json.tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f, indent=2, default=str)
+        os.replace(temp, path)
+    finally:
+        if os.path.exists(temp):
+            os.remove(temp)
+
+
+def _one_line(exc: Exception) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def _non_negative(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text} is negative")
+    return value
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,336 @@
+"""Conformance of dml_ep with onnxruntime's CPU EP: output by output, and node by node.
+
+Design notes:
+
+- Differences are counted in quantized steps (LSB) where a tensor has one: the integer difference
+  for integer tensors, and for float tensors made by DequantizeLinear with a per-tensor constant
+  scale, the difference divided by that scale. A tensor within tolerance differs by at most
+  ``atol`` steps (default 0: bit-exact). Other float tensors pass when every element satisfies
+  ``|dml_ep - reference| <= FLOAT_ATOL + FLOAT_RTOL * |reference|``. Signed differences are
+  dml_ep minus reference.
+- Node by node, onnxruntime exposes every intermediate value (a copy of the model lists them as
+  graph outputs). Each DML node also runs *isolated*, fed onnxruntime's values for its inputs, so
+  its verdict does not inherit upstream differences.
+- A node that differs in isolation is run again under the other arithmetics of
+  :mod:`dml_ep.arithmetic`; each differing element is put down to the first one that reproduces
+  onnxruntime's value there: "tie rounding" when only the rounding arithmetic changes
+  (directml vs onnxruntime), "u8s8 saturation" when the int16 saturation of uint8 x int8 product
+  pairs changes, else "other".
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import os
+
+import numpy as np
+import onnx
+
+from .arithmetic import Arithmetic
+from .errors import ModelError
+from .executor import Executor
+from .graph import load_model, ort_message
+from .importer import DEFAULT_FEATURE_LEVEL
+from .operator_descs import OperatorDesc
+from .plan import DmlNode, Plan
+from .reference import cpu_session
+from .session import InferenceSession
+from .tensor_desc import DML_BUFFER_TENSOR_DESC
+
+FLOAT_ATOL = 1e-5
+FLOAT_RTOL = 1e-5
+HISTOGRAM_STEPS = (-2, -1, 1, 2)
+CAUSES = ("tie rounding", "u8s8 saturation", "other")
+
+
+@dataclasses.dataclass
+class TensorComparison:
+    """dml_ep's values of one tensor against onnxruntime's.
+
+    ``max_diff`` and ``mean_diff`` (the mean over the differing elements) are in LSB when the
+    tensor has a quantized ``step``, else in the tensor's own units. ``histogram`` counts the
+    differing elements by signed step: "-2", "-1", "+1", "+2" and "other".
+    """
+
+    name: str
+    dtype: str
+    shape: list[int]
+    elements: int
+    equal: int
+    step: float | None
+    max_diff: float
+    mean_diff: float
+    histogram: dict[str, int] | None
+    within_tolerance: bool
+    problem: str | None = None
+
+    @property
+    def exact_percent(self) -> float:
+        return 100.0 * self.equal / self.elements if self.elements else 100.0
+
+    @property
+    def differing(self) -> int:
+        return self.elements - self.equal
+
+    @property
+    def unit(self) -> str:
+        return "LSB" if self.step is not None else "abs"
+
+    def to_dict(self) -> dict:
+        return {**dataclasses.asdict(self), "exact_percent": self.exact_percent, "differing": self.differing, "unit": self.unit}
+
+
+def compare_tensors(name: str, actual: np.ndarray, expected: np.ndarray, step: float | None, atol: int = 0) -> TensorComparison:
+    """Compare ``actual`` (dml_ep) with ``expected`` (onnxruntime); ``step`` is one LSB, or None."""
+    actual, expected = np.asarray(actual), np.asarray(expected)
+    base = dict(name=name, dtype=str(expected.dtype), shape=list(expected.shape), elements=int(expected.size), step=step)
+    if actual.shape != expected.shape or actual.dtype != expected.dtype:
+        problem = f"dml_ep gives {actual.dtype} {list(actual.shape)}, onnxruntime {expected.dtype} {list(expected.shape)}"
+        return TensorComparison(**base, equal=0, max_diff=float("inf"), mean_diff=float("inf"), histogram=None, within_tolerance=False, problem=problem)
+    a, e = actual.astype(np.float64), expected.astype(np.float64)
+    equal = (a == e) | (np.isnan(a) & np.isnan(e))
+    diff = np.where(equal, 0.0, a - e)
+    diff[np.isnan(diff)] = np.inf  # NaN on one side only
+    histogram = None
+    if step is not None:
+        steps = np.rint(diff[~equal] / step)
+        histogram = {f"{s:+d}": int(np.count_nonzero(steps == s)) for s in HISTOGRAM_STEPS}
+        histogram["other"] = int(steps.size - sum(histogram.values()))
+        magnitude = np.abs(steps)
+        within = not magnitude.size or float(magnitude.max()) <= atol
+    else:
+        magnitude = np.abs(diff[~equal])
+        within = bool(np.all(np.abs(diff) <= FLOAT_ATOL + FLOAT_RTOL * np.abs(e)))
+    return TensorComparison(
+        **base,
+        equal=int(np.count_nonzero(equal)),
+        max_diff=float(magnitude.max()) if magnitude.size else 0.0,
+        mean_diff=float(magnitude.mean()) if magnitude.size else 0.0,
+        histogram=histogram,
+        within_tolerance=within,
+    )
+
+
+@dataclasses.dataclass
+class NodeComparison:
+    """One plan entry: its outputs after both full runs, and (DML nodes) its output in isolation."""
+
+    node: str
+    op_type: str
+    runs_on: str
+    propagated: list[TensorComparison]
+    isolated: TensorComparison | None = None
+    desc: dict | None = None
+    causes: dict[str, int] = dataclasses.field(default_factory=dict)
+
+    @property
+    def differs_in_isolation(self) -> bool:
+        return self.isolated is not None and not self.isolated.within_tolerance
+
+    @property
+    def cause(self) -> str | None:
+        """The cause of most of the differing elements in isolation."""
+        if not self.differs_in_isolation:
+            return None
+        return max(CAUSES, key=lambda c: self.causes.get(c, 0))
+
+    def to_dict(self) -> dict:
+        return {
+            "node": self.node,
+            "op_type": self.op_type,
+            "runs_on": self.runs_on,
+            "propagated": [c.to_dict() for c in self.propagated],
+            "isolated": self.isolated.to_dict() if self.isolated else None,
+            "desc": self.desc,
+            "causes": self.causes,
+            "cause": self.cause,
+        }
+
+
+@dataclasses.dataclass
+class ModelReport:
+    """The comparison of one model on one set of inputs."""
+
+    model: str
+    reference: str
+    arithmetic: str
+    feature_level: str
+    atol: int
+    outputs: list[TensorComparison]
+    nodes: list[NodeComparison] | None = None
+
+    @property
+    def ok(self) -> bool:
+        return all(o.within_tolerance for o in self.outputs)
+
+    @property
+    def first_divergent(self) -> NodeComparison | None:
+        """The first node, in topological order, that differs in isolation."""
+        return next((n for n in self.nodes or () if n.differs_in_isolation), None)
+
+    @property
+    def cause_counts(self) -> dict[str, int]:
+        """How many nodes differ in isolation, by cause."""
+        counts = collections.Counter(n.cause for n in self.nodes or () if n.differs_in_isolation)
+        return {cause: counts[cause] for cause in CAUSES if counts[cause]}
+
+    def to_dict(self) -> dict:
+        first = self.first_divergent
+        return {
+            "model": self.model,
+            "reference": self.reference,
+            "arithmetic": self.arithmetic,
+            "feature_level": self.feature_level,
+            "atol": self.atol,
+            "ok": self.ok,
+            "outputs": [o.to_dict() for o in self.outputs],
+            "cause_counts": self.cause_counts,
+            "first_divergent": first.to_dict() if first else None,
+            "nodes": None if self.nodes is None else [n.to_dict() for n in self.nodes],
+        }
+
+
+def compare_model(
+    model,
+    feeds: dict[str, np.ndarray],
+    *,
+    reference: str = "ort",
+    arithmetic: str = "directml",
+    u8s8_saturation: bool | None = None,
+    feature_level=DEFAULT_FEATURE_LEVEL,
+    atol: int = 0,
+    per_node: bool = False,
+    name: str | None = None,
+) -> ModelReport:
+    """Run dml_ep and onnxruntime (``reference``) on ``feeds`` and compare every graph output.
+
+    Nodes are compared too with ``per_node``, and whenever an output is out of tolerance, so that
+    the report can say which nodes differ in isolation and why.
+    """
+    proto = load_model(model)
+    session = InferenceSession(proto, feature_level, arithmetic, u8s8_saturation)
+    feeds = session.check_feeds(feeds)
+    executor = session.executor_for(feeds)
+    values = executor.run(feeds)
+    steps = quantization_steps(executor.plan)
+    output_names = [o.name for o in proto.graph.output]
+    expected = run_reference(proto, feeds, output_names, reference)
+    report = ModelReport(
+        model=name or (os.fspath(model) if isinstance(model, (str, os.PathLike)) else proto.graph.name),
+        reference=reference,
+        arithmetic=describe_arithmetic(executor.arithmetic),
+        feature_level=str(executor.plan.feature_level),
+        atol=atol,
+        outputs=[compare_tensors(n, values[n], expected[n], step_of(n, expected[n], steps), atol) for n in output_names],
+    )
+    if per_node or not report.ok:
+        intermediates = [n for node in proto.graph.node for n in node.output if n and n not in expected]
+        reference_values = {**feeds, **expected, **run_reference(proto, feeds, intermediates, reference)}
+        report.nodes = compare_nodes(executor, values, reference_values, steps, atol)
+    return report
+
+
+def compare_nodes(executor: Executor, values: dict, reference: dict, steps: dict, atol: int) -> list[NodeComparison]:
+    """Every plan entry's outputs (as both full runs left them) and every DML node in isolation."""
+    alternatives = [(cause, Executor(executor.plan, arith)) for cause, arith in alternative_arithmetics(executor.arithmetic)]
+    nodes = []
+    for entry in executor.plan.entries:
+        shared = [n for n in entry.outputs if n in values and n in reference]
+        comparison = NodeComparison(
+            node=node_label(entry.node),
+            op_type=entry.node.op_type,
+            runs_on=entry.summary(),
+            propagated=[compare_tensors(n, values[n], reference[n], step_of(n, reference[n], steps), atol) for n in shared],
+        )
+        if isinstance(entry, DmlNode) and entry.output in reference and all(n in reference for n in entry.value_inputs):
+            result = executor.run_dml(entry, reference)
+            expected = reference[entry.output]
+            comparison.desc = desc_summary(entry.desc)
+            comparison.isolated = compare_tensors(entry.output, result, expected, step_of(entry.output, expected, steps), atol)
+            if comparison.differs_in_isolation:
+                comparison.causes = classify(entry, reference, result, expected, alternatives)
+        nodes.append(comparison)
+    return nodes
+
+
+def classify(entry: DmlNode, reference: dict, result: np.ndarray, expected: np.ndarray, alternatives) -> dict[str, int]:
+    """Differing elements by cause: the first alternative arithmetic that gives onnxruntime's value."""
+    unexplained = result != expected
+    counts = collections.Counter()
+    for cause, executor in alternatives:
+        explained = unexplained & (executor.run_dml(entry, reference) == expected)
+        counts[cause] += int(np.count_nonzero(explained))
+        unexplained &= ~explained
+    counts["other"] = int(np.count_nonzero(unexplained))
+    return {cause: counts[cause] for cause in CAUSES if counts[cause]}
+
+
+def alternative_arithmetics(used: Arithmetic) -> list[tuple[str, Arithmetic]]:
+    """The arithmetics other than ``used``, each labelled by what it changes, fewest changes first."""
+
+    def key(arith):
+        return arith.mode, bool(arith.onnxruntime and arith.u8s8_saturation)
+
+    variants = [Arithmetic("onnxruntime", False), Arithmetic("onnxruntime", True), Arithmetic("directml")]
+    changes = []
+    for arith in variants:
+        mode_changes, saturation_changes = (a != b for a, b in zip(key(arith), key(used)))
+        if mode_changes or saturation_changes:
+            cause = "u8s8 saturation" if saturation_changes else "tie rounding"
+            changes.append((mode_changes + saturation_changes, cause, arith))
+    return [(cause, arith) for _, cause, arith in sorted(changes, key=lambda c: c[0])]
+
+
+def describe_arithmetic(arith: Arithmetic) -> str:
+    return arith.mode + (" (u8s8 saturation)" if arith.onnxruntime and arith.u8s8_saturation else "")
+
+
+def run_reference(model: onnx.ModelProto, feeds: dict, names: list[str], reference: str) -> dict[str, np.ndarray]:
+    """onnxruntime CPU's values of ``names``, which it exposes by listing them as graph outputs."""
+    if not names:
+        return {}
+    probe = onnx.ModelProto()
+    probe.CopyFrom(model)
+    listed = {o.name for o in probe.graph.output}
+    probe.graph.output.extend(onnx.helper.make_empty_tensor_value_info(n) for n in names if n not in listed)
+    try:
+        results = cpu_session(probe, reference).run(names, feeds)
+    except Exception as exc:  # onnxruntime's exception types share no base class but Exception
+        raise ModelError(f"onnxruntime ({reference}) cannot run the model: {ort_message(exc)}") from None
+    return dict(zip(names, results))
+
+
+def quantization_steps(plan: Plan) -> dict[str, float]:
+    """One LSB of each float value made by DequantizeLinear with a per-tensor constant scale."""
+    steps = {}
+    for entry in plan.entries:
+        node = entry.node
+        if node.op_type == "DequantizeLinear" and node.domain in ("", "ai.onnx") and node.input[1] in plan.constants:
+            scale = plan.constants[node.input[1]]
+            if scale.size == 1:
+                steps[node.output[0]] = float(scale.reshape(-1)[0])
+    return steps
+
+
+def step_of(name: str, array: np.ndarray, steps: dict[str, float]) -> float | None:
+    return 1.0 if array.dtype.kind in "iub" else steps.get(name)
+
+
+def node_label(node: onnx.NodeProto) -> str:
+    """A node's name, or for an unnamed node its op type and first output."""
+    return node.name or f"<{node.op_type} -> {node.output[0] if node.output else ''}>"
+
+
+def desc_summary(desc: OperatorDesc) -> dict:
+    """A desc in short: operator type, tensors as ``UINT8 {1,16,32,32}``, other fields as they are."""
+    summary = {"Type": str(desc.OPERATOR_TYPE)}
+    for field in dataclasses.fields(desc):
+        value = getattr(desc, field.name)
+        if isinstance(value, DML_BUFFER_TENSOR_DESC):
+            summary[field.name] = value.describe()
+        elif isinstance(value, OperatorDesc):
+            summary[field.name] = str(value.OPERATOR_TYPE)
+        elif value is not None:
+            summary[field.name] = list(value) if isinstance(value, tuple) else value
+    return summary

@@ -1,0 +1,105 @@
+"""Model inputs for the CLI: seeded random arrays, ``.npy`` files, and ONNX test-data directories.
+
+Random inputs cover each element type's whole range (integers uniformly from min to max, so
+quantized inputs hit both saturation ends; floats standard normal), with symbolic dimensions as 1.
+A directory holds ``<input name>.npy`` files, or ``input_<i>.pb`` TensorProtos as in the ONNX
+test data (``test_data_set_0/input_0.pb``), matched by the TensorProto's name, else by position.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from . import graph
+from .errors import FeedError
+
+
+def random_inputs(model: onnx.ModelProto, seed: int = 0) -> dict[str, np.ndarray]:
+    """One seeded random array per graph input, at its declared shape (symbolic dims as 1)."""
+    rng = np.random.default_rng(seed)
+    feeds = {}
+    for value in graph.graph_inputs(model.graph):
+        dtype = graph.element_dtype(value)
+        shape = graph.declared_shape(value)
+        if dtype.kind == "f":
+            feeds[value.name] = rng.standard_normal(shape).astype(dtype)
+        elif dtype.kind in "iu":
+            info = np.iinfo(dtype)
+            feeds[value.name] = rng.integers(info.min, info.max, size=shape, dtype=dtype, endpoint=True)
+        elif dtype.kind == "b":
+            feeds[value.name] = rng.integers(0, 1, size=shape, endpoint=True).astype(bool)
+        else:
+            raise FeedError(f"input {value.name!r}: cannot make random values of type {dtype}; give it with --input")
+    return feeds
+
+
+def load_array(path: str) -> tuple[str | None, np.ndarray]:
+    """An array from a ``.npy`` file (no name) or a TensorProto ``.pb`` file (with its name, if any)."""
+    if not os.path.isfile(path):
+        raise FeedError(f"{path}: no such file")
+    try:
+        if path.endswith(".pb"):
+            tensor = onnx.TensorProto()
+            with open(path, "rb") as f:
+                tensor.ParseFromString(f.read())
+            return tensor.name or None, numpy_helper.to_array(tensor)
+        return None, np.load(path, allow_pickle=False)
+    except Exception as exc:  # numpy and protobuf raise many types on a bad file
+        raise FeedError(f"{path}: cannot read an array ({exc})") from None
+
+
+def load_directory(directory: str, input_names: list[str]) -> dict[str, np.ndarray]:
+    """Arrays from ``<input name>.npy`` files or ``input_<i>.pb`` files in ``directory``."""
+    if not os.path.isdir(directory):
+        raise FeedError(f"{directory}: no such directory")
+    files = sorted(os.listdir(directory), key=_natural_key)
+    feeds = {}
+    for position, file in enumerate(f for f in files if f.startswith("input") and f.endswith(".pb")):
+        name, array = load_array(os.path.join(directory, file))
+        if name not in input_names:
+            if position >= len(input_names):
+                raise FeedError(f"{directory}/{file}: the model has only {len(input_names)} input(s)")
+            name = input_names[position]
+        feeds[name] = array
+    for file in files:
+        stem, ext = os.path.splitext(file)
+        if ext != ".npy":
+            continue
+        if stem not in input_names:
+            raise FeedError(f"{directory}/{file}: no model input named {stem!r} (inputs: {', '.join(input_names)})")
+        feeds[stem] = load_array(os.path.join(directory, file))[1]
+    if not feeds:
+        raise FeedError(f"{directory}: no <input name>.npy or input_<i>.pb files")
+    return feeds
+
+
+def parse_input_argument(text: str) -> tuple[str, str]:
+    """``name=path`` from ``--input``."""
+    name, sep, path = text.partition("=")
+    if not sep or not name or not path:
+        raise FeedError(f"--input {text!r}: expected NAME=FILE")
+    return name, path
+
+
+def make_feeds(model: onnx.ModelProto, seed: int = 0, inputs=(), input_dir: str | None = None) -> dict[str, np.ndarray]:
+    """Feeds for every graph input: random ones, replaced by those from ``input_dir``, then ``--input``."""
+    feeds = random_inputs(model, seed)
+    names = list(feeds)
+    if input_dir is not None:
+        feeds.update(load_directory(input_dir, names))
+    for text in inputs:
+        name, path = parse_input_argument(text)
+        if name not in names:
+            raise FeedError(f"--input {text!r}: no model input named {name!r} (inputs: {', '.join(names)})")
+        feeds[name] = load_array(path)[1]
+    return feeds
+
+
+def _natural_key(file: str):
+    """Sort ``input_10.pb`` after ``input_9.pb``."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", file)]

@@ -1,0 +1,171 @@
+"""The dml-ep command: inspect, run and compare, their inputs, outputs, errors and exit statuses."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import numpy_helper
+
+from dml_ep.cli import main
+from dml_ep.executor import Executor
+from dml_ep.inputs import load_directory, random_inputs
+from dml_ep.reference import cpu_session
+
+MODELS = Path(__file__).resolve().parent.parent / "models"
+SHIPPED = ["small_cnn", "mlp", "transformer_block"]
+DML_EP = Path(sys.executable).parent / "dml-ep"
+
+
+def run_cli(capsys, *argv):
+    status = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def inspect_rows(capsys, tmp_path, *options):
+    status, _, _ = run_cli(capsys, "inspect", MODELS / "small_cnn.onnx", "--json", tmp_path / "plan.json", *options)
+    assert status == 0
+    return json.loads((tmp_path / "plan.json").read_text())
+
+
+def test_inspect_maps_qlinear_conv_and_add(capsys, tmp_path):
+    plan = inspect_rows(capsys, tmp_path)
+    ops = {r["op_type"]: set() for r in plan["nodes"]}
+    for r in plan["nodes"]:
+        ops[r["op_type"]].add(r["runs_on"])
+    assert ops["QLinearConv"] == {"DML_OPERATOR_QUANTIZED_LINEAR_CONVOLUTION"}
+    assert ops["QLinearAdd"] == {"DML_OPERATOR_ELEMENT_WISE_QUANTIZED_LINEAR_ADD"}
+    status, out, _ = run_cli(capsys, "inspect", MODELS / "small_cnn.onnx")
+    assert status == 0 and out.count("DML_OPERATOR_QUANTIZED_LINEAR_CONVOLUTION") == 7
+
+
+def test_inspect_at_feature_level_2_1_falls_back_for_qlinear_add(capsys, tmp_path):
+    plan = inspect_rows(capsys, tmp_path, "--feature-level", "2_1")
+    adds = [r for r in plan["nodes"] if r["op_type"] == "QLinearAdd"]
+    assert len(adds) == 3
+    assert all(r["runs_on"].startswith("fallback") and "DML_FEATURE_LEVEL_4_0" in r["runs_on"] for r in adds)
+
+
+def test_inspect_counts_macs(capsys, tmp_path):
+    status, out, _ = run_cli(capsys, "inspect", MODELS / "mlp.onnx", "--json", tmp_path / "plan.json")
+    summary = json.loads((tmp_path / "plan.json").read_text())["summary"]
+    # batch 1: matmuls 64x128, 128x128, 128x10; bias adds of 128 and 128 elements, one MAC each.
+    assert summary["dml"] == {"nodes": 5, "macs": 64 * 128 + 128 * 128 + 128 * 10 + 128 + 128}
+    assert summary["fallback"] == {"nodes": 2, "macs": 0}
+    assert "26,112 on DirectML" in out
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+@pytest.mark.parametrize("options", [["--reference", "ort-exact"], ["--arithmetic", "onnxruntime", "--reference", "ort"]])
+def test_compare_shipped_models_exit_0(capsys, name, options):
+    status, out, _ = run_cli(capsys, "compare", MODELS / f"{name}.onnx", *options)
+    assert status == 0, out
+    assert "result: OK" in out and "100%" in out
+
+
+def test_compare_as_installed_command_with_glob_and_summary():
+    result = subprocess.run([DML_EP, "compare", str(MODELS / "*.onnx"), "--reference", "ort-exact"], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert "summary:" in result.stdout and result.stdout.count(" ok") == 3
+    assert "[3/3]" in result.stderr
+
+
+def test_compare_per_node_names_the_broken_node(capsys, tmp_path, monkeypatch):
+    original = Executor.run_dml
+
+    def off_by_one(self, entry, values):
+        result = original(self, entry, values)
+        return result ^ np.uint8(1) if entry.node.name == "block2.pw_quant" else result
+
+    monkeypatch.setattr(Executor, "run_dml", off_by_one)
+    status, out, _ = run_cli(capsys, "compare", MODELS / "small_cnn.onnx", "--per-node", "--json", tmp_path / "r.json")
+    assert status == 1
+    assert "first node differing in isolation: block2.pw_quant (QLinearConv)" in out
+    report = json.loads((tmp_path / "r.json").read_text())["models"][0]
+    assert not report["ok"] and report["first_divergent"]["node"] == "block2.pw_quant"
+    assert report["first_divergent"]["cause"] == "other"
+    assert report["first_divergent"]["desc"]["Type"] == "DML_OPERATOR_QUANTIZED_LINEAR_CONVOLUTION"
+    assert report["cause_counts"] == {"other": 1}
+
+
+def test_run_writes_outputs_equal_to_onnxruntime(capsys, tmp_path):
+    status, out, _ = run_cli(capsys, "run", MODELS / "small_cnn.onnx", "--seed", 3, "--output-dir", tmp_path / "out")
+    assert status == 0 and "output" in out and "[1, 10]" in out and "float32" in out
+    model = onnx.load(MODELS / "small_cnn.onnx")
+    expected = cpu_session(model, "ort-exact").run(None, random_inputs(model, seed=3))[0]
+    np.testing.assert_array_equal(np.load(tmp_path / "out" / "output.npy"), expected)
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["output.npy"]
+
+
+def test_run_failure_writes_nothing(capsys, tmp_path):
+    np.save(tmp_path / "x.npy", np.zeros((1, 3, 32, 32), np.float64))
+    status, _, err = run_cli(capsys, "run", MODELS / "small_cnn.onnx", "--input", f"input={tmp_path / 'x.npy'}", "--output-dir", tmp_path / "out")
+    assert status == 2 and "element type float64" in err
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["inspect", "missing.onnx"], "missing.onnx: no such file"),
+        (["inspect", str(MODELS / "mlp.onnx"), "--feature-level", "9_9"], "unknown DirectML feature level"),
+        (["compare", str(MODELS / "mlp.onnx"), "--input", "nope=x.npy"], "no model input named 'nope'"),
+        (["compare", str(MODELS / "mlp.onnx"), "--input", "input=missing.npy"], "missing.npy: no such file"),
+        (["compare", str(MODELS / "mlp.onnx"), "--reference", "gpu"], "invalid choice"),
+        (["frobnicate"], "invalid choice"),
+    ],
+)
+def test_errors_exit_2_with_one_line(argv, message):
+    result = subprocess.run([DML_EP, *argv], capture_output=True, text=True)
+    assert result.returncode == 2
+    assert result.stderr.startswith("dml-ep: error: ") and result.stderr.count("\n") == 1
+    assert message in result.stderr and "Traceback" not in result.stderr
+
+
+def test_input_dir_of_npy_files(capsys, tmp_path):
+    np.save(tmp_path / "input.npy", np.full((1, 64), 0.5, np.float32))
+    assert load_directory(str(tmp_path), ["input"])["input"][0, 0] == np.float32(0.5)
+    status, _, _ = run_cli(capsys, "compare", MODELS / "mlp.onnx", "--input-dir", tmp_path, "--reference", "ort-exact")
+    assert status == 0
+    np.save(tmp_path / "typo.npy", np.zeros(1, np.float32))
+    status, _, err = run_cli(capsys, "compare", MODELS / "mlp.onnx", "--input-dir", tmp_path)
+    assert status == 2 and "no model input named 'typo'" in err
+
+
+def test_input_dir_of_tensor_protos_by_name_and_position(tmp_path):
+    first, second = np.arange(4, dtype=np.uint8), np.ones(2, np.float32)
+    named, unnamed = tmp_path / "named", tmp_path / "unnamed"
+    for directory, names in ((named, ("b", "a")), (unnamed, ("", ""))):
+        directory.mkdir()
+        for index, (array, name) in enumerate(zip((first, second), names)):
+            (directory / f"input_{index}.pb").write_bytes(numpy_helper.from_array(array, name).SerializeToString())
+        (directory / "output_0.pb").write_bytes(numpy_helper.from_array(second, "y").SerializeToString())
+    feeds = load_directory(str(named), ["a", "b"])
+    np.testing.assert_array_equal(feeds["b"], first)
+    np.testing.assert_array_equal(feeds["a"], second)
+    feeds = load_directory(str(unnamed), ["a", "b"])
+    np.testing.assert_array_equal(feeds["a"], first)
+    np.testing.assert_array_equal(feeds["b"], second)
+
+
+def test_random_inputs_span_each_integer_range():
+    model = onnx.helper.make_model(onnx.helper.make_graph(
+        [onnx.helper.make_node("Identity", ["q"], ["y"])], "g",
+        [onnx.helper.make_tensor_value_info("q", onnx.TensorProto.INT8, ["batch", 4096])],
+        [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.INT8, ["batch", 4096])],
+    ))
+    q = random_inputs(model, seed=1)["q"]
+    assert q.shape == (1, 4096) and q.dtype == np.int8 and (q.min(), q.max()) == (-128, 127)
+    np.testing.assert_array_equal(q, random_inputs(model, seed=1)["q"])
+
+
+def test_compare_goes_on_after_a_model_that_fails(capsys):
+    status, out, err = run_cli(capsys, "compare", MODELS / "mlp.onnx", "missing.onnx")
+    assert status == 2
+    assert "missing.onnx: no such file" in err and "[2/2]" in err
+    summary = out.split("summary:")[1]
+    assert "mlp.onnx" in summary and " ok" in summary and "error: missing.onnx: no such file" in summary

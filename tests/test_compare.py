@@ -1,0 +1,142 @@
+"""dml_ep.compare: tensor differences against hand-computed values, and model reports against onnxruntime."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from dml_ep.arithmetic import Arithmetic
+from dml_ep.compare import alternative_arithmetics, compare_model, compare_tensors
+from dml_ep.executor import Executor
+from dml_ep.graph import load_model
+from dml_ep.inputs import random_inputs
+
+MODELS = Path(__file__).resolve().parent.parent / "models"
+
+
+def single_node_model(node, inputs, output, initializers):
+    graph = helper.make_graph([node], node.name, inputs, [output], [numpy_helper.from_array(a, n) for n, a in initializers.items()])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
+
+
+def qlinear_add_model(sa, sb, sc):
+    """A 256x256 QLinearAdd; fed every pair of uint8 codes, it meets every rounding case of its scales."""
+    names = ["a", "sa", "za", "b", "sb", "zb", "sc", "zc"]
+    node = helper.make_node("QLinearAdd", names, ["y"], domain="com.microsoft", name="add")
+    initializers = {
+        "sa": np.array(sa, np.float32), "za": np.array(128, np.uint8),
+        "sb": np.array(sb, np.float32), "zb": np.array(100, np.uint8),
+        "sc": np.array(sc, np.float32), "zc": np.array(120, np.uint8),
+    }
+    inputs = [helper.make_tensor_value_info(n, TensorProto.UINT8, [256, 256]) for n in ("a", "b")]
+    return single_node_model(node, inputs, helper.make_tensor_value_info("y", TensorProto.UINT8, [256, 256]), initializers)
+
+
+def all_code_pairs():
+    a, b = np.meshgrid(np.arange(256, dtype=np.uint8), np.arange(256, dtype=np.uint8), indexing="ij")
+    return {"a": np.ascontiguousarray(a), "b": np.ascontiguousarray(b)}
+
+
+def test_integer_differences_in_steps():
+    actual = np.array([0, 1, 3, 5, 255, 7], np.uint8)
+    expected = np.array([0, 2, 3, 3, 0, 8], np.uint8)
+    c = compare_tensors("y", actual, expected, step=1.0)
+    assert (c.elements, c.equal, c.differing) == (6, 2, 4)
+    assert c.histogram == {"-2": 0, "-1": 2, "+1": 0, "+2": 1, "other": 1}
+    assert c.max_diff == 255 and c.mean_diff == pytest.approx((1 + 2 + 255 + 1) / 4)
+    assert not c.within_tolerance
+    assert compare_tensors("y", actual, expected, step=1.0, atol=255).within_tolerance
+
+
+def test_dequantized_floats_compare_in_steps():
+    expected = np.array([0.5, 1.0, -1.5], np.float32)
+    c = compare_tensors("y", expected + np.float32(0.25) * np.array([0, 1, -2], np.float32), expected, step=0.25, atol=1)
+    assert c.histogram == {"-2": 1, "-1": 0, "+1": 1, "+2": 0, "other": 0}
+    assert c.max_diff == 2 and not c.within_tolerance
+
+
+def test_plain_floats_compare_with_atol_and_rtol():
+    expected = np.array([1000.0, 0.0], np.float32)
+    assert compare_tensors("y", expected + np.float32([0.005, 0]), expected, step=None).within_tolerance
+    assert not compare_tensors("y", expected + np.float32([0.05, 0]), expected, step=None).within_tolerance
+    assert not compare_tensors("y", np.float32([1000.0, np.nan]), expected, step=None).within_tolerance
+
+
+def test_a_shape_difference_is_reported():
+    c = compare_tensors("y", np.zeros((2, 3), np.uint8), np.zeros((3, 2), np.uint8), step=1.0)
+    assert not c.within_tolerance and "[2, 3]" in c.problem
+
+
+def test_alternative_arithmetics_are_labelled_by_what_they_change():
+    labels = [(cause, a.mode, a.u8s8_saturation) for cause, a in alternative_arithmetics(Arithmetic("directml"))]
+    assert labels == [("tie rounding", "onnxruntime", False), ("u8s8 saturation", "onnxruntime", True)]
+    labels = [(cause, a.mode) for cause, a in alternative_arithmetics(Arithmetic("onnxruntime", u8s8_saturation=True))]
+    assert labels == [("u8s8 saturation", "onnxruntime"), ("u8s8 saturation", "directml")]
+
+
+@pytest.mark.parametrize("name", ["small_cnn", "mlp", "transformer_block"])
+def test_shipped_models_match_onnxruntime_node_by_node(name):
+    model = load_model(MODELS / f"{name}.onnx")
+    report = compare_model(model, random_inputs(model, seed=0), reference="ort-exact", per_node=True)
+    assert report.ok and report.first_divergent is None
+    isolated = [n for n in report.nodes if n.isolated is not None]
+    assert isolated and all(n.isolated.exact_percent == 100.0 for n in isolated)
+    json.dumps(report.to_dict())
+
+
+def test_rounding_difference_is_classified_as_tie_rounding():
+    # Scales found by a seeded search: one of the 65536 sums lands on the other side of a
+    # half-integer in onnxruntime's float32 fused-multiply-add form than in exact arithmetic.
+    model = qlinear_add_model(0.09620406478643417, 0.07275420427322388, 0.05458145961165428)
+    report = compare_model(model, all_code_pairs(), reference="ort")
+    assert not report.ok
+    first = report.first_divergent
+    assert first.node == "add" and first.cause == "tie rounding"
+    assert first.causes == {"tie rounding": first.isolated.differing}
+    assert first.isolated.max_diff == 1
+    assert report.cause_counts == {"tie rounding": 1}
+    assert compare_model(model, all_code_pairs(), reference="ort", arithmetic="onnxruntime").ok
+
+
+def test_saturating_arithmetic_is_classified_as_u8s8_saturation():
+    # 255 x 127 pairs saturate int16 (VPMADDUBSW); "ort-exact" never saturates.
+    node = helper.make_node("QLinearConv", ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz"], ["y"], name="conv")
+    initializers = {
+        "xs": np.array(1.0, np.float32), "xz": np.array(0, np.uint8),
+        "w": np.full((1, 8, 1, 1), 127, np.int8), "ws": np.array(1.0, np.float32), "wz": np.array(0, np.int8),
+        "ys": np.array(2048.0, np.float32), "yz": np.array(0, np.uint8),
+    }
+    model = single_node_model(
+        node,
+        [helper.make_tensor_value_info("x", TensorProto.UINT8, [1, 8, 2, 2])],
+        helper.make_tensor_value_info("y", TensorProto.UINT8, [1, 1, 2, 2]),
+        initializers,
+    )
+    feeds = {"x": np.array([255, 255, 0, 10], np.uint8).reshape(1, 1, 2, 2).repeat(8, axis=1)}
+    report = compare_model(model, feeds, reference="ort-exact", arithmetic="onnxruntime", u8s8_saturation=True)
+    first = report.first_divergent
+    assert first.node == "conv" and first.causes == {"u8s8 saturation": 2}
+    assert compare_model(model, feeds, reference="ort-exact").ok
+
+
+def test_per_node_names_the_broken_node(monkeypatch):
+    broken = "block1.add_quant"
+    original = Executor.run_dml
+
+    def off_by_one(self, entry, values):
+        result = original(self, entry, values)
+        return result ^ np.uint8(1) if entry.node.name == broken else result
+
+    monkeypatch.setattr(Executor, "run_dml", off_by_one)
+    model = load_model(MODELS / "small_cnn.onnx")
+    report = compare_model(model, random_inputs(model, seed=0), reference="ort-exact", per_node=True)
+    assert [n.node for n in report.nodes if n.differs_in_isolation] == [broken]
+    first = report.first_divergent
+    assert first.node == broken and first.cause == "other"
+    assert first.isolated.histogram["-1"] + first.isolated.histogram["+1"] == first.isolated.differing > 0
+    assert first.desc["Type"] == "DML_OPERATOR_ELEMENT_WISE_QUANTIZED_LINEAR_ADD"
+    assert first.desc["ATensor"].startswith("UINT8 {1,")
+    downstream = next(n for n in report.nodes if n.node == "down1_quant")
+    assert downstream.propagated[0].differing > 0 and not downstream.differs_in_isolation
