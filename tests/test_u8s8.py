@@ -1,0 +1,76 @@
+"""onnxruntime's int16 pair saturation of uint8 x int8 products (VPMADDUBSW), against hand-computed values.
+
+This machine's CPU may have VNNI (then onnxruntime is exact and cannot show the saturation), so the
+emulation is pinned by arithmetic: a = 255 and b = 127 everywhere make every pair
+255*127 + 255*127 = 64770, which saturates to 32767.
+"""
+
+import numpy as np
+import pytest
+
+import dml_ep
+from dml_ep.arithmetic import host_saturates_u8s8
+from onnx_builders import qlinear_conv, qlinear_matmul
+
+SCALE = np.float32(200 / 64770)  # the exact pair sum 64770 maps to 200, the saturated 32767 to 101.17
+
+
+def run(model, feeds, **session_options):
+    return dml_ep.InferenceSession(model, **session_options).run(None, feeds)[0]
+
+
+@pytest.mark.parametrize("k", [2, 8, 7])
+def test_matmul_pairs_saturate(k):
+    a = np.full((1, k), 255, np.uint8)
+    b = np.full((k, 1), 127, np.int8)
+    model, feeds = qlinear_matmul(a, np.float32(1), np.uint8(0), b, np.float32(1), np.int8(0), np.float32(1 / SCALE) * k / 2, np.uint8(0))
+    exact = run(model, feeds, arithmetic="directml")
+    saturated = run(model, feeds, arithmetic="onnxruntime", u8s8_saturation=True)
+    pairs, odd = divmod(k, 2)
+    # Hand-computed: K/2 saturated pairs (and an odd last product, which cannot saturate), times the output scale.
+    expected = round((pairs * 32767 + odd * 255 * 127) * (2 / k) * float(SCALE))
+    assert exact.item() == 200
+    assert saturated.item() == expected
+    assert expected < 200
+
+
+def test_zero_points_apply_after_saturation():
+    """Saturation acts on raw codes; the zero-point terms are exact int32 corrections after it."""
+    a = np.full((1, 2), 255, np.uint8)
+    b = np.full((2, 1), 127, np.int8)
+    model, feeds = qlinear_matmul(a, np.float32(1), np.uint8(5), b, np.float32(1), np.int8(0), np.float32(1000), np.uint8(0))
+    saturated = run(model, feeds, arithmetic="onnxruntime", u8s8_saturation=True)
+    # sat(255*127*2) - za * sum(b) = 32767 - 5 * 254 = 31497 -> 31.497 -> 31
+    assert saturated.item() == 31
+
+
+def test_conv_pairs_follow_tap_major_k_order():
+    """A 1x2 kernel over 1 channel, 2 filters (not depthwise): K = tap * Cg + ic pairs the two taps."""
+    x = np.full((1, 1, 1, 2), 255, np.uint8)
+    w = np.full((2, 1, 1, 2), 127, np.int8)
+    model, feeds = qlinear_conv(x, np.float32(1), np.uint8(0), w, np.float32(1), np.int8(0), np.float32(1 / SCALE), np.uint8(0))
+    assert np.all(run(model, feeds, arithmetic="directml") == 200)
+    assert np.all(run(model, feeds, arithmetic="onnxruntime", u8s8_saturation=True) == round(32767 * float(SCALE)))
+
+
+def test_depthwise_conv_does_not_saturate():
+    """MLAS's depthwise kernels (one input and one output channel per group) widen to int16: exact."""
+    x = np.full((1, 2, 1, 2), 255, np.uint8)
+    w = np.full((2, 1, 1, 2), 127, np.int8)
+    model, feeds = qlinear_conv(x, np.float32(1), np.uint8(0), w, np.float32(1), np.int8(0), np.float32(1 / SCALE), np.uint8(0), group=2)
+    assert np.all(run(model, feeds, arithmetic="onnxruntime", u8s8_saturation=True) == 200)
+
+
+@pytest.mark.parametrize(
+    "flags, saturates",
+    [
+        ({"avx2"}, True),
+        ({"avx2", "avx512f", "avx512bw"}, True),
+        ({"avx2", "avx_vnni"}, False),
+        ({"avx2", "avx512f", "avx512_vnni"}, False),
+        ({"avx2", "amx_tile", "amx_int8"}, False),
+        ({"sse4_1"}, False),
+    ],
+)
+def test_host_detection(flags, saturates):
+    assert host_saturates_u8s8(frozenset(flags)) == saturates
