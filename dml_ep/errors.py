@@ -46,6 +46,10 @@ class QuantizationParameterError(NodeError):
     """A scale or zero point is invalid (zero, negative or non-finite scale; bad zero point)."""
 
 
+class FallbackError(NodeError):
+    """onnxruntime's CPU EP failed on a node dml_ep left to it (e.g. an index out of range at run time)."""
+
+
 class DescValidationError(DmlEpError):
     """A DirectML operator desc breaks a rule of DirectML's support tables."""
 
@@ -65,6 +69,7 @@ __all__ = [
     "InvalidAttributeError",
     "ShapeError",
     "QuantizationParameterError",
+    "FallbackError",
     "DescValidationError",
     "FeedError",
     "FeatureLevelError",

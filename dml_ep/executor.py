@@ -1,7 +1,7 @@
 """Runs a plan: DirectML descs on dml_ep's kernels, fallback nodes on onnxruntime's CPU EP.
 
-Each fallback node gets one cached single-node onnxruntime session, with its constant inputs as
-initializers, so every model onnxruntime runs, dml_ep runs.
+Each fallback node gets one single-node onnxruntime session, made with the executor, with its
+constant inputs as initializers, so every model onnxruntime runs, dml_ep runs.
 """
 
 from __future__ import annotations
@@ -10,6 +10,8 @@ import numpy as np
 import onnx
 
 from .arithmetic import Arithmetic
+from .errors import FallbackError
+from .graph import ort_message
 from .kernels import run_kernel
 from .plan import DmlNode, FallbackNode, Plan
 from .reference import cpu_session
@@ -19,7 +21,7 @@ class Executor:
     def __init__(self, plan: Plan, arithmetic: Arithmetic):
         self.plan = plan
         self.arithmetic = arithmetic
-        self._fallback_sessions: dict[int, object] = {}
+        self._fallback_sessions = {id(entry): fallback_session(entry, plan) for entry in plan.fallback_nodes}
 
     def run(self, feeds: dict[str, np.ndarray], keep=None, hook=None) -> dict[str, np.ndarray]:
         """Execute every entry; returns all values (or only ``keep`` names plus graph outputs).
@@ -45,13 +47,21 @@ class Executor:
         return np.ascontiguousarray(result).reshape(entry.output_shape)
 
     def run_fallback(self, entry: FallbackNode, values: dict) -> dict[str, np.ndarray]:
-        session = self._fallback_sessions.get(id(entry))
-        if session is None:
-            session = cpu_session(single_node_model(entry.node, self.plan), threads=None)
-            self._fallback_sessions[id(entry)] = session
         feeds = {name: values[name] for name in entry.value_inputs if name not in self.plan.constants}
-        results = session.run(entry.outputs, feeds)
+        try:
+            results = self._fallback_sessions[id(entry)].run(entry.outputs, feeds)
+        except Exception as exc:  # onnxruntime's exception types share no base class but Exception
+            raise FallbackError(f"onnxruntime failed running this fallback node: {ort_message(exc, with_node=False)}", node=entry.node) from None
         return dict(zip(entry.outputs, results))
+
+
+def fallback_session(entry: FallbackNode, plan: Plan):
+    """The node's onnxruntime session, made with the executor: like onnxruntime loading a model, it
+    refuses a node whose types or attributes are invalid then, not at the first run."""
+    try:
+        return cpu_session(single_node_model(entry.node, plan), threads=1, spinning=False)
+    except Exception as exc:  # onnxruntime's InvalidGraph, Fail, ...
+        raise FallbackError(f"onnxruntime refuses this fallback node: {ort_message(exc, with_node=False)}", node=entry.node) from None
 
 
 def single_node_model(node: onnx.NodeProto, plan: Plan) -> onnx.ModelProto:

@@ -8,6 +8,7 @@ com.microsoft QLinearAdd) are measured by one onnxruntime run of the model on ze
 from __future__ import annotations
 
 import os
+import re
 from collections import deque
 
 import numpy as np
@@ -27,19 +28,24 @@ def load_model(model) -> onnx.ModelProto:
         proto = model
     elif isinstance(model, (bytes, bytearray, memoryview)):
         proto = _parse(bytes(model), "the given bytes")
-    else:
+    elif isinstance(model, (str, os.PathLike)):
         path = os.fspath(model)
         if not os.path.exists(path):
             raise ModelError(f"{path}: no such file")
         if os.path.isdir(path):
             raise ModelError(f"{path}: is a directory, not an ONNX model")
-        with open(path, "rb") as f:
-            data = f.read()
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except OSError as exc:
+            raise ModelError(f"{path}: cannot be read ({exc.strerror or exc})") from None
         proto = _parse(data, path)
         try:
             onnx.load_external_data_for_model(proto, os.path.dirname(os.path.abspath(path)))
-        except (OSError, ValueError) as exc:
-            raise ModelError(f"{path}: external data cannot be loaded: {exc}") from None
+        except (OSError, ValueError, onnx.checker.ValidationError) as exc:
+            raise ModelError(f"{path}: external data cannot be loaded: {_one_line(exc)}") from None
+    else:
+        raise ModelError(f"a model is a path, bytes or an onnx.ModelProto, not {type(model).__name__}")
     check_model(proto)
     return proto
 
@@ -67,11 +73,16 @@ def check_model(proto: onnx.ModelProto) -> None:
             raise ModelError(f"unsupported opset {opset.domain or 'ai.onnx'} {opset.version} (newest known: {limit})")
     try:
         onnx.checker.check_model(proto)
-    except onnx.checker.ValidationError as exc:
-        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else "invalid model"
-        raise ModelError(f"the model fails onnx.checker: {first_line}") from None
-    except Exception as exc:  # the checker may raise on malformed external data and similar
-        raise ModelError(f"the model fails onnx.checker: {exc}") from None
+    except Exception as exc:  # ValidationError, and others on malformed external data and similar
+        raise ModelError(f"the model fails onnx.checker: {_checker_message(exc)}") from None
+
+
+def _checker_message(exc: Exception) -> str:
+    """The checker's message on one line, led by the node it names ("node 'n' (Op): rule")."""
+    text = _one_line(exc)
+    rule, _, context = text.partition(" ==> Context: Bad node spec for node. ")
+    match = re.fullmatch(r"Name: (\S*) OpType: (\S+)", context)
+    return f"node {match[1]!r} ({match[2]}): {rule}" if match else text
 
 
 def topological_order(graph: onnx.GraphProto) -> list[onnx.NodeProto]:
@@ -168,7 +179,7 @@ def infer_values(model: onnx.ModelProto, input_shapes: dict[str, tuple[int, ...]
         values[tensor.name] = ValueInfo(tensor.name, np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type)), tuple(tensor.dims))
     missing = [name for node in graph.node for name in node.output if name and name not in values]
     if missing:
-        values.update(_measure_with_onnxruntime(model, missing, input_shapes))
+        values.update(_measure_with_onnxruntime(model, missing, input_shapes, values))
     return values
 
 
@@ -184,8 +195,12 @@ def _with_input_shapes(model: onnx.ModelProto, input_shapes) -> onnx.ModelProto:
     return copy
 
 
-def _measure_with_onnxruntime(model: onnx.ModelProto, names: list[str], input_shapes) -> dict[str, ValueInfo]:
-    """Run the model once on zeros with the untyped values as extra outputs, and read them off."""
+def _measure_with_onnxruntime(model: onnx.ModelProto, names: list[str], input_shapes, known) -> dict[str, ValueInfo]:
+    """Run the model once on zeros with the untyped values as extra outputs, and read them off.
+
+    onnxruntime also checks every node's types and attributes here: its refusal becomes a
+    ModelError naming the node and the inputs it was given (from ``known`` values).
+    """
     from .reference import cpu_session
 
     probe = onnx.ModelProto()
@@ -201,11 +216,40 @@ def _measure_with_onnxruntime(model: onnx.ModelProto, names: list[str], input_sh
     try:
         session = cpu_session(probe)
         results = session.run(names, feeds)
-    except Exception as exc:
-        raise ModelError(f"onnxruntime cannot run the model to learn its shapes: {_first_line(exc)}") from None
+    except Exception as exc:  # onnxruntime's Fail, InvalidGraph, InvalidArgument, RuntimeException...
+        message = ort_message(exc)
+        raise ModelError(f"the model is invalid (onnxruntime rejects it): {message}{_inputs_of(model.graph, message, known)}") from None
     return {name: ValueInfo(name, r.dtype, tuple(r.shape)) for name, r in zip(names, results)}
 
 
-def _first_line(exc: Exception) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+_ORT_NODE_MESSAGES = (
+    r"Node \((?P<name>.*?)\) Op \((?P<op>.*?)\) (?P<rule>.*)",
+    r"Non-zero status code returned while running (?P<op>\S+) node\. Name:'(?P<name>.*?)' Status Message: (?P<rule>.*)",
+)
+
+
+def ort_message(exc: Exception, with_node: bool = True) -> str:
+    """An onnxruntime error on one line, without its status prefix, led by the node it names (if ``with_node``)."""
+    text = re.sub(r"^\[ONNXRuntimeError\] : \d+ : \w+ : (This is an invalid model\. )?", "", _one_line(exc))
+    for pattern in _ORT_NODE_MESSAGES:
+        match = re.fullmatch(pattern, text)
+        if match:
+            name, op_type, rule = match["name"], match["op"], match["rule"]
+            if not with_node:
+                return rule
+            return f"node {name!r} ({op_type}): {rule}" if name else f"{op_type} node: {rule}"
+    return text
+
+
+def _inputs_of(graph: onnx.GraphProto, message: str, known: dict[str, ValueInfo]) -> str:
+    """" (inputs: a uint8[2, 3], ...)" for the node an onnxruntime message names, when it can be found."""
+    match = re.search(r"[Nn]ode \(?'?([^)' ]+)", message)
+    node = next((n for n in graph.node if match and n.name == match[1]), None)
+    if node is None:
+        return ""
+    described = [f"{name} {known[name].dtype}{list(known[name].shape)}" for name in node.input if name in known]
+    return f" (inputs: {', '.join(described)})" if described else ""
+
+
+def _one_line(exc: Exception) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__

@@ -63,8 +63,9 @@ class OperatorDesc:
             if isinstance(getattr(self, f.name), DML_BUFFER_TENSOR_DESC)
         }
 
-    def fail(self, rule: str, tensor: str | None = None):
-        where = f"{self.OPERATOR_TYPE}" + (f", {tensor}" if tensor else "")
+    def fail(self, rule: str, field: str | None = None):
+        """Raise DescValidationError naming the operator, the tensor or field, and the rule."""
+        where = f"{self.OPERATOR_TYPE}" + (f", {field}" if field else "")
         raise DescValidationError(f"{where}: {rule}")
 
     def validate(self, feature_level: FL = FL.FL_6_4) -> None:
@@ -93,11 +94,12 @@ class OperatorDesc:
                 self.fail(f"sizes {list(tensor.Sizes)} contain a size below 1", rule.field)
             if tensor.element_count > 2**32 - 1:
                 self.fail("more than 2^32-1 elements", rule.field)
-        for group in self.SAME_TYPE:
-            present = [(f, getattr(self, f)) for f in group if getattr(self, f) is not None]
-            if len({t.DataType for _, t in present}) > 1:
-                names = " and ".join(f for f, _ in present)
-                self.fail(f"{names} must have the same DataType")
+        for first, *others in self.SAME_TYPE:
+            want = getattr(self, first).DataType
+            for field in others:
+                tensor = getattr(self, field)
+                if tensor is not None and tensor.DataType != want:
+                    self.fail(f"DataType {tensor.DataType.name} must equal {first}'s {want.name}", field)
         self.validate_shapes(feature_level)
 
     def validate_shapes(self, feature_level: FL) -> None:
@@ -204,7 +206,7 @@ DML_ACTIVATION_THRESHOLDED_RELU_OPERATOR_DESC = _activation(
     "DML_ACTIVATION_THRESHOLDED_RELU_OPERATOR_DESC", OP.ACTIVATION_THRESHOLDED_RELU, Alpha=1.0
 )
 DML_ACTIVATION_SHRINK_OPERATOR_DESC = _activation(
-    "DML_ACTIVATION_SHRINK_OPERATOR_DESC", OP.ACTIVATION_SHRINK, FL.FL_1_0, Bias=0.0, Threshold=0.5
+    "DML_ACTIVATION_SHRINK_OPERATOR_DESC", OP.ACTIVATION_SHRINK, FL.FL_2_0, Bias=0.0, Threshold=0.5
 )
 DML_ACTIVATION_CELU_OPERATOR_DESC = _activation(
     "DML_ACTIVATION_CELU_OPERATOR_DESC", OP.ACTIVATION_CELU, FL.FL_3_0, Alpha=1.0
@@ -314,25 +316,24 @@ class DML_QUANTIZED_LINEAR_CONVOLUTION_OPERATOR_DESC(OperatorDesc):
 
     def validate_shapes(self, feature_level: FL) -> None:
         if self.DimensionCount != 2:
-            self.fail(f"DimensionCount {self.DimensionCount} is not supported (only 2 spatial dimensions)")
+            self.fail(f"{self.DimensionCount} is not supported (only 2 spatial dimensions)", "DimensionCount")
         for name in ("Strides", "Dilations", "StartPadding", "EndPadding"):
             values = getattr(self, name)
             if len(values) != self.DimensionCount:
-                self.fail(f"{name} has {len(values)} values, DimensionCount is {self.DimensionCount}")
-        if any(s < 1 for s in self.Strides) or any(d < 1 for d in self.Dilations):
-            self.fail(f"Strides {list(self.Strides)} and Dilations {list(self.Dilations)} must be at least 1")
-        if any(p < 0 for p in self.StartPadding + self.EndPadding):
-            self.fail("padding must not be negative")
-        dims = {self.InputTensor.DimensionCount, self.FilterTensor.DimensionCount, self.OutputTensor.DimensionCount}
-        if self.BiasTensor is not None:
-            dims.add(self.BiasTensor.DimensionCount)
-        if len(dims) != 1:
-            self.fail("InputTensor, FilterTensor, BiasTensor and OutputTensor must have the same DimensionCount")
+                self.fail(f"has {len(values)} values, DimensionCount is {self.DimensionCount}", name)
+            least = 0 if name.endswith("Padding") else 1
+            if any(v < least for v in values):
+                self.fail(f"{list(values)} must be at least {least}", name)
+        dims = self.InputTensor.DimensionCount
+        for field in ("FilterTensor", "BiasTensor", "OutputTensor"):
+            tensor = getattr(self, field)
+            if tensor is not None and tensor.DimensionCount != dims:
+                self.fail(f"DimensionCount {tensor.DimensionCount} must equal InputTensor's {dims}", field)
         batch, channels, *in_spatial = self.sizes4("InputTensor")
         out_channels, filter_channels, *kernel = self.sizes4("FilterTensor")
         groups = self.GroupCount
         if groups < 1 or channels % groups or out_channels % groups:
-            self.fail(f"GroupCount {groups} must divide the {channels} input and {out_channels} output channels")
+            self.fail(f"{groups} must divide the {channels} input and {out_channels} output channels", "GroupCount")
         if filter_channels * groups != channels:
             self.fail(
                 f"FilterChannelCount {filter_channels} must be input channels / GroupCount = {channels // groups}",
@@ -446,9 +447,9 @@ class DML_ELEMENT_WISE_QUANTIZED_LINEAR_ADD_OPERATOR_DESC(OperatorDesc):
 
     def validate_shapes(self, feature_level: FL) -> None:
         tensors = self.tensors()
-        if len({t.DimensionCount for t in tensors.values()}) != 1:
-            self.fail("all tensors must have the same DimensionCount")
         for field, tensor in tensors.items():
+            if tensor.DimensionCount != self.ATensor.DimensionCount:
+                self.fail(f"DimensionCount {tensor.DimensionCount} must equal ATensor's {self.ATensor.DimensionCount}", field)
             if ("Scale" in field or "ZeroPoint" in field) and tensor.element_count != 1:
                 self.fail(f"must hold exactly 1 element (sizes {list(tensor.Sizes)})", field)
         for field in ("ATensor", "BTensor"):
@@ -483,4 +484,7 @@ class DML_ELEMENT_WISE_ADD1_OPERATOR_DESC(OperatorDesc):
                 self.fail(f"{type(self.FusedActivation).__name__} cannot be fused", "FusedActivation")
             if not self.FusedActivation.fused:
                 self.fail("a fused activation must have null InputTensor and OutputTensor", "FusedActivation")
-            self.FusedActivation.validate(feature_level)
+            try:
+                self.FusedActivation.validate(feature_level)
+            except DescValidationError as exc:
+                self.fail(str(exc), "FusedActivation")

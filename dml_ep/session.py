@@ -15,7 +15,7 @@ from .arithmetic import Arithmetic
 from .errors import FeedError
 from .executor import Executor
 from .importer import DEFAULT_FEATURE_LEVEL, import_model
-from .plan import Plan
+from .tensor_desc import MAX_ELEMENTS
 
 _ORT_TYPE_NAMES = {
     np.dtype(np.float32): "tensor(float)",
@@ -103,7 +103,10 @@ class InferenceSession:
         for name, value in expected.items():
             if name not in input_feed:
                 raise FeedError(f"missing input {name!r}")
-            array = np.asarray(input_feed[name])
+            try:
+                array = np.asarray(input_feed[name])
+            except (TypeError, ValueError) as exc:  # ragged nested lists and the like
+                raise FeedError(f"input {name!r}: not an array ({exc})") from None
             dtype = graph.element_dtype(value)
             if array.dtype != dtype:
                 raise FeedError(f"input {name!r}: element type {array.dtype}, expected {dtype}")
@@ -116,9 +119,11 @@ class InferenceSession:
                         raise FeedError(f"input {name!r}: dimension {axis} is {size}, expected {dim.dim_value}")
             if any(size == 0 for size in array.shape):
                 raise FeedError(f"input {name!r}: shape {list(array.shape)} has a zero-size dimension (DirectML sizes are at least 1)")
+            if array.size > MAX_ELEMENTS:
+                raise FeedError(f"input {name!r}: {array.size} elements, more than a DirectML tensor holds ({MAX_ELEMENTS})")
             if array.nbytes > MAX_FEED_BYTES:
                 raise FeedError(f"input {name!r}: {array.nbytes / 2**30:.1f} GiB is larger than dml_ep's limit of {MAX_FEED_BYTES / 2**30:.0f} GiB")
-            feeds[name] = np.ascontiguousarray(array)
+            feeds[name] = np.ascontiguousarray(array).reshape(array.shape)  # keeps 0-d feeds 0-d
         return feeds
 
 

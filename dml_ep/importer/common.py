@@ -53,7 +53,12 @@ class NodeContext:
         return self.values[self.input_name(index)]
 
     def constant(self, index: int, what: str) -> np.ndarray:
-        """The constant value of an input, or Fallback when it is only known at run time."""
+        """The constant value of an input, or Fallback when it is only known at run time.
+
+        Scales and zero points must be constants: dml_ep checks them (a zero scale is undefined
+        behaviour in DirectML) and folds them into the desc when the model is planned. A scale
+        computed at run time leaves its node to onnxruntime, with this reason, rather than failing.
+        """
         name = self.input_name(index)
         if name not in self.constants:
             raise Fallback(f"{what} {name!r} is not a constant initializer")
@@ -92,13 +97,20 @@ def parameter_tensor(array: np.ndarray, sizes) -> DML_BUFFER_TENSOR_DESC:
     return tensor(array.dtype, sizes)
 
 
+def _one_axis(shape) -> bool:
+    """At most one dimension above 1: a per-tensor, or per-axis ([N], [1, N], ...), parameter."""
+    return sum(size > 1 for size in shape) <= 1
+
+
 def check_scale(ctx: NodeContext, index: int, scale: np.ndarray, allowed_sizes: tuple[int, ...] = (1,)) -> np.ndarray:
     """A scale must be float32, finite and positive (DirectML: a zero scale is undefined behaviour)."""
     name = ctx.input_name(index)
     scale = np.asarray(scale)
     if scale.dtype != np.float32:
+        if scale.dtype == np.float16:  # valid ONNX (QLinearMatMul-21), but DirectML's scales are FLOAT32
+            raise Fallback(f"scale {name!r} is float16; DirectML's quantized operators take FLOAT32 scales")
         raise QuantizationParameterError(f"scale must be float32, not {scale.dtype}", node=ctx.node, tensor=name)
-    if scale.size not in allowed_sizes or scale.ndim > 1 and scale.size != 1:
+    if scale.size not in allowed_sizes or not _one_axis(scale.shape):
         sizes = " or ".join(str(s) for s in allowed_sizes)
         raise QuantizationParameterError(
             f"scale has shape {list(scale.shape)}; expected {sizes} element(s)", node=ctx.node, tensor=name
@@ -126,7 +138,7 @@ def check_zero_point(ctx: NodeContext, index: int, zero_point, tensor_dtype, all
             node=ctx.node,
             tensor=name,
         )
-    if zero_point.size not in allowed_sizes or zero_point.ndim > 1 and zero_point.size != 1:
+    if zero_point.size not in allowed_sizes or not _one_axis(zero_point.shape):
         sizes = " or ".join(str(s) for s in allowed_sizes)
         raise QuantizationParameterError(
             f"zero point has shape {list(zero_point.shape)}; expected {sizes} element(s)", node=ctx.node, tensor=name
@@ -136,7 +148,15 @@ def check_zero_point(ctx: NodeContext, index: int, zero_point, tensor_dtype, all
 
 def quantized_type(ctx: NodeContext, index: int, what: str) -> np.dtype:
     """The element type of a quantized tensor input: uint8 or int8, else Fallback."""
-    dtype = ctx.info(index).dtype
+    return _quantized(ctx.info(index).dtype, what)
+
+
+def output_type(ctx: NodeContext) -> np.dtype:
+    """The element type inference gave the node's output: its zero point must match it."""
+    return _quantized(ctx.values[ctx.node.output[0]].dtype, "output")
+
+
+def _quantized(dtype: np.dtype, what: str) -> np.dtype:
     if dtype not in (np.dtype(np.uint8), np.dtype(np.int8)):
         raise Fallback(f"{what} type {dtype} is not supported (INT8, UINT8)")
     return dtype

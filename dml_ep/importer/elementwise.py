@@ -22,7 +22,7 @@ from ..operator_descs import (
 )
 from ..plan import DmlNode
 from ..tensor_desc import broadcast_shapes, broadcast_strides, left_pad
-from .common import Fallback, NodeContext, check_scale, check_zero_point, importer, quantized_type, tensor
+from .common import Fallback, NodeContext, check_scale, check_zero_point, importer, output_type, quantized_type, tensor
 
 MAX_DIMENSIONS = 8
 
@@ -52,9 +52,8 @@ def qlinear_add(ctx: NodeContext) -> DmlNode:
         check_scale(ctx, index, ctx.constant(index, what))
     a_zp = check_zero_point(ctx, 2, ctx.optional_constant(2, "A zero point"), a_type)
     b_zp = check_zero_point(ctx, 5, ctx.optional_constant(5, "B zero point"), b_type)
-    c_zp_value = ctx.optional_constant(7, "output zero point")
-    c_type = a_type if c_zp_value is None else np.asarray(c_zp_value).dtype
-    c_zp = check_zero_point(ctx, 7, c_zp_value, c_type)
+    c_type = output_type(ctx)
+    c_zp = check_zero_point(ctx, 7, ctx.optional_constant(7, "output zero point"), c_type)
     ones = (1,) * len(sizes)
     desc = DML_ELEMENT_WISE_QUANTIZED_LINEAR_ADD_OPERATOR_DESC(
         ATensor=_operand(a_type, a_shape, sizes, ctx.input_name(0) in ctx.constants),

@@ -21,6 +21,7 @@ from .common import (
     check_scale,
     check_zero_point,
     importer,
+    output_type,
     parameter_tensor,
     quantized_type,
     tensor,
@@ -107,9 +108,8 @@ def qlinear_conv(ctx: NodeContext) -> DmlNode:
     y_scale = check_scale(ctx, Y_SCALE, ctx.constant(Y_SCALE, "output scale"))
     x_zp = check_zero_point(ctx, X_ZP, ctx.optional_constant(X_ZP, "input zero point"), x_type)
     w_zp = check_zero_point(ctx, W_ZP, ctx.optional_constant(W_ZP, "filter zero point"), w_type, (1, out_channels))
-    y_zp_value = ctx.optional_constant(Y_ZP, "output zero point")
-    y_type = np.dtype(np.uint8) if y_zp_value is None else np.asarray(y_zp_value).dtype
-    y_zp = check_zero_point(ctx, Y_ZP, y_zp_value, y_type)
+    y_type = output_type(ctx)
+    y_zp = check_zero_point(ctx, Y_ZP, ctx.optional_constant(Y_ZP, "output zero point"), y_type)
     if ctx.input_name(BIAS):
         bias_info = ctx.info(BIAS)
         if bias_info.dtype != np.int32 or bias_info.shape != (out_channels,):

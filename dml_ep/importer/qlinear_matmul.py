@@ -14,7 +14,7 @@ from ..errors import ShapeError
 from ..operator_descs import DML_QUANTIZED_LINEAR_MATRIX_MULTIPLY_OPERATOR_DESC
 from ..plan import DmlNode
 from ..tensor_desc import broadcast_shapes, broadcast_strides
-from .common import Fallback, NodeContext, check_scale, check_zero_point, importer, parameter_tensor, quantized_type, tensor
+from .common import Fallback, NodeContext, check_scale, check_zero_point, importer, output_type, parameter_tensor, quantized_type, tensor
 
 A, A_SCALE, A_ZP, B, B_SCALE, B_ZP, Y_SCALE, Y_ZP = range(8)
 
@@ -63,9 +63,8 @@ def qlinear_matmul(ctx: NodeContext) -> DmlNode:
     y_scale = check_scale(ctx, Y_SCALE, ctx.constant(Y_SCALE, "output scale"), (1, m))
     a_zp = check_zero_point(ctx, A_ZP, ctx.optional_constant(A_ZP, "A zero point"), a_type, (1, m))
     b_zp = check_zero_point(ctx, B_ZP, ctx.optional_constant(B_ZP, "B zero point"), b_type, (1, n))
-    y_zp_value = ctx.optional_constant(Y_ZP, "output zero point")
-    y_type = np.dtype(np.uint8) if y_zp_value is None else np.asarray(y_zp_value).dtype
-    y_zp = check_zero_point(ctx, Y_ZP, y_zp_value, y_type, (1, m))
+    y_type = output_type(ctx)
+    y_zp = check_zero_point(ctx, Y_ZP, ctx.optional_constant(Y_ZP, "output zero point"), y_type, (1, m))
 
     def per_row(array):
         return parameter_tensor(array, (1, 1, m, 1) if np.asarray(array).size > 1 else (1, 1, 1, 1))

@@ -3,18 +3,23 @@
 QUANTIZED_LINEAR_ADD, DirectML: ``Output = clamp(round(((A - za) * sa + (B - zb) * sb) / sc) + zc)``.
 ``"directml"`` evaluates it in float64 (each product is exact) and settles the elements near a
 half-integer exactly. ``"onnxruntime"`` follows MLAS's AVX2 kernel (qladd_avx2.cpp), on raw codes
-in float32 with ``rAC = sa/sc``, ``rBC = sb/sc``, ``fixed = zc - (rAC*za + rBC*zb)``:
-
-- general span: ``fma(a, rAC, fma(b, rBC, fixed))``;
-- B constant over the span (``input1scalar``): ``fma(a, rAC, fixed + b*rBC)``;
-- A constant over the span (``input0scalar``, checked first): onnxruntime swaps the operands, so
-  ``fma(b, rBC, fixed' + a*rAC)`` with ``fixed' = zc - (rBC*zb + rAC*za)``.
+in float32 with ``rAC = sa/sc``, ``rBC = sb/sc`` and ``y = fma(a, rAC, fma(b, rBC, fixed))``,
+``fixed = zc - fma(rAC, za, rBC*zb)``. The source writes ``fixed`` and the scalar-B addend
+``fixed + b*rBC`` as separate multiplies and adds, but the shipped binary (GCC, ``-mfma``)
+contracts both into FMAs: measured against onnxruntime 1.32 on inputs where the variants round to
+different codes (tests/test_qlinear_add.py), only the contracted form matches. So the scalar-B
+loop computes what the general loop does, and only the operand order differs: when A is constant
+over the span (``input0scalar``, checked first) onnxruntime swaps the operands, A's role going to B.
 
 The span is the innermost run of output dimensions (size > 1) over which each input keeps its
 broadcast state (onnxruntime's ``Broadcaster``); it is read off the descs' zero strides.
 
-ADD1: ``FusedActivation(A + B)`` in the tensors' float type. The real DML EP maps an Add with no
-activation to ELEMENT_WISE_ADD; ADD1 without an activation is the same math.
+ADD1: ``FusedActivation(A + B)`` computed in float32 and rounded once to the tensors' type: for
+float16 the sum is not rounded before the activation (DirectML computes float16 in float32 unless
+half-precision computation is allowed; onnxruntime's CPU EP, lacking a float16 LeakyRelu, runs the
+Add and the activation in float32 between casts, which gives the same). A single float16 addition
+is correctly rounded either way. The real DML EP maps an Add with no activation to
+ELEMENT_WISE_ADD; ADD1 without an activation is the same math.
 """
 
 from __future__ import annotations
@@ -72,22 +77,19 @@ def quantized_linear_add(desc, tensors: dict, options, cache: dict) -> np.ndarra
 
 def _onnxruntime_sum(desc, a, b, sa, sb, sc, za, zb, zc) -> np.ndarray:
     """MLAS's float32 value before rounding, with its operand order for the broadcast case."""
-    r_ac, r_bc = sa / sc, sb / sc
     a, b = a.astype(np.float32), b.astype(np.float32)
-    a_constant, b_constant = constant_over_span(desc.ATensor, desc.BTensor)
-    if a_constant:  # onnxruntime passes (B, A) to the scalar-B kernel
-        fixed = np.float32(zc) - (r_bc * np.float32(zb) + r_ac * np.float32(za))
-        return fma32(b, r_bc, fixed + a * r_ac)
-    fixed = np.float32(zc) - (r_ac * np.float32(za) + r_bc * np.float32(zb))
-    if b_constant:
-        return fma32(a, r_ac, fixed + b * r_bc)
+    za, zb = np.float32(za), np.float32(zb)
+    if constant_over_span(desc.ATensor, desc.BTensor)[0]:  # onnxruntime passes (B, A) to the scalar-B kernel
+        a, b, sa, sb, za, zb = b, a, sb, sa, zb, za
+    r_ac, r_bc = sa / sc, sb / sc
+    fixed = np.float32(zc) - fma32(r_ac, za, r_bc * zb)
     return fma32(a, r_ac, fma32(b, r_bc, fixed))
 
 
 def element_wise_add1(desc, tensors: dict, options, cache: dict) -> np.ndarray:
     a = view(tensors["ATensor"], desc.ATensor)
     b = view(tensors["BTensor"], desc.BTensor)
-    out = np.add(a, b)
+    out = np.add(a, b, dtype=np.float32)
     if desc.FusedActivation is not None:
         out = apply_activation(desc.FusedActivation, out)
-    return out
+    return out.astype(a.dtype)

@@ -1,0 +1,96 @@
+"""Add / two-input Sum -> ELEMENT_WISE_ADD1, with a Relu or LeakyRelu consumer fused as its
+FusedActivation, against onnxruntime's CPU EP.
+
+Float addition has one correctly rounded answer, so both arithmetic modes must match onnxruntime
+bit for bit (float16: the float32 sum rounded once to float16, which is the correctly rounded
+float16 sum).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx_builders import add, run_dml, run_ort
+
+import dml_ep
+from dml_ep.plan import DmlNode
+
+BROADCASTS = [
+    ((17,), (17,)),
+    ((17,), (1,)),
+    ((1,), (17,)),
+    ((3, 5), (5,)),
+    ((3, 1), (1, 5)),
+    ((2, 3, 4, 5), (1, 3, 1, 1)),
+    ((2, 1, 4, 1), (1, 3, 1, 5)),
+    ((2, 3, 1, 2, 3), (3, 2, 1)),
+    ((2, 1, 3, 1, 2, 1), (1, 2, 1, 3, 1, 2)),
+    ((2, 2, 2, 2, 2, 2, 2), (2, 1, 2, 1, 2, 1, 2)),
+]
+ACTIVATIONS = [
+    pytest.param(None, {}, id="none"),
+    pytest.param("Relu", {}, id="relu"),
+    pytest.param("LeakyRelu", {}, id="leakyrelu-default"),
+    pytest.param("LeakyRelu", {"alpha": 0.3}, id="leakyrelu-0.3"),
+]
+
+
+def operands(a_shape, b_shape, dtype, seed=0):
+    """Random values of both signs spanning several binades, so sums round and cancel."""
+    rng = np.random.default_rng(seed)
+
+    def draw(shape):
+        return (rng.standard_normal(shape) * 2.0 ** rng.integers(-8, 9, shape)).astype(dtype)
+
+    return draw(a_shape), draw(b_shape)
+
+
+def check_both_modes(model, feeds):
+    for arithmetic, reference in (("onnxruntime", "ort"), ("directml", "ort-exact")):
+        expected = run_ort(model, feeds, reference)
+        actual = run_dml(model, feeds, arithmetic)
+        assert actual.dtype == expected.dtype and actual.shape == expected.shape
+        np.testing.assert_array_equal(actual, expected, err_msg=f"arithmetic={arithmetic}", strict=True)
+
+
+@pytest.mark.parametrize("activation, attributes", ACTIVATIONS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("a_shape, b_shape", BROADCASTS, ids=lambda s: str(list(s)))
+def test_add_matches_onnxruntime(a_shape, b_shape, dtype, activation, attributes):
+    a, b = operands(a_shape, b_shape, dtype)
+    model, feeds = add(a, b, activation=activation, **attributes)
+    check_both_modes(model, feeds)
+
+
+@pytest.mark.parametrize("activation, attributes", ACTIVATIONS[1:])
+@pytest.mark.parametrize("op_type", ["Add", "Sum"])
+def test_activation_is_fused(op_type, activation, attributes):
+    """The Relu/LeakyRelu becomes ADD1's FusedActivation and leaves the plan."""
+    a, b = operands((2, 3, 4), (4,), np.float32)
+    model, feeds = add(a, b, op_type=op_type, activation=activation, **attributes)
+    session = dml_ep.InferenceSession(model)
+    [entry] = session.plan.entries
+    assert isinstance(entry, DmlNode) and entry.desc.OPERATOR_TYPE.name == "ELEMENT_WISE_ADD1"
+    assert [n.op_type for n in entry.fused_nodes] == [activation]
+    fused = entry.desc.FusedActivation
+    assert fused is not None and fused.OPERATOR_TYPE.name == {"Relu": "ACTIVATION_RELU", "LeakyRelu": "ACTIVATION_LEAKY_RELU"}[activation]
+    if activation == "LeakyRelu":
+        assert fused.Alpha == pytest.approx(attributes.get("alpha", 0.01))
+    check_both_modes(model, feeds)
+
+
+@pytest.mark.parametrize("activation, attributes", ACTIVATIONS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_special_values(dtype, activation, attributes):
+    """Infinities, NaN, signed zeros, subnormals and overflow to infinity."""
+    info = np.finfo(dtype)
+    special = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, info.max, -info.max, info.smallest_subnormal, -info.smallest_subnormal, 1.0, -1.0], dtype)
+    a, b = np.meshgrid(special, special, indexing="ij")
+    model, feeds = add(a, b, activation=activation, **attributes)
+    check_both_modes(model, feeds)
+
+
+def test_zero_dimensional_output():
+    a, b = operands((), (), np.float32)
+    model, feeds = add(a, b)
+    check_both_modes(model, feeds)
