@@ -29,11 +29,14 @@ def matmul_case(a_shape, b_shape, a_dtype=np.uint8, b_dtype=np.int8, per_column=
     b = rng.integers(b_info.min, b_info.max + 1, b_shape).astype(b_dtype)
     n = b_shape[-1] if len(b_shape) > 1 else 1
     a_zp = a_dtype(rng.integers(a_info.min, a_info.max + 1))
+    # onnxruntime takes per-column parameters as B's shape with K = 1 (the same for every batch here)
+    per_column_shape = tuple(b_shape[:-2]) + (1, n)
     b_zp = rng.integers(b_info.min, b_info.max + 1, (1, n) if per_column else ()).astype(b_dtype)
+    b_zp = np.ascontiguousarray(np.broadcast_to(b_zp, per_column_shape)) if per_column else b_zp
     acc = np.matmul(a.astype(np.int64) - int(a_zp), b.astype(np.int64) - b_zp.astype(np.int64))
     a_scale, b_scale, y_scale = scales or (np.float32(0.03), np.float32(0.007), None)
-    # per column as [1, N]: onnxruntime takes a scalar, [1] or [..., 1, N]
     b_scales = (b_scale * rng.uniform(0.5, 2.0, (1, n))).astype(np.float32) if per_column else np.float32(b_scale)
+    b_scales = np.ascontiguousarray(np.broadcast_to(b_scales, per_column_shape)) if per_column else b_scales
     if y_scale is None:
         y_scale = np.float32(a_scale * b_scale * max(np.std(acc), 1.0) / 40)
     if y_zp is None:
@@ -41,11 +44,11 @@ def matmul_case(a_shape, b_shape, a_dtype=np.uint8, b_dtype=np.int8, per_column=
     y_zp = a_dtype(y_zp)
     model, feeds = qlinear_matmul(a, np.float32(a_scale), a_zp, b if b_constant else Feed(b), b_scales, b_zp, np.float32(y_scale), y_zp)
 
-    multipliers = [Fraction(float(a_scale)) * Fraction(float(s)) / Fraction(float(y_scale)) for s in np.reshape(b_scales, -1)]
+    multipliers = [Fraction(float(a_scale)) * Fraction(float(s)) / Fraction(float(y_scale)) for s in np.reshape(b_scales, -1)[:n]]
     column = (-1,) if len(b_shape) > 1 else ()
     num = objects(acc) * np.array([m.numerator for m in multipliers], dtype=object).reshape(column)
     den = np.array([m.denominator for m in multipliers], dtype=object).reshape(column)
-    ideal = np.abs(acc * np.float64(a_scale) * np.reshape(b_scales, column).astype(np.float64) / np.float64(y_scale))
+    ideal = np.abs(acc * np.float64(a_scale) * np.reshape(b_scales, -1)[:n].reshape(column).astype(np.float64) / np.float64(y_scale))
     return model, feeds, num, den, y_zp, ideal * FLOAT32_RELATIVE_ERROR + 2.0**-30, np.dtype(a_dtype)
 
 

@@ -34,6 +34,19 @@ def _fold_batch(batch: tuple[int, ...], a_batch, b_batch) -> tuple:
     return fold(batch), fold(a_batch), fold(b_batch)
 
 
+def _per_column(parameter, n: int):
+    """B's scale or zero point as onnxruntime also accepts it, [..., 1, N] per batch, reduced to [N].
+
+    DirectML's {1,1,1,N} holds one row for every batch, so batches must agree.
+    """
+    if parameter is None or np.ndim(parameter) < 3 or np.shape(parameter)[-2:] != (1, n):
+        return parameter
+    rows = np.asarray(parameter).reshape(-1, n)
+    if np.any(rows != rows[0]):
+        raise Fallback(f"B quantization parameters differ between batches (shape {list(np.shape(parameter))}); DirectML's are {{1,1,1,N}}")
+    return rows[0]
+
+
 @importer("QLinearMatMul")
 def qlinear_matmul(ctx: NodeContext) -> DmlNode:
     a_type = quantized_type(ctx, A, "A")
@@ -59,10 +72,10 @@ def qlinear_matmul(ctx: NodeContext) -> DmlNode:
     a_sizes, b_sizes = out_batch + (m, k), out_batch + (k, n)
 
     a_scale = check_scale(ctx, A_SCALE, ctx.constant(A_SCALE, "A scale"), (1, m))
-    b_scale = check_scale(ctx, B_SCALE, ctx.constant(B_SCALE, "B scale"), (1, n))
+    b_scale = check_scale(ctx, B_SCALE, _per_column(ctx.constant(B_SCALE, "B scale"), n), (1, n))
     y_scale = check_scale(ctx, Y_SCALE, ctx.constant(Y_SCALE, "output scale"), (1, m))
     a_zp = check_zero_point(ctx, A_ZP, ctx.optional_constant(A_ZP, "A zero point"), a_type, (1, m))
-    b_zp = check_zero_point(ctx, B_ZP, ctx.optional_constant(B_ZP, "B zero point"), b_type, (1, n))
+    b_zp = check_zero_point(ctx, B_ZP, _per_column(ctx.optional_constant(B_ZP, "B zero point"), n), b_type, (1, n))
     y_type = output_type(ctx)
     y_zp = check_zero_point(ctx, Y_ZP, ctx.optional_constant(Y_ZP, "output zero point"), y_type, (1, m))
 
