@@ -12,19 +12,32 @@ from __future__ import annotations
 import numpy as np
 
 
+# A float64 exactly halfway between two float32 values ends, below the float32 mantissa, in the
+# bits 1000...0: bit 28 set, bits 0-27 clear (float32 keeps 23 of float64's 52 mantissa bits).
+_BELOW_FLOAT32 = np.uint64((1 << 29) - 1)
+_HALFWAY = np.uint64(1 << 28)
+_SMALLEST_NORMAL32 = float(np.finfo(np.float32).tiny)
+
+
 def fma32(x, y, z) -> np.ndarray:
     """``round_to_float32(x * y + z)`` with a single rounding, element-wise (float32 inputs)."""
-    product = np.asarray(x, dtype=np.float64) * np.asarray(y, dtype=np.float64)
-    addend = np.asarray(z, dtype=np.float64)
-    head = product + addend
-    virtual = head - product
-    tail = (product - (head - virtual)) + (addend - virtual)
+    product = np.atleast_1d(np.multiply(x, y, dtype=np.float64))
+    head = np.add(product, z, dtype=np.float64)
     rounded = head.astype(np.float32)
-    neighbour = np.nextafter(rounded, np.where(head > rounded, np.inf, -np.inf).astype(np.float32))
-    on_midpoint = (tail != 0) & ((rounded.astype(np.float64) + neighbour.astype(np.float64)) / 2 == head)
-    return np.where(on_midpoint, _pick_toward(rounded, neighbour, tail), rounded)
-
-
-def _pick_toward(rounded: np.ndarray, neighbour: np.ndarray, tail: np.ndarray) -> np.ndarray:
-    """Of the two float32 values around a midpoint, the one on the side the tail points to."""
-    return np.where(tail > 0, np.maximum(rounded, neighbour), np.minimum(rounded, neighbour))
+    # Double rounding can only go wrong where the float64 sum sits on a float32 midpoint (or in
+    # float32's subnormal range, where the midpoint bits sit elsewhere); fix those few exactly.
+    suspect = (head.view(np.uint64) & _BELOW_FLOAT32) == _HALFWAY
+    suspect |= (np.abs(head) < _SMALLEST_NORMAL32) & (head != 0)
+    if np.any(suspect):
+        index = np.nonzero(suspect)
+        p = product[index]
+        h = head[index]
+        addend = np.broadcast_to(np.asarray(z, dtype=np.float64), head.shape)[index]
+        virtual = h - p
+        tail = (p - (h - virtual)) + (addend - virtual)  # TwoSum: h + tail == p + addend exactly
+        near = rounded[index]
+        neighbour = np.nextafter(near, np.where(h > near, np.inf, -np.inf).astype(np.float32))
+        on_midpoint = (tail != 0) & ((near.astype(np.float64) + neighbour) / 2 == h)
+        toward_tail = np.where(tail > 0, np.maximum(near, neighbour), np.minimum(near, neighbour))
+        rounded[index] = np.where(on_midpoint, toward_tail, near)
+    return rounded.reshape(np.broadcast_shapes(np.shape(x), np.shape(y), np.shape(z)))
