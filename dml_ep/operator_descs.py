@@ -379,8 +379,9 @@ _QUANTIZED_BINARY_SAME_TYPE = (
 
 
 @dataclasses.dataclass(frozen=True)
-class DML_QUANTIZED_LINEAR_MATRIX_MULTIPLY_OPERATOR_DESC(OperatorDesc):
-    """QUANTIZED_LINEAR_MATRIX_MULTIPLY (ONNX QLinearMatMul), DML_FEATURE_LEVEL_2_1 and up."""
+class QuantizedBinaryDesc(OperatorDesc):
+    """The nine tensor fields, in order, that QUANTIZED_LINEAR_MATRIX_MULTIPLY and
+    ELEMENT_WISE_QUANTIZED_LINEAR_ADD share in DirectML's structs."""
 
     ATensor: TensorDesc
     AScaleTensor: TensorDesc
@@ -391,6 +392,11 @@ class DML_QUANTIZED_LINEAR_MATRIX_MULTIPLY_OPERATOR_DESC(OperatorDesc):
     OutputScaleTensor: TensorDesc
     OutputZeroPointTensor: TensorDesc
     OutputTensor: TensorDesc
+
+
+@dataclasses.dataclass(frozen=True)
+class DML_QUANTIZED_LINEAR_MATRIX_MULTIPLY_OPERATOR_DESC(QuantizedBinaryDesc):
+    """QUANTIZED_LINEAR_MATRIX_MULTIPLY (ONNX QLinearMatMul), DML_FEATURE_LEVEL_2_1 and up."""
 
     OPERATOR_TYPE = OP.QUANTIZED_LINEAR_MATRIX_MULTIPLY
     INTRODUCED = FL.FL_2_1
@@ -424,18 +430,8 @@ class DML_QUANTIZED_LINEAR_MATRIX_MULTIPLY_OPERATOR_DESC(OperatorDesc):
 
 
 @dataclasses.dataclass(frozen=True)
-class DML_ELEMENT_WISE_QUANTIZED_LINEAR_ADD_OPERATOR_DESC(OperatorDesc):
+class DML_ELEMENT_WISE_QUANTIZED_LINEAR_ADD_OPERATOR_DESC(QuantizedBinaryDesc):
     """ELEMENT_WISE_QUANTIZED_LINEAR_ADD (com.microsoft QLinearAdd), DML_FEATURE_LEVEL_4_0 and up."""
-
-    ATensor: TensorDesc
-    AScaleTensor: TensorDesc
-    AZeroPointTensor: TensorDesc
-    BTensor: TensorDesc
-    BScaleTensor: TensorDesc
-    BZeroPointTensor: TensorDesc
-    OutputScaleTensor: TensorDesc
-    OutputZeroPointTensor: TensorDesc
-    OutputTensor: TensorDesc
 
     OPERATOR_TYPE = OP.ELEMENT_WISE_QUANTIZED_LINEAR_ADD
     INTRODUCED = FL.FL_4_0

@@ -8,8 +8,6 @@ rational arithmetic: a quantized output is ``clamp(round_half_even(num / den) + 
 integers ``num`` and ``den``, so no float rounding is involved in the reference.
 """
 
-# TEMPORARY (two helpers edit these files): see /tmp/notes/exactness_helpers_split.md before editing.
-
 from __future__ import annotations
 
 import collections

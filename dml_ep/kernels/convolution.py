@@ -120,15 +120,13 @@ def quantized_linear_convolution(desc, tensors: dict, options, cache: dict) -> n
     if options.saturates_u8s8(desc.InputTensor, desc.FilterTensor):
         acc = acc + u8s8.convolution_correction(desc, x, tensors, input_zero_point)
 
-    input_scale = np.float32(_scalar(tensors, desc, "InputScaleTensor"))
-    filter_scale = _per_channel(tensors, desc, "FilterScaleTensor").astype(np.float32)
-    output_scale = np.float32(_scalar(tensors, desc, "OutputScaleTensor"))
-    output_zero_point = _scalar(tensors, desc, "OutputZeroPointTensor")
-    out_dtype = desc.OutputTensor.DataType.numpy()
-    if options.onnxruntime:
-        multiplier = (input_scale * filter_scale) / output_scale
-        result = quantize.requantize_onnxruntime(acc, multiplier, output_zero_point, out_dtype)
-    else:
-        scale_in = np.float64(input_scale) * filter_scale.astype(np.float64)
-        result = quantize.requantize_product_exact(acc, scale_in, output_scale, output_zero_point, out_dtype)
+    result = quantize.requantize_product(
+        acc,
+        _scalar(tensors, desc, "InputScaleTensor"),
+        _per_channel(tensors, desc, "FilterScaleTensor"),
+        _scalar(tensors, desc, "OutputScaleTensor"),
+        _scalar(tensors, desc, "OutputZeroPointTensor"),
+        desc.OutputTensor.DataType.numpy(),
+        options,
+    )
     return result.reshape(desc.OutputTensor.Sizes)

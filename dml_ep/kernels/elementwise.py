@@ -89,7 +89,8 @@ def _onnxruntime_sum(desc, a, b, sa, sb, sc, za, zb, zc) -> np.ndarray:
 def element_wise_add1(desc, tensors: dict, options, cache: dict) -> np.ndarray:
     a = view(tensors["ATensor"], desc.ATensor)
     b = view(tensors["BTensor"], desc.BTensor)
-    out = np.add(a, b, dtype=np.float32)
-    if desc.FusedActivation is not None:
-        out = apply_activation(desc.FusedActivation, out)
-    return out.astype(a.dtype)
+    with np.errstate(over="ignore", invalid="ignore"):  # IEEE: overflow to infinity, inf - inf is NaN
+        out = np.add(a, b, dtype=np.float32)
+        if desc.FusedActivation is not None:
+            out = apply_activation(desc.FusedActivation, out)
+        return out.astype(a.dtype)

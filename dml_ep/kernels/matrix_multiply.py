@@ -54,15 +54,13 @@ def quantized_linear_matrix_multiply(desc, tensors: dict, options, cache: dict) 
         acc -= za * b.sum(axis=-2, keepdims=True, dtype=np.float64)
         acc += k * za * zb
 
-    a_scale = _param(tensors, desc, "AScaleTensor").astype(np.float32)
-    b_scale = _param(tensors, desc, "BScaleTensor").astype(np.float32)
-    out_scale = _param(tensors, desc, "OutputScaleTensor").astype(np.float32)
-    out_zero_point = _param(tensors, desc, "OutputZeroPointTensor")
-    out_dtype = desc.OutputTensor.DataType.numpy()
-    if options.onnxruntime:
-        multiplier = (a_scale * b_scale) / out_scale
-        result = quantize.requantize_onnxruntime(acc, multiplier, out_zero_point, out_dtype)
-    else:
-        scale_in = a_scale.astype(np.float64) * b_scale.astype(np.float64)
-        result = quantize.requantize_product_exact(acc, scale_in, out_scale, out_zero_point, out_dtype)
+    result = quantize.requantize_product(
+        acc,
+        _param(tensors, desc, "AScaleTensor"),
+        _param(tensors, desc, "BScaleTensor"),
+        _param(tensors, desc, "OutputScaleTensor"),
+        _param(tensors, desc, "OutputZeroPointTensor"),
+        desc.OutputTensor.DataType.numpy(),
+        options,
+    )
     return result.reshape(desc.OutputTensor.Sizes)

@@ -124,3 +124,16 @@ def requantize_onnxruntime(acc: np.ndarray, multiplier, zero_point, dtype) -> np
     np.rint(scaled, out=scaled)
     scaled += zero_point
     return scaled.astype(dtype)
+
+
+def requantize_product(acc, scale_a, scale_b, scale_out, zero_point, dtype, arithmetic) -> np.ndarray:
+    """The output step of a quantized product ``acc * scale_a * scale_b / scale_out``, in either arithmetic.
+
+    onnxruntime: MLAS with the float32 multiplier ``float32(scale_a * scale_b) / scale_out``;
+    DirectML: the correctly rounded ideal value. Scales are float32, broadcastable to ``acc``.
+    """
+    scale_a, scale_b, scale_out = (np.asarray(s, dtype=np.float32) for s in (scale_a, scale_b, scale_out))
+    if arithmetic.onnxruntime:
+        return requantize_onnxruntime(acc, (scale_a * scale_b) / scale_out, zero_point, dtype)
+    scale_in = scale_a.astype(np.float64) * scale_b.astype(np.float64)
+    return requantize_product_exact(acc, scale_in, scale_out, zero_point, dtype)
