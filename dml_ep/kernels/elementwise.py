@@ -49,18 +49,26 @@ def constant_over_span(desc_a, desc_b) -> tuple[bool, bool]:
 
 
 def quantized_linear_add(desc, tensors: dict, options, cache: dict) -> np.ndarray:
+    """The output is a function of the two 8-bit codes only: a 256 x 256 table per set of scales and
+    zero points (kept in the node's ``cache``), then one gather over the output."""
     a = view(tensors["ATensor"], desc.ATensor)
     b = view(tensors["BTensor"], desc.BTensor)
-    sa, sb, sc = (np.float32(_scalar(tensors, desc, f)) for f in ("AScaleTensor", "BScaleTensor", "OutputScaleTensor"))
-    za, zb, zc = (_scalar(tensors, desc, f) for f in ("AZeroPointTensor", "BZeroPointTensor", "OutputZeroPointTensor"))
-    out_dtype = desc.OutputTensor.DataType.numpy()
-    if options.onnxruntime:
-        y = _onnxruntime_sum(desc, a, b, sa, sb, sc, za, zb, zc)
-        lo, hi = quantize.quant_range(out_dtype)
-        rounded = np.rint(y.astype(np.float64))
-        rounded[rounded >= 2.0**31] = lo  # cvtps2dq turns out-of-range values into INT_MIN
-        return np.clip(rounded, lo, hi).astype(out_dtype)
+    scales = tuple(np.float32(_scalar(tensors, desc, f)) for f in ("AScaleTensor", "BScaleTensor", "OutputScaleTensor"))
+    zero_points = tuple(_scalar(tensors, desc, f) for f in ("AZeroPointTensor", "BZeroPointTensor", "OutputZeroPointTensor"))
+    key = ("table", options.mode, scales, zero_points)
+    if key not in cache:
+        cache.clear()
+        codes_a = np.arange(256, dtype=np.uint8).view(a.dtype)[:, None]  # indexed by the code's byte
+        codes_b = np.arange(256, dtype=np.uint8).view(b.dtype)[None, :]
+        add = _onnxruntime_add if options.onnxruntime else _directml_add
+        cache[key] = add(desc, codes_a, codes_b, *scales, *zero_points).reshape(-1)
+    index = (a.view(np.uint8).astype(np.intp) << 8) | b.view(np.uint8)
+    return cache[key].take(index)
 
+
+def _directml_add(desc, a, b, sa, sb, sc, za, zb, zc) -> np.ndarray:
+    """DirectML's formula, correctly rounded: float64 estimate, exact check near half-integers."""
+    out_dtype = desc.OutputTensor.DataType.numpy()
     da = a.astype(np.float64) - za
     db = b.astype(np.float64) - zb
     estimate = (da * np.float64(sa) + db * np.float64(sb)) / np.float64(sc)
@@ -68,22 +76,28 @@ def quantized_linear_add(desc, tensors: dict, options, cache: dict) -> np.ndarra
 
     def compare_with_half(index, twice_half):
         where = np.unravel_index(index, estimate.shape)
-        exact_a, exact_b = quantize.to_object(da[where]), quantize.to_object(db[where])
+        exact_a = quantize.to_object(np.broadcast_to(da, estimate.shape)[where])
+        exact_b = quantize.to_object(np.broadcast_to(db, estimate.shape)[where])
         # (2 * value - twice_half) times qa * qb * pc, with value = (da*pa/qa + db*pb/qb) * qc/pc
         return 2 * (exact_a * pa * qb + exact_b * pb * qa) * qc - twice_half * qa * qb * pc
 
     return quantize.saturate(quantize.round_half_even_exact(estimate, compare_with_half), zc, out_dtype)
 
 
-def _onnxruntime_sum(desc, a, b, sa, sb, sc, za, zb, zc) -> np.ndarray:
-    """MLAS's float32 value before rounding, with its operand order for the broadcast case."""
+def _onnxruntime_add(desc, a, b, sa, sb, sc, za, zb, zc) -> np.ndarray:
+    """MLAS's float32 arithmetic, with its operand order for the broadcast case, rounded by cvtps2dq."""
     a, b = a.astype(np.float32), b.astype(np.float32)
     za, zb = np.float32(za), np.float32(zb)
     if constant_over_span(desc.ATensor, desc.BTensor)[0]:  # onnxruntime passes (B, A) to the scalar-B kernel
         a, b, sa, sb, za, zb = b, a, sb, sa, zb, za
     r_ac, r_bc = sa / sc, sb / sc
     fixed = np.float32(zc) - fma32(r_ac, za, r_bc * zb)
-    return fma32(a, r_ac, fma32(b, r_bc, fixed))
+    y = fma32(a, r_ac, fma32(b, r_bc, fixed))
+    out_dtype = desc.OutputTensor.DataType.numpy()
+    lo, hi = quantize.quant_range(out_dtype)
+    rounded = np.rint(y.astype(np.float64))
+    rounded[rounded >= 2.0**31] = lo  # cvtps2dq turns out-of-range values into INT_MIN
+    return np.clip(rounded, lo, hi).astype(out_dtype)
 
 
 def element_wise_add1(desc, tensors: dict, options, cache: dict) -> np.ndarray:

@@ -30,7 +30,7 @@ def fma32(x, y, z) -> np.ndarray:
     suspect |= (np.abs(head) < _SMALLEST_NORMAL32) & (head != 0)
     if np.any(suspect):
         index = np.nonzero(suspect)
-        p = product[index]
+        p = np.broadcast_to(product, head.shape)[index]
         h = head[index]
         addend = np.broadcast_to(np.asarray(z, dtype=np.float64), head.shape)[index]
         virtual = h - p
