@@ -93,8 +93,10 @@ def time_interleaved(runners: dict, repeat: int) -> dict[str, float]:
     return {name: statistics.median(values) for name, values in times.items()}
 
 
+# VmHWM, not ru_maxrss: Linux carries ru_maxrss across fork and exec, so a child of this (large)
+# process would report the parent's peak.
 _PEAK_CHILD = """
-import resource, sys, numpy as np, onnx
+import sys, numpy as np, onnx
 from dml_ep.inputs import random_inputs
 kind, path, arithmetic = sys.argv[1:4]
 if kind == "ort":
@@ -105,7 +107,7 @@ else:
     session = dml_ep.InferenceSession(path, arithmetic=arithmetic)
 feeds = random_inputs(onnx.load(path), seed=0)
 session.run(None, feeds)
-print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+print(next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM")) / 1024)
 """
 
 
