@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import dml_ep
-from onnx_builders import Feed, assert_onnxruntime_mode_exact, check_directml_mode, objects, qlinear_matmul
+from onnx_builders import Feed, assert_onnxruntime_mode_exact, check_directml_mode, objects, qlinear_matmul, run_dml, run_ort
 
 # Two rounded scale operations and one rounded product: within 3 float32 ulps; 2^-21 leaves a margin.
 FLOAT32_RELATIVE_ERROR = 2.0**-21
@@ -107,3 +107,14 @@ def test_ties_round_half_to_even(types):
     assert np.count_nonzero(ties) > 20
     counts = check_directml_mode("QLinearMatMul", model, feeds, num, den, y_zp, bound, exact_reference(a_dtype))
     assert counts["float rounding"] == 0  # the multiplier 1/2 is exact in float32
+
+
+@pytest.mark.parametrize("arithmetic, reference", [("directml", "ort-exact"), ("onnxruntime", "ort")])
+def test_huge_scale_saturates(arithmetic, reference):
+    """A value far beyond the output range (scale 1e30) saturates, as onnxruntime's does."""
+    a = np.array([[3, 0]], np.uint8)
+    b = np.array([[1], [-1]], np.int8)
+    model, feeds = qlinear_matmul(a, np.float32(1e30), np.uint8(1), b, np.float32(1), np.int8(0), np.float32(1), np.uint8(0))
+    expected = run_ort(model, feeds, reference)
+    np.testing.assert_array_equal(run_dml(model, feeds, arithmetic), expected)
+    assert expected.item() == 255  # (3-1)*1 + (0-1)*(-1) = 3, times 1e30

@@ -19,6 +19,7 @@ import numpy as np
 
 # Relative distance from a half-integer under which the float64 estimate is re-checked exactly.
 _TIE_TOLERANCE = 2.0**-44
+_BEYOND_8_BITS = 2.0**31
 
 
 def quant_range(dtype) -> tuple[int, int]:
@@ -66,8 +67,10 @@ def round_half_even_exact(estimate: np.ndarray, compare_with_half) -> np.ndarray
     ``estimate`` is a float64 approximation within a few ulps (relative) of the exact value.
     ``compare_with_half(index, twice_half)`` returns, for the flat indices ``index``, an object
     array of Python ints with the sign of ``2 * exact_value - twice_half`` (``twice_half`` is
-    ``2n + 1``, as Python ints): only those elements are computed exactly.
+    ``2n + 1``, as Python ints): only those elements are computed exactly. Values beyond
+    +-2^31 come back as +-2^31: every caller saturates to 8 bits, so their rounding cannot matter.
     """
+    estimate = np.clip(estimate, -_BEYOND_8_BITS, _BEYOND_8_BITS)
     rounded = np.rint(estimate)
     floor = np.floor(estimate)
     distance = np.abs(estimate - floor - 0.5)
