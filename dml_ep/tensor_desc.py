@@ -8,6 +8,7 @@ desc exactly as DirectML would.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Sequence
 
 import numpy as np
@@ -70,13 +71,18 @@ class DML_BUFFER_TENSOR_DESC:
             TotalTensorSizeInBytes=calc_buffer_tensor_size(data_type, sizes, strides),
         )
 
-    @property
+    @functools.cached_property
     def element_strides(self) -> tuple[int, ...]:
         return packed_strides(self.Sizes) if self.Strides is None else self.Strides
 
-    @property
+    @functools.cached_property
     def element_count(self) -> int:
         return int(np.prod(self.Sizes, dtype=np.int64))
+
+    @functools.cached_property
+    def elements_spanned(self) -> int:
+        """How many elements of the buffer the desc reads: the last element's index plus one."""
+        return sum((size - 1) * stride for size, stride in zip(self.Sizes, self.element_strides)) + 1
 
     def describe(self) -> str:
         """``UINT8 {1,64,56,56}`` plus strides when they are not packed."""
@@ -136,9 +142,12 @@ def view(array: np.ndarray, desc: DML_BUFFER_TENSOR_DESC) -> np.ndarray:
     The view is read-only, as DirectML inputs are.
     """
     flat = np.ascontiguousarray(array).reshape(-1)
-    needed = sum((s - 1) * st for s, st in zip(desc.Sizes, desc.element_strides)) + 1
-    if flat.size < needed:
+    if flat.size < desc.elements_spanned:
         raise ValueError(f"buffer of {flat.size} elements is too small for {desc.describe()}")
+    if desc.Strides is None and flat.size == desc.element_count:  # packed: a plain reshape
+        packed = flat.reshape(desc.Sizes)
+        packed.flags.writeable = False
+        return packed
     itemsize = flat.itemsize
     return as_strided(
         flat,

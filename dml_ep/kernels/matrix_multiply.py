@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..enums import DML_TENSOR_FLAGS
 from ..tensor_desc import view
 from . import quantize, u8s8
 from .integer_gemm import exact_matmul, uniform_blocks
@@ -29,18 +30,27 @@ def _param(tensors, desc, field, default=0.0) -> np.ndarray:
     return values.reshape((1,) * (4 - values.ndim) + values.shape)
 
 
-def _operand(tensors, desc, field) -> tuple[np.ndarray, np.ndarray]:
-    """The raw codes through the desc (4-D view, no copy) and the same as float32."""
+def _operand(tensors, desc, field, cache) -> tuple[np.ndarray, np.ndarray]:
+    """The raw codes through the desc (4-D view, no copy) and the same as float32.
+
+    The float32 copy of an operand bound at initialization (OWNED_BY_DML) is made once.
+    """
     tensor_desc = getattr(desc, field)
     raw = view(tensors[field], tensor_desc)
-    as_float = view(np.asarray(tensors[field]).astype(np.float32), tensor_desc)
+    if tensor_desc.Flags & DML_TENSOR_FLAGS.OWNED_BY_DML:
+        if field not in cache:
+            cache[field] = np.asarray(tensors[field]).astype(np.float32)
+        buffer = cache[field]
+    else:
+        buffer = np.asarray(tensors[field]).astype(np.float32)
+    as_float = view(buffer, tensor_desc)
     pad = (1,) * (4 - raw.ndim)
     return raw.reshape(pad + raw.shape), as_float.reshape(pad + raw.shape)
 
 
 def quantized_linear_matrix_multiply(desc, tensors: dict, options, cache: dict) -> np.ndarray:
-    a_raw, a = _operand(tensors, desc, "ATensor")
-    b_raw, b = _operand(tensors, desc, "BTensor")
+    a_raw, a = _operand(tensors, desc, "ATensor", cache)
+    b_raw, b = _operand(tensors, desc, "BTensor", cache)
     za = _param(tensors, desc, "AZeroPointTensor")  # {1,1,1,1} or {1,1,M,1}
     zb = _param(tensors, desc, "BZeroPointTensor")  # {1,1,1,1} or {1,1,1,N}
     k = a.shape[-1]
