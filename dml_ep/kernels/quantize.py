@@ -70,13 +70,16 @@ def round_half_even_exact(estimate: np.ndarray, compare_with_half) -> np.ndarray
     ``2n + 1``, as Python ints): only those elements are computed exactly. Values beyond
     +-2^31 come back as +-2^31: every caller saturates to 8 bits, so their rounding cannot matter.
     """
-    estimate = np.clip(estimate, -_BEYOND_8_BITS, _BEYOND_8_BITS)
+    largest = max(float(np.max(estimate, initial=0.0)), -float(np.min(estimate, initial=0.0)))
+    if largest > _BEYOND_8_BITS:
+        estimate = np.clip(estimate, -_BEYOND_8_BITS, _BEYOND_8_BITS)
     rounded = np.rint(estimate)
-    floor = np.floor(estimate)
-    distance = np.abs(estimate - floor - 0.5)
-    suspect = np.flatnonzero(distance <= _TIE_TOLERANCE * np.maximum(np.abs(estimate), 1.0))
+    # Within the estimate's error of a half-integer, the exact value may round either way.
+    distance = np.subtract(estimate, rounded)
+    np.abs(distance, out=distance)
+    suspect = np.flatnonzero(distance >= 0.5 - _TIE_TOLERANCE * max(min(largest, _BEYOND_8_BITS), 1.0))
     if suspect.size:
-        n = floor.reshape(-1)[suspect]
+        n = np.floor(estimate.reshape(-1)[suspect])
         direction = sign(compare_with_half(suspect, to_object(2 * n + 1)))
         tie_value = np.where(np.mod(n, 2) == 0, n, n + 1)
         rounded.reshape(-1)[suspect] = np.where(direction > 0, n + 1, np.where(direction < 0, n, tie_value))
@@ -92,11 +95,11 @@ def requantize_product_exact(acc: np.ndarray, scale_in: np.ndarray, scale_out: n
     """
     scale_in = np.asarray(scale_in, dtype=np.float64)
     scale_out = np.asarray(scale_out, dtype=np.float64)
-    estimate = acc * scale_in / scale_out
-    in_num, in_den = ratios(scale_in)
-    out_num, out_den = ratios(scale_out)
+    estimate = np.multiply(acc, scale_in / scale_out, dtype=np.float64)
 
     def compare_with_half(index, twice_half):
+        in_num, in_den = ratios(scale_in)
+        out_num, out_den = ratios(scale_out)
         where = np.unravel_index(index, estimate.shape)
 
         def pick(table):
@@ -112,7 +115,9 @@ def requantize_product_exact(acc: np.ndarray, scale_in: np.ndarray, scale_out: n
 def saturate(rounded: np.ndarray, zero_point, dtype) -> np.ndarray:
     """``clamp(rounded + zero_point, Min, Max)`` in the output type."""
     lo, hi = quant_range(dtype)
-    return np.clip(rounded + zero_point, lo, hi).astype(dtype)
+    shifted = np.add(rounded, zero_point, dtype=np.float64)
+    np.clip(shifted, lo, hi, out=shifted)
+    return shifted.astype(dtype)
 
 
 def requantize_onnxruntime(acc: np.ndarray, multiplier, zero_point, dtype) -> np.ndarray:
