@@ -14,10 +14,11 @@ import onnx
 from onnx.backend.base import Backend, BackendRep, Device, DeviceType, namedtupledict
 
 from .errors import FeedError, ModelError
-from .graph import MAX_OPSET
 from .session import InferenceSession
 
 _SESSION_KWARGS = ("feature_level", "arithmetic", "u8s8_saturation")
+# run_node's default ai.onnx opset: one for which onnxruntime 1.32 has every kernel we exercise.
+NODE_OPSET = 23
 
 
 class DmlEpRep(BackendRep):
@@ -62,10 +63,10 @@ class DmlEpBackend(Backend):
         """Run one node as a one-node model (as ONNX's reference backends do).
 
         ``inputs`` are arrays for the node's non-empty inputs, in order; ``opset_version`` sets
-        the ai.onnx opset (default: the newest dml_ep reads); ``outputs_info`` gives (dtype, shape) per
+        the ai.onnx opset (default: ``NODE_OPSET``); ``outputs_info`` gives (dtype, shape) per
         output, otherwise shape inference types the outputs.
         """
-        opset = kwargs.pop("opset_version", MAX_OPSET[""])
+        opset = kwargs.pop("opset_version", NODE_OPSET)
         names = [name for name in node.input if name]
         if len(names) != len(inputs):
             raise FeedError(f"{len(inputs)} inputs given, node {node.op_type} has {len(names)}: {', '.join(names)}")

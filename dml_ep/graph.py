@@ -19,7 +19,9 @@ from .errors import ModelError
 from .plan import ValueInfo
 
 MIN_IR_VERSION = 3
-MAX_OPSET = {"": 23, "ai.onnx": 23, "com.microsoft": 1}
+# The newest opsets the installed onnx knows (its checker validates them); onnxruntime runs the
+# fallback nodes and says itself when it has no kernel for an op at that version.
+MAX_OPSET = {"": onnx.defs.onnx_opset_version(), "ai.onnx": onnx.defs.onnx_opset_version(), "com.microsoft": 1}
 
 
 def load_model(model) -> onnx.ModelProto:

@@ -25,9 +25,9 @@ from dml_ep.plan import DmlNode
 OPS = r"^test_(qlinearconv|qlinearmatmul|add|sum|quantizelinear|dequantizelinear)_"
 
 backend_test = onnx.backend.test.BackendTest(dml_ep.backend, __name__).include(OPS)
-# The Q/DQ cases are all written at ai.onnx opset 28: onnxruntime 1.32 has no QuantizeLinear or
-# DequantizeLinear kernel at that opset (NOT_IMPLEMENTED) and dml_ep reads models up to opset 23
-# (graph.MAX_OPSET). Expected failures, so that a newer onnxruntime that runs them is noticed.
+# The Q/DQ cases are all written at ai.onnx opset 28: they run on the fallback, and onnxruntime
+# 1.32 has no QuantizeLinear or DequantizeLinear kernel at that opset (NOT_IMPLEMENTED). Expected
+# failures, so that a newer onnxruntime that runs them is noticed.
 backend_test.xfail(r"^test_(de)?quantizelinear_")
 
 # Only the included CPU cases: the runner otherwise lists all 4000+ ONNX tests as skipped.
