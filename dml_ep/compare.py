@@ -212,7 +212,7 @@ def compare_model(
     session = InferenceSession(proto, feature_level, arithmetic, u8s8_saturation)
     feeds = session.check_feeds(feeds)
     executor = session.executor_for(feeds)
-    values = executor.run(feeds)
+    values = executor.run(feeds, keep_all=True)
     steps = quantization_steps(executor.plan)
     output_names = [o.name for o in proto.graph.output]
     expected = run_reference(proto, feeds, output_names, reference)

@@ -50,6 +50,10 @@ class FallbackError(NodeError):
     """onnxruntime's CPU EP failed on a node dml_ep left to it (e.g. an index out of range at run time)."""
 
 
+class OutOfMemoryError(NodeError):
+    """A node's working set does not fit in this machine's memory (numpy's MemoryError, named)."""
+
+
 class DescValidationError(DmlEpError):
     """A DirectML operator desc breaks a rule of DirectML's support tables."""
 
@@ -70,6 +74,7 @@ __all__ = [
     "ShapeError",
     "QuantizationParameterError",
     "FallbackError",
+    "OutOfMemoryError",
     "DescValidationError",
     "FeedError",
     "FeatureLevelError",

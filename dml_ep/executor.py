@@ -10,7 +10,7 @@ import numpy as np
 import onnx
 
 from .arithmetic import Arithmetic
-from .errors import FallbackError
+from .errors import FallbackError, OutOfMemoryError
 from .graph import ort_message
 from .kernels import run_kernel
 from .plan import DmlNode, FallbackNode, Plan
@@ -22,20 +22,26 @@ class Executor:
         self.plan = plan
         self.arithmetic = arithmetic
         self._fallback_sessions = {id(entry): fallback_session(entry, plan) for entry in plan.fallback_nodes}
+        self._last_readers = _last_readers(plan)
 
-    def run(self, feeds: dict[str, np.ndarray], keep=None, hook=None) -> dict[str, np.ndarray]:
-        """Execute every entry; returns all values (or only ``keep`` names plus graph outputs).
+    def run(self, feeds: dict[str, np.ndarray], keep_all: bool = False) -> dict[str, np.ndarray]:
+        """Execute every entry; returns the graph outputs, or with ``keep_all`` every value.
 
-        ``hook(entry, values)`` is called after each entry, for node-by-node inspection.
+        Without ``keep_all`` each intermediate is dropped after the last entry that reads it, as a
+        runtime's allocation planner would, so peak memory follows the live tensors only.
         """
         values = dict(feeds)
-        for entry in self.plan.entries:
-            if isinstance(entry, DmlNode):
-                values[entry.output] = self.run_dml(entry, values)
-            else:
-                values.update(self.run_fallback(entry, values))
-            if hook is not None:
-                hook(entry, values)
+        for index, entry in enumerate(self.plan.entries):
+            try:
+                if isinstance(entry, DmlNode):
+                    values[entry.output] = self.run_dml(entry, values)
+                else:
+                    values.update(self.run_fallback(entry, values))
+            except MemoryError:
+                raise OutOfMemoryError("not enough memory to run this node on this machine", node=entry.node) from None
+            if not keep_all:
+                for name in self._last_readers.get(index, ()):
+                    values.pop(name, None)
         return values
 
     def run_dml(self, entry: DmlNode, values: dict) -> np.ndarray:
@@ -53,6 +59,20 @@ class Executor:
         except Exception as exc:  # onnxruntime's exception types share no base class but Exception
             raise FallbackError(f"onnxruntime failed running this fallback node: {ort_message(exc, with_node=False)}", node=entry.node) from None
         return dict(zip(entry.outputs, results))
+
+
+def _last_readers(plan: Plan) -> dict[int, list[str]]:
+    """For each entry index, the intermediate values it is the last to read (graph outputs stay)."""
+    keep = {o.name for o in plan.outputs}
+    last = {}
+    for index, entry in enumerate(plan.entries):
+        for name in entry.value_inputs:
+            last[name] = index
+    readers = {}
+    for name, index in last.items():
+        if name not in keep:
+            readers.setdefault(index, []).append(name)
+    return readers
 
 
 def fallback_session(entry: FallbackNode, plan: Plan):

@@ -434,3 +434,17 @@ def test_feature_level_too_low_falls_back():
     reasons = [entry.reason for entry in session.plan.fallback_nodes if entry.node.op_type == "QLinearAdd"]
     assert len(reasons) == 2 and all("requires DML_FEATURE_LEVEL_4_0" in reason for reason in reasons)
     assert session.run(None, {"input": GOOD})[0].shape == (3, 10)
+
+
+def test_out_of_memory_names_the_node(monkeypatch):
+    """numpy's MemoryError (e.g. an im2col larger than RAM) becomes a typed error naming the node."""
+    import dml_ep.executor
+
+    def exhausted(*args):
+        raise MemoryError("Unable to allocate 72.0 GiB")
+
+    monkeypatch.setattr(dml_ep.executor, "run_kernel", exhausted)
+    session = dml_ep.InferenceSession(MODELS / "mlp.onnx")
+    feeds = {i.name: np.zeros(i.shape, np.float32) for i in session.plan.inputs}
+    with pytest.raises(dml_ep.errors.OutOfMemoryError, match="fc1.matmul_quant.*QLinearMatMul.*not enough memory"):
+        session.run(None, feeds)
