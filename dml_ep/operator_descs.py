@@ -15,7 +15,7 @@ from .enums import DML_FEATURE_LEVEL as FL
 from .enums import DML_OPERATOR_TYPE as OP
 from .enums import DML_TENSOR_DATA_TYPE as DT
 from .errors import DescValidationError
-from .tensor_desc import DML_BUFFER_TENSOR_DESC
+from .tensor_desc import DML_BUFFER_TENSOR_DESC, left_pad
 
 TensorDesc = Optional[DML_BUFFER_TENSOR_DESC]
 
@@ -107,8 +107,7 @@ class OperatorDesc:
 
     def sizes4(self, field: str) -> tuple[int, ...]:
         """A tensor's sizes right-aligned to 4-D (lower feature levels allow fewer dimensions)."""
-        sizes = getattr(self, field).Sizes
-        return (1,) * (4 - len(sizes)) + tuple(sizes)
+        return left_pad(getattr(self, field).Sizes, 4)
 
     def check_sizes(self, field: str, allowed: list[tuple[int, ...]], what: str) -> None:
         tensor = getattr(self, field)

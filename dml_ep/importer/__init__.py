@@ -12,7 +12,7 @@ import dataclasses
 import onnx
 
 from .. import graph as graph_module
-from ..enums import DML_FEATURE_LEVEL
+from ..enums import DML_FEATURE_LEVEL, DML_OPERATOR_TYPE
 from ..errors import DescValidationError
 from ..plan import DmlNode, FallbackNode, Plan, ValueInfo
 from . import elementwise, qlinear_conv, qlinear_matmul  # noqa: F401  (fill the registry)
@@ -48,8 +48,8 @@ def import_model(model: onnx.ModelProto, feature_level=DEFAULT_FEATURE_LEVEL, in
         if id(node) in fused_away:
             continue
         entry = _plan_node(node, values, constants, feature_level, opsets)
-        if isinstance(entry, DmlNode) and entry.desc.OPERATOR_TYPE.name == "ELEMENT_WISE_ADD1":
-            entry = _fuse(entry, consumers, graph_outputs, values, constants, feature_level, opsets, fused_away)
+        if isinstance(entry, DmlNode) and entry.desc.OPERATOR_TYPE == DML_OPERATOR_TYPE.ELEMENT_WISE_ADD1:
+            entry = _fuse(entry, consumers, graph_outputs, values, feature_level, fused_away)
         entries.append(entry)
 
     inputs = [ValueInfo(v.name, graph_module.element_dtype(v), tuple(shapes[v.name])) for v in declared]
@@ -73,7 +73,7 @@ def _plan_node(node, values, constants, feature_level, opsets):
     return entry
 
 
-def _fuse(entry, consumers, graph_outputs, values, constants, feature_level, opsets, fused_away):
+def _fuse(entry, consumers, graph_outputs, values, feature_level, fused_away):
     """Fold a lone Relu/LeakyRelu consumer of an ADD1 into its FusedActivation."""
     users = consumers.get(entry.output, [])
     if len(users) != 1 or entry.output in graph_outputs:

@@ -103,9 +103,9 @@ def qlinear_conv(ctx: NodeContext) -> DmlNode:
             )
         out_spatial.append((size + p0 + p1 - span) // s + 1)
 
-    x_scale = check_scale(ctx, X_SCALE, ctx.constant(X_SCALE, "input scale"))
+    check_scale(ctx, X_SCALE, ctx.constant(X_SCALE, "input scale"))
     w_scale = check_scale(ctx, W_SCALE, ctx.constant(W_SCALE, "filter scale"), (1, out_channels))
-    y_scale = check_scale(ctx, Y_SCALE, ctx.constant(Y_SCALE, "output scale"))
+    check_scale(ctx, Y_SCALE, ctx.constant(Y_SCALE, "output scale"))
     x_zp = check_zero_point(ctx, X_ZP, ctx.optional_constant(X_ZP, "input zero point"), x_type)
     w_zp = check_zero_point(ctx, W_ZP, ctx.optional_constant(W_ZP, "filter zero point"), w_type, (1, out_channels))
     y_type = output_type(ctx)

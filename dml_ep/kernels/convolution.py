@@ -21,8 +21,8 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from ..enums import DML_TENSOR_FLAGS
-from ..tensor_desc import view
 from . import quantize, u8s8
+from .parameters import parameter4d, read4d, scalar
 from .integer_gemm import FLOAT32_EXACT, exact_matmul, weight_blocks
 
 
@@ -37,9 +37,9 @@ class PreparedFilter:
 
 
 def prepare_filter(desc, tensors) -> PreparedFilter:
-    w = _as4d(view(tensors["FilterTensor"], desc.FilterTensor)).astype(np.float32)
+    w = read4d(tensors, desc, "FilterTensor").astype(np.float32)
     if desc.FilterZeroPointTensor is not None:
-        w -= view(tensors["FilterZeroPointTensor"], desc.FilterZeroPointTensor).reshape(-1, 1, 1, 1)
+        w -= parameter4d(tensors, desc, "FilterZeroPointTensor").reshape(-1, 1, 1, 1)
     weights = np.ascontiguousarray(w.reshape(desc.GroupCount, w.shape[0] // desc.GroupCount, -1))
     max_abs_x = quantize.max_abs_code(desc.InputTensor.DataType.numpy())
     blocks = weight_blocks(weights, max_abs_x)
@@ -47,25 +47,6 @@ def prepare_filter(desc, tensors) -> PreparedFilter:
     bound = max(float(magnitudes[..., block].sum(axis=-1).max(initial=0.0)) * max_abs_x for block in blocks)
     column_sums = weights.sum(axis=-1, dtype=np.float64).reshape(1, -1, 1, 1)
     return PreparedFilter(weights, column_sums, blocks, bound)
-
-
-def _as4d(array: np.ndarray) -> np.ndarray:
-    return array.reshape((1,) * (4 - array.ndim) + array.shape)
-
-
-def _scalar(tensors, desc, field, default=0.0) -> float:
-    tensor_desc = getattr(desc, field)
-    if tensor_desc is None:
-        return default
-    return float(view(tensors[field], tensor_desc).reshape(-1)[0])
-
-
-def _per_channel(tensors, desc, field, default=0.0) -> np.ndarray:
-    """A {1,1,1,1} or {1,OC,1,1} parameter as an array broadcastable to the [N,OC,OH,OW] output."""
-    tensor_desc = getattr(desc, field)
-    if tensor_desc is None:
-        return np.array(default).reshape(1, 1, 1, 1)
-    return view(tensors[field], tensor_desc).reshape(1, -1, 1, 1)
 
 
 def im2col(x: np.ndarray, desc, kernel: tuple[int, int], pad_value: float) -> tuple[np.ndarray, tuple[int, int]]:
@@ -94,8 +75,8 @@ def accumulate(desc, tensors: dict, cache: dict):
     Filters bound at initialization (OWNED_BY_DML) are prepared once and kept in ``cache``.
     Also returns the input (4-D) and its zero point.
     """
-    x = _as4d(view(tensors["InputTensor"], desc.InputTensor))
-    input_zero_point = _scalar(tensors, desc, "InputZeroPointTensor")
+    x = read4d(tensors, desc, "InputTensor")
+    input_zero_point = scalar(tensors, desc, "InputZeroPointTensor")
     if desc.FilterTensor.Flags & DML_TENSOR_FLAGS.OWNED_BY_DML:
         if "filter" not in cache:
             cache["filter"] = prepare_filter(desc, tensors)
@@ -106,7 +87,7 @@ def accumulate(desc, tensors: dict, cache: dict):
     acc = exact_matmul(prepared.weights, columns, prepared.blocks).reshape(x.shape[0], -1, out_h, out_w)
     constant = -input_zero_point * prepared.column_sums
     if desc.BiasTensor is not None:
-        constant = constant + _per_channel(tensors, desc, "BiasTensor")
+        constant = constant + parameter4d(tensors, desc, "BiasTensor")
     if acc.dtype == np.float32 and prepared.bound + np.abs(constant).max() <= FLOAT32_EXACT:
         acc += constant.astype(np.float32)
     else:
@@ -122,10 +103,10 @@ def quantized_linear_convolution(desc, tensors: dict, options, cache: dict) -> n
 
     result = quantize.requantize_product(
         acc,
-        _scalar(tensors, desc, "InputScaleTensor"),
-        _per_channel(tensors, desc, "FilterScaleTensor"),
-        _scalar(tensors, desc, "OutputScaleTensor"),
-        _scalar(tensors, desc, "OutputZeroPointTensor"),
+        scalar(tensors, desc, "InputScaleTensor"),
+        parameter4d(tensors, desc, "FilterScaleTensor"),
+        scalar(tensors, desc, "OutputScaleTensor"),
+        scalar(tensors, desc, "OutputZeroPointTensor"),
         desc.OutputTensor.DataType.numpy(),
         options,
     )

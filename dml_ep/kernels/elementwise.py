@@ -30,11 +30,7 @@ from ..tensor_desc import view
 from . import quantize
 from .activation import apply_activation
 from .float32_fma import fma32
-
-
-def _scalar(tensors, desc, field) -> float:
-    tensor_desc = getattr(desc, field)
-    return 0.0 if tensor_desc is None else float(view(tensors[field], tensor_desc).reshape(-1)[0])
+from .parameters import scalar
 
 
 def constant_over_span(desc_a, desc_b) -> tuple[bool, bool]:
@@ -53,8 +49,8 @@ def quantized_linear_add(desc, tensors: dict, options, cache: dict) -> np.ndarra
     zero points (kept in the node's ``cache``), then one gather over the output."""
     a = view(tensors["ATensor"], desc.ATensor)
     b = view(tensors["BTensor"], desc.BTensor)
-    scales = tuple(np.float32(_scalar(tensors, desc, f)) for f in ("AScaleTensor", "BScaleTensor", "OutputScaleTensor"))
-    zero_points = tuple(_scalar(tensors, desc, f) for f in ("AZeroPointTensor", "BZeroPointTensor", "OutputZeroPointTensor"))
+    scales = tuple(np.float32(scalar(tensors, desc, f)) for f in ("AScaleTensor", "BScaleTensor", "OutputScaleTensor"))
+    zero_points = tuple(scalar(tensors, desc, f) for f in ("AZeroPointTensor", "BZeroPointTensor", "OutputZeroPointTensor"))
     key = ("table", options.mode, scales, zero_points)
     if key not in cache:
         cache.clear()

@@ -18,16 +18,8 @@ import numpy as np
 from ..enums import DML_TENSOR_FLAGS
 from ..tensor_desc import view
 from . import quantize, u8s8
+from .parameters import as4d, parameter4d
 from .integer_gemm import exact_matmul, uniform_blocks
-
-
-def _param(tensors, desc, field, default=0.0) -> np.ndarray:
-    """A scale or zero point as a 4-D array broadcastable to the {B,C,M,N} output."""
-    tensor_desc = getattr(desc, field)
-    if tensor_desc is None:
-        return np.full((1, 1, 1, 1), default)
-    values = view(tensors[field], tensor_desc).astype(np.float64)
-    return values.reshape((1,) * (4 - values.ndim) + values.shape)
 
 
 def _operand(tensors, desc, field, cache) -> tuple[np.ndarray, np.ndarray]:
@@ -43,16 +35,14 @@ def _operand(tensors, desc, field, cache) -> tuple[np.ndarray, np.ndarray]:
         buffer = cache[field]
     else:
         buffer = np.asarray(tensors[field]).astype(np.float32)
-    as_float = view(buffer, tensor_desc)
-    pad = (1,) * (4 - raw.ndim)
-    return raw.reshape(pad + raw.shape), as_float.reshape(pad + raw.shape)
+    return as4d(raw), as4d(view(buffer, tensor_desc))
 
 
 def quantized_linear_matrix_multiply(desc, tensors: dict, options, cache: dict) -> np.ndarray:
     a_raw, a = _operand(tensors, desc, "ATensor", cache)
     b_raw, b = _operand(tensors, desc, "BTensor", cache)
-    za = _param(tensors, desc, "AZeroPointTensor")  # {1,1,1,1} or {1,1,M,1}
-    zb = _param(tensors, desc, "BZeroPointTensor")  # {1,1,1,1} or {1,1,1,N}
+    za = parameter4d(tensors, desc, "AZeroPointTensor")  # {1,1,1,1} or {1,1,M,1}
+    zb = parameter4d(tensors, desc, "BZeroPointTensor")  # {1,1,1,1} or {1,1,1,N}
     k = a.shape[-1]
     blocks = uniform_blocks(k, quantize.max_abs_code(a_raw.dtype), quantize.max_abs_code(b_raw.dtype))
     acc = exact_matmul(a, b, blocks).astype(np.float64)
@@ -66,10 +56,10 @@ def quantized_linear_matrix_multiply(desc, tensors: dict, options, cache: dict) 
 
     result = quantize.requantize_product(
         acc,
-        _param(tensors, desc, "AScaleTensor"),
-        _param(tensors, desc, "BScaleTensor"),
-        _param(tensors, desc, "OutputScaleTensor"),
-        _param(tensors, desc, "OutputZeroPointTensor"),
+        parameter4d(tensors, desc, "AScaleTensor"),
+        parameter4d(tensors, desc, "BScaleTensor"),
+        parameter4d(tensors, desc, "OutputScaleTensor"),
+        parameter4d(tensors, desc, "OutputZeroPointTensor"),
         desc.OutputTensor.DataType.numpy(),
         options,
     )

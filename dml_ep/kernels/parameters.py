@@ -1,0 +1,31 @@
+"""How kernels read their inputs: through the desc, at least 4-D, and scale / zero-point values."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..tensor_desc import left_pad, view
+
+
+def as4d(array: np.ndarray) -> np.ndarray:
+    """A view with 1s prefixed up to 4 dimensions, DirectML's {N, C, H, W} (or {B, C, M, N})."""
+    return array.reshape(left_pad(array.shape, 4))
+
+
+def read4d(tensors: dict, desc, field: str) -> np.ndarray:
+    """The buffer bound to ``field``, read through the desc's sizes and strides, at least 4-D."""
+    return as4d(view(tensors[field], getattr(desc, field)))
+
+
+def scalar(tensors: dict, desc, field: str, default: float = 0.0) -> float:
+    """A per-tensor parameter's value; ``default`` when the optional tensor is null (zero points: 0)."""
+    if getattr(desc, field) is None:
+        return default
+    return float(view(tensors[field], getattr(desc, field)).reshape(-1)[0])
+
+
+def parameter4d(tensors: dict, desc, field: str, default: float = 0.0) -> np.ndarray:
+    """A per-tensor or per-axis parameter as float64, 4-D, broadcastable to the 4-D output."""
+    if getattr(desc, field) is None:
+        return np.full((1, 1, 1, 1), default)
+    return read4d(tensors, desc, field).astype(np.float64)
