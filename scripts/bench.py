@@ -80,17 +80,32 @@ def single_node_models() -> dict[str, onnx.ModelProto]:
     return {"node:QLinearConv 64x56x56 3x3": conv, "node:QLinearMatMul 128x768x768": matmul, "node:Add 64x56x56": add}
 
 
-def time_interleaved(runners: dict, repeat: int) -> dict[str, float]:
-    """Median milliseconds per runner, alternating runners each round after one warm-up call."""
-    for run in runners.values():
-        run()
+WARMUP = 3
+
+
+def time_interleaved(runners: dict, repeat: int) -> dict[str, list[float]]:
+    """Milliseconds per call for each runner, alternating runners each round, after warm-up calls."""
+    for _ in range(WARMUP):
+        for run in runners.values():
+            run()
     times = {name: [] for name in runners}
     for _ in range(repeat):
         for name, run in runners.items():
             start = time.perf_counter()
             run()
             times[name].append((time.perf_counter() - start) * 1e3)
-    return {name: statistics.median(values) for name, values in times.items()}
+    return times
+
+
+def summarize(times: dict[str, list[float]]) -> dict:
+    """Medians, and the ratio dml_ep / onnxruntime with its spread from the rounds' paired ratios.
+
+    Paired (same-round) ratios cancel slow phases of a loaded machine that hit both runtimes.
+    """
+    ratios = [d / o for d, o in zip(times["dml_ep"], times["ort"])]
+    low, median, high = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else (ratios[0],) * 3
+    row = {f"{name}_ms": statistics.median(values) for name, values in times.items()}
+    return {**row, "ratio": median, "ratio_iqr": [low, high]}
 
 
 # VmHWM, not ru_maxrss: Linux carries ru_maxrss across fork and exec, so a child of this (large)
@@ -122,12 +137,10 @@ def bench_model(path: Path, repeat: int, arithmetic: str, threads: int) -> dict:
     feeds = random_inputs(model, seed=0)
     ort_session = cpu_session(model, threads=threads, spinning=False)
     dml_session = dml_ep.InferenceSession(model, arithmetic=arithmetic)
-    medians = time_interleaved({"ort": lambda: ort_session.run(None, feeds), "dml_ep": lambda: dml_session.run(None, feeds)}, repeat)
+    times = time_interleaved({"ort": lambda: ort_session.run(None, feeds), "dml_ep": lambda: dml_session.run(None, feeds)}, repeat)
     return {
         "model": path.stem,
-        "ort_ms": medians["ort"],
-        "dml_ep_ms": medians["dml_ep"],
-        "ratio": medians["dml_ep"] / medians["ort"],
+        **summarize(times),
         "ort_peak_mb": peak_memory_mb("ort", path, arithmetic),
         "dml_ep_peak_mb": peak_memory_mb("dml_ep", path, arithmetic),
     }
@@ -140,7 +153,7 @@ def bench_node(name: str, model: onnx.ModelProto, repeat: int, arithmetic: str, 
     ort_session = cpu_session(model, threads=threads, spinning=False)
     dml_session = dml_ep.InferenceSession(model, arithmetic=arithmetic)
     reference = ReferenceEvaluator(model)
-    medians = time_interleaved(
+    times = time_interleaved(
         {
             "ort": lambda: ort_session.run(None, feeds),
             "dml_ep": lambda: dml_session.run(None, feeds),
@@ -148,24 +161,19 @@ def bench_node(name: str, model: onnx.ModelProto, repeat: int, arithmetic: str, 
         },
         max(3, repeat // 3),
     )
-    return {
-        "model": name,
-        "ort_ms": medians["ort"],
-        "dml_ep_ms": medians["dml_ep"],
-        "ratio": medians["dml_ep"] / medians["ort"],
-        "reference_ms": medians["reference"],
-        "reference_speedup": medians["reference"] / medians["dml_ep"],
-    }
+    row = {"model": name, **summarize(times)}
+    return {**row, "reference_speedup": row["reference_ms"] / row["dml_ep_ms"]}
 
 
 def format_table(rows: list[dict]) -> str:
     def cell(value, fmt):
         return "-" if value is None else format(value, fmt)
 
-    lines = [f"{'model':34s} {'ort ms':>9s} {'dml_ep ms':>10s} {'ratio':>7s} {'ort MB':>8s} {'dml_ep MB':>10s} {'refeval ms':>11s} {'x faster':>9s}"]
+    lines = [f"{'model':34s} {'ort ms':>9s} {'dml_ep ms':>10s} {'ratio':>7s} {'ratio IQR':>13s} {'ort MB':>8s} {'dml_ep MB':>10s} {'refeval ms':>11s} {'x faster':>9s}"]
     for row in rows:
+        iqr = "{:.2f}-{:.2f}".format(*row["ratio_iqr"])
         lines.append(
-            f"{row['model']:34s} {row['ort_ms']:9.2f} {row['dml_ep_ms']:10.2f} {row['ratio']:7.2f} "
+            f"{row['model']:34s} {row['ort_ms']:9.2f} {row['dml_ep_ms']:10.2f} {row['ratio']:7.2f} {iqr:>13s} "
             f"{cell(row.get('ort_peak_mb'), '8.0f'):>8s} {cell(row.get('dml_ep_peak_mb'), '10.0f'):>10s} "
             f"{cell(row.get('reference_ms'), '11.1f'):>11s} {cell(row.get('reference_speedup'), '9.1f'):>9s}"
         )
@@ -175,7 +183,7 @@ def format_table(rows: list[dict]) -> str:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("models", nargs="*", type=Path)
-    parser.add_argument("--repeat", type=int, default=10)
+    parser.add_argument("--repeat", type=int, default=20)
     parser.add_argument("--arithmetic", default="onnxruntime", choices=dml_ep.ARITHMETICS)
     parser.add_argument("--threads", type=int, default=os.cpu_count(), help="onnxruntime intra-op threads")
     parser.add_argument("--no-nodes", action="store_true", help="skip the single-node benchmarks")
