@@ -9,6 +9,7 @@ be compared), 3 on an internal error, so that a crash never reads as a conforman
 from __future__ import annotations
 
 import argparse
+import functools
 import glob
 import json
 import os
@@ -21,7 +22,6 @@ import numpy as np
 
 from .arithmetic import ARITHMETICS
 from .compare import FLOAT_ATOL, FLOAT_RTOL, ModelReport, TensorComparison, compare_model, node_label
-from .enums import DML_OPERATOR_TYPE as OP
 from .errors import DmlEpError, FeedError
 from .graph import load_model
 from .importer import DEFAULT_FEATURE_LEVEL, import_model
@@ -30,9 +30,12 @@ from .plan import DmlNode, Plan
 from .reference import REFERENCES
 from .session import InferenceSession
 
-# Fallback ops whose MACs inspect estimates from value shapes: conv weight input, matmul A input.
+# Ops whose MACs inspect estimates from value shapes: conv weight input, matmul A input, and
+# element-wise arithmetic (one MAC per output element).
 CONV_WEIGHT_INPUT = {"Conv": 1, "ConvInteger": 1, "QLinearConv": 3}
 MATMUL_A_INPUT = {"MatMul": 0, "MatMulInteger": 0, "QLinearMatMul": 0, "Gemm": 0, "QGemm": 0}
+ELEMENT_WISE = {"Add", "Sub", "Mul", "Div", "Sum", "QLinearAdd", "QLinearMul"}
+U8S8_SATURATION = {"auto": None, "on": True, "off": False}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -58,6 +61,9 @@ def build_parser() -> argparse.ArgumentParser:
                          help="seed of the random inputs given neither way (default: %(default)s)")
     feeding.add_argument("--arithmetic", choices=ARITHMETICS, default="directml",
                          help="dml_ep's arithmetic (default: %(default)s)")
+    feeding.add_argument("--u8s8-saturation", choices=U8S8_SATURATION, default="auto",
+                         help="with --arithmetic onnxruntime, saturate uint8 x int8 product pairs to int16 as "
+                              "onnxruntime does on AVX2 CPUs without VNNI; auto: if this CPU is one (default: %(default)s)")
 
     parser = _Parser(prog="dml-ep", description="Emulate onnxruntime's DirectML EP on quantized ONNX models.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -88,6 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
                          help="onnxruntime CPU as deployed, or with exact u8s8 GEMMs (default: %(default)s)")
     compare.add_argument("--per-node", action="store_true", help="compare every intermediate value and each DML node in isolation")
     compare.add_argument("--json", metavar="FILE", help="also write the reports as JSON")
+    compare.add_argument("--quiet", action="store_true", help="no progress on stderr")
     compare.set_defaults(handler=cmd_compare)
     return parser
 
@@ -116,16 +123,18 @@ def main(argv=None) -> int:
 
 def cmd_inspect(args) -> int:
     """One row per plan entry, then node counts and estimated MACs on DirectML vs the fallback."""
+    if args.json:
+        _check_writable(args.json)
     plan = import_model(load_model(args.model), args.feature_level)
     rows = [
-        {"node": " + ".join(node_label(n) for n in [entry.node, *getattr(entry, "fused_nodes", [])]),
+        {"node": " + ".join(node_label(n) for n in _nodes(entry)),
          "op_type": entry.node.op_type,
          "runs_on": entry.summary(),
-         "macs": dml_macs(entry) if isinstance(entry, DmlNode) else fallback_macs(entry.node, plan)}
+         "macs": sum(node_macs(n, plan) for n in _nodes(entry))}
         for entry in plan.entries
     ]
     print(_table(["node", "op type", "runs on"], [[r["node"], r["op_type"], r["runs_on"]] for r in rows]))
-    dml_nodes = sum(1 + len(e.fused_nodes) for e in plan.dml_nodes)
+    dml_nodes = sum(len(_nodes(e)) for e in plan.dml_nodes)
     dml_macs_total = sum(r["macs"] for r, e in zip(rows, plan.entries) if isinstance(e, DmlNode))
     fallback_total = sum(r["macs"] for r in rows) - dml_macs_total
     share = 100.0 * dml_macs_total / (dml_macs_total + fallback_total) if dml_macs_total + fallback_total else 0.0
@@ -138,70 +147,55 @@ def cmd_inspect(args) -> int:
           f"{len(plan.fallback_nodes)} on the CPU fallback")
     print(f"estimated MACs: {dml_macs_total:,} on DirectML ({share:.1f}%), {fallback_total:,} on the fallback")
     if args.json:
-        _write_json(args.json, {"model": args.model, "nodes": rows, "summary": summary})
+        _write_files({args.json: _json_writer({"model": args.model, "nodes": rows, "summary": summary})})
     return 0
 
 
-def dml_macs(entry: DmlNode) -> int:
-    """Multiply-accumulates of a desc: convolution N*OC*OH*OW*(C/G)*KH*KW, matmul B*C*M*N*K, else one per element."""
-    desc = entry.desc
-    outputs = desc.OutputTensor.element_count
-    if desc.OPERATOR_TYPE == OP.QUANTIZED_LINEAR_CONVOLUTION:
-        return outputs * int(np.prod(desc.FilterTensor.Sizes[1:]))
-    if desc.OPERATOR_TYPE == OP.QUANTIZED_LINEAR_MATRIX_MULTIPLY:
-        return outputs * desc.ATensor.Sizes[-1]
-    return outputs
+def _nodes(entry) -> list:
+    """The ONNX nodes of a plan entry: its node and any activation fused into it."""
+    return [entry.node, *getattr(entry, "fused_nodes", [])]
 
 
-def fallback_macs(node, plan: Plan) -> int:
-    """Convolution and matmul-like fallbacks estimated from the value shapes; other ops count 0."""
+def node_macs(node, plan: Plan) -> int:
+    """A node's multiply-accumulates from the value shapes, by one rule on DirectML and the fallback
+    (so MACs move with a node between them): convolutions N*OC*OH*OW*(C/G)*KH*KW, matmul-like
+    outputs*K, element-wise arithmetic one per output element, other ops 0."""
     out = plan.values.get(node.output[0]) if node.output else None
     if out is None:
         return 0
+    outputs = int(np.prod(out.shape))
     if node.op_type in CONV_WEIGHT_INPUT:
         weight = plan.values.get(node.input[CONV_WEIGHT_INPUT[node.op_type]])
-        return int(np.prod(out.shape)) * int(np.prod(weight.shape[1:])) if weight else 0
+        return outputs * int(np.prod(weight.shape[1:])) if weight else 0
     if node.op_type in MATMUL_A_INPUT:
         a = plan.values.get(node.input[0])
         if a is None or not a.shape:
             return 0
         transposed = any(attr.name == "transA" and attr.i for attr in node.attribute)
-        return int(np.prod(out.shape)) * a.shape[-2 if transposed else -1]
-    return 0
+        return outputs * a.shape[-2 if transposed else -1]
+    return outputs if node.op_type in ELEMENT_WISE else 0
 
 
 # --- run -----------------------------------------------------------------------------------
 
 
 def cmd_run(args) -> int:
-    """Run with dml_ep; outputs are written only once the whole run has succeeded."""
+    """Run with dml_ep; outputs are written only once the whole run has succeeded, all or none."""
+    if args.output_dir:
+        _check_writable(args.output_dir, directory=True)
     model = load_model(args.model)
     feeds = make_feeds(model, args.seed, args.input, args.input_dir)
-    session = InferenceSession(model, args.feature_level, args.arithmetic)
+    session = InferenceSession(model, args.feature_level, args.arithmetic, U8S8_SATURATION[args.u8s8_saturation])
     names = [o.name for o in session.get_outputs()]
     results = dict(zip(names, session.run(None, feeds)))
     print(_table(["output", "shape", "dtype"], [[n, list(r.shape), r.dtype] for n, r in results.items()]))
     if args.output_dir:
-        _write_arrays(args.output_dir, results)
+        os.makedirs(args.output_dir, exist_ok=True)
+        _write_files({
+            os.path.join(args.output_dir, re.sub(r"[^\w.-]", "_", name) + ".npy"): functools.partial(np.save, arr=array)
+            for name, array in results.items()
+        })
     return 0
-
-
-def _write_arrays(directory: str, arrays: dict) -> None:
-    """Write every array as <name>.npy, each to a temporary file first, so a failure leaves nothing half-written."""
-    os.makedirs(directory, exist_ok=True)
-    staged = []
-    try:
-        for name, array in arrays.items():
-            fd, temp = tempfile.mkstemp(dir=directory, suffix=".npy.tmp")
-            staged.append((temp, os.path.join(directory, re.sub(r"[^\w.-]", "_", name) + ".npy")))
-            with os.fdopen(fd, "wb") as f:
-                np.save(f, array)
-        for temp, final in staged:
-            os.replace(temp, final)
-    finally:
-        for temp, _ in staged:
-            if os.path.exists(temp):
-                os.remove(temp)
 
 
 # --- compare -------------------------------------------------------------------------------
@@ -209,41 +203,84 @@ def _write_arrays(directory: str, arrays: dict) -> None:
 
 def cmd_compare(args) -> int:
     """Compare each model; with several, a model that fails is reported and the others still run."""
+    if args.json:
+        _check_writable(args.json)
     paths = expand_models(args.models)
     reports, errors = [], []
     for index, path in enumerate(paths, 1):
         started = time.monotonic()
-        if len(paths) > 1:
-            print(f"[{index}/{len(paths)}] {path} ...", file=sys.stderr, flush=True)
+        prefix = f"[{index}/{len(paths)}] {path}" if len(paths) > 1 else path
+        progress = Progress(prefix, enabled=not args.quiet)
+        if len(paths) > 1 and not args.quiet:
+            print(f"{prefix} ...", file=sys.stderr, flush=True)
         try:
+            progress("loading")
             model = load_model(path)
             report = compare_model(
                 model,
                 make_feeds(model, args.seed, args.input, args.input_dir),
                 reference=args.reference,
                 arithmetic=args.arithmetic,
+                u8s8_saturation=U8S8_SATURATION[args.u8s8_saturation],
                 feature_level=args.feature_level,
                 atol=args.atol,
                 per_node=args.per_node,
                 name=path,
+                progress=progress,
             )
         except DmlEpError as exc:
+            progress.clear()
             if len(paths) == 1 or args.debug:
                 raise
             print(f"dml-ep: error: {path}: {_one_line(exc)}", file=sys.stderr)
             errors.append({"model": path, "error": _one_line(exc)})
             continue
+        progress.clear()
         reports.append(report)
         print(format_report(report, args.per_node))
-        if len(paths) > 1:
-            print(f"[{index}/{len(paths)}] {path} done in {time.monotonic() - started:.1f} s", file=sys.stderr, flush=True)
+        if len(paths) > 1 and not args.quiet:
+            print(f"{prefix}: done in {time.monotonic() - started:.1f} s", file=sys.stderr, flush=True)
     if len(paths) > 1:
         print(format_summary(reports, errors))
     if args.json:
-        _write_json(args.json, {"ok": not errors and all(r.ok for r in reports), "models": [r.to_dict() for r in reports], "errors": errors})
+        report = {"ok": not errors and all(r.ok for r in reports), "models": [r.to_dict() for r in reports], "errors": errors}
+        _write_files({args.json: _json_writer(report)})
     if errors:
         return 2
     return 0 if all(r.ok for r in reports) else 1
+
+
+class Progress:
+    """Where a long comparison is, on stderr: one line rewritten in place on a terminal, else a
+    line every few seconds, so that a short run (or its one-line error) stays quiet in a log."""
+
+    INTERVAL = 5.0
+
+    def __init__(self, prefix: str, enabled: bool = True):
+        self.prefix = prefix
+        self.enabled = enabled
+        self.shown = False  # whether a terminal line is there to erase
+        self.last = time.monotonic()  # of the start, then of the last line written
+
+    def __call__(self, stage: str, done: int = 0, total: int = 0) -> None:
+        if not self.enabled:
+            return
+        text = f"{self.prefix}: {stage}" + (f" {done}/{total}" if total else "") + "..."
+        now = time.monotonic()
+        if sys.stderr.isatty():
+            sys.stderr.write(f"\r\033[K{text}")
+            self.shown = True
+        elif now - self.last >= self.INTERVAL:
+            sys.stderr.write(text + "\n")
+            self.last = now
+        sys.stderr.flush()
+
+    def clear(self) -> None:
+        """Erase the terminal's progress line before the report or an error takes its place."""
+        if self.shown:
+            sys.stderr.write("\r\033[K")
+            sys.stderr.flush()
+            self.shown = False
 
 
 def expand_models(patterns: list[str]) -> list[str]:
@@ -348,16 +385,47 @@ def _max_diff(c: TensorComparison) -> str:
     return f"{c.max_diff:g} {c.unit}" if c.unit == "LSB" else f"{c.max_diff:.3g}"
 
 
-def _write_json(path: str, data) -> None:
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, temp = tempfile.mkstemp(dir=directory, suffix=".json.tmp")
+def _check_writable(path: str, directory: bool = False) -> None:
+    """Fail before the work, not after it: the file ``path`` needs an existing, writable directory;
+    with ``directory``, ``path`` is that directory, made later if missing (then its nearest existing
+    ancestor must be writable)."""
+    folder = os.path.abspath(path) if directory else os.path.dirname(os.path.abspath(path))
+    while directory and not os.path.exists(folder):
+        folder = os.path.dirname(folder)
+    if not os.path.isdir(folder):
+        reason = f"{folder} is not a directory" if os.path.exists(folder) else f"no such directory {folder}"
+    elif not os.access(folder, os.W_OK | os.X_OK):
+        reason = f"no permission to write in {folder}"
+    else:
+        return
+    raise OSError(f"cannot write {path}: {reason}")
+
+
+def _write_files(writers: dict) -> None:
+    """Write each ``path: write(binary_file)`` to a temporary name beside it, then rename them all,
+    so that a failure leaves none of them (not a mix of new and old files); errors name the path."""
+    staged, renamed, path = [], [], None
     try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=2, default=str)
-        os.replace(temp, path)
+        for path, write in writers.items():
+            fd, temp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), suffix=".tmp")
+            staged.append((temp, path))
+            with os.fdopen(fd, "wb") as f:
+                write(f)
+        for temp, path in staged:
+            os.replace(temp, path)
+            renamed.append(path)
+    except OSError as exc:
+        for done in renamed:
+            os.remove(done)
+        raise OSError(f"cannot write {path}: {exc.strerror or exc}") from None
     finally:
-        if os.path.exists(temp):
-            os.remove(temp)
+        for temp, _ in staged:
+            if os.path.exists(temp):
+                os.remove(temp)
+
+
+def _json_writer(data):
+    return lambda f: f.write(json.dumps(data, indent=2, default=str).encode())
 
 
 def _one_line(exc: Exception) -> str:

@@ -13,9 +13,13 @@ Design notes:
   its verdict does not inherit upstream differences.
 - A node that differs in isolation is run again under the other arithmetics of
   :mod:`dml_ep.arithmetic`; each differing element is put down to the first one that reproduces
-  onnxruntime's value there: "tie rounding" when only the rounding arithmetic changes
-  (directml vs onnxruntime), "u8s8 saturation" when the int16 saturation of uint8 x int8 product
-  pairs changes, else "other".
+  onnxruntime's value there. When only the rounding arithmetic changes (directml vs onnxruntime),
+  the cause is "tie rounding" if DirectML's exact value (dequantize, operate, divide by the output
+  scale, in exact fractions) lies exactly halfway between two integers, which DirectML rounds to
+  even and onnxruntime's float32 error pushes to one side; otherwise "float32 rounding" (the exact
+  value is near, not at, a half-integer, and onnxruntime's float32 requantization multiplier or
+  fused multiply-add lands on the other side). "u8s8 saturation" when the int16 saturation of
+  uint8 x int8 product pairs changes, else "other".
 """
 
 from __future__ import annotations
@@ -23,6 +27,8 @@ from __future__ import annotations
 import collections
 import dataclasses
 import os
+from fractions import Fraction
+from typing import Callable
 
 import numpy as np
 import onnx
@@ -31,7 +37,10 @@ from .arithmetic import Arithmetic
 from .errors import ModelError
 from .executor import Executor
 from .graph import load_model, ort_message
+from . import operator_descs as od
 from .importer import DEFAULT_FEATURE_LEVEL
+from .kernels.convolution import accumulate
+from .kernels.parameters import parameter4d, read4d, scalar
 from .operator_descs import OperatorDesc
 from .plan import DmlNode, Plan
 from .reference import cpu_session
@@ -41,7 +50,7 @@ from .tensor_desc import DML_BUFFER_TENSOR_DESC
 FLOAT_ATOL = 1e-5
 FLOAT_RTOL = 1e-5
 HISTOGRAM_STEPS = (-2, -1, 1, 2)
-CAUSES = ("tie rounding", "u8s8 saturation", "other")
+CAUSES = ("tie rounding", "float32 rounding", "u8s8 saturation", "other")
 
 
 @dataclasses.dataclass
@@ -202,20 +211,27 @@ def compare_model(
     atol: int = 0,
     per_node: bool = False,
     name: str | None = None,
+    progress: Callable[..., None] | None = None,
 ) -> ModelReport:
     """Run dml_ep and onnxruntime (``reference``) on ``feeds`` and compare every graph output.
 
     Nodes are compared too with ``per_node``, and whenever an output is out of tolerance, so that
-    the report can say which nodes differ in isolation and why.
+    the report can say which nodes differ in isolation and why. With ``per_node`` onnxruntime runs
+    once, exposing every intermediate; otherwise the intermediates cost a second run only when an
+    output is out of tolerance. ``progress(stage, done, total)`` hears where a long run is.
     """
+    progress = progress or (lambda *args: None)
     proto = load_model(model)
     session = InferenceSession(proto, feature_level, arithmetic, u8s8_saturation)
     feeds = session.check_feeds(feeds)
     executor = session.executor_for(feeds)
+    progress("running dml_ep")
     values = executor.run(feeds, keep_all=True)
     steps = quantization_steps(executor.plan)
     output_names = [o.name for o in proto.graph.output]
-    expected = run_reference(proto, feeds, output_names, reference)
+    intermediates = [n for node in proto.graph.node for n in node.output if n and n not in output_names]
+    progress("running onnxruntime")
+    expected = run_reference(proto, feeds, output_names + (intermediates if per_node else []), reference)
     report = ModelReport(
         model=name or (os.fspath(model) if isinstance(model, (str, os.PathLike)) else proto.graph.name),
         reference=reference,
@@ -225,17 +241,20 @@ def compare_model(
         outputs=[compare_tensors(n, values[n], expected[n], step_of(n, expected[n], steps), atol) for n in output_names],
     )
     if per_node or not report.ok:
-        intermediates = [n for node in proto.graph.node for n in node.output if n and n not in expected]
-        reference_values = {**feeds, **expected, **run_reference(proto, feeds, intermediates, reference)}
-        report.nodes = compare_nodes(executor, values, reference_values, steps, atol)
+        if not per_node:
+            progress("running onnxruntime for the intermediate values")
+            expected.update(run_reference(proto, feeds, intermediates, reference))
+        report.nodes = compare_nodes(executor, values, {**feeds, **expected}, steps, atol, progress)
     return report
 
 
-def compare_nodes(executor: Executor, values: dict, reference: dict, steps: dict, atol: int) -> list[NodeComparison]:
-    """Every plan entry's outputs (as both full runs left them) and every DML node in isolation."""
+def compare_nodes(executor: Executor, values: dict, reference: dict, steps: dict, atol: int, progress) -> list[NodeComparison]:
+    """Every plan entry's outputs (as both full runs left them) and every DML node in isolation;
+    ``progress(stage, done, total)`` hears each entry start."""
     alternatives = [(cause, Executor(executor.plan, arith)) for cause, arith in alternative_arithmetics(executor.arithmetic)]
     nodes = []
-    for entry in executor.plan.entries:
+    for index, entry in enumerate(executor.plan.entries, 1):
+        progress("comparing node", index, len(executor.plan.entries))
         shared = [n for n in entry.outputs if n in values and n in reference]
         comparison = NodeComparison(
             node=node_label(entry.node),
@@ -255,15 +274,63 @@ def compare_nodes(executor: Executor, values: dict, reference: dict, steps: dict
 
 
 def classify(entry: DmlNode, reference: dict, result: np.ndarray, expected: np.ndarray, alternatives) -> dict[str, int]:
-    """Differing elements by cause: the first alternative arithmetic that gives onnxruntime's value."""
+    """Differing elements by cause: the first alternative arithmetic that gives onnxruntime's value,
+    with the rounding differences at exact ties told apart from the float32 ones."""
     unexplained = result != expected
     counts = collections.Counter()
     for cause, executor in alternatives:
         explained = unexplained & (executor.run_dml(entry, reference) == expected)
-        counts[cause] += int(np.count_nonzero(explained))
+        ties = int(np.count_nonzero(exact_ties(entry, reference, explained))) if cause == "float32 rounding" else 0
+        counts["tie rounding"] += ties
+        counts[cause] += int(np.count_nonzero(explained)) - ties
         unexplained &= ~explained
     counts["other"] = int(np.count_nonzero(unexplained))
     return {cause: counts[cause] for cause in CAUSES if counts[cause]}
+
+
+def exact_ties(entry: DmlNode, values: dict, where: np.ndarray) -> np.ndarray:
+    """Which of the elements ``where`` have DirectML's exact value halfway between two integers."""
+    ties = np.zeros(where.shape, dtype=bool)
+    index = np.flatnonzero(where)
+    tensors = {field: b if isinstance(b, np.ndarray) else values[b] for field, b in entry.inputs.items()}
+    exact = ideal_values(entry.desc, tensors, index) if index.size else None
+    if exact is not None:
+        ties.reshape(-1)[index] = [value.denominator == 2 for value in exact]
+    return ties
+
+
+def ideal_values(desc: OperatorDesc, tensors: dict, index: np.ndarray) -> list[Fraction] | None:
+    """DirectML's value of a quantized operator before rounding, at the flat output ``index``:
+    the dequantized operation divided by the output scale (the zero point, an integer, left out).
+
+    Evaluated in exact fractions, since float rounding must not decide what is a tie; each value is
+    ``sum(integer * scale) / OutputScale``, the integers exact in float64. None for other operators.
+    """
+    if isinstance(desc, od.DML_QUANTIZED_LINEAR_CONVOLUTION_OPERATOR_DESC):
+        acc = accumulate(desc, tensors, {})[0]  # exact sum (x - zx) * (w - zw) + bias
+        terms = [(acc, scalar(tensors, desc, "InputScaleTensor") * parameter4d(tensors, desc, "FilterScaleTensor"))]
+        output_scale = scalar(tensors, desc, "OutputScaleTensor")
+    elif isinstance(desc, od.DML_QUANTIZED_LINEAR_MATRIX_MULTIPLY_OPERATOR_DESC):
+        a = read4d(tensors, desc, "ATensor") - parameter4d(tensors, desc, "AZeroPointTensor")
+        b = read4d(tensors, desc, "BTensor") - parameter4d(tensors, desc, "BZeroPointTensor")
+        # float64 BLAS sums integers exactly below 2^53; float32 scale products are exact in float64.
+        terms = [(np.matmul(a, b), parameter4d(tensors, desc, "AScaleTensor") * parameter4d(tensors, desc, "BScaleTensor"))]
+        output_scale = parameter4d(tensors, desc, "OutputScaleTensor")
+    elif isinstance(desc, od.DML_ELEMENT_WISE_QUANTIZED_LINEAR_ADD_OPERATOR_DESC):
+        terms = [
+            (read4d(tensors, desc, f"{x}Tensor") - scalar(tensors, desc, f"{x}ZeroPointTensor"), scalar(tensors, desc, f"{x}ScaleTensor"))
+            for x in "AB"
+        ]
+        output_scale = scalar(tensors, desc, "OutputScaleTensor")
+    else:
+        return None
+    shape = np.broadcast_shapes(*(np.shape(array) for term in terms for array in term), np.shape(output_scale))
+
+    def at(array) -> list[Fraction]:
+        return [Fraction(float(v)) for v in np.broadcast_to(array, shape).reshape(-1)[index]]
+
+    products = [[i * s for i, s in zip(at(integers), at(scales))] for integers, scales in terms]
+    return [sum(values) / divisor for *values, divisor in zip(*products, at(output_scale))]
 
 
 def alternative_arithmetics(used: Arithmetic) -> list[tuple[str, Arithmetic]]:
@@ -277,7 +344,7 @@ def alternative_arithmetics(used: Arithmetic) -> list[tuple[str, Arithmetic]]:
     for arith in variants:
         mode_changes, saturation_changes = (a != b for a, b in zip(key(arith), key(used)))
         if mode_changes or saturation_changes:
-            cause = "u8s8 saturation" if saturation_changes else "tie rounding"
+            cause = "u8s8 saturation" if saturation_changes else "float32 rounding"
             changes.append((mode_changes + saturation_changes, cause, arith))
     return [(cause, arith) for _, cause, arith in sorted(changes, key=lambda c: c[0])]
 
