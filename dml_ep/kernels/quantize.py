@@ -142,6 +142,8 @@ def requantize_product(acc, scale_a, scale_b, scale_out, zero_point, dtype, arit
     """
     scale_a, scale_b, scale_out = (np.asarray(s, dtype=np.float32) for s in (scale_a, scale_b, scale_out))
     if arithmetic.onnxruntime:
-        return requantize_onnxruntime(acc, (scale_a * scale_b) / scale_out, zero_point, dtype)
+        with np.errstate(over="ignore"):  # extreme scales overflow to inf in float32, as in MLAS
+            multiplier = (scale_a * scale_b) / scale_out
+        return requantize_onnxruntime(acc, multiplier, zero_point, dtype)
     scale_in = scale_a.astype(np.float64) * scale_b.astype(np.float64)
     return requantize_product_exact(acc, scale_in, scale_out, zero_point, dtype)
