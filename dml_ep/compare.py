@@ -33,11 +33,11 @@ from typing import Callable
 import numpy as np
 import onnx
 
+from . import operator_descs as od
 from .arithmetic import Arithmetic
 from .errors import ModelError
 from .executor import Executor
 from .graph import load_model, ort_message
-from . import operator_descs as od
 from .importer import DEFAULT_FEATURE_LEVEL
 from .kernels.convolution import accumulate
 from .kernels.parameters import parameter4d, read4d, scalar

@@ -1,6 +1,8 @@
 """The dml-ep command: inspect, run and compare, their inputs, outputs, errors and exit statuses."""
 
+import io
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -10,10 +12,12 @@ import onnx
 import pytest
 from onnx import numpy_helper
 
-from dml_ep.cli import main
+from dml_ep.arithmetic import host_saturates_u8s8
+from dml_ep.cli import Progress, main
 from dml_ep.executor import Executor
 from dml_ep.inputs import load_directory, random_inputs
 from dml_ep.reference import cpu_session
+from onnx_builders import qlinear_matmul
 
 MODELS = Path(__file__).resolve().parent.parent / "models"
 SHIPPED = ["small_cnn", "mlp", "transformer_block"]
@@ -59,6 +63,20 @@ def test_inspect_counts_macs(capsys, tmp_path):
     assert "26,112 on DirectML" in out
 
 
+def test_inspect_macs_move_with_nodes_between_feature_levels(capsys, tmp_path):
+    low = inspect_rows(capsys, tmp_path, "--feature-level", "2_1")["summary"]
+    high = inspect_rows(capsys, tmp_path, "--feature-level", "6_4")["summary"]
+    assert low["fallback"]["macs"] > 0 and high["fallback"]["macs"] == 0  # the QLinearAdds moved
+    assert low["dml"]["macs"] + low["fallback"]["macs"] == high["dml"]["macs"] + high["fallback"]["macs"]
+
+
+def test_inspect_checks_the_json_path_first(capsys, tmp_path):
+    target = tmp_path / "missing" / "plan.json"
+    status, out, err = run_cli(capsys, "inspect", MODELS / "mlp.onnx", "--json", target)
+    assert status == 2 and out == ""
+    assert err == f"dml-ep: error: cannot write {target}: no such directory {target.parent}\n"
+
+
 @pytest.mark.parametrize("name", SHIPPED)
 @pytest.mark.parametrize("options", [["--reference", "ort-exact"], ["--arithmetic", "onnxruntime", "--reference", "ort"]])
 def test_compare_shipped_models_exit_0(capsys, name, options):
@@ -99,6 +117,44 @@ def test_run_writes_outputs_equal_to_onnxruntime(capsys, tmp_path):
     expected = cpu_session(model, "ort-exact").run(None, random_inputs(model, seed=3))[0]
     np.testing.assert_array_equal(np.load(tmp_path / "out" / "output.npy"), expected)
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["output.npy"]
+
+
+def two_output_model(path):
+    graph = onnx.helper.make_graph(
+        [onnx.helper.make_node("Identity", ["x"], ["y1"]), onnx.helper.make_node("Identity", ["x"], ["y2"])], "g",
+        [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2])],
+        [onnx.helper.make_tensor_value_info(n, onnx.TensorProto.FLOAT, [2]) for n in ("y1", "y2")],
+    )
+    onnx.save(onnx.helper.make_model(graph), path)
+
+
+@pytest.mark.parametrize("failing", ["save", "replace"])
+def test_run_writes_all_outputs_or_none(capsys, tmp_path, monkeypatch, failing):
+    """The second of two outputs fails while being written, or while being renamed into place."""
+    two_output_model(tmp_path / "m.onnx")
+    module, name = (np, "save") if failing == "save" else (os, "replace")
+    original, calls = getattr(module, name), []
+
+    def second_fails(*args, **kwargs):
+        calls.append(args)
+        if len(calls) == 2:
+            raise OSError(28, "No space left on device")
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, second_fails)
+    status, _, err = run_cli(capsys, "run", tmp_path / "m.onnx", "--output-dir", tmp_path / "out")
+    assert status == 2 and "No space left on device" in err and str(tmp_path / "out" / "y2.npy") in err
+    assert list((tmp_path / "out").iterdir()) == []
+    monkeypatch.undo()
+    assert run_cli(capsys, "run", tmp_path / "m.onnx", "--output-dir", tmp_path / "out")[0] == 0
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["y1.npy", "y2.npy"]
+
+
+def test_run_checks_the_output_dir_first(capsys, tmp_path):
+    (tmp_path / "file").write_text("")
+    status, out, err = run_cli(capsys, "run", MODELS / "mlp.onnx", "--output-dir", tmp_path / "file" / "out")
+    assert status == 2 and out == ""
+    assert f"cannot write {tmp_path / 'file' / 'out'}: {tmp_path / 'file'} is not a directory" in err
 
 
 def test_run_failure_writes_nothing(capsys, tmp_path):
@@ -169,3 +225,47 @@ def test_compare_goes_on_after_a_model_that_fails(capsys):
     assert "missing.onnx: no such file" in err and "[2/2]" in err
     summary = out.split("summary:")[1]
     assert "mlp.onnx" in summary and " ok" in summary and "error: missing.onnx: no such file" in summary
+
+
+def saturating_matmul(tmp_path):
+    """tests/test_u8s8.py's hand-computed case: K = 2, a = 255, b = 127; exact 200, saturated 101."""
+    scale = np.float32(200 / 64770)
+    model, feeds = qlinear_matmul(np.full((1, 2), 255, np.uint8), np.float32(1), np.uint8(0), np.full((2, 1), 127, np.int8),
+                                  np.float32(1), np.int8(0), np.float32(1 / scale), np.uint8(0))
+    onnx.save(model, tmp_path / "m.onnx")
+    np.save(tmp_path / "a.npy", feeds["in0"])
+    return [tmp_path / "m.onnx", "--input", f"in0={tmp_path / 'a.npy'}", "--arithmetic", "onnxruntime"]
+
+
+@pytest.mark.parametrize("switch, saturates", [("on", True), ("off", False), ("auto", host_saturates_u8s8())])
+def test_u8s8_saturation_switch(capsys, tmp_path, switch, saturates):
+    model = saturating_matmul(tmp_path)
+    status, out, _ = run_cli(capsys, "run", *model, "--u8s8-saturation", switch, "--output-dir", tmp_path / "out")
+    assert status == 0 and np.load(tmp_path / "out" / "y.npy").item() == (101 if saturates else 200)
+    # ort-exact never saturates, whatever this CPU.
+    status, out, _ = run_cli(capsys, "compare", *model, "--u8s8-saturation", switch, "--reference", "ort-exact")
+    assert status == (1 if saturates else 0), out
+    assert ("causes (nodes differing in isolation): u8s8 saturation 1" in out) == saturates
+
+
+def test_compare_progress(capsys, monkeypatch):
+    monkeypatch.setattr(Progress, "INTERVAL", 0.0)
+    status, _, err = run_cli(capsys, "compare", MODELS / "mlp.onnx", "--per-node")
+    assert status == 0
+    prefix = f"{MODELS / 'mlp.onnx'}: "
+    assert err.startswith(f"{prefix}loading...\n{prefix}running dml_ep...\n{prefix}running onnxruntime...\n")
+    assert f"{prefix}comparing node 1/" in err and "\r" not in err
+    assert run_cli(capsys, "compare", MODELS / "mlp.onnx", "--per-node", "--quiet")[2] == ""
+
+
+def test_progress_on_a_terminal_rewrites_one_line(monkeypatch):
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    monkeypatch.setattr(sys, "stderr", Terminal())
+    progress = Progress("m.onnx")
+    progress("running dml_ep")
+    progress("comparing node", 2, 9)
+    progress.clear()
+    assert sys.stderr.getvalue() == "\r\033[Km.onnx: running dml_ep...\r\033[Km.onnx: comparing node 2/9...\r\033[K"

@@ -9,10 +9,11 @@ from onnx import TensorProto, helper, numpy_helper
 
 import dml_ep.compare
 from dml_ep.arithmetic import Arithmetic
-from dml_ep.compare import alternative_arithmetics, compare_model, compare_tensors
+from dml_ep.compare import alternative_arithmetics, compare_model, compare_tensors, exact_ties
 from dml_ep.executor import Executor
 from dml_ep.graph import load_model
 from dml_ep.inputs import random_inputs
+from dml_ep.session import InferenceSession
 from onnx_builders import qlinear_conv, qlinear_matmul
 
 MODELS = Path(__file__).resolve().parent.parent / "models"
@@ -100,6 +101,16 @@ def test_fma_rounding_near_a_tie_is_classified_as_float32_rounding():
     assert first.isolated.max_diff == 1
     assert report.cause_counts == {"float32 rounding": 1}
     assert compare_model(model, all_code_pairs(), reference="ort", arithmetic="onnxruntime").ok
+
+
+def test_exact_ties_of_qlinear_add():
+    # a = 129: (129 - 128) * 0.5 + (b - 100) * 0.25 is a half-integer when b - 100 is a multiple of 4.
+    entry = InferenceSession(qlinear_add_model(0.5, 0.25, 1.0)).plan.entries[0]
+    where = np.zeros((256, 256), bool)
+    where[129] = True
+    b = np.arange(256)
+    expected = where & ((b - 100) % 4 == 0)
+    np.testing.assert_array_equal(exact_ties(entry, all_code_pairs(), where), expected)
 
 
 # Codes 0..255 times b = [1, 54] with B scales [1, SCALE_54], output scale 28 (found by a seeded
