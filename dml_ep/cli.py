@@ -232,8 +232,11 @@ def cmd_compare(args) -> int:
             progress.clear()
             if len(paths) == 1 or args.debug:
                 raise
-            print(f"dml-ep: error: {path}: {_one_line(exc)}", file=sys.stderr)
-            errors.append({"model": path, "error": _one_line(exc)})
+            message = _one_line(exc)
+            if not message.startswith(str(path)):  # model-file errors already name the file
+                message = f"{path}: {message}"
+            print(f"dml-ep: error: {message}", file=sys.stderr)
+            errors.append({"model": path, "error": message})
             continue
         progress.clear()
         reports.append(report)

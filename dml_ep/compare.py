@@ -219,8 +219,12 @@ def compare_model(
     the report can say which nodes differ in isolation and why. With ``per_node`` onnxruntime runs
     once, exposing every intermediate; otherwise the intermediates cost a second run only when an
     output is out of tolerance. ``progress(stage, done, total)`` hears where a long run is.
+    ``u8s8_saturation=None`` follows the reference: the host's onnxruntime for ``"ort"``, none for
+    ``"ort-exact"`` (its u8s8 products are exact).
     """
     progress = progress or (lambda *args: None)
+    if u8s8_saturation is None and reference == "ort-exact":
+        u8s8_saturation = False
     proto = load_model(model)
     session = InferenceSession(proto, feature_level, arithmetic, u8s8_saturation)
     feeds = session.check_feeds(feeds)
