@@ -70,7 +70,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     show = commands.add_parser("inspect", parents=[common], help="show which DirectML operator runs each node")
     show.add_argument("model", metavar="MODEL")
-    show.add_argument("--json", metavar="FILE", help="also write the plan as JSON")
+    show.add_argument("--json", metavar="FILE", help="also write the plan, with every desc, as JSON")
+    show.add_argument("--descs", action="store_true", help="also print each DirectML operator's desc, field by field")
     show.set_defaults(handler=cmd_inspect)
 
     run = commands.add_parser("run", parents=[common, feeding], help="run a model with dml_ep")
@@ -130,10 +131,16 @@ def cmd_inspect(args) -> int:
         {"node": " + ".join(node_label(n) for n in _nodes(entry)),
          "op_type": entry.node.op_type,
          "runs_on": entry.summary(),
-         "macs": sum(node_macs(n, plan) for n in _nodes(entry))}
+         "macs": sum(node_macs(n, plan) for n in _nodes(entry)),
+         **({"desc": entry.desc.to_dict()} if isinstance(entry, DmlNode) else {"reason": entry.reason})}
         for entry in plan.entries
     ]
     print(_table(["node", "op type", "runs on"], [[r["node"], r["op_type"], r["runs_on"]] for r in rows]))
+    if args.descs:
+        for row, entry in zip(rows, plan.entries):
+            if isinstance(entry, DmlNode):
+                print(f"\n{row['node']}: {entry.operator}")
+                print("\n".join("  " + line for line in entry.desc.describe()))
     dml_nodes = sum(len(_nodes(e)) for e in plan.dml_nodes)
     dml_macs_total = sum(r["macs"] for r, e in zip(rows, plan.entries) if isinstance(e, DmlNode))
     fallback_total = sum(r["macs"] for r in rows) - dml_macs_total

@@ -126,6 +126,25 @@ class OperatorDesc:
             out[f.name] = value
         return {"Type": str(self.OPERATOR_TYPE), "Desc": out}
 
+    def describe(self) -> list[str]:
+        """One line per field, in struct order: tensors as type, sizes, strides and bytes."""
+        lines = []
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, DML_BUFFER_TENSOR_DESC):
+                text = f"{value.describe()}, {value.TotalTensorSizeInBytes} bytes"
+                if value.Flags:
+                    text += ", OWNED_BY_DML"
+            elif isinstance(value, OperatorDesc):
+                params = [f"{p.name}={getattr(value, p.name)}" for p in dataclasses.fields(value) if not p.name.endswith("Tensor")]
+                text = f"{value.OPERATOR_TYPE}" + (f" ({', '.join(params)})" if params else "")
+            elif value is None:
+                text = "null"
+            else:
+                text = str(list(value) if isinstance(value, tuple) else value)
+            lines.append(f"{f.name:22s} {text}")
+        return lines
+
 
 # ---------------------------------------------------------------------------------------------
 # Activations (fusable into ELEMENT_WISE_ADD1, CONVOLUTION, GEMM, ...): Input/Output are null

@@ -47,6 +47,23 @@ def test_inspect_maps_qlinear_conv_and_add(capsys, tmp_path):
     assert status == 0 and out.count("DML_OPERATOR_QUANTIZED_LINEAR_CONVOLUTION") == 7
 
 
+def test_inspect_shows_descs(capsys, tmp_path):
+    """The stem conv of small_cnn: 16 filters of 3x3x3 int8 (432 bytes), per-channel scales {1,16,1,1},
+    symmetric weights (all zero points 0: a broadcast scalar, strides 0, 4 bytes), pads of 1."""
+    status, out, _ = run_cli(capsys, "inspect", MODELS / "small_cnn.onnx", "--descs")
+    stem = out.split("\nstem_quant: DML_OPERATOR_QUANTIZED_LINEAR_CONVOLUTION\n", 1)[1].split("\n\n", 1)[0]
+    fields = dict(line.split(None, 1) for line in stem.splitlines())
+    assert fields["FilterTensor"] == "INT8 {16,3,3,3}, 432 bytes, OWNED_BY_DML"
+    assert fields["FilterScaleTensor"] == "FLOAT32 {1,16,1,1}, 64 bytes"
+    assert fields["FilterZeroPointTensor"] == "INT8 {1,16,1,1} strides {0,0,0,0}, 4 bytes"
+    assert fields["StartPadding"] == fields["EndPadding"] == "[1, 1]"
+    assert list(fields)[:3] == ["InputTensor", "InputScaleTensor", "InputZeroPointTensor"]
+    plan = inspect_rows(capsys, tmp_path)
+    conv = next(r for r in plan["nodes"] if r["node"] == "stem_quant")
+    assert conv["desc"]["Desc"]["FilterTensor"]["TotalTensorSizeInBytes"] == 432
+    assert "no DirectML mapping" in plan["nodes"][0]["reason"]
+
+
 def test_inspect_at_feature_level_2_1_falls_back_for_qlinear_add(capsys, tmp_path):
     plan = inspect_rows(capsys, tmp_path, "--feature-level", "2_1")
     adds = [r for r in plan["nodes"] if r["op_type"] == "QLinearAdd"]
