@@ -5,6 +5,13 @@ emulation is pinned by arithmetic: a = 255 and b = 127 everywhere make every pai
 255*127 + 255*127 = 64770, which saturates to 32767.
 """
 
+import platform
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -74,3 +81,17 @@ def test_depthwise_conv_does_not_saturate():
 )
 def test_host_detection(flags, saturates):
     assert host_saturates_u8s8(frozenset(flags)) == saturates
+
+
+QEMU = shutil.which("qemu-x86_64")
+
+
+@pytest.mark.skipif(QEMU is None or platform.machine() != "x86_64", reason="needs qemu-user (apt-get install qemu-user) on x86-64")
+def test_emulation_matches_onnxruntime_on_an_emulated_avx2_cpu():
+    """QEMU presents a Haswell (AVX2, no VNNI) to onnxruntime, whose MLAS then saturates; dml_ep's
+    emulation must give the same codes, on a run where saturation did change outputs."""
+    script = Path(__file__).resolve().parent.parent / "scripts" / "check_u8s8_saturation.py"
+    result = subprocess.run([QEMU, "-cpu", "Haswell", sys.executable, str(script)], capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout + result.stderr
+    changed = [int(n) for n in re.findall(r"(\d+) changed by saturation", result.stdout)]
+    assert sum(changed) > 0, result.stdout  # onnxruntime really saturated under the emulated CPU
