@@ -117,7 +117,7 @@ def test_compare_per_node_names_the_broken_node(capsys, tmp_path, monkeypatch):
         return result ^ np.uint8(1) if entry.node.name == "block2.pw_quant" else result
 
     monkeypatch.setattr(Executor, "run_dml", off_by_one)
-    status, out, _ = run_cli(capsys, "compare", MODELS / "small_cnn.onnx", "--per-node", "--json", tmp_path / "r.json")
+    status, out, _ = run_cli(capsys, "compare", MODELS / "small_cnn.onnx", "--per-node", "--reference", "ort-exact", "--json", tmp_path / "r.json")
     assert status == 1
     assert "first node differing in isolation: block2.pw_quant (QLinearConv)" in out
     report = json.loads((tmp_path / "r.json").read_text())["models"][0]
@@ -237,7 +237,7 @@ def test_random_inputs_span_each_integer_range():
 
 
 def test_compare_goes_on_after_a_model_that_fails(capsys):
-    status, out, err = run_cli(capsys, "compare", MODELS / "mlp.onnx", "missing.onnx")
+    status, out, err = run_cli(capsys, "compare", MODELS / "mlp.onnx", "missing.onnx", "--reference", "ort-exact")
     assert status == 2
     assert "missing.onnx: no such file" in err and "[2/2]" in err
     summary = out.split("summary:")[1]
@@ -254,25 +254,28 @@ def saturating_matmul(tmp_path):
     return [tmp_path / "m.onnx", "--input", f"in0={tmp_path / 'a.npy'}", "--arithmetic", "onnxruntime"]
 
 
-@pytest.mark.parametrize("switch, saturates", [("on", True), ("off", False), ("auto", host_saturates_u8s8())])
-def test_u8s8_saturation_switch(capsys, tmp_path, switch, saturates):
+@pytest.mark.parametrize(
+    "switch, run_saturates, compare_saturates",
+    # auto: `run` follows this CPU; `compare` follows its reference, and ort-exact never saturates.
+    [("on", True, True), ("off", False, False), ("auto", host_saturates_u8s8(), False)],
+)
+def test_u8s8_saturation_switch(capsys, tmp_path, switch, run_saturates, compare_saturates):
     model = saturating_matmul(tmp_path)
     status, out, _ = run_cli(capsys, "run", *model, "--u8s8-saturation", switch, "--output-dir", tmp_path / "out")
-    assert status == 0 and np.load(tmp_path / "out" / "y.npy").item() == (101 if saturates else 200)
-    # ort-exact never saturates, whatever this CPU.
+    assert status == 0 and np.load(tmp_path / "out" / "y.npy").item() == (101 if run_saturates else 200)
     status, out, _ = run_cli(capsys, "compare", *model, "--u8s8-saturation", switch, "--reference", "ort-exact")
-    assert status == (1 if saturates else 0), out
-    assert ("causes (nodes differing in isolation): u8s8 saturation 1" in out) == saturates
+    assert status == (1 if compare_saturates else 0), out
+    assert ("causes (nodes differing in isolation): u8s8 saturation 1" in out) == compare_saturates
 
 
 def test_compare_progress(capsys, monkeypatch):
     monkeypatch.setattr(Progress, "INTERVAL", 0.0)
-    status, _, err = run_cli(capsys, "compare", MODELS / "mlp.onnx", "--per-node")
+    status, _, err = run_cli(capsys, "compare", MODELS / "mlp.onnx", "--per-node", "--reference", "ort-exact")
     assert status == 0
     prefix = f"{MODELS / 'mlp.onnx'}: "
     assert err.startswith(f"{prefix}loading...\n{prefix}running dml_ep...\n{prefix}running onnxruntime...\n")
     assert f"{prefix}comparing node 1/" in err and "\r" not in err
-    assert run_cli(capsys, "compare", MODELS / "mlp.onnx", "--per-node", "--quiet")[2] == ""
+    assert run_cli(capsys, "compare", MODELS / "mlp.onnx", "--per-node", "--reference", "ort-exact", "--quiet")[2] == ""
 
 
 def test_progress_on_a_terminal_rewrites_one_line(monkeypatch):
