@@ -56,7 +56,7 @@ def apply_activation(activation: od.ActivationDesc, x: np.ndarray) -> np.ndarray
     """The activation's formula on ``x``, keeping ``x``'s float dtype."""
     with np.errstate(over="ignore"):
         result = _FORMULAS[type(activation)](x.astype(np.float32), activation)
-    return np.asarray(result, dtype=np.float32).astype(x.dtype)
+    return np.asarray(result, dtype=np.float32).astype(x.dtype, copy=False)
 
 
 def activation(desc: od.ActivationDesc, tensors: dict, options, cache: dict) -> np.ndarray:

@@ -103,4 +103,4 @@ def element_wise_add1(desc, tensors: dict, options, cache: dict) -> np.ndarray:
         out = np.add(a, b, dtype=np.float32)
         if desc.FusedActivation is not None:
             out = apply_activation(desc.FusedActivation, out)
-        return out.astype(a.dtype)
+        return out.astype(a.dtype, copy=False)
