@@ -58,7 +58,9 @@ def quantized_linear_add(desc, tensors: dict, options, cache: dict) -> np.ndarra
         codes_b = np.arange(256, dtype=np.uint8).view(b.dtype)[None, :]
         add = _onnxruntime_add if options.onnxruntime else _directml_add
         cache[key] = add(desc, codes_a, codes_b, *scales, *zero_points).reshape(-1)
-    index = (a.view(np.uint8).astype(np.intp) << 8) | b.view(np.uint8)
+    index = a.view(np.uint8).astype(np.uint16)  # (a's byte << 8) | b's byte, built in place
+    index <<= 8
+    index |= b.view(np.uint8)
     return cache[key].take(index)
 
 
