@@ -192,7 +192,9 @@ def cmd_run(args) -> int:
         _check_writable(args.output_dir, directory=True)
     model = load_model(args.model)
     feeds = make_feeds(model, args.seed, args.input, args.input_dir)
-    session = InferenceSession(model, args.feature_level, args.arithmetic, U8S8_SATURATION[args.u8s8_saturation])
+    session = InferenceSession(
+        model, feature_level=args.feature_level, arithmetic=args.arithmetic, u8s8_saturation=U8S8_SATURATION[args.u8s8_saturation]
+    )
     names = [o.name for o in session.get_outputs()]
     results = dict(zip(names, session.run(None, feeds)))
     print(_table(["output", "shape", "dtype"], [[n, list(r.shape), r.dtype] for n, r in results.items()]))

@@ -226,7 +226,7 @@ def compare_model(
     if u8s8_saturation is None and reference == "ort-exact":
         u8s8_saturation = False
     proto = load_model(model)
-    session = InferenceSession(proto, feature_level, arithmetic, u8s8_saturation)
+    session = InferenceSession(proto, feature_level=feature_level, arithmetic=arithmetic, u8s8_saturation=u8s8_saturation)
     feeds = session.check_feeds(feeds)
     executor = session.executor_for(feeds)
     progress("running dml_ep")

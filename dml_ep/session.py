@@ -12,7 +12,7 @@ import numpy as np
 
 from . import graph
 from .arithmetic import Arithmetic
-from .errors import FeedError
+from .errors import DmlEpError, FeedError
 from .executor import Executor
 from .importer import DEFAULT_FEATURE_LEVEL, import_model
 from .tensor_desc import MAX_ELEMENTS
@@ -28,6 +28,8 @@ _ORT_TYPE_NAMES = {
     np.dtype(np.bool_): "tensor(bool)",
 }
 
+PROVIDERS = ("DmlExecutionProvider", "CPUExecutionProvider")
+
 # A feed larger than this is refused before any work (DirectML caps a tensor at 2^32-1 elements too).
 MAX_FEED_BYTES = 8 * 2**30
 
@@ -42,16 +44,33 @@ class NodeArg:
 
 
 class InferenceSession:
-    """Run a quantized ONNX model the way DirectML would.
+    """Run a quantized ONNX model the way DirectML would, with onnxruntime's session API.
 
-    ``model`` is a path, serialized bytes or a ModelProto. ``feature_level`` is the DirectML
-    feature level to target (default: the highest known). ``arithmetic`` is ``"directml"`` or
-    ``"onnxruntime"`` (see :mod:`dml_ep.arithmetic`); ``u8s8_saturation`` overrides the host
-    detection for the latter.
+    ``path_or_bytes`` is a path, serialized bytes or a ModelProto. As in onnxruntime,
+    ``sess_options`` and ``provider_options`` are accepted (dml_ep has no use for them) and
+    ``providers`` may name "DmlExecutionProvider" and "CPUExecutionProvider" (names or
+    (name, options) pairs): dml_ep always runs DirectML where it maps a node, the CPU EP elsewhere.
+    ``feature_level`` is the DirectML feature level to target (default: the highest known).
+    ``arithmetic`` is ``"directml"`` or ``"onnxruntime"`` (see :mod:`dml_ep.arithmetic`);
+    ``u8s8_saturation`` overrides the host detection for the latter.
     """
 
-    def __init__(self, model, feature_level=DEFAULT_FEATURE_LEVEL, arithmetic: str = "directml", u8s8_saturation=None):
-        self.model = graph.load_model(model)
+    def __init__(
+        self,
+        path_or_bytes,
+        sess_options=None,
+        providers=None,
+        provider_options=None,
+        *,
+        feature_level=DEFAULT_FEATURE_LEVEL,
+        arithmetic: str = "directml",
+        u8s8_saturation=None,
+    ):
+        for provider in providers or ():
+            name = provider[0] if isinstance(provider, (tuple, list)) else provider
+            if name not in PROVIDERS:
+                raise DmlEpError(f"unknown execution provider {name!r} (dml_ep emulates {', '.join(PROVIDERS)})")
+        self.model = graph.load_model(path_or_bytes)
         self.arithmetic = Arithmetic(arithmetic, u8s8_saturation)
         self.feature_level = feature_level
         self._declared = graph.graph_inputs(self.model.graph)
@@ -69,7 +88,7 @@ class InferenceSession:
         return [NodeArg(v.name, _shape(v), _type(v)) for v in self.model.graph.output]
 
     def get_providers(self) -> list[str]:
-        return ["DmlExecutionProvider", "CPUExecutionProvider"]
+        return list(PROVIDERS)
 
     def executor_for(self, feeds: dict) -> Executor:
         """The executor whose plan fits these feeds' shapes (planning anew for a new signature)."""

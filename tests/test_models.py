@@ -105,3 +105,15 @@ def test_shipped_model_plan_maps_every_quantized_node():
     mapped = {e.node.op_type for e in plan.dml_nodes}
     assert mapped == {"QLinearConv", "QLinearAdd", "QLinearMatMul"}
     assert all(e.node.op_type not in mapped for e in plan.fallback_nodes)
+
+
+def test_session_takes_onnxruntime_constructor_arguments():
+    """Code written for onnxruntime.InferenceSession(path, sess_options, providers=...) runs unchanged."""
+    import onnxruntime as ort
+
+    path = ROOT / "models" / "mlp.onnx"
+    session = dml_ep.InferenceSession(str(path), ort.SessionOptions(), providers=["DmlExecutionProvider", ("CPUExecutionProvider", {})])
+    assert session.get_providers() == ["DmlExecutionProvider", "CPUExecutionProvider"]
+    assert [i.name for i in session.get_inputs()] == [i.name for i in cpu_session(onnx.load(str(path))).get_inputs()]
+    with pytest.raises(dml_ep.DmlEpError, match="unknown execution provider 'CUDAExecutionProvider'"):
+        dml_ep.InferenceSession(str(path), providers=["CUDAExecutionProvider"])
