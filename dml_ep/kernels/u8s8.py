@@ -37,9 +37,11 @@ def _correction(a_pair0: np.ndarray, a_pair1: np.ndarray, b0, b1, column, n: int
     """sum over candidates of (sat16(p) - p), scattered onto the output columns; shape [..., n]."""
     p = a_pair0 * b0 + a_pair1 * b1
     excess = np.clip(p, _INT16_MIN, _INT16_MAX) - p
+    # Scatter-add onto the columns: candidates sorted by column, summed per column with reduceat.
+    order = np.argsort(column, kind="stable")
+    columns, starts = np.unique(column[order], return_index=True)
     out = np.zeros(excess.shape[:-1] + (n,), dtype=np.float64)
-    for col in np.unique(column):  # distinct output columns with a saturating pair; usually few
-        out[..., col] = excess[..., column == col].sum(axis=-1)
+    out[..., columns] = np.add.reduceat(excess[..., order], starts, axis=-1)
     return out
 
 
