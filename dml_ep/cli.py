@@ -23,7 +23,7 @@ import numpy as np
 from .arithmetic import ARITHMETICS
 from .compare import FLOAT_ATOL, FLOAT_RTOL, ModelReport, TensorComparison, compare_model, node_label
 from .errors import DmlEpError, FeedError
-from .graph import load_model
+from .graph import load_model, one_line
 from .importer import DEFAULT_FEATURE_LEVEL, import_model
 from .inputs import make_feeds
 from .plan import DmlNode, Plan
@@ -110,12 +110,12 @@ def main(argv=None) -> int:
     except (DmlEpError, OSError) as exc:
         if args.debug:
             raise
-        print(f"dml-ep: error: {_one_line(exc)}", file=sys.stderr)
+        print(f"dml-ep: error: {one_line(exc)}", file=sys.stderr)
         return 2
     except Exception as exc:
         if args.debug:
             raise
-        print(f"dml-ep: error: internal error: {type(exc).__name__}: {_one_line(exc)} (--debug shows the traceback)", file=sys.stderr)
+        print(f"dml-ep: error: internal error: {type(exc).__name__}: {one_line(exc)} (--debug shows the traceback)", file=sys.stderr)
         return 3
 
 
@@ -241,7 +241,7 @@ def cmd_compare(args) -> int:
             progress.clear()
             if len(paths) == 1 or args.debug:
                 raise
-            message = _one_line(exc)
+            message = one_line(exc)
             if not message.startswith(str(path)):  # model-file errors already name the file
                 message = f"{path}: {message}"
             print(f"dml-ep: error: {message}", file=sys.stderr)
@@ -438,10 +438,6 @@ def _write_files(writers: dict) -> None:
 
 def _json_writer(data):
     return lambda f: f.write(json.dumps(data, indent=2, default=str).encode())
-
-
-def _one_line(exc: Exception) -> str:
-    return " ".join(str(exc).split()) or type(exc).__name__
 
 
 def _non_negative(text: str) -> int:

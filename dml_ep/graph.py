@@ -45,7 +45,7 @@ def load_model(model) -> onnx.ModelProto:
         try:
             onnx.load_external_data_for_model(proto, os.path.dirname(os.path.abspath(path)))
         except (OSError, ValueError, onnx.checker.ValidationError) as exc:
-            raise ModelError(f"{path}: external data cannot be loaded: {_one_line(exc)}") from None
+            raise ModelError(f"{path}: external data cannot be loaded: {one_line(exc)}") from None
     else:
         raise ModelError(f"a model is a path, bytes or an onnx.ModelProto, not {type(model).__name__}")
     check_model(proto)
@@ -81,7 +81,7 @@ def check_model(proto: onnx.ModelProto) -> None:
 
 def _checker_message(exc: Exception) -> str:
     """The checker's message on one line, led by the node it names ("node 'n' (Op): rule")."""
-    text = _one_line(exc)
+    text = one_line(exc)
     rule, _, context = text.partition(" ==> Context: Bad node spec for node. ")
     match = re.fullmatch(r"Name: (\S*) OpType: (\S+)", context)
     return f"node {match[1]!r} ({match[2]}): {rule}" if match else text
@@ -232,7 +232,7 @@ _ORT_NODE_MESSAGES = (
 
 def ort_message(exc: Exception, with_node: bool = True) -> str:
     """An onnxruntime error on one line, without its status prefix, led by the node it names (if ``with_node``)."""
-    text = re.sub(r"^\[ONNXRuntimeError\] : \d+ : \w+ : (This is an invalid model\. )?", "", _one_line(exc))
+    text = re.sub(r"^\[ONNXRuntimeError\] : \d+ : \w+ : (This is an invalid model\. )?", "", one_line(exc))
     for pattern in _ORT_NODE_MESSAGES:
         match = re.fullmatch(pattern, text)
         if match:
@@ -253,5 +253,6 @@ def _inputs_of(graph: onnx.GraphProto, message: str, known: dict[str, ValueInfo]
     return f" (inputs: {', '.join(described)})" if described else ""
 
 
-def _one_line(exc: Exception) -> str:
+def one_line(exc: Exception) -> str:
+    """An exception's message on one line (its type name when it has none)."""
     return " ".join(str(exc).split()) or type(exc).__name__
