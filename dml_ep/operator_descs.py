@@ -277,6 +277,20 @@ FUSABLE_ACTIVATIONS = (
 # The four operators dml_ep maps ONNX nodes to.
 
 
+def convolution_output_sizes(in_spatial, kernel, strides, dilations, start_padding, end_padding) -> tuple[int, ...]:
+    """Output size per spatial dimension: (padded input - dilated kernel) // stride + 1.
+
+    ValueError(span, padded input) when the dilated kernel is larger than the padded input.
+    """
+    sizes = []
+    for size, k, s, d, p0, p1 in zip(in_spatial, kernel, strides, dilations, start_padding, end_padding):
+        span, padded = (k - 1) * d + 1, size + p0 + p1
+        if padded < span:
+            raise ValueError(span, padded)
+        sizes.append((padded - span) // s + 1)
+    return tuple(sizes)
+
+
 @dataclasses.dataclass(frozen=True)
 class DML_QUANTIZED_LINEAR_CONVOLUTION_OPERATOR_DESC(OperatorDesc):
     """QUANTIZED_LINEAR_CONVOLUTION (ONNX QLinearConv), DML_FEATURE_LEVEL_2_1 and up."""
@@ -357,12 +371,11 @@ class DML_QUANTIZED_LINEAR_CONVOLUTION_OPERATOR_DESC(OperatorDesc):
                 f"FilterChannelCount {filter_channels} must be input channels / GroupCount = {channels // groups}",
                 "FilterTensor",
             )
-        out_spatial = []
-        for size, k, s, d, p0, p1 in zip(in_spatial, kernel, self.Strides, self.Dilations, self.StartPadding, self.EndPadding):
-            span = (k - 1) * d + 1
-            if size + p0 + p1 < span:
-                self.fail(f"the dilated filter ({span}) is larger than the padded input ({size + p0 + p1})", "FilterTensor")
-            out_spatial.append((size + p0 + p1 - span) // s + 1)
+        try:
+            out_spatial = convolution_output_sizes(in_spatial, kernel, self.Strides, self.Dilations, self.StartPadding, self.EndPadding)
+        except ValueError as exc:
+            span, padded = exc.args
+            self.fail(f"the dilated filter ({span}) is larger than the padded input ({padded})", "FilterTensor")
         expected = (batch, out_channels, *out_spatial)
         if self.sizes4("OutputTensor") != expected:
             self.fail(f"sizes {list(self.OutputTensor.Sizes)} must be {list(expected)}", "OutputTensor")

@@ -13,7 +13,7 @@ import math
 import numpy as np
 
 from ..errors import InvalidAttributeError, ShapeError
-from ..operator_descs import DML_QUANTIZED_LINEAR_CONVOLUTION_OPERATOR_DESC
+from ..operator_descs import DML_QUANTIZED_LINEAR_CONVOLUTION_OPERATOR_DESC, convolution_output_sizes
 from ..plan import DmlNode
 from .common import (
     Fallback,
@@ -94,14 +94,11 @@ def qlinear_conv(ctx: NodeContext) -> DmlNode:
             tensor=ctx.input_name(W),
         )
     start, end = resolve_padding(ctx, in_spatial, kernel, strides, dilations)
-    out_spatial = []
-    for size, k, s, d, p0, p1 in zip(in_spatial, kernel, strides, dilations, start, end):
-        span = (k - 1) * d + 1
-        if size + p0 + p1 < span:
-            raise ShapeError(
-                f"the (dilated) kernel spans {span} but the padded input is only {size + p0 + p1}", node=ctx.node
-            )
-        out_spatial.append((size + p0 + p1 - span) // s + 1)
+    try:
+        out_spatial = convolution_output_sizes(in_spatial, kernel, strides, dilations, start, end)
+    except ValueError as exc:
+        span, padded = exc.args
+        raise ShapeError(f"the (dilated) kernel spans {span} but the padded input is only {padded}", node=ctx.node) from None
 
     check_scale(ctx, X_SCALE, ctx.constant(X_SCALE, "input scale"))
     w_scale = check_scale(ctx, W_SCALE, ctx.constant(W_SCALE, "filter scale"), (1, out_channels))
