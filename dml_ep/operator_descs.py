@@ -399,6 +399,8 @@ _MATMUL_TENSORS = (
     "OutputZeroPointTensor",
     "OutputTensor",
 )
+# QLinearMatMul's and QLinearAdd's inputs, in order, bind to these fields (all but the output).
+QUANTIZED_BINARY_INPUTS = _MATMUL_TENSORS[:-1]
 _QUANTIZED_BINARY_TYPES = {
     field: (FLOAT32 if "Scale" in field else QUANTIZED) for field in _MATMUL_TENSORS
 }

@@ -72,6 +72,11 @@ class NodeContext:
         name = self.input_name(index)
         return self.constants.get(name, name)
 
+    def bindings(self, desc, fields_by_input: tuple[str, ...]) -> dict:
+        """Each non-null desc tensor field bound to its node input; ``fields_by_input`` names the
+        desc field of input 0, 1, ... (the node's output is not an input)."""
+        return {field: self.binding(index) for index, field in enumerate(fields_by_input) if getattr(desc, field) is not None}
+
 
 def data_type(dtype) -> DML_TENSOR_DATA_TYPE:
     """DirectML's data type for a numpy dtype, or Fallback when DirectML has none."""

@@ -19,6 +19,7 @@ from ..operator_descs import (
     DML_ACTIVATION_RELU_OPERATOR_DESC,
     DML_ELEMENT_WISE_ADD1_OPERATOR_DESC,
     DML_ELEMENT_WISE_QUANTIZED_LINEAR_ADD_OPERATOR_DESC,
+    QUANTIZED_BINARY_INPUTS,
 )
 from ..plan import DmlNode
 from ..tensor_desc import broadcast_shapes, broadcast_strides, left_pad
@@ -66,8 +67,7 @@ def qlinear_add(ctx: NodeContext) -> DmlNode:
         OutputZeroPointTensor=None if c_zp is None else tensor(c_type, ones),
         OutputTensor=tensor(c_type, sizes),
     )
-    fields = ("ATensor", "AScaleTensor", "AZeroPointTensor", "BTensor", "BScaleTensor", "BZeroPointTensor", "OutputScaleTensor", "OutputZeroPointTensor")
-    inputs = {field: ctx.binding(index) for index, field in enumerate(fields) if getattr(desc, field) is not None}
+    inputs = ctx.bindings(desc, QUANTIZED_BINARY_INPUTS)
     return DmlNode(ctx.node, desc, inputs, ctx.node.output[0], out_shape)
 
 

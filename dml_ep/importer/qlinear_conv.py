@@ -28,6 +28,18 @@ from .common import (
 )
 
 X, X_SCALE, X_ZP, W, W_SCALE, W_ZP, Y_SCALE, Y_ZP, BIAS = range(9)
+# The desc field each QLinearConv input binds to, in input order (the bias is input 8, field 7).
+FIELDS_BY_INPUT = (
+    "InputTensor",
+    "InputScaleTensor",
+    "InputZeroPointTensor",
+    "FilterTensor",
+    "FilterScaleTensor",
+    "FilterZeroPointTensor",
+    "OutputScaleTensor",
+    "OutputZeroPointTensor",
+    "BiasTensor",
+)
 
 
 def _ints(ctx: NodeContext, name: str, default: list[int], count: int) -> list[int]:
@@ -142,16 +154,5 @@ def qlinear_conv(ctx: NodeContext) -> DmlNode:
         EndPadding=tuple(zero1 + end),
         GroupCount=group,
     )
-    fields = {
-        "InputTensor": X,
-        "InputScaleTensor": X_SCALE,
-        "InputZeroPointTensor": X_ZP,
-        "FilterTensor": W,
-        "FilterScaleTensor": W_SCALE,
-        "FilterZeroPointTensor": W_ZP,
-        "BiasTensor": BIAS,
-        "OutputScaleTensor": Y_SCALE,
-        "OutputZeroPointTensor": Y_ZP,
-    }
-    inputs = {field: ctx.binding(index) for field, index in fields.items() if getattr(desc, field) is not None}
+    inputs = ctx.bindings(desc, FIELDS_BY_INPUT)
     return DmlNode(ctx.node, desc, inputs, ctx.node.output[0], (batch, out_channels, *out_spatial))

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ShapeError
-from ..operator_descs import DML_QUANTIZED_LINEAR_MATRIX_MULTIPLY_OPERATOR_DESC
+from ..operator_descs import DML_QUANTIZED_LINEAR_MATRIX_MULTIPLY_OPERATOR_DESC, QUANTIZED_BINARY_INPUTS
 from ..plan import DmlNode
 from ..tensor_desc import broadcast_shapes, broadcast_strides
 from .common import Fallback, NodeContext, check_scale, check_zero_point, importer, output_type, parameter_tensor, quantized_type, tensor
@@ -100,10 +100,6 @@ def qlinear_matmul(ctx: NodeContext) -> DmlNode:
         OutputZeroPointTensor=None if y_zp is None else per_row(y_zp),
         OutputTensor=tensor(y_type, out_batch + (m, n)),
     )
-    fields = dict(zip(
-        ("ATensor", "AScaleTensor", "AZeroPointTensor", "BTensor", "BScaleTensor", "BZeroPointTensor", "OutputScaleTensor", "OutputZeroPointTensor"),
-        range(8),
-    ))
-    inputs = {field: ctx.binding(index) for field, index in fields.items() if getattr(desc, field) is not None}
+    inputs = ctx.bindings(desc, QUANTIZED_BINARY_INPUTS)
     out_shape = tuple(batch) + ((m,) if len(a_shape) > 1 else ()) + ((n,) if len(b_shape) > 1 else ())
     return DmlNode(ctx.node, desc, inputs, ctx.node.output[0], out_shape)
