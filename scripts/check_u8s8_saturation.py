@@ -37,45 +37,30 @@ MATMUL_CASES = {
 }
 
 
-def model(node, inputs, output, initializers):
-    graph = helper.make_graph([node], node.op_type, inputs, [output], initializers)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
-
-
-def conv_case(rng, x_shape, w_shape, **attributes):
-    # Large weights and activations, so that pairs saturate often; zero weight zero point (symmetric).
+def saturating_case(rng, op_type, x_shape, w_shape, output_scale, **attributes):
+    """A QLinearConv or QLinearMatMul (same input order) with large codes, so that pairs saturate
+    often: activations 150..255, weights +-(60..127) with zero point 0 (symmetric)."""
     w = rng.integers(60, 128, w_shape).astype(np.int8) * rng.choice(np.array([-1, 1], np.int8), w_shape)
-    inits = [
-        numpy_helper.from_array(np.float32(0.05), "xs"), numpy_helper.from_array(np.uint8(7), "xz"),
-        numpy_helper.from_array(w, "w"), numpy_helper.from_array(np.float32(0.01), "ws"),
-        numpy_helper.from_array(np.int8(0), "wz"), numpy_helper.from_array(np.float32(40.0), "ys"),
-        numpy_helper.from_array(np.uint8(128), "yz"),
-    ]
-    node = helper.make_node("QLinearConv", ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz"], ["y"], **attributes)
-    x = rng.integers(150, 256, x_shape).astype(np.uint8)
-    rank = len(x_shape)
-    return model(node, [helper.make_tensor_value_info("x", TensorProto.UINT8, x_shape)],
-                 helper.make_tensor_value_info("y", TensorProto.UINT8, [None] * rank), inits), {"x": x}
-
-
-def matmul_case(rng, a_shape, b_shape):
-    b = rng.integers(60, 128, b_shape).astype(np.int8) * rng.choice(np.array([-1, 1], np.int8), b_shape)
-    inits = [
-        numpy_helper.from_array(np.float32(0.05), "as"), numpy_helper.from_array(np.uint8(3), "az"),
-        numpy_helper.from_array(b, "b"), numpy_helper.from_array(np.float32(0.01), "bs"),
-        numpy_helper.from_array(np.int8(0), "bz"), numpy_helper.from_array(np.float32(20.0), "ys"),
-        numpy_helper.from_array(np.uint8(128), "yz"),
-    ]
-    node = helper.make_node("QLinearMatMul", ["a", "as", "az", "b", "bs", "bz", "ys", "yz"], ["y"])
-    a = rng.integers(150, 256, a_shape).astype(np.uint8)
-    return model(node, [helper.make_tensor_value_info("a", TensorProto.UINT8, a_shape)],
-                 helper.make_tensor_value_info("y", TensorProto.UINT8, [None] * len(a_shape)), inits), {"a": a}
+    parameters = {
+        "xs": np.float32(0.05), "xz": np.uint8(7), "w": w, "ws": np.float32(0.01),
+        "wz": np.int8(0), "ys": np.float32(output_scale), "yz": np.uint8(128),
+    }
+    node = helper.make_node(op_type, ["x", *parameters], ["y"], **attributes)
+    graph = helper.make_graph(
+        [node],
+        op_type,
+        [helper.make_tensor_value_info("x", TensorProto.UINT8, x_shape)],
+        [helper.make_tensor_value_info("y", TensorProto.UINT8, [None] * len(x_shape))],
+        [numpy_helper.from_array(value, name) for name, value in parameters.items()],
+    )
+    onnx_model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
+    return onnx_model, {"x": rng.integers(150, 256, x_shape).astype(np.uint8)}
 
 
 def main() -> int:
     rng = np.random.default_rng(0)
-    cases = {name: conv_case(rng, spec.pop("x"), spec.pop("w"), **spec) for name, spec in CONV_CASES.items()}
-    cases.update({name: matmul_case(rng, *shapes) for name, shapes in MATMUL_CASES.items()})
+    cases = {name: saturating_case(rng, "QLinearConv", spec.pop("x"), spec.pop("w"), 40.0, **spec) for name, spec in CONV_CASES.items()}
+    cases.update({name: saturating_case(rng, "QLinearMatMul", *shapes, 20.0) for name, shapes in MATMUL_CASES.items()})
     failed = False
     for name, (onnx_model, feeds) in cases.items():
         expected = cpu_session(onnx_model).run(None, feeds)[0]
