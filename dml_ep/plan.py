@@ -57,10 +57,6 @@ class FallbackNode:
     reason: str
 
     @property
-    def operator(self) -> None:
-        return None
-
-    @property
     def value_inputs(self) -> list[str]:
         return [name for name in self.node.input if name]
 

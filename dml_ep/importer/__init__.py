@@ -66,9 +66,7 @@ def _plan_node(node, values, constants, feature_level, opsets):
     try:
         entry = fn(ctx)
         entry.desc.validate(feature_level)
-    except Fallback as reason:
-        return FallbackNode(node, str(reason))
-    except DescValidationError as reason:
+    except (Fallback, DescValidationError) as reason:  # DirectML cannot take it: onnxruntime runs it
         return FallbackNode(node, str(reason))
     return entry
 
