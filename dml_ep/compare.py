@@ -255,7 +255,7 @@ def compare_model(
 def compare_nodes(executor: Executor, values: dict, reference: dict, steps: dict, atol: int, progress) -> list[NodeComparison]:
     """Every plan entry's outputs (as both full runs left them) and every DML node in isolation;
     ``progress(stage, done, total)`` hears each entry start."""
-    alternatives = [(cause, Executor(executor.plan, arith)) for cause, arith in alternative_arithmetics(executor.arithmetic)]
+    alternatives = [(cause, executor.with_arithmetic(arith)) for cause, arith in alternative_arithmetics(executor.arithmetic)]
     nodes = []
     for index, entry in enumerate(executor.plan.entries, 1):
         progress("comparing node", index, len(executor.plan.entries))

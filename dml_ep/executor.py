@@ -6,6 +6,8 @@ constant inputs as initializers, so every model onnxruntime runs, dml_ep runs.
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import onnx
 
@@ -23,6 +25,12 @@ class Executor:
         self.arithmetic = arithmetic
         self._fallback_sessions = {id(entry): fallback_session(entry, plan) for entry in plan.fallback_nodes}
         self._last_readers = _last_readers(plan)
+
+    def with_arithmetic(self, arithmetic: Arithmetic) -> "Executor":
+        """The same plan under another arithmetic, sharing the fallback sessions already made."""
+        other = copy.copy(self)
+        other.arithmetic = arithmetic
+        return other
 
     def run(self, feeds: dict[str, np.ndarray], keep_all: bool = False) -> dict[str, np.ndarray]:
         """Execute every entry; returns the graph outputs, or with ``keep_all`` every value.
