@@ -194,10 +194,6 @@ def saturated_by_onnxruntime(model, feeds, theirs) -> np.ndarray:
     return (with_saturation != without) & (theirs == with_saturation)
 
 
-# (op, "elements" or a mismatch class) -> count over the directml-mode checks of a test run, for a summary.
-TALLY = collections.Counter()
-
-
 def check_directml_mode(op, model, feeds, num, den, zero_point, error_bound, reference="ort-exact") -> collections.Counter:
     """arithmetic="directml" gives the correctly rounded exact value ``num / den`` (plus zero point);
     onnxruntime with exact integer GEMMs differs from it only where :func:`classify_mismatches` explains.
@@ -216,6 +212,4 @@ def check_directml_mode(op, model, feeds, num, den, zero_point, error_bound, ref
     saturated = saturated_by_onnxruntime(model, feeds, theirs)
     counts = classify_mismatches(actual, np.where(saturated, actual, theirs), num, den, error_bound, zero_point)
     counts["u8s8 saturation"] += int(np.count_nonzero(saturated))
-    TALLY[(op, "elements")] += actual.size
-    TALLY.update({(op, kind): n for kind, n in counts.items()})
     return counts
