@@ -24,7 +24,9 @@ from .arithmetic import ARITHMETICS
 from .compare import FLOAT_ATOL, FLOAT_RTOL, ModelReport, TensorComparison, compare_model, node_label
 from .errors import DmlEpError, FeedError
 from .graph import load_model, one_line
-from .importer import DEFAULT_FEATURE_LEVEL, import_model
+from .importer import DEFAULT_FEATURE_LEVEL
+from .passes import DEFAULT_RULE_SET, RULE_SETS
+from .planner import plan_model
 from .inputs import make_feeds
 from .plan import DmlNode, Plan
 from .reference import REFERENCES
@@ -33,8 +35,8 @@ from .session import InferenceSession
 # Ops whose MACs inspect estimates from value shapes: conv weight input, matmul A input, and
 # element-wise arithmetic (one MAC per output element).
 CONV_WEIGHT_INPUT = {"Conv": 1, "ConvInteger": 1, "QLinearConv": 3}
-MATMUL_A_INPUT = {"MatMul": 0, "MatMulInteger": 0, "QLinearMatMul": 0, "Gemm": 0, "QGemm": 0}
-ELEMENT_WISE = {"Add", "Sub", "Mul", "Div", "Sum", "QLinearAdd", "QLinearMul"}
+MATMUL_A_INPUT = {"MatMul": 0, "MatMulInteger": 0, "QLinearMatMul": 0, "Gemm": 0, "QGemm": 0, "MatMulIntegerToFloat": 0}
+ELEMENT_WISE = {"Add", "Sub", "Mul", "Div", "Sum", "QLinearAdd", "QLinearMul", "DmlFusedAdd", "DmlFusedSum"}
 U8S8_SATURATION = {"auto": None, "on": True, "off": False}
 
 
@@ -52,6 +54,10 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--feature-level", default=DEFAULT_FEATURE_LEVEL.label, metavar="L",
                         help="DirectML feature level to target, e.g. 4_0 (default: %(default)s)")
     common.add_argument("--debug", action="store_true", help="show a traceback on errors")
+    common.add_argument("--qdq-rules", choices=RULE_SETS, default=DEFAULT_RULE_SET,
+                        help="the onnxruntime releases whose QDQ -> QLinear rewrites apply (default: %(default)s)")
+    common.add_argument("--no-qdq-fusion", dest="qdq_rules", action="store_const", const=None,
+                        help="no QDQ rewrites, as onnxruntime's session.disable_quant_qdq=1")
     feeding = argparse.ArgumentParser(add_help=False)
     feeding.add_argument("--input", action="append", default=[], metavar="NAME=FILE",
                          help="an input from a .npy or TensorProto .pb file (repeatable)")
@@ -123,44 +129,60 @@ def main(argv=None) -> int:
 
 
 def cmd_inspect(args) -> int:
-    """One row per plan entry, then node counts and estimated MACs on DirectML vs the fallback."""
+    """One row per plan entry, the nodes onnxruntime's rewrites made and what they stand for, then
+    node counts and estimated MACs on DirectML vs the fallback."""
     if args.json:
         _check_writable(args.json)
-    plan = import_model(load_model(args.model), args.feature_level)
+    plan = plan_model(load_model(args.model), args.feature_level, qdq_rules=args.qdq_rules)
     rows = [
-        {"node": " + ".join(node_label(n) for n in _nodes(entry)),
+        {"node": node_label(entry.node),
          "op_type": entry.node.op_type,
          "runs_on": entry.summary(),
-         "macs": sum(node_macs(n, plan) for n in _nodes(entry)),
+         "rule": entry.origin.rule,
+         "from": [node_label(n) for n in entry.origin.nodes],
+         "macs": node_macs(entry.node, plan),
          **({"desc": entry.desc.to_dict()} if isinstance(entry, DmlNode) else {"reason": entry.reason})}
         for entry in plan.entries
     ]
-    print(_table(["node", "op type", "runs on"], [[r["node"], r["op_type"], r["runs_on"]] for r in rows]))
+    print(_table(["node", "op type", "runs on", "rule"], [[r["node"], r["op_type"], r["runs_on"], r["rule"] or ""] for r in rows]))
+    rewritten = [r for r in rows if r["rule"]]
+    if rewritten:
+        print(f"\nmade by onnxruntime's graph rewrites (QDQ rules {plan.qdq_rules or 'off'}), from the model's nodes:")
+        print("\n".join(f"  {r['node']} ({r['op_type']}) <- {r['rule']}: {', '.join(r['from']) or '-'}" for r in rewritten))
     if args.descs:
         for row, entry in zip(rows, plan.entries):
             if isinstance(entry, DmlNode):
                 print(f"\n{row['node']}: {entry.operator}")
                 print("\n".join("  " + line for line in entry.desc.describe()))
-    dml_nodes = sum(len(_nodes(e)) for e in plan.dml_nodes)
-    dml_macs_total = sum(r["macs"] for r, e in zip(rows, plan.entries) if isinstance(e, DmlNode))
-    fallback_total = sum(r["macs"] for r in rows) - dml_macs_total
-    share = 100.0 * dml_macs_total / (dml_macs_total + fallback_total) if dml_macs_total + fallback_total else 0.0
-    summary = {
-        "feature_level": str(plan.feature_level),
-        "dml": {"nodes": dml_nodes, "macs": dml_macs_total},
-        "fallback": {"nodes": len(plan.fallback_nodes), "macs": fallback_total},
-    }
-    print(f"\n{summary['feature_level']}: {dml_nodes} ONNX node(s) on DirectML ({len(plan.dml_nodes)} operator(s)), "
-          f"{len(plan.fallback_nodes)} on the CPU fallback")
-    print(f"estimated MACs: {dml_macs_total:,} on DirectML ({share:.1f}%), {fallback_total:,} on the fallback")
+    summary = plan_summary(plan, rows)
+    print(f"\n{summary['feature_level']}: {summary['dml']['nodes']} of the model's {summary['model_nodes']} node(s) on DirectML "
+          f"({summary['dml']['operators']} operator(s)), {summary['fallback']['nodes']} on the CPU fallback")
+    print(f"estimated MACs: {summary['dml']['macs']:,} on DirectML ({summary['dml']['macs_percent']:.1f}%), "
+          f"{summary['fallback']['macs']:,} on the fallback")
     if args.json:
         _write_files({args.json: _json_writer({"model": args.model, "nodes": rows, "summary": summary})})
     return 0
 
 
-def _nodes(entry) -> list:
-    """The ONNX nodes of a plan entry: its node and any activation fused into it."""
-    return [entry.node, *getattr(entry, "fused_nodes", [])]
+def plan_summary(plan: Plan, rows: list[dict] | None = None) -> dict:
+    """How many of the model's own nodes, and what share of MACs, run on DirectML.
+
+    A node of the model counts once, on DirectML if any operator made from it runs there (a DQ
+    that EnsureUniqueDQForNodeUnit copied may feed both sides).
+    """
+    macs = [r["macs"] for r in rows] if rows else [node_macs(e.node, plan) for e in plan.entries]
+    on_dml = {id(n) for e in plan.dml_nodes for n in e.origin.nodes}
+    everywhere = {id(n) for e in plan.entries for n in e.origin.nodes}
+    dml_macs = sum(m for m, e in zip(macs, plan.entries) if isinstance(e, DmlNode))
+    total = sum(macs)
+    return {
+        "feature_level": str(plan.feature_level),
+        "qdq_rules": plan.qdq_rules,
+        "model_nodes": len(everywhere),
+        "dml": {"nodes": len(on_dml), "operators": len(plan.dml_nodes), "macs": dml_macs,
+                "macs_percent": 100.0 * dml_macs / total if total else 0.0},
+        "fallback": {"nodes": len(everywhere - on_dml), "macs": total - dml_macs},
+    }
 
 
 def node_macs(node, plan: Plan) -> int:
@@ -193,7 +215,8 @@ def cmd_run(args) -> int:
     model = load_model(args.model)
     feeds = make_feeds(model, args.seed, args.input, args.input_dir)
     session = InferenceSession(
-        model, feature_level=args.feature_level, arithmetic=args.arithmetic, u8s8_saturation=U8S8_SATURATION[args.u8s8_saturation]
+        model, feature_level=args.feature_level, arithmetic=args.arithmetic,
+        u8s8_saturation=U8S8_SATURATION[args.u8s8_saturation], qdq_rules=args.qdq_rules,
     )
     names = [o.name for o in session.get_outputs()]
     results = dict(zip(names, session.run(None, feeds)))
@@ -232,6 +255,7 @@ def cmd_compare(args) -> int:
                 arithmetic=args.arithmetic,
                 u8s8_saturation=U8S8_SATURATION[args.u8s8_saturation],
                 feature_level=args.feature_level,
+                qdq_rules=args.qdq_rules,
                 atol=args.atol,
                 per_node=args.per_node,
                 name=path,

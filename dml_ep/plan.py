@@ -14,18 +14,21 @@ import numpy as np
 import onnx
 
 from .operator_descs import OperatorDesc
+from .passes.editable import Origin
 
 
 @dataclasses.dataclass
 class DmlNode:
-    """An ONNX node (plus any activation fused into it) executed as one DirectML operator."""
+    """A node of the rewritten graph executed as one DirectML operator; ``origin`` names the
+    user's nodes it stands for (the node itself, or the DQs, target and Q a rule fused, and a fused
+    activation)."""
 
     node: onnx.NodeProto
     desc: OperatorDesc
     inputs: dict[str, Union[str, np.ndarray]]
     output: str
     output_shape: tuple[int, ...]
-    fused_nodes: list[onnx.NodeProto] = dataclasses.field(default_factory=list)
+    origin: Origin | None = None  # set by the importer
     cache: dict = dataclasses.field(default_factory=dict, repr=False)
 
     @property
@@ -55,6 +58,7 @@ class FallbackNode:
 
     node: onnx.NodeProto
     reason: str
+    origin: Origin
 
     @property
     def value_inputs(self) -> list[str]:
@@ -90,7 +94,8 @@ class Plan:
     outputs: list[ValueInfo]
     values: dict[str, ValueInfo]
     constants: dict[str, np.ndarray]
-    model: onnx.ModelProto
+    model: onnx.ModelProto  # as rewritten by the passes
+    qdq_rules: str | None = None  # the onnxruntime release whose QDQ rules applied; None: off
 
     @property
     def dml_nodes(self) -> list[DmlNode]:

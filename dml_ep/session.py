@@ -1,7 +1,8 @@
 """``dml_ep.InferenceSession``: onnxruntime's session API, executing the model as the DML EP would.
 
-The plan is made for the model's declared input shapes (symbolic dimensions as 1) and made again,
-once per new shape signature, when feeds come with other shapes: DirectML descs have static sizes.
+The plan (:func:`dml_ep.planner.plan_model`) is made for the model's declared input shapes
+(symbolic dimensions as 1) and made again, once per new shape signature, when feeds come with
+other shapes: DirectML descs have static sizes.
 """
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ from . import graph
 from .arithmetic import Arithmetic
 from .errors import DmlEpError, FeedError
 from .executor import Executor
-from .importer import DEFAULT_FEATURE_LEVEL, import_model
+from .importer import DEFAULT_FEATURE_LEVEL
+from .passes import DEFAULT_RULE_SET
+from .planner import plan_model
 from .tensor_desc import MAX_ELEMENTS
 
 _ORT_TYPE_NAMES = {
@@ -52,7 +55,9 @@ class InferenceSession:
     (name, options) pairs): dml_ep always runs DirectML where it maps a node, the CPU EP elsewhere.
     ``feature_level`` is the DirectML feature level to target (default: the highest known).
     ``arithmetic`` is ``"directml"`` or ``"onnxruntime"`` (see :mod:`dml_ep.arithmetic`);
-    ``u8s8_saturation`` overrides the host detection for the latter.
+    ``u8s8_saturation`` overrides the host detection for the latter. ``qdq_rules`` names the
+    onnxruntime release range whose QDQ rewrites apply (a key of ``dml_ep.passes.RULE_SETS``);
+    None turns them off, as onnxruntime's ``session.disable_quant_qdq=1`` does.
     """
 
     def __init__(
@@ -65,6 +70,7 @@ class InferenceSession:
         feature_level=DEFAULT_FEATURE_LEVEL,
         arithmetic: str = "directml",
         u8s8_saturation=None,
+        qdq_rules: str | None = DEFAULT_RULE_SET,
     ):
         for provider in providers or ():
             name = provider[0] if isinstance(provider, (tuple, list)) else provider
@@ -73,8 +79,9 @@ class InferenceSession:
         self.model = graph.load_model(path_or_bytes)
         self.arithmetic = Arithmetic(arithmetic, u8s8_saturation)
         self.feature_level = feature_level
+        self.qdq_rules = qdq_rules
         self._declared = graph.graph_inputs(self.model.graph)
-        self.plan = import_model(self.model, feature_level)
+        self.plan = plan_model(self.model, feature_level, qdq_rules=qdq_rules)
         self._plans = {self._signature(self.plan.inputs): Executor(self.plan, self.arithmetic)}
 
     @staticmethod
@@ -95,7 +102,7 @@ class InferenceSession:
         signature = tuple((v.name, tuple(feeds[v.name].shape)) for v in self._declared)
         executor = self._plans.get(signature)
         if executor is None:
-            plan = import_model(self.model, self.feature_level, dict(signature))
+            plan = plan_model(self.model, self.feature_level, dict(signature), qdq_rules=self.qdq_rules)
             executor = self._plans[signature] = Executor(plan, self.arithmetic)
         return executor
 

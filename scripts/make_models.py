@@ -1,13 +1,24 @@
 """Build the quantized ONNX models that dml_ep is exercised on.
 
 Each model starts as a float32 graph and is quantized the way users do it:
-``quant_pre_process`` followed by ``quantize_static`` in QOperator format
-(uint8 activations, int8 per-channel weights, MinMax calibration on seeded
-random data). Everything is seeded, so two runs give byte-identical files.
+``quant_pre_process`` followed by ``quantize_static`` (uint8 activations, int8
+per-channel weights, MinMax calibration on seeded random data). Everything is
+seeded, so two runs give byte-identical files.
 
-    python scripts/make_models.py                 # all models into .cache/models
+Each model comes in two formats, made from the same float model, calibration
+data and options; only ``quant_format`` differs:
+
+- QOperator, ``<name>.onnx``: QLinearConv / QLinearMatMul / QLinearAdd ... nodes,
+  which the DirectML EP maps directly.
+- QDQ, ``<name>.qdq.onnx``: QuantizeLinear / DequantizeLinear pairs around float
+  ops, the quantizer's default format. When a session is created, onnxruntime's
+  graph optimizer fuses those groups back into QLinear nodes (for the CPU and
+  DirectML EPs), so an EP sees mostly the same QLinear nodes as in QOperator.
+
+    python scripts/make_models.py                 # all models, both formats, into .cache/models
     python scripts/make_models.py --only mlp      # a subset
-    python scripts/make_models.py --ship          # small models into models/
+    python scripts/make_models.py --format qdq    # one format only
+    python scripts/make_models.py --ship          # small models into models/ (QDQ: small_cnn only)
     python scripts/make_models.py --list
 """
 
@@ -38,7 +49,7 @@ REPO = Path(__file__).resolve().parent.parent
 CACHE_DIR = REPO / ".cache" / "models"
 SHIP_DIR = REPO / "models"
 
-OPSET = 17  # LayerNormalization needs 17; ORT's QOperator quantizer handles it fine.
+OPSET = 17  # LayerNormalization needs 17; ORT's quantizer handles it in both formats.
 CALIB_SAMPLES = 4
 CALIB_BATCH = 2  # used for symbolic (batch) dimensions during calibration
 
@@ -52,12 +63,20 @@ QUANT_OPTIONS = {
 }
 
 
+# quant_format name -> (onnxruntime QuantFormat, file name suffix)
+FORMATS: dict[str, tuple[QuantFormat, str]] = {
+    "qoperator": (QuantFormat.QOperator, ".onnx"),
+    "qdq": (QuantFormat.QDQ, ".qdq.onnx"),
+}
+
+
 class ModelSpec(NamedTuple):
     """A registry entry: how to build the float model and whether it ships."""
 
     build: Callable[[np.random.Generator], onnx.ModelProto]
     source: str
-    small: bool = False
+    small: bool = False  # its QOperator model ships in models/
+    ship_qdq: bool = False  # its QDQ model ships too (keep the shipped set small)
     # ORT's optimizer folds BatchNorm into Conv, but it also fuses MatMul+Add into
     # Gemm (-> QGemm); hand-built graphs skip it to keep QLinearMatMul + QLinearAdd.
     optimize: bool = True
@@ -311,7 +330,9 @@ def drop_initializer_inputs(graph: onnx.GraphProto) -> None:
 
 MODELS: dict[str, ModelSpec] = {
     "mlp": ModelSpec(build_mlp, "onnx.helper: MatMul/Add/Relu MLP", small=True, optimize=False),
-    "small_cnn": ModelSpec(build_small_cnn, "onnx.helper: ResNet-style CNN", small=True, optimize=False),
+    "small_cnn": ModelSpec(
+        build_small_cnn, "onnx.helper: ResNet-style CNN", small=True, ship_qdq=True, optimize=False
+    ),
     "transformer_block": ModelSpec(
         build_transformer_block, "onnx.helper: post-LN encoder block", small=True, optimize=False
     ),
@@ -362,8 +383,19 @@ def preprocess(src: Path, dst: Path, optimize: bool) -> None:
         quant_pre_process(str(src), str(dst), skip_optimization=not optimize, skip_symbolic_shape=True)
 
 
-def quantize(float_model: onnx.ModelProto, out_path: Path, seed: int, optimize: bool) -> None:
-    """Pre-process and statically quantize to QOperator format, via a scratch directory."""
+def check_format(quant_format: str) -> None:
+    if quant_format not in FORMATS:
+        raise ValueError(f"unknown quant_format {quant_format!r}; expected one of {', '.join(FORMATS)}")
+
+
+def model_path(name: str, out_dir: Path, quant_format: str = "qoperator") -> Path:
+    """Where build_model writes a model: <name>.onnx (QOperator) or <name>.qdq.onnx (QDQ)."""
+    check_format(quant_format)
+    return Path(out_dir) / f"{name}{FORMATS[quant_format][1]}"
+
+
+def quantize(float_model: onnx.ModelProto, out_path: Path, seed: int, optimize: bool, quant_format: str) -> None:
+    """Pre-process and statically quantize in quant_format ("qoperator" or "qdq"), via a scratch directory."""
     with tempfile.TemporaryDirectory(prefix="make_models.") as tmp:
         float_path, prep_path = Path(tmp, "float.onnx"), Path(tmp, "prep.onnx")
         onnx.save(float_model, float_path)
@@ -372,7 +404,7 @@ def quantize(float_model: onnx.ModelProto, out_path: Path, seed: int, optimize: 
             str(prep_path),
             str(out_path),
             RandomDataReader(float_model, seed),
-            quant_format=QuantFormat.QOperator,
+            quant_format=FORMATS[quant_format][0],
             activation_type=QuantType.QUInt8,
             weight_type=QuantType.QInt8,
             per_channel=True,
@@ -381,22 +413,26 @@ def quantize(float_model: onnx.ModelProto, out_path: Path, seed: int, optimize: 
         )
 
 
-def build_model(name: str, out_dir: Path, keep_float: bool = False) -> Path:
-    """Build one model's float graph, quantize it into out_dir, and return its path."""
+def build_model(name: str, out_dir: Path, keep_float: bool = False, quant_format: str = "qoperator") -> Path:
+    """Build one model's float graph, quantize it into out_dir in quant_format, and return its path.
+
+    Both formats start from the same seeded float model and calibration data.
+    """
+    out_path = model_path(name, out_dir, quant_format)
     spec = MODELS[name]
     float_model = spec.build(np.random.default_rng(seed_of(name)))
-    out_path = out_dir / f"{name}.onnx"
     if keep_float:
-        onnx.save(float_model, out_dir / f"{name}.float.onnx")
-    quantize(float_model, out_path, seed_of(name) + 1, spec.optimize)
+        onnx.save(float_model, Path(out_dir) / f"{name}.float.onnx")
+    quantize(float_model, out_path, seed_of(name) + 1, spec.optimize, quant_format)
     return out_path
 
 
-def build_models(out_dir, names=None, keep_float: bool = False) -> dict[str, Path]:
-    """Build the named models (default: all) into out_dir; returns name -> quantized model path."""
+def build_models(out_dir, names=None, keep_float: bool = False, quant_format: str = "qoperator") -> dict[str, Path]:
+    """Build the named models (default: all) into out_dir; returns name -> path of the quant_format model."""
+    check_format(quant_format)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    return {name: build_model(name, out_dir, keep_float) for name in (names or MODELS)}
+    return {name: build_model(name, out_dir, keep_float, quant_format) for name in (names or MODELS)}
 
 
 # --------------------------------------------------------------------------
@@ -410,14 +446,22 @@ def op_counts(path: Path) -> dict[str, int]:
 
 def describe(name: str, path: Path, seconds: float) -> str:
     ops = ", ".join(f"{op}={count}" for op, count in op_counts(path).items())
-    return f"{name:18s} {path.stat().st_size / 1024:9.1f} KiB {seconds:6.1f}s  {ops}"
+    return f"{name:21s} {path.stat().st_size / 1024:9.1f} KiB {seconds:6.1f}s  {ops}"
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, help=f"output directory (default {CACHE_DIR.relative_to(REPO)})")
     parser.add_argument("--only", nargs="+", choices=sorted(MODELS), metavar="NAME", help="models to build")
-    parser.add_argument("--ship", action="store_true", help="write the small models into models/")
+    parser.add_argument(
+        "--format",
+        choices=[*FORMATS, "both"],
+        default="both",
+        help="quantization format(s) to write: <name>.onnx (qoperator), <name>.qdq.onnx (qdq); default both",
+    )
+    parser.add_argument(
+        "--ship", action="store_true", help="write the small models into models/ (QDQ: only those marked ship_qdq)"
+    )
     parser.add_argument("--list", action="store_true", help="list the models and exit")
     return parser.parse_args(argv)
 
@@ -432,12 +476,24 @@ def main(argv: list[str] | None = None) -> int:
     names = args.only or (small if args.ship else list(MODELS))
     if args.ship and not set(names) <= set(small):
         sys.exit(f"only small models ship: {', '.join(small)}")
+    formats = list(FORMATS) if args.format == "both" else [args.format]
+    jobs = [
+        (name, fmt)
+        for name in names
+        for fmt in formats
+        if not (args.ship and fmt == "qdq" and not MODELS[name].ship_qdq)
+    ]
+    if not jobs:
+        sys.exit(f"only these QDQ models ship: {', '.join(n for n, s in MODELS.items() if s.ship_qdq)}")
     out_dir = args.out or (SHIP_DIR if args.ship else CACHE_DIR)
     out_dir.mkdir(parents=True, exist_ok=True)
-    for name in names:
+    float_written = set()
+    for name, fmt in jobs:
         start = time.perf_counter()
-        path = build_model(name, out_dir, keep_float=not args.ship)
-        print(describe(name, path, time.perf_counter() - start), flush=True)
+        path = build_model(name, out_dir, keep_float=not args.ship and name not in float_written, quant_format=fmt)
+        float_written.add(name)
+        label = path.name.removesuffix(".onnx")
+        print(describe(label, path, time.perf_counter() - start), flush=True)
     return 0
 
 

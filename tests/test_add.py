@@ -71,7 +71,8 @@ def test_activation_is_fused(op_type, activation, attributes):
     session = dml_ep.InferenceSession(model)
     [entry] = session.plan.entries
     assert isinstance(entry, DmlNode) and entry.desc.OPERATOR_TYPE.name == "ELEMENT_WISE_ADD1"
-    assert [n.op_type for n in entry.fused_nodes] == [activation]
+    assert [n.op_type for n in entry.origin.nodes] == [op_type, activation]
+    assert entry.origin.rule == "DmlOperatorFusion"
     fused = entry.desc.FusedActivation
     assert fused is not None and fused.OPERATOR_TYPE.name == {"Relu": "ACTIVATION_RELU", "LeakyRelu": "ACTIVATION_LEAKY_RELU"}[activation]
     if activation == "LeakyRelu":

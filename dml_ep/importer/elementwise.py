@@ -3,13 +3,15 @@
 Every tensor is right-aligned to at least 4 dimensions (at most 8) and read with the output's sizes;
 ONNX broadcasting is a stride of 0. QLinearAdd's scales and zero points get the same dimension count.
 
-Add and Sum become ELEMENT_WISE_ADD1. When the Add's output feeds exactly one node, a Relu or
-LeakyRelu on the DirectML side, the activation becomes ADD1's FusedActivation and leaves the plan
-(the DML EP's graph transformer; its fusion table lists Add 7/13/14 and Sum 8/13). The real EP uses
+Add and Sum become ELEMENT_WISE_ADD1. A Relu or LeakyRelu that the DML EP's graph transformer
+folded into them (com.microsoft.dml DmlFusedAdd/DmlFusedSum, made by passes/dml_fusion.py; its
+fusion table lists Add 7/13/14 and Sum 8/13) becomes ADD1's FusedActivation. The real EP uses
 ELEMENT_WISE_ADD for an Add with nothing to fuse: the same math as ADD1 without an activation.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 
@@ -104,13 +106,22 @@ def sum_(ctx: NodeContext) -> DmlNode:
     return _add1(ctx)
 
 
-def fused_activation(activation_node):
-    """The DirectML activation desc for a fusable Relu/LeakyRelu node, else None."""
-    if activation_node.domain not in ("", "ai.onnx") or len(activation_node.input) != 1:
-        return None
-    if activation_node.op_type == "Relu":
+@importer("DmlFusedAdd", "com.microsoft.dml")
+@importer("DmlFusedSum", "com.microsoft.dml")
+def fused_add(ctx: NodeContext) -> DmlNode:
+    """Add or two-input Sum with the activation the DML EP's fusion folded into it (passes/dml_fusion.py)."""
+    if ctx.node.op_type == "DmlFusedSum" and len(ctx.node.input) != 2:
+        raise Fallback(f"Sum with {len(ctx.node.input)} inputs (only a two-input Sum is one DirectML operator)")
+    entry = _add1(ctx)
+    entry.desc = dataclasses.replace(entry.desc, FusedActivation=fused_activation(ctx))
+    return entry
+
+
+def fused_activation(ctx: NodeContext):
+    """The DirectML activation desc named by a fused node's ``fused_*`` attributes."""
+    activation = ctx.attr("fused_activation")
+    if activation == "Relu":
         return DML_ACTIVATION_RELU_OPERATOR_DESC()
-    if activation_node.op_type == "LeakyRelu":
-        alpha = next((a.f for a in activation_node.attribute if a.name == "alpha"), 0.01)
-        return DML_ACTIVATION_LEAKY_RELU_OPERATOR_DESC(Alpha=float(np.float32(alpha)))
-    return None
+    if activation == "LeakyRelu":
+        return DML_ACTIVATION_LEAKY_RELU_OPERATOR_DESC(Alpha=float(np.float32(ctx.attr("fused_alpha", 0.01))))
+    raise Fallback(f"fused activation {activation!r} is not modelled by dml_ep (Relu, LeakyRelu)")

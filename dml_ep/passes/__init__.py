@@ -1,0 +1,48 @@
+"""The graph rewrites onnxruntime applies before the DML EP sees a graph, each a small named pass.
+
+Every pass edits an :class:`EditableGraph` in place and returns whether it changed anything.
+:func:`qdq_transformer` runs onnxruntime's QDQ passes in its order (inference_session.cc,
+graph_transformer_utils.cc): EnsureUniqueDQForNodeUnit; WeightBiasQuantization (1.20+);
+ReluQuantFusion/ClipQuantFusion where the release applies them; the QDQ selector-action rules for
+the nodes of one execution provider; QDQFinalCleanupTransformer. The DML EP's own activation
+fusion (:func:`dml_operator_fusion`) runs after them, once types are known.
+
+Not modelled (documented in docs/dml_ep_mapping.md): DoubleQDQPairsRemover, QDQPropagation, the
+Split rule, and the quantization of a float weight by WeightBiasQuantization.
+"""
+
+from __future__ import annotations
+
+from .dml_fusion import dml_operator_fusion
+from .editable import EditableGraph, Origin
+from .ensure_unique_dq import ensure_unique_dq_for_node_unit
+from .qdq_final_cleanup import qdq_final_cleanup
+from .qdq_rules import CPU, DEFAULT_RULE_SET, DML, RULE_SETS, qdq_selector_action_transformer
+from .relu_clip_quant import relu_clip_quant_fusion
+from .weight_bias_quantization import weight_bias_quantization
+
+__all__ = [
+    "CPU",
+    "DEFAULT_RULE_SET",
+    "DML",
+    "EditableGraph",
+    "Origin",
+    "RULE_SETS",
+    "dml_operator_fusion",
+    "qdq_transformer",
+]
+
+
+def qdq_transformer(graph: EditableGraph, rule_set: str = DEFAULT_RULE_SET, provider: str = DML, int8_allowed: bool = False) -> bool:
+    """onnxruntime's QDQ passes, with the rules of release range ``rule_set`` (a key of
+    :data:`RULE_SETS`), for a graph whose nodes run on ``provider``; True if anything changed."""
+    rules = RULE_SETS[rule_set]
+    opset = graph.opset()
+    changed = ensure_unique_dq_for_node_unit(graph)
+    if rules.weight_bias_quantization:
+        changed |= weight_bias_quantization(graph)
+    if provider in rules.relu_clip_providers:
+        changed |= relu_clip_quant_fusion(graph)
+    changed |= qdq_selector_action_transformer(graph, rules.rules, provider, opset, int8_allowed)
+    changed |= qdq_final_cleanup(graph)
+    return changed

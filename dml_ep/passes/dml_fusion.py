@@ -1,0 +1,55 @@
+"""DmlOperatorFusion: the DML EP's GraphTransformer folds an activation into the operator before it.
+
+As ``GraphTransformer.cpp`` (PerformOperatorFusion) does after onnxruntime's own rewrites: when an
+op that DirectML can fuse into has its output read by exactly one node, an activation, and is not
+a graph output, the pair becomes one com.microsoft.dml node (``DmlFusedAdd``) that carries the
+activation as attributes; it is made only when the fused node runs on DirectML. dml_ep models the
+fusion into Add and two-input Sum (ELEMENT_WISE_ADD1's FusedActivation).
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import onnx
+
+from .editable import EditableGraph
+
+DML_DOMAIN = "com.microsoft.dml"
+FUSED_OP_TYPES = {"Add": "DmlFusedAdd", "Sum": "DmlFusedSum"}
+ACTIVATIONS = ("Relu", "LeakyRelu")
+NAME = "DmlOperatorFusion"
+
+
+def dml_operator_fusion(graph: EditableGraph, on_dml: Callable[[onnx.NodeProto], bool]) -> bool:
+    """Fuse each fusable (op, activation) pair whose fused node ``on_dml`` accepts; True if any."""
+    changed = False
+    for node in list(graph.nodes):
+        if node.domain not in ("", "ai.onnx") or node.op_type not in FUSED_OP_TYPES or not node.output:
+            continue
+        users = graph.consumers(node.output[0])
+        if len(users) != 1 or node.output[0] in graph.graph_outputs:
+            continue
+        activation = users[0]
+        if activation.domain not in ("", "ai.onnx") or activation.op_type not in ACTIVATIONS or len(activation.input) != 1:
+            continue
+        fused = fused_node(node, activation, graph.opset(activation.domain))
+        if on_dml(node) and on_dml(fused):
+            graph.replace([node, activation], fused, NAME, at=node)
+            changed = True
+    return changed
+
+
+def fused_node(node: onnx.NodeProto, activation: onnx.NodeProto, opset: int) -> onnx.NodeProto:
+    """``node`` with ``activation``'s output, the activation named in ``fused_*`` attributes."""
+    fused = onnx.helper.make_node(
+        FUSED_OP_TYPES[node.op_type], list(node.input), list(activation.output), name=node.name, domain=DML_DOMAIN,
+        fused_activation=activation.op_type, fused_activation_domain=activation.domain,
+        fused_activation_since_version=onnx.defs.get_schema(activation.op_type, opset).since_version,
+    )
+    fused.attribute.extend(node.attribute)
+    for attribute in activation.attribute:
+        renamed = fused.attribute.add()
+        renamed.CopyFrom(attribute)
+        renamed.name = "fused_" + attribute.name
+    return fused

@@ -1,0 +1,171 @@
+"""A graph the passes edit in place, and where each of its nodes came from in the user's model.
+
+Nodes are held as a Python list in topological order (a replacement takes its target's place, so
+the order stays valid). Every node carries an :class:`Origin`: the rule that made it and the nodes
+of the user's file it stands for, so that plans, reports and errors name what the user wrote.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import onnx
+
+from .. import graph as graph_module
+
+
+@dataclasses.dataclass(frozen=True)
+class Origin:
+    """The rules that made a node (in the order they applied; none for a node as the user wrote
+    it) and the user's nodes it stands for, in graph order."""
+
+    rules: tuple[str, ...]
+    nodes: tuple[onnx.NodeProto, ...]
+    note: str | None = None  # why no QDQ rule fused it
+    cpu_rule: str | None = None  # a QDQ rule for CPU nodes only that would fuse it on the CPU EP
+
+    @property
+    def rule(self) -> str | None:
+        return " + ".join(self.rules) or None
+
+
+class EditableGraph:
+    """The nodes of a model, their constants, element types and origins, for passes to rewrite."""
+
+    def __init__(self, model: onnx.ModelProto):
+        self.model = model
+        order = graph_module.topological_order(model.graph)
+        self.nodes = [_copy(n) for n in order]
+        self.constants = graph_module.constants(model.graph)
+        self.graph_outputs = {o.name for o in model.graph.output}
+        self.graph_inputs = {i.name for i in model.graph.input}
+        self.types = _element_types(model)
+        self.origins = {id(n): Origin((), (original,)) for n, original in zip(self.nodes, order)}
+        self.added_constants: list[str] = []
+        self._index = None
+
+    # --- queries ---------------------------------------------------------------------------
+
+    def producer(self, name: str) -> onnx.NodeProto | None:
+        return self._indexes()[0].get(name)
+
+    def consumers(self, name: str) -> list[onnx.NodeProto]:
+        """The nodes reading ``name``, once per input slot (a node reading it twice is listed twice)."""
+        return self._indexes()[1].get(name, [])
+
+    def dtype(self, name: str) -> np.dtype | None:
+        if name in self.constants:
+            return self.constants[name].dtype
+        return self.types.get(name)
+
+    def constant(self, name: str) -> np.ndarray | None:
+        return self.constants.get(name) if name else None
+
+    def opset(self, domain: str = "") -> int:
+        """The model's opset version of ``domain`` ("" and "ai.onnx" alike)."""
+        domains = ("", "ai.onnx") if domain in ("", "ai.onnx") else (domain,)
+        return next((o.version for o in self.model.opset_import if o.domain in domains), 1)
+
+    def origin(self, node: onnx.NodeProto) -> Origin:
+        return self.origins[id(node)]
+
+    # --- edits -----------------------------------------------------------------------------
+
+    def replace(self, removed: list[onnx.NodeProto], new: onnx.NodeProto | None, rule: str, at: onnx.NodeProto) -> None:
+        """Remove ``removed`` and put ``new`` where ``at`` was; ``new`` stands for them all."""
+        if new is not None:
+            origins = [self.origins[id(n)] for n in sorted(removed, key=self.nodes.index)]
+            rules = tuple(dict.fromkeys(r for o in origins for r in o.rules)) + (rule,)
+            self.origins[id(new)] = Origin(rules, tuple(n for o in origins for n in o.nodes))
+            self.nodes[self.nodes.index(at)] = new
+        gone = {id(n) for n in removed if n is not at or new is None}
+        self.nodes = [n for n in self.nodes if id(n) not in gone]
+        self._index = None
+
+    def note(self, node: onnx.NodeProto, text: str, cpu_rule: str | None = None) -> None:
+        """Record why no rule fused ``node`` (and the CPU-only rule that would have)."""
+        self.origins[id(node)] = dataclasses.replace(self.origins[id(node)], note=text, cpu_rule=cpu_rule)
+
+    def insert_before(self, at: onnx.NodeProto, new: onnx.NodeProto, origin: Origin, dtype: np.dtype | None) -> None:
+        """Add ``new`` right before ``at`` (it must read nothing ``at`` makes)."""
+        self._insert(self.nodes.index(at), new, origin, dtype)
+
+    def insert_after(self, at: onnx.NodeProto, new: onnx.NodeProto, origin: Origin, dtype: np.dtype | None) -> None:
+        """Add ``new`` right after ``at`` (it reads what ``at`` reads)."""
+        self._insert(self.nodes.index(at) + 1, new, origin, dtype)
+
+    def _insert(self, index: int, new: onnx.NodeProto, origin: Origin, dtype: np.dtype | None) -> None:
+        self.nodes.insert(index, new)
+        self.origins[id(new)] = origin
+        if dtype is not None:
+            self.types[new.output[0]] = dtype
+        self._index = None
+
+    def unique_name(self, base: str) -> str:
+        taken = {name for n in self.nodes for name in (*n.input, *n.output, n.name)} | self.graph_inputs | set(self.constants)
+        name, count = base, 0
+        while name in taken:
+            count += 1
+            name = f"{base}_{count}"
+        return name
+
+    def add_constant(self, base: str, array: np.ndarray) -> str:
+        """A new initializer named after ``base``; returns its name."""
+        name = self.unique_name(base)
+        self.constants[name] = array
+        self.added_constants.append(name)
+        return name
+
+    def changed(self) -> None:
+        """Say that a node was edited in place (its inputs or outputs rewired)."""
+        self._index = None
+
+    # --- result ----------------------------------------------------------------------------
+
+    def to_model(self) -> onnx.ModelProto:
+        """The rewritten model: the nodes in order, with the constants the passes added as initializers."""
+        model = onnx.ModelProto()
+        model.CopyFrom(self.model)
+        graph = model.graph
+        graph.initializer.extend(onnx.numpy_helper.from_array(self.constants[name], name) for name in self.added_constants)
+        del graph.node[:]
+        graph.node.extend(self.nodes)
+        imported = {o.domain for o in model.opset_import}
+        if "com.microsoft" not in imported and any(n.domain == "com.microsoft" for n in self.nodes):
+            model.opset_import.append(onnx.helper.make_opsetid("com.microsoft", 1))
+        return model
+
+    def _indexes(self):
+        if self._index is None:
+            producers, consumers = {}, {}
+            for node in self.nodes:
+                for name in node.output:
+                    if name:
+                        producers[name] = node
+                for name in node.input:
+                    if name:
+                        consumers.setdefault(name, []).append(node)
+            self._index = producers, consumers
+        return self._index
+
+
+def _copy(node: onnx.NodeProto) -> onnx.NodeProto:
+    copy = onnx.NodeProto()
+    copy.CopyFrom(node)
+    return copy
+
+
+def _element_types(model: onnx.ModelProto) -> dict[str, np.dtype]:
+    """Element types of the model's values, as far as onnx's type inference knows them."""
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model)
+    except Exception:  # contrib ops and the like: the declared types are what there is
+        inferred = model
+    graph = inferred.graph
+    types = {}
+    for value in (*graph.input, *graph.value_info, *graph.output):
+        elem_type = value.type.tensor_type.elem_type
+        if value.type.HasField("tensor_type") and elem_type:
+            types[value.name] = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem_type))
+    return types

@@ -1,0 +1,86 @@
+"""What a rule does with a selected group: onnxruntime's QDQ actions (qdq_actions.cc).
+
+A replacement node takes the target's name and attributes and produces the Q's output tensor, so
+tensor names downstream stay as the user wrote them; a drop keeps the target, reading the DQ's
+input and writing the Q's output. Missing zero points become zero constants (SetOptionalZeroPoint).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+
+from .editable import EditableGraph
+from .qdq_selectors import NodeGroup
+from .qdq_util import input_type, output_type
+
+MS_DOMAIN = "com.microsoft"
+
+
+def _parameters(graph: EditableGraph, node: onnx.NodeProto, dtype) -> list[str]:
+    """A Q's or DQ's [scale, zero point], the zero point made a zero constant when absent."""
+    zero_point = node.input[2] if len(node.input) > 2 and node.input[2] else ""
+    if not zero_point:
+        zero_point = graph.add_constant(f"{node.name or node.output[0]}_zero_point", np.zeros((), dtype))
+    return [node.input[1], zero_point]
+
+
+def dq_inputs(graph: EditableGraph, dq: onnx.NodeProto) -> list[str]:
+    return [dq.input[0], *_parameters(graph, dq, input_type(graph, dq))]
+
+
+def q_parameters(graph: EditableGraph, q: onnx.NodeProto) -> list[str]:
+    return _parameters(graph, q, output_type(graph, q))
+
+
+def _new_node(group: NodeGroup, op_type: str, domain: str, inputs: list[str], outputs: list[str]) -> onnx.NodeProto:
+    target = group.target
+    node = onnx.helper.make_node(op_type, inputs, outputs, name=target.name, domain=domain)
+    node.attribute.extend(target.attribute)
+    return node
+
+
+def replace_with_qlinear(domain: str):
+    """Unary and binary ops -> QLinear<Op>: each DQ's (x, scale, zero point), then the Q's parameters."""
+
+    def action(graph: EditableGraph, group: NodeGroup) -> onnx.NodeProto:
+        inputs = [name for dq in group.dqs for name in dq_inputs(graph, dq)] + q_parameters(graph, group.qs[0])
+        return _new_node(group, "QLinear" + group.target.op_type, domain, inputs, [group.qs[0].output[0]])
+
+    return action
+
+
+def variadic_replace_with_qlinear(graph: EditableGraph, group: NodeGroup) -> onnx.NodeProto:
+    """Concat -> com.microsoft QLinearConcat: the Q's parameters, then each DQ's triple."""
+    inputs = q_parameters(graph, group.qs[0]) + [name for dq in group.dqs for name in dq_inputs(graph, dq)]
+    return _new_node(group, "QLinearConcat", MS_DOMAIN, inputs, [group.qs[0].output[0]])
+
+
+def conv_replace_with_qlinear(graph: EditableGraph, group: NodeGroup) -> onnx.NodeProto:
+    """Conv -> QLinearConv: X and W triples, the Q's parameters, then the int32 bias the bias DQ reads."""
+    x, w, *bias = group.dqs
+    inputs = dq_inputs(graph, x) + dq_inputs(graph, w) + q_parameters(graph, group.qs[0])
+    if bias and bias[0] is not None:
+        inputs.append(bias[0].input[0])
+    return _new_node(group, "QLinearConv", "", inputs, [group.qs[0].output[0]])
+
+
+def matmul_replace(graph: EditableGraph, group: NodeGroup) -> onnx.NodeProto:
+    """MatMul -> QLinearMatMul with a Q; without, com.microsoft MatMulIntegerToFloat on the float output."""
+    a, b = group.dqs
+    if group.qs:
+        inputs = dq_inputs(graph, a) + dq_inputs(graph, b) + q_parameters(graph, group.qs[0])
+        return _new_node(group, "QLinearMatMul", "", inputs, [group.qs[0].output[0]])
+    (a_x, a_scale, a_zp), (b_x, b_scale, b_zp) = dq_inputs(graph, a), dq_inputs(graph, b)
+    inputs = [a_x, b_x, a_scale, b_scale, a_zp, b_zp]
+    return _new_node(group, "MatMulIntegerToFloat", MS_DOMAIN, inputs, list(group.target.output))
+
+
+def merge_into_target(graph: EditableGraph, group: NodeGroup) -> onnx.NodeProto:
+    """Drop the DQ (and the Q): the target reads the DQ's input and writes the Q's output."""
+    node = onnx.NodeProto()
+    node.CopyFrom(group.target)
+    node.input[0] = group.dqs[0].input[0]
+    if group.qs:
+        node.output[0] = group.qs[0].output[0]
+    return node

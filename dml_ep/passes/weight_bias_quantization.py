@@ -1,0 +1,81 @@
+"""WeightBiasQuantization: a float bias of a quantized Conv/ConvTranspose/Gemm becomes int32 + DQ.
+
+onnxruntime (1.20 and later) adds, when the node's input comes from a DQ with a per-tensor scale
+and its output reaches a Q (through Relu/Clip at most) without branching:
+``DQ(Cast<int32>(Round(bias / (x_scale * w_scale))), x_scale * w_scale)``, all in float32, which
+constant folding then makes initializers. The Conv rule can then fuse the node with its bias.
+dml_ep computes the same constants directly (numpy's float32 division and rint round as ONNX's
+Div and Round do). A float weight initializer, which onnxruntime would also quantize to int8, is
+left as it is: the node then stays float (docs/dml_ep_mapping.md).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+
+from .editable import EditableGraph, Origin
+from .qdq_util import is_dq, is_q, scalar_constant
+
+NAME = "WeightBiasQuantization"
+OPS = ("Conv", "ConvTranspose", "Gemm")
+
+
+def weight_bias_quantization(graph: EditableGraph) -> bool:
+    changed = False
+    for node in list(graph.nodes):
+        if node.op_type not in OPS or node.domain not in ("", "ai.onnx") or len(node.input) < 3 or not node.input[2]:
+            continue
+        x_dq, w_dq = graph.producer(node.input[0]), graph.producer(node.input[1])
+        bias = graph.constant(node.input[2])
+        if not is_dq(x_dq) or scalar_constant(graph, x_dq.input[1]) is None or not is_dq(w_dq):
+            continue
+        if bias is None or bias.ndim != 1 or bias.dtype != np.float32 or not _reaches_q(graph, node):
+            continue
+        w_scale = graph.constant(w_dq.input[1])
+        if w_scale is None:
+            continue
+        per_channel = w_scale.size != 1 or w_scale.ndim > 1
+        if per_channel and (w_scale.ndim != 1 or w_scale.size != bias.size or _axis(node, w_dq, graph) != _expected_axis(node)):
+            continue
+        scale = (scalar_constant(graph, x_dq.input[1]).astype(np.float32) * w_scale.astype(np.float32)).astype(np.float32)
+        quantized = np.rint(bias / scale).astype(np.int32)
+        bias_dq = onnx.helper.make_node(
+            "DequantizeLinear",
+            [graph.add_constant(f"{node.name}_bias_int32", quantized), graph.add_constant(f"{node.name}_bias_scale", scale)],
+            [graph.unique_name(f"{node.name}_bias_dq")],
+            name=graph.unique_name(f"{node.name}_bias_dq"),
+            **({"axis": 0} if per_channel else {}),
+        )
+        graph.insert_before(node, bias_dq, Origin((NAME,), ()), np.dtype(np.float32))
+        node.input[2] = bias_dq.output[0]
+        graph.changed()
+        changed = True
+    return changed
+
+
+def _reaches_q(graph: EditableGraph, node: onnx.NodeProto) -> bool:
+    """IsNoBranchPathToQuantizeLinear: one consumer at each step, Relu/Clip allowed, ending in a Q."""
+    current = node
+    while len(current.output) == 1:
+        consumers = graph.consumers(current.output[0])
+        if len(consumers) != 1:
+            return False
+        if is_q(consumers[0]):
+            return True
+        if consumers[0].op_type not in ("Relu", "Clip"):
+            return False
+        current = consumers[0]
+    return False
+
+
+def _axis(node, w_dq, graph) -> int:
+    axis = next((a.i for a in w_dq.attribute if a.name == "axis"), 1)
+    rank = graph.constant(w_dq.input[0]).ndim if graph.constant(w_dq.input[0]) is not None else None
+    return axis + rank if axis < 0 and rank is not None else axis
+
+
+def _expected_axis(node) -> int:
+    if node.op_type != "Gemm":
+        return 0
+    return 0 if next((a.i for a in node.attribute if a.name == "transB"), 0) else 1

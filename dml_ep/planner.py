@@ -1,0 +1,44 @@
+"""The one planning entry point: model -> onnxruntime's graph rewrites -> importer -> :class:`Plan`.
+
+As in onnxruntime with the DML EP registered: the QDQ transformer turns QDQ node groups into
+QLinear nodes by the rules that apply to DML nodes (``passes/qdq.py``, the release's rule set);
+types and shapes are then known for the rewritten graph; the DML EP's own GraphTransformer folds
+activations into the nodes it runs (``passes/dml_fusion.py``); each node then becomes a DirectML
+desc or a CPU fallback. The session, the CLI and compare all plan through :func:`plan_model`.
+"""
+
+from __future__ import annotations
+
+import onnx
+
+from . import graph as graph_module
+from .enums import DML_FEATURE_LEVEL
+from .importer import DEFAULT_FEATURE_LEVEL, NodeImporter, opset_versions
+from .errors import DmlEpError
+from .passes import DEFAULT_RULE_SET, RULE_SETS, EditableGraph, dml_operator_fusion, qdq_transformer
+from .plan import Plan, ValueInfo
+
+
+def plan_model(
+    model: onnx.ModelProto, feature_level=DEFAULT_FEATURE_LEVEL, input_shapes=None, *, qdq_rules: str | None = DEFAULT_RULE_SET
+) -> Plan:
+    """Plan a checked model for concrete input shapes (declared shapes, symbolic dims as 1, by
+    default). ``qdq_rules`` names the onnxruntime release whose QDQ rules apply (see
+    :data:`dml_ep.passes.RULE_SETS`); None turns them off, as ``session.disable_quant_qdq=1`` does."""
+    feature_level = DML_FEATURE_LEVEL.parse(feature_level)
+    if qdq_rules is not None and qdq_rules not in RULE_SETS:
+        raise DmlEpError(f"unknown QDQ rule set {qdq_rules!r} (choose from {', '.join(RULE_SETS)})")
+    declared = graph_module.graph_inputs(model.graph)
+    shapes = {v.name: graph_module.declared_shape(v) for v in declared}
+    shapes.update(input_shapes or {})
+    graph = EditableGraph(model)
+    if qdq_rules is not None:
+        qdq_transformer(graph, qdq_rules)
+    rewritten = graph.to_model()
+    values = graph_module.infer_values(rewritten, shapes)
+    importer = NodeImporter(values, graph.constants, feature_level, opset_versions(rewritten))
+    dml_operator_fusion(graph, importer.maps)
+    entries = [importer.plan_node(node, graph.origin(node)) for node in graph.nodes]
+    inputs = [ValueInfo(v.name, graph_module.element_dtype(v), tuple(shapes[v.name])) for v in declared]
+    outputs = [values[o.name] for o in model.graph.output]
+    return Plan(entries, feature_level, inputs, outputs, values, graph.constants, graph.to_model(), qdq_rules)
