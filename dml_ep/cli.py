@@ -28,15 +28,10 @@ from .importer import DEFAULT_FEATURE_LEVEL
 from .passes import DEFAULT_RULE_SET, RULE_SETS
 from .planner import plan_model
 from .inputs import make_feeds
-from .plan import DmlNode, Plan
+from .plan import DmlNode, node_macs
 from .reference import REFERENCES
 from .session import InferenceSession
 
-# Ops whose MACs inspect estimates from value shapes: conv weight input, matmul A input, and
-# element-wise arithmetic (one MAC per output element).
-CONV_WEIGHT_INPUT = {"Conv": 1, "ConvInteger": 1, "QLinearConv": 3}
-MATMUL_A_INPUT = {"MatMul": 0, "MatMulInteger": 0, "QLinearMatMul": 0, "Gemm": 0, "QGemm": 0, "MatMulIntegerToFloat": 0}
-ELEMENT_WISE = {"Add", "Sub", "Mul", "Div", "Sum", "QLinearAdd", "QLinearMul", "DmlFusedAdd", "DmlFusedSum"}
 U8S8_SATURATION = {"auto": None, "on": True, "off": False}
 
 
@@ -98,7 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--atol", type=_non_negative, default=0, metavar="STEPS",
                          help="largest difference allowed, in quantized steps (default: 0, bit-exact)")
     compare.add_argument("--reference", choices=REFERENCES, default="ort",
-                         help="onnxruntime CPU as deployed, or with exact u8s8 GEMMs (default: %(default)s)")
+                         help="onnxruntime CPU as deployed, with exact u8s8 GEMMs, or without QDQ fusions (default: %(default)s)")
     compare.add_argument("--per-node", action="store_true", help="compare every intermediate value and each DML node in isolation")
     compare.add_argument("--json", metavar="FILE", help="also write the reports as JSON")
     compare.add_argument("--quiet", action="store_true", help="no progress on stderr")
@@ -140,7 +135,7 @@ def cmd_inspect(args) -> int:
          "runs_on": entry.summary(),
          "rule": entry.origin.rule,
          "from": [node_label(n) for n in entry.origin.nodes],
-         "macs": node_macs(entry.node, plan),
+         "macs": node_macs(entry.node, plan.values),
          **({"desc": entry.desc.to_dict()} if isinstance(entry, DmlNode) else {"reason": entry.reason})}
         for entry in plan.entries
     ]
@@ -154,7 +149,7 @@ def cmd_inspect(args) -> int:
             if isinstance(entry, DmlNode):
                 print(f"\n{row['node']}: {entry.operator}")
                 print("\n".join("  " + line for line in entry.desc.describe()))
-    summary = plan_summary(plan, rows)
+    summary = plan.summary()
     print(f"\n{summary['feature_level']}: {summary['dml']['nodes']} of the model's {summary['model_nodes']} node(s) on DirectML "
           f"({summary['dml']['operators']} operator(s)), {summary['fallback']['nodes']} on the CPU fallback")
     print(f"estimated MACs: {summary['dml']['macs']:,} on DirectML ({summary['dml']['macs_percent']:.1f}%), "
@@ -162,47 +157,6 @@ def cmd_inspect(args) -> int:
     if args.json:
         _write_files({args.json: _json_writer({"model": args.model, "nodes": rows, "summary": summary})})
     return 0
-
-
-def plan_summary(plan: Plan, rows: list[dict] | None = None) -> dict:
-    """How many of the model's own nodes, and what share of MACs, run on DirectML.
-
-    A node of the model counts once, on DirectML if any operator made from it runs there (a DQ
-    that EnsureUniqueDQForNodeUnit copied may feed both sides).
-    """
-    macs = [r["macs"] for r in rows] if rows else [node_macs(e.node, plan) for e in plan.entries]
-    on_dml = {id(n) for e in plan.dml_nodes for n in e.origin.nodes}
-    everywhere = {id(n) for e in plan.entries for n in e.origin.nodes}
-    dml_macs = sum(m for m, e in zip(macs, plan.entries) if isinstance(e, DmlNode))
-    total = sum(macs)
-    return {
-        "feature_level": str(plan.feature_level),
-        "qdq_rules": plan.qdq_rules,
-        "model_nodes": len(everywhere),
-        "dml": {"nodes": len(on_dml), "operators": len(plan.dml_nodes), "macs": dml_macs,
-                "macs_percent": 100.0 * dml_macs / total if total else 0.0},
-        "fallback": {"nodes": len(everywhere - on_dml), "macs": total - dml_macs},
-    }
-
-
-def node_macs(node, plan: Plan) -> int:
-    """A node's multiply-accumulates from the value shapes, by one rule on DirectML and the fallback
-    (so MACs move with a node between them): convolutions N*OC*OH*OW*(C/G)*KH*KW, matmul-like
-    outputs*K, element-wise arithmetic one per output element, other ops 0."""
-    out = plan.values.get(node.output[0]) if node.output else None
-    if out is None:
-        return 0
-    outputs = int(np.prod(out.shape))
-    if node.op_type in CONV_WEIGHT_INPUT:
-        weight = plan.values.get(node.input[CONV_WEIGHT_INPUT[node.op_type]])
-        return outputs * int(np.prod(weight.shape[1:])) if weight else 0
-    if node.op_type in MATMUL_A_INPUT:
-        a = plan.values.get(node.input[0])
-        if a is None or not a.shape:
-            return 0
-        transposed = any(attr.name == "transA" and attr.i for attr in node.attribute)
-        return outputs * a.shape[-2 if transposed else -1]
-    return outputs if node.op_type in ELEMENT_WISE else 0
 
 
 # --- run -----------------------------------------------------------------------------------
@@ -350,10 +304,19 @@ def format_report(report: ModelReport, per_node: bool) -> str:
               ", ".join(_percent(c) for c in n.propagated) or "-",
               _percent(n.isolated) if n.isolated else "-",
               _max_diff(n.isolated) if n.isolated else "-",
-              n.cause or ""] for n in report.nodes],
+              n.cause_text] for n in report.nodes],
         ), "    ")
+    plan = report.plan
+    lines.append(f"  on DirectML: {plan['dml']['nodes']} of the model's {plan['model_nodes']} node(s) as "
+                 f"{plan['dml']['operators']} operator(s), {plan['dml']['macs_percent']:.1f}% of the MACs "
+                 f"(QDQ rules {plan['qdq_rules'] or 'off'})")
     bad = [o for o in report.outputs if not o.within_tolerance]
-    lines.append(f"  result: {'OK' if report.ok else f'MISMATCH ({len(bad)} of {len(report.outputs)} output(s) out of tolerance)'}")
+    if not report.ok:
+        lines.append(f"  result: MISMATCH ({len(bad)} of {len(report.outputs)} output(s) out of tolerance)")
+    elif report.on_dml:
+        lines.append("  result: OK")
+    else:
+        lines.append("  result: OK, but nothing ran on DirectML: both sides ran onnxruntime's CPU EP")
     for o in bad:
         if o.problem:
             lines.append(f"  {o.name}: {o.problem}")
@@ -368,15 +331,18 @@ def format_report(report: ModelReport, per_node: bool) -> str:
 
 def _describe_divergent(node) -> list[str]:
     c = node.isolated
-    desc = ", ".join(f"{k} {v}" for k, v in node.desc.items() if k != "Type")
     histogram = "  ".join(f"{k}: {v}" for k, v in (c.histogram or {}).items())
+    if node.desc:
+        what = f"    {node.desc['Type']}: " + ", ".join(f"{k} {v}" for k, v in node.desc.items() if k != "Type")
+    else:
+        what = f"    {node.runs_on}"
     return [
         f"  first node differing in isolation: {node.node} ({node.op_type})",
-        f"    {node.desc['Type']}: {desc}",
+        what,
         f"    exact {_percent(c)}, {c.differing} of {c.elements} elements differ, "
         f"max {c.max_diff:g} {c.unit}, mean {c.mean_diff:.2f} {c.unit}",
         f"    histogram: {histogram}" if histogram else "    histogram: -",
-        f"    cause: {node.cause} ({', '.join(f'{k} {v}' for k, v in node.causes.items())} element(s))",
+        f"    cause: {node.cause_text} ({', '.join(f'{k} {v}' for k, v in node.causes.items())} element(s))",
     ]
 
 
@@ -387,7 +353,7 @@ def format_summary(reports: list[ModelReport], errors: list[dict]) -> str:
         equal = sum(o.equal for o in r.outputs)
         worst = max(r.outputs, key=lambda o: o.max_diff)
         causes = ", ".join(f"{k} {v}" for k, v in r.cause_counts.items())
-        result = "ok" if r.ok else "MISMATCH" + (f" ({causes})" if causes else "")
+        result = ("ok" if r.on_dml else "ok, nothing on DirectML") if r.ok else "MISMATCH" + (f" ({causes})" if causes else "")
         rows.append([r.model, len(r.outputs), elements, _percent_of(equal, elements), _max_diff(worst), result])
     rows += [[e["model"], "-", "-", "-", "-", f"error: {e['error']}"] for e in errors]
     return "\nsummary:\n" + "\n".join(_indent(_table(["model", "outputs", "elements", "exact %", "max diff", "result"], rows)))

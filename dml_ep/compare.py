@@ -20,6 +20,12 @@ Design notes:
   value is near, not at, a half-integer, and onnxruntime's float32 requantization multiplier or
   fused multiply-add lands on the other side). "u8s8 saturation" when the int16 saturation of
   uint8 x int8 product pairs changes, else "other".
+- QDQ models: the reference applies onnxruntime's QDQ rules for CPU nodes, dml_ep those for DML
+  nodes. Intermediates are matched by name (the rules keep the Q outputs' names); the float
+  tensors inside QDQ groups (DQ outputs, Q inputs) are never listed as reference outputs, since
+  that would keep onnxruntime from fusing the group. A group a CPU-only rule fuses on the
+  reference (Mul -> QLinearMul) but DML runs as DQ -> op -> Q is run in isolation as a whole
+  (fed onnxruntime's inputs of its DQs); its differences have the cause "graph".
 """
 
 from __future__ import annotations
@@ -42,7 +48,9 @@ from .importer import DEFAULT_FEATURE_LEVEL
 from .kernels.convolution import accumulate
 from .kernels.parameters import parameter4d, read4d, scalar
 from .operator_descs import OperatorDesc
-from .plan import DmlNode, Plan
+from .passes import DEFAULT_RULE_SET
+from .passes.qdq_util import is_dq, is_q
+from .plan import DmlNode, Plan, PlanEntry
 from .reference import cpu_session
 from .session import InferenceSession
 from .tensor_desc import DML_BUFFER_TENSOR_DESC
@@ -50,7 +58,7 @@ from .tensor_desc import DML_BUFFER_TENSOR_DESC
 FLOAT_ATOL = 1e-5
 FLOAT_RTOL = 1e-5
 HISTOGRAM_STEPS = (-2, -1, 1, 2)
-CAUSES = ("tie rounding", "float32 rounding", "u8s8 saturation", "other")
+CAUSES = ("tie rounding", "float32 rounding", "u8s8 saturation", "graph", "other")
 
 
 @dataclasses.dataclass
@@ -132,6 +140,7 @@ class NodeComparison:
     isolated: TensorComparison | None = None
     desc: dict | None = None
     causes: dict[str, int] = dataclasses.field(default_factory=dict)
+    graph: str | None = None  # what the CPU and DML graphs do differently with this node
 
     @property
     def differs_in_isolation(self) -> bool:
@@ -144,6 +153,12 @@ class NodeComparison:
             return None
         return max(CAUSES, key=lambda c: self.causes.get(c, 0))
 
+    @property
+    def cause_text(self) -> str:
+        """The cause, with what differs for a "graph" one."""
+        cause = self.cause or ""
+        return f"{cause}: {self.graph}" if cause == "graph" and self.graph else cause
+
     def to_dict(self) -> dict:
         return {
             "node": self.node,
@@ -154,6 +169,7 @@ class NodeComparison:
             "desc": self.desc,
             "causes": self.causes,
             "cause": self.cause,
+            "graph": self.graph,
         }
 
 
@@ -167,7 +183,13 @@ class ModelReport:
     feature_level: str
     atol: int
     outputs: list[TensorComparison]
+    plan: dict  # Plan.summary(): what ran on DirectML
     nodes: list[NodeComparison] | None = None
+
+    @property
+    def on_dml(self) -> bool:
+        """Whether anything ran on DirectML: otherwise both sides ran onnxruntime's CPU EP."""
+        return self.plan["dml"]["operators"] > 0
 
     @property
     def ok(self) -> bool:
@@ -193,6 +215,7 @@ class ModelReport:
             "feature_level": self.feature_level,
             "atol": self.atol,
             "ok": self.ok,
+            "plan": self.plan,
             "outputs": [o.to_dict() for o in self.outputs],
             "cause_counts": self.cause_counts,
             "first_divergent": first.to_dict() if first else None,
@@ -208,6 +231,7 @@ def compare_model(
     arithmetic: str = "directml",
     u8s8_saturation: bool | None = None,
     feature_level=DEFAULT_FEATURE_LEVEL,
+    qdq_rules: str | None = DEFAULT_RULE_SET,
     atol: int = 0,
     per_node: bool = False,
     name: str | None = None,
@@ -226,14 +250,16 @@ def compare_model(
     if u8s8_saturation is None and reference == "ort-exact":
         u8s8_saturation = False
     proto = load_model(model)
-    session = InferenceSession(proto, feature_level=feature_level, arithmetic=arithmetic, u8s8_saturation=u8s8_saturation)
+    session = InferenceSession(
+        proto, feature_level=feature_level, arithmetic=arithmetic, u8s8_saturation=u8s8_saturation, qdq_rules=qdq_rules
+    )
     feeds = session.check_feeds(feeds)
     executor = session.executor_for(feeds)
     progress("running dml_ep")
     values = executor.run(feeds, keep_all=True)
     steps = quantization_steps(executor.plan)
     output_names = [o.name for o in proto.graph.output]
-    intermediates = [n for node in proto.graph.node for n in node.output if n and n not in output_names]
+    intermediates = exposable_intermediates(proto)
     progress("running onnxruntime")
     expected = run_reference(proto, feeds, output_names + (intermediates if per_node else []), reference)
     report = ModelReport(
@@ -243,6 +269,7 @@ def compare_model(
         feature_level=str(executor.plan.feature_level),
         atol=atol,
         outputs=[compare_tensors(n, values[n], expected[n], step_of(n, expected[n], steps), atol) for n in output_names],
+        plan=executor.plan.summary(),
     )
     if per_node or not report.ok:
         if not per_node:
@@ -253,12 +280,14 @@ def compare_model(
 
 
 def compare_nodes(executor: Executor, values: dict, reference: dict, steps: dict, atol: int, progress) -> list[NodeComparison]:
-    """Every plan entry's outputs (as both full runs left them) and every DML node in isolation;
-    ``progress(stage, done, total)`` hears each entry start."""
+    """Every plan entry's outputs (as both full runs left them), every DML node in isolation, and
+    every group that only a CPU-only QDQ rule fuses in isolation; ``progress(stage, done, total)``
+    hears each entry start."""
     alternatives = [(cause, executor.with_arithmetic(arith)) for cause, arith in alternative_arithmetics(executor.arithmetic)]
+    entries = executor.plan.entries
     nodes = []
-    for index, entry in enumerate(executor.plan.entries, 1):
-        progress("comparing node", index, len(executor.plan.entries))
+    for index, entry in enumerate(entries, 1):
+        progress("comparing node", index, len(entries))
         shared = [n for n in entry.outputs if n in values and n in reference]
         comparison = NodeComparison(
             node=node_label(entry.node),
@@ -273,8 +302,46 @@ def compare_nodes(executor: Executor, values: dict, reference: dict, steps: dict
             comparison.isolated = compare_tensors(entry.output, result, expected, step_of(entry.output, expected, steps), atol)
             if comparison.differs_in_isolation:
                 comparison.causes = classify(entry, reference, result, expected, alternatives)
+        elif entry.origin.cpu_rule:
+            compare_cpu_only_group(executor, entry, reference, steps, atol, comparison)
         nodes.append(comparison)
     return nodes
+
+
+def compare_cpu_only_group(executor: Executor, entry: PlanEntry, reference: dict, steps: dict, atol: int, comparison) -> None:
+    """Run DQs -> ``entry`` -> Q, which a CPU-only rule fuses on the reference, on the reference's
+    inputs of the DQs; differences of its Q output are the "graph" cause."""
+    group = cpu_only_group(executor.plan, entry)
+    output = group[-1].outputs[0]
+    made = {n for e in group for n in e.outputs}
+    inputs = [n for e in group for n in e.value_inputs if n not in made and n not in executor.plan.constants]
+    if not is_q(group[-1].node) or output not in reference or not all(n in reference for n in inputs):
+        return
+    values = dict(reference)
+    for member in group:
+        values.update(executor.run_entry(member, values))
+    comparison.isolated = compare_tensors(output, values[output], reference[output], step_of(output, reference[output], steps), atol)
+    comparison.graph = (f"on CPU onnxruntime's QDQ rule '{entry.origin.cpu_rule}' fuses {entry.node.op_type} with its "
+                        f"DQs and Q; on DML it runs as DequantizeLinear -> {entry.node.op_type} -> QuantizeLinear")
+    if comparison.differs_in_isolation:
+        comparison.causes = {"graph": comparison.isolated.differing}
+
+
+def cpu_only_group(plan: Plan, entry: PlanEntry) -> list[PlanEntry]:
+    """The entries of the DQs feeding ``entry``, ``entry``, and the Qs reading it, in plan order."""
+    inputs, outputs = set(entry.value_inputs), set(entry.outputs)
+    return [e for e in plan.entries if e is entry
+            or is_dq(e.node) and inputs & set(e.outputs)
+            or is_q(e.node) and outputs & set(e.value_inputs)]
+
+
+def exposable_intermediates(model: onnx.ModelProto) -> list[str]:
+    """The node outputs onnxruntime can show without changing its graph: not graph outputs (shown
+    anyway), nor the float tensors inside QDQ groups (DQ outputs and Q inputs), which would keep
+    its QDQ rules from fusing the group."""
+    outputs = {o.name for o in model.graph.output}
+    inside_groups = {n.output[0] for n in model.graph.node if is_dq(n)} | {n.input[0] for n in model.graph.node if is_q(n)}
+    return [n for node in model.graph.node for n in node.output if n and n not in outputs and n not in inside_groups]
 
 
 def classify(entry: DmlNode, reference: dict, result: np.ndarray, expected: np.ndarray, alternatives) -> dict[str, int]:

@@ -15,7 +15,7 @@ from .arithmetic import Arithmetic
 from .errors import FallbackError, OutOfMemoryError
 from .graph import ort_message
 from .kernels import run_kernel
-from .plan import DmlNode, FallbackNode, Plan
+from .plan import DmlNode, FallbackNode, Plan, PlanEntry
 from .reference import cpu_session
 
 
@@ -41,16 +41,19 @@ class Executor:
         values = dict(feeds)
         for index, entry in enumerate(self.plan.entries):
             try:
-                if isinstance(entry, DmlNode):
-                    values[entry.output] = self.run_dml(entry, values)
-                else:
-                    values.update(self.run_fallback(entry, values))
+                values.update(self.run_entry(entry, values))
             except MemoryError:
                 raise OutOfMemoryError("not enough memory to run this node on this machine", node=entry.node) from None
             if not keep_all:
                 for name in self._last_readers.get(index, ()):
                     values.pop(name, None)
         return values
+
+    def run_entry(self, entry: PlanEntry, values: dict) -> dict[str, np.ndarray]:
+        """One entry's outputs, its inputs read from ``values``."""
+        if isinstance(entry, DmlNode):
+            return {entry.output: self.run_dml(entry, values)}
+        return self.run_fallback(entry, values)
 
     def run_dml(self, entry: DmlNode, values: dict) -> np.ndarray:
         tensors = {

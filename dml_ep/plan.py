@@ -74,6 +74,12 @@ class FallbackNode:
 
 PlanEntry = Union[DmlNode, FallbackNode]
 
+# Ops whose MACs are estimated from value shapes: conv weight input, matmul A input, and
+# element-wise arithmetic (one MAC per output element).
+CONV_WEIGHT_INPUT = {"Conv": 1, "ConvInteger": 1, "QLinearConv": 3}
+MATMUL_A_INPUT = {"MatMul": 0, "MatMulInteger": 0, "QLinearMatMul": 0, "Gemm": 0, "QGemm": 0, "MatMulIntegerToFloat": 0}
+ELEMENT_WISE = {"Add", "Sub", "Mul", "Div", "Sum", "QLinearAdd", "QLinearMul", "DmlFusedAdd", "DmlFusedSum"}
+
 
 @dataclasses.dataclass
 class ValueInfo:
@@ -104,3 +110,43 @@ class Plan:
     @property
     def fallback_nodes(self) -> list[FallbackNode]:
         return [e for e in self.entries if isinstance(e, FallbackNode)]
+
+    def summary(self) -> dict:
+        """How many of the model's own nodes, and what share of MACs, run on DirectML.
+
+        A node of the model counts once, on DirectML if any operator made from it runs there (a DQ
+        that EnsureUniqueDQForNodeUnit copied may feed both sides).
+        """
+        macs = [node_macs(e.node, self.values) for e in self.entries]
+        on_dml = {id(n) for e in self.dml_nodes for n in e.origin.nodes}
+        everywhere = {id(n) for e in self.entries for n in e.origin.nodes}
+        dml_macs = sum(m for m, e in zip(macs, self.entries) if isinstance(e, DmlNode))
+        total = sum(macs)
+        return {
+            "feature_level": str(self.feature_level),
+            "qdq_rules": self.qdq_rules,
+            "model_nodes": len(everywhere),
+            "dml": {"nodes": len(on_dml), "operators": len(self.dml_nodes), "macs": dml_macs,
+                    "macs_percent": 100.0 * dml_macs / total if total else 0.0},
+            "fallback": {"nodes": len(everywhere - on_dml), "macs": total - dml_macs},
+        }
+
+
+def node_macs(node: onnx.NodeProto, values: dict[str, "ValueInfo"]) -> int:
+    """A node's multiply-accumulates from the value shapes, by one rule on DirectML and the fallback
+    (so MACs move with a node between them): convolutions N*OC*OH*OW*(C/G)*KH*KW, matmul-like
+    outputs*K, element-wise arithmetic one per output element, other ops 0."""
+    out = values.get(node.output[0]) if node.output else None
+    if out is None:
+        return 0
+    outputs = int(np.prod(out.shape))
+    if node.op_type in CONV_WEIGHT_INPUT:
+        weight = values.get(node.input[CONV_WEIGHT_INPUT[node.op_type]])
+        return outputs * int(np.prod(weight.shape[1:])) if weight else 0
+    if node.op_type in MATMUL_A_INPUT:
+        a = values.get(node.input[0])
+        if a is None or not a.shape:
+            return 0
+        transposed = any(attr.name == "transA" and attr.i for attr in node.attribute)
+        return outputs * a.shape[-2 if transposed else -1]
+    return outputs if node.op_type in ELEMENT_WISE else 0

@@ -1,8 +1,10 @@
 """onnxruntime's CPU execution provider: the reference dml_ep compares with, and the fallback it runs on.
 
-``REFERENCES`` names the two ways to run it: ``"ort"`` as deployed, and ``"ort-exact"`` with the
-session config entry ``session.x64quantprecision = "1"``, which makes its uint8 x int8 GEMMs exact
-on x86 CPUs whose kernels would otherwise saturate pairs of products to int16.
+``REFERENCES`` names the ways to run it: ``"ort"`` as deployed (its default graph optimizations,
+which turn QDQ groups into QLinear nodes by the CPU EP's rules); ``"ort-exact"`` with the session
+config entry ``session.x64quantprecision = "1"``, which makes its uint8 x int8 GEMMs exact on x86
+CPUs whose kernels would otherwise saturate pairs of products to int16; and ``"ort-unfused"`` with
+``session.disable_quant_qdq = "1"``, which leaves QDQ groups as DQ -> float op -> Q.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 import onnx
 import onnxruntime as ort
 
-REFERENCES = ("ort", "ort-exact")
+REFERENCES = ("ort", "ort-exact", "ort-unfused")
 
 
 def cpu_session(model, reference: str = "ort", threads: int | None = None, spinning: bool = True) -> ort.InferenceSession:
@@ -27,6 +29,8 @@ def cpu_session(model, reference: str = "ort", threads: int | None = None, spinn
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     if reference == "ort-exact":
         options.add_session_config_entry("session.x64quantprecision", "1")
+    elif reference == "ort-unfused":
+        options.add_session_config_entry("session.disable_quant_qdq", "1")
     elif reference != "ort":
         raise ValueError(f"unknown reference {reference!r} (choose from {', '.join(REFERENCES)})")
     data = model.SerializeToString() if isinstance(model, onnx.ModelProto) else bytes(model)

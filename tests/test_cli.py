@@ -75,7 +75,7 @@ def test_inspect_counts_macs(capsys, tmp_path):
     status, out, _ = run_cli(capsys, "inspect", MODELS / "mlp.onnx", "--json", tmp_path / "plan.json")
     summary = json.loads((tmp_path / "plan.json").read_text())["summary"]
     # batch 1: matmuls 64x128, 128x128, 128x10; bias adds of 128 and 128 elements, one MAC each.
-    assert summary["dml"] == {"nodes": 5, "macs": 64 * 128 + 128 * 128 + 128 * 10 + 128 + 128}
+    assert summary["dml"] == {"nodes": 5, "operators": 5, "macs": 64 * 128 + 128 * 128 + 128 * 10 + 128 + 128, "macs_percent": 100.0}
     assert summary["fallback"] == {"nodes": 2, "macs": 0}
     assert "26,112 on DirectML" in out
 
@@ -105,8 +105,8 @@ def test_compare_shipped_models_exit_0(capsys, name, options):
 def test_compare_as_installed_command_with_glob_and_summary():
     result = subprocess.run([DML_EP, "compare", str(MODELS / "*.onnx"), "--reference", "ort-exact"], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
-    assert "summary:" in result.stdout and result.stdout.count(" ok") == 3
-    assert "[3/3]" in result.stderr
+    assert "summary:" in result.stdout and result.stdout.count(" ok") == 4
+    assert "[4/4]" in result.stderr
 
 
 def test_compare_per_node_names_the_broken_node(capsys, tmp_path, monkeypatch):

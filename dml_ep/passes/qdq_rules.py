@@ -131,7 +131,8 @@ def qdq_selector_action_transformer(graph: EditableGraph, rules: tuple[Rule, ...
             if provider not in rule.providers:
                 if not isinstance(group, str):
                     only = " and ".join(p.removesuffix("ExecutionProvider") for p in sorted(rule.providers))
-                    notes.append(f"onnxruntime's QDQ rule '{rule.name}' ({target.op_type} -> {rule.makes}) is for {only} nodes only")
+                    makes = rule.makes.replace("<Op>", target.op_type)
+                    notes.append(f"onnxruntime's QDQ rule '{rule.name}' ({target.op_type} -> {makes}) is for {only} nodes only")
                     other_provider_rule = other_provider_rule or rule.name
                 continue
             if isinstance(group, str):
