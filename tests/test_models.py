@@ -6,7 +6,6 @@ arithmetic, and within one step (at least 99.9 % exact) in DirectML's against on
 u8s8 mode (99 % for the deep built models, where single-step differences compound).
 """
 
-import importlib.util
 from pathlib import Path
 
 import numpy as np
@@ -19,21 +18,6 @@ from dml_ep.reference import cpu_session
 
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED = sorted((ROOT / "models").glob("*.onnx"))
-
-
-def _make_models():
-    spec = importlib.util.spec_from_file_location("make_models", ROOT / "scripts" / "make_models.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-@pytest.fixture(scope="session")
-def built(tmp_path_factory):
-    """Models built on demand, once per test session."""
-    out = tmp_path_factory.mktemp("models")
-    make_models = _make_models()
-    return lambda name: make_models.build_models(out, [name])[name]
 
 
 def compare(path, arithmetic, reference):

@@ -1,0 +1,31 @@
+"""Fixtures shared by the model tests."""
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _make_models():
+    spec = importlib.util.spec_from_file_location("make_models", ROOT / "scripts" / "make_models.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="session")
+def built(tmp_path_factory):
+    """Models scripts/make_models.py builds, on demand, once per test session:
+    ``built(name)`` is the QOperator file, ``built(name, "qdq")`` the QDQ one."""
+    out = tmp_path_factory.mktemp("models")
+    make_models = _make_models()
+    cache = {}
+
+    def build(name, quant_format="qoperator"):
+        if (name, quant_format) not in cache:
+            cache[name, quant_format] = make_models.build_models(out, [name], quant_format=quant_format)[name]
+        return cache[name, quant_format]
+
+    return build
