@@ -94,6 +94,10 @@ def build_parser() -> argparse.ArgumentParser:
                          help="largest difference allowed, in quantized steps (default: 0, bit-exact)")
     compare.add_argument("--reference", choices=REFERENCES, default="ort",
                          help="onnxruntime CPU as deployed, with exact u8s8 GEMMs, or without QDQ fusions (default: %(default)s)")
+    compare.add_argument("--candidate", choices=("dml_ep", *REFERENCES), default="dml_ep",
+                         help="what is compared with the reference: dml_ep, or another onnxruntime configuration, "
+                              "e.g. --candidate ort --reference ort-unfused says why QDQ fusion changes outputs "
+                              "(default: %(default)s)")
     compare.add_argument("--per-node", action="store_true", help="compare every intermediate value and each DML node in isolation")
     compare.add_argument("--json", metavar="FILE", help="also write the reports as JSON")
     compare.add_argument("--quiet", action="store_true", help="no progress on stderr")
@@ -206,6 +210,7 @@ def cmd_compare(args) -> int:
                 model,
                 make_feeds(model, args.seed, args.input, args.input_dir),
                 reference=args.reference,
+                candidate=args.candidate,
                 arithmetic=args.arithmetic,
                 u8s8_saturation=U8S8_SATURATION[args.u8s8_saturation],
                 feature_level=args.feature_level,
@@ -290,8 +295,11 @@ def expand_models(patterns: list[str]) -> list[str]:
 
 
 def format_report(report: ModelReport, per_node: bool) -> str:
-    lines = [f"{report.model}: reference {report.reference}, arithmetic {report.arithmetic}, "
-             f"{report.feature_level}, atol {report.atol} step(s)"]
+    if report.candidate == "dml_ep":
+        lines = [f"{report.model}: reference {report.reference}, arithmetic {report.arithmetic}, "
+                 f"{report.feature_level}, atol {report.atol} step(s)"]
+    else:
+        lines = [f"{report.model}: onnxruntime {report.candidate} against reference {report.reference}, atol {report.atol} step(s)"]
     lines += _indent(_table(
         ["output", "dtype", "shape", "elements", "exact %", "max diff"],
         [[o.name, o.dtype, o.shape, o.elements, _percent(o), _max_diff(o)] for o in report.outputs],
@@ -300,20 +308,21 @@ def format_report(report: ModelReport, per_node: bool) -> str:
         lines += ["", "  node by node (isolated: fed onnxruntime's inputs):"]
         lines += _indent(_table(
             ["node", "op type", "runs on", "exact %", "isolated exact %", "isolated max diff", "cause"],
-            [[n.node, n.op_type, "DML" if n.desc else "fallback",
+            [[n.node, n.op_type, "fallback" if n.runs_on.startswith("fallback") else "DML",
               ", ".join(_percent(c) for c in n.propagated) or "-",
               _percent(n.isolated) if n.isolated else "-",
               _max_diff(n.isolated) if n.isolated else "-",
               n.cause_text] for n in report.nodes],
         ), "    ")
     plan = report.plan
-    lines.append(f"  on DirectML: {plan['dml']['nodes']} of the model's {plan['model_nodes']} node(s) as "
-                 f"{plan['dml']['operators']} operator(s), {plan['dml']['macs_percent']:.1f}% of the MACs "
-                 f"(QDQ rules {plan['qdq_rules'] or 'off'})")
+    if report.candidate == "dml_ep":
+        lines.append(f"  on DirectML: {plan['dml']['nodes']} of the model's {plan['model_nodes']} node(s) as "
+                     f"{plan['dml']['operators']} operator(s), {plan['dml']['macs_percent']:.1f}% of the MACs "
+                     f"(QDQ rules {plan['qdq_rules'] or 'off'})")
     bad = [o for o in report.outputs if not o.within_tolerance]
     if not report.ok:
         lines.append(f"  result: MISMATCH ({len(bad)} of {len(report.outputs)} output(s) out of tolerance)")
-    elif report.on_dml:
+    elif report.on_dml or report.candidate != "dml_ep":
         lines.append("  result: OK")
     else:
         lines.append("  result: OK, but nothing ran on DirectML: both sides ran onnxruntime's CPU EP")

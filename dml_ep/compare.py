@@ -48,12 +48,13 @@ from .importer import DEFAULT_FEATURE_LEVEL
 from .kernels.convolution import accumulate
 from .kernels.parameters import parameter4d, read4d, scalar
 from .operator_descs import OperatorDesc
-from .passes import DEFAULT_RULE_SET
+from .passes import CPU, DEFAULT_RULE_SET
 from .passes.qdq_util import is_dq, is_q
 from .plan import DmlNode, Plan, PlanEntry
 from .reference import cpu_session
+from .planner import plan_model
 from .session import InferenceSession
-from .tensor_desc import DML_BUFFER_TENSOR_DESC
+from .tensor_desc import DML_BUFFER_TENSOR_DESC, left_pad
 
 FLOAT_ATOL = 1e-5
 FLOAT_RTOL = 1e-5
@@ -184,6 +185,7 @@ class ModelReport:
     atol: int
     outputs: list[TensorComparison]
     plan: dict  # Plan.summary(): what ran on DirectML
+    candidate: str = "dml_ep"  # or another onnxruntime configuration, compared with the reference
     nodes: list[NodeComparison] | None = None
 
     @property
@@ -211,6 +213,7 @@ class ModelReport:
         return {
             "model": self.model,
             "reference": self.reference,
+            "candidate": self.candidate,
             "arithmetic": self.arithmetic,
             "feature_level": self.feature_level,
             "atol": self.atol,
@@ -228,6 +231,7 @@ def compare_model(
     feeds: dict[str, np.ndarray],
     *,
     reference: str = "ort",
+    candidate: str = "dml_ep",
     arithmetic: str = "directml",
     u8s8_saturation: bool | None = None,
     feature_level=DEFAULT_FEATURE_LEVEL,
@@ -245,44 +249,62 @@ def compare_model(
     output is out of tolerance. ``progress(stage, done, total)`` hears where a long run is.
     ``u8s8_saturation=None`` follows the reference: the host's onnxruntime for ``"ort"``, none for
     ``"ort-exact"`` (its u8s8 products are exact).
+
+    ``candidate`` another onnxruntime configuration (a name of ``REFERENCES``) compares the two
+    with each other instead: dml_ep then plans the graph onnxruntime's CPU EP runs and, where a
+    node's inputs agree on both sides and its output does not, says why with its kernels in
+    onnxruntime's arithmetic (which reproduces the candidate's fused QLinear nodes) and the others.
     """
     progress = progress or (lambda *args: None)
-    if u8s8_saturation is None and reference == "ort-exact":
+    exact = "ort-exact" in (reference, candidate)
+    if u8s8_saturation is None and exact:
         u8s8_saturation = False
     proto = load_model(model)
     session = InferenceSession(
         proto, feature_level=feature_level, arithmetic=arithmetic, u8s8_saturation=u8s8_saturation, qdq_rules=qdq_rules
     )
     feeds = session.check_feeds(feeds)
-    executor = session.executor_for(feeds)
-    progress("running dml_ep")
-    values = executor.run(feeds, keep_all=True)
-    steps = quantization_steps(executor.plan)
     output_names = [o.name for o in proto.graph.output]
     intermediates = exposable_intermediates(proto)
+    if candidate == "dml_ep":
+        executor = session.executor_for(feeds)
+        progress("running dml_ep")
+        values = executor.run(feeds, keep_all=True)
+    else:
+        plan = plan_model(proto, feature_level, {k: v.shape for k, v in feeds.items()}, qdq_rules=qdq_rules, provider=CPU)
+        executor = Executor(plan, Arithmetic("onnxruntime", u8s8_saturation))
+        progress(f"running onnxruntime ({candidate})")
+        values = {**feeds, **run_reference(proto, feeds, output_names + intermediates, candidate)}
+        per_node = True  # the candidate's intermediates are there anyway
+    steps = quantization_steps(executor.plan)
     progress("running onnxruntime")
     expected = run_reference(proto, feeds, output_names + (intermediates if per_node else []), reference)
     report = ModelReport(
         model=name or (os.fspath(model) if isinstance(model, (str, os.PathLike)) else proto.graph.name),
         reference=reference,
-        arithmetic=describe_arithmetic(executor.arithmetic),
+        arithmetic=describe_arithmetic(executor.arithmetic) if candidate == "dml_ep" else f"onnxruntime {candidate}",
         feature_level=str(executor.plan.feature_level),
         atol=atol,
         outputs=[compare_tensors(n, values[n], expected[n], step_of(n, expected[n], steps), atol) for n in output_names],
-        plan=executor.plan.summary(),
+        plan=session.plan.summary(),
+        candidate=candidate,
     )
     if per_node or not report.ok:
         if not per_node:
             progress("running onnxruntime for the intermediate values")
             expected.update(run_reference(proto, feeds, intermediates, reference))
-        report.nodes = compare_nodes(executor, values, {**feeds, **expected}, steps, atol, progress)
+        report.nodes = compare_nodes(executor, values, {**feeds, **expected}, steps, atol, progress, isolate=candidate == "dml_ep")
     return report
 
 
-def compare_nodes(executor: Executor, values: dict, reference: dict, steps: dict, atol: int, progress) -> list[NodeComparison]:
+def compare_nodes(executor: Executor, values: dict, reference: dict, steps: dict, atol: int, progress, isolate: bool = True) -> list[NodeComparison]:
     """Every plan entry's outputs (as both full runs left them), every DML node in isolation, and
     every group that only a CPU-only QDQ rule fuses in isolation; ``progress(stage, done, total)``
-    hears each entry start."""
+    hears each entry start.
+
+    With ``isolate`` False (``values`` are another onnxruntime's), the nodes the candidate's QDQ
+    rules made are judged in isolation instead (:func:`compare_rewritten`).
+    """
     alternatives = [(cause, executor.with_arithmetic(arith)) for cause, arith in alternative_arithmetics(executor.arithmetic)]
     entries = executor.plan.entries
     nodes = []
@@ -295,7 +317,9 @@ def compare_nodes(executor: Executor, values: dict, reference: dict, steps: dict
             runs_on=entry.summary(),
             propagated=[compare_tensors(n, values[n], reference[n], step_of(n, reference[n], steps), atol) for n in shared],
         )
-        if isinstance(entry, DmlNode) and entry.output in reference and all(n in reference for n in entry.value_inputs):
+        if not isolate:
+            compare_rewritten(executor, entry, reference, steps, atol, alternatives, comparison)
+        elif isinstance(entry, DmlNode) and entry.output in reference and all(n in reference for n in entry.value_inputs):
             result = executor.run_dml(entry, reference)
             expected = reference[entry.output]
             comparison.desc = desc_summary(entry.desc)
@@ -306,6 +330,30 @@ def compare_nodes(executor: Executor, values: dict, reference: dict, steps: dict
             compare_cpu_only_group(executor, entry, reference, steps, atol, comparison)
         nodes.append(comparison)
     return nodes
+
+
+def compare_rewritten(executor: Executor, entry: PlanEntry, reference: dict, steps: dict, atol: int, alternatives,
+                      comparison: NodeComparison) -> None:
+    """Two onnxruntime configurations: a node the candidate's QDQ rules made, run on the reference's
+    inputs (a DML node by dml_ep's kernels in onnxruntime's arithmetic, others by onnxruntime's CPU
+    kernel: what the candidate computes). A DML node's differences are classified by arithmetic
+    (the unfused reference computes in float32); any other node's have the cause "graph"."""
+    constants = executor.plan.constants
+    output = entry.outputs[0] if entry.outputs else None
+    if not entry.origin.rules or output not in reference or not all(
+        n in reference for n in entry.value_inputs if n not in constants
+    ):
+        return
+    result = executor.run_entry(entry, reference)[output]
+    comparison.isolated = compare_tensors(output, result, reference[output], step_of(output, reference[output], steps), atol)
+    if not comparison.differs_in_isolation:
+        return
+    if isinstance(entry, DmlNode):
+        comparison.desc = desc_summary(entry.desc)
+        comparison.causes = classify(entry, reference, result, reference[output], alternatives, float_reference=True)
+    else:
+        comparison.graph = f"onnxruntime's QDQ rule ({entry.origin.rule}) makes {entry.node.op_type} on one side only"
+        comparison.causes = {"graph": comparison.isolated.differing}
 
 
 def compare_cpu_only_group(executor: Executor, entry: PlanEntry, reference: dict, steps: dict, atol: int, comparison) -> None:
@@ -344,9 +392,15 @@ def exposable_intermediates(model: onnx.ModelProto) -> list[str]:
     return [n for node in model.graph.node for n in node.output if n and n not in outputs and n not in inside_groups]
 
 
-def classify(entry: DmlNode, reference: dict, result: np.ndarray, expected: np.ndarray, alternatives) -> dict[str, int]:
-    """Differing elements by cause: the first alternative arithmetic that gives onnxruntime's value,
-    with the rounding differences at exact ties told apart from the float32 ones."""
+def classify(entry: DmlNode, reference: dict, result: np.ndarray, expected: np.ndarray, alternatives,
+             float_reference: bool = False) -> dict[str, int]:
+    """Differing elements by cause: the first alternative arithmetic that gives the reference's value,
+    with the rounding differences at exact ties told apart from the float32 ones.
+
+    ``float_reference``: the reference computed the op in float32 and then quantized (onnxruntime
+    without QDQ fusion), which no arithmetic here reproduces; where it gave the other integer next
+    to the exact value, its float32 rounding landed on the other side of the half.
+    """
     unexplained = result != expected
     counts = collections.Counter()
     for cause, executor in alternatives:
@@ -355,8 +409,29 @@ def classify(entry: DmlNode, reference: dict, result: np.ndarray, expected: np.n
         counts["tie rounding"] += ties
         counts[cause] += int(np.count_nonzero(explained)) - ties
         unexplained &= ~explained
+    if float_reference and unexplained.any():
+        explained = unexplained & next_to_exact(entry, reference, unexplained, expected)
+        ties = int(np.count_nonzero(exact_ties(entry, reference, explained)))
+        counts["tie rounding"] += ties
+        counts["float32 rounding"] += int(np.count_nonzero(explained)) - ties
+        unexplained &= ~explained
     counts["other"] = int(np.count_nonzero(unexplained))
     return {cause: counts[cause] for cause in CAUSES if counts[cause]}
+
+
+def next_to_exact(entry: DmlNode, values: dict, where: np.ndarray, expected: np.ndarray) -> np.ndarray:
+    """Which of the elements ``where`` of ``expected`` are one of the two integers next to
+    DirectML's exact value (before its zero point is added)."""
+    near = np.zeros(where.shape, dtype=bool)
+    index = np.flatnonzero(where)
+    tensors = {field: b if isinstance(b, np.ndarray) else values[b] for field, b in entry.inputs.items()}
+    exact = ideal_values(entry.desc, tensors, index) if index.size else None
+    if exact is not None:
+        shape = left_pad(expected.shape, 4)
+        zero_point = np.broadcast_to(parameter4d(tensors, entry.desc, "OutputZeroPointTensor"), shape).reshape(-1)[index]
+        codes = expected.reshape(-1)[index].astype(np.int64) - zero_point.astype(np.int64)
+        near.reshape(-1)[index] = [abs(int(code) - value) < 1 for code, value in zip(codes, exact)]
+    return near
 
 
 def exact_ties(entry: DmlNode, values: dict, where: np.ndarray) -> np.ndarray:

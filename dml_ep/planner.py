@@ -15,16 +15,23 @@ from . import graph as graph_module
 from .enums import DML_FEATURE_LEVEL
 from .importer import DEFAULT_FEATURE_LEVEL, NodeImporter, opset_versions
 from .errors import DmlEpError
-from .passes import DEFAULT_RULE_SET, RULE_SETS, EditableGraph, dml_operator_fusion, qdq_transformer
+from .passes import DEFAULT_RULE_SET, DML, RULE_SETS, EditableGraph, dml_operator_fusion, qdq_transformer
 from .plan import Plan, ValueInfo
 
 
 def plan_model(
-    model: onnx.ModelProto, feature_level=DEFAULT_FEATURE_LEVEL, input_shapes=None, *, qdq_rules: str | None = DEFAULT_RULE_SET
+    model: onnx.ModelProto,
+    feature_level=DEFAULT_FEATURE_LEVEL,
+    input_shapes=None,
+    *,
+    qdq_rules: str | None = DEFAULT_RULE_SET,
+    provider: str = DML,
 ) -> Plan:
     """Plan a checked model for concrete input shapes (declared shapes, symbolic dims as 1, by
     default). ``qdq_rules`` names the onnxruntime release whose QDQ rules apply (see
-    :data:`dml_ep.passes.RULE_SETS`); None turns them off, as ``session.disable_quant_qdq=1`` does."""
+    :data:`dml_ep.passes.RULE_SETS`); None turns them off, as ``session.disable_quant_qdq=1`` does.
+    ``provider=CPU`` plans the graph onnxruntime's CPU EP runs instead (its rules, no DML fusion),
+    which compare uses to explain the differences between two onnxruntime configurations."""
     feature_level = DML_FEATURE_LEVEL.parse(feature_level)
     if qdq_rules is not None and qdq_rules not in RULE_SETS:
         raise DmlEpError(f"unknown QDQ rule set {qdq_rules!r} (choose from {', '.join(RULE_SETS)})")
@@ -33,11 +40,12 @@ def plan_model(
     shapes.update(input_shapes or {})
     graph = EditableGraph(model)
     if qdq_rules is not None:
-        qdq_transformer(graph, qdq_rules)
+        qdq_transformer(graph, qdq_rules, provider)
     rewritten = graph.to_model()
     values = graph_module.infer_values(rewritten, shapes)
     importer = NodeImporter(values, graph.constants, feature_level, opset_versions(rewritten))
-    dml_operator_fusion(graph, importer.maps)
+    if provider == DML:
+        dml_operator_fusion(graph, importer.maps)
     entries = [importer.plan_node(node, graph.origin(node)) for node in graph.nodes]
     inputs = [ValueInfo(v.name, graph_module.element_dtype(v), tuple(shapes[v.name])) for v in declared]
     outputs = [values[o.name] for o in model.graph.output]

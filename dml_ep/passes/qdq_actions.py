@@ -41,11 +41,15 @@ def _new_node(group: NodeGroup, op_type: str, domain: str, inputs: list[str], ou
 
 
 def replace_with_qlinear(domain: str):
-    """Unary and binary ops -> QLinear<Op>: each DQ's (x, scale, zero point), then the Q's parameters."""
+    """Unary and binary ops -> QLinear<Op>: each DQ's (x, scale, zero point), then the Q's
+    parameters; QLinearSoftmax also gets the Softmax's since-version as ``opset``."""
 
     def action(graph: EditableGraph, group: NodeGroup) -> onnx.NodeProto:
         inputs = [name for dq in group.dqs for name in dq_inputs(graph, dq)] + q_parameters(graph, group.qs[0])
-        return _new_node(group, "QLinear" + group.target.op_type, domain, inputs, [group.qs[0].output[0]])
+        node = _new_node(group, "QLinear" + group.target.op_type, domain, inputs, [group.qs[0].output[0]])
+        if group.target.op_type == "Softmax":
+            node.attribute.append(onnx.helper.make_attribute("opset", onnx.defs.get_schema("Softmax", graph.opset()).since_version))
+        return node
 
     return action
 
@@ -74,6 +78,29 @@ def matmul_replace(graph: EditableGraph, group: NodeGroup) -> onnx.NodeProto:
     (a_x, a_scale, a_zp), (b_x, b_scale, b_zp) = dq_inputs(graph, a), dq_inputs(graph, b)
     inputs = [a_x, b_x, a_scale, b_scale, a_zp, b_zp]
     return _new_node(group, "MatMulIntegerToFloat", MS_DOMAIN, inputs, list(group.target.output))
+
+
+def gemm_replace_with_quant(graph: EditableGraph, group: NodeGroup) -> onnx.NodeProto:
+    """Gemm -> com.microsoft QGemm (CPU nodes only): A and B triples, the int32 bias the bias DQ
+    reads, then the Q's parameters (none, for a float output); ``beta`` goes."""
+    a, b, *bias = group.dqs
+    inputs = dq_inputs(graph, a) + dq_inputs(graph, b) + [bias[0].input[0] if bias and bias[0] is not None else ""]
+    outputs = list(group.target.output)
+    if group.qs:
+        inputs += q_parameters(graph, group.qs[0])
+        outputs = [group.qs[0].output[0]]
+    node = _new_node(group, "QGemm", MS_DOMAIN, inputs, outputs)
+    kept = [a for a in node.attribute if a.name != "beta"]
+    del node.attribute[:]
+    node.attribute.extend(kept)
+    return node
+
+
+def where_replace_with_qlinear(graph: EditableGraph, group: NodeGroup) -> onnx.NodeProto:
+    """Where -> com.microsoft QLinearWhere (CPU nodes only): the condition, X and Y triples, the Q's parameters."""
+    _, x, y = group.dqs
+    inputs = [group.target.input[0]] + dq_inputs(graph, x) + dq_inputs(graph, y) + q_parameters(graph, group.qs[0])
+    return _new_node(group, "QLinearWhere", MS_DOMAIN, inputs, [group.qs[0].output[0]])
 
 
 def merge_into_target(graph: EditableGraph, group: NodeGroup) -> onnx.NodeProto:

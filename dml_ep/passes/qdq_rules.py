@@ -96,9 +96,9 @@ def _rules(unary_dml: set[str], *, newer: bool) -> tuple[Rule, ...]:
         Rule("Conv", {"Conv": ()}, selectors.conv, actions.conv_replace_with_qlinear, BOTH, "QLinearConv"),
         Rule("MatMul", {"MatMul": ()}, selectors.matmul, actions.matmul_replace, BOTH,
              "QLinearMatMul (MatMulIntegerToFloat without a Q)"),
-        # CPU-only rules dml_ep selects (to say where CPU and DML differ) but never applies.
-        Rule("Gemm", {"Gemm": ()}, selectors.gemm, None, frozenset({CPU}), "com.microsoft QGemm"),
-        Rule("Where", {"Where": ()}, selectors.where, None, frozenset({CPU}), "com.microsoft QLinearWhere"),
+        Rule("Gemm", {"Gemm": ()}, selectors.gemm, actions.gemm_replace_with_quant, frozenset({CPU}), "com.microsoft QGemm"),
+        Rule("Where", {"Where": ()}, selectors.where, actions.where_replace_with_qlinear, frozenset({CPU}),
+             "com.microsoft QLinearWhere"),
     ]
     return tuple(r for r in rules if r.ops)
 
