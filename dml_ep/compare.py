@@ -293,17 +293,20 @@ def compare_model(
         if not per_node:
             progress("running onnxruntime for the intermediate values")
             expected.update(run_reference(proto, feeds, intermediates, reference))
-        report.nodes = compare_nodes(executor, values, {**feeds, **expected}, steps, atol, progress, isolate=candidate == "dml_ep")
+        report.nodes = compare_nodes(executor, values, {**feeds, **expected}, steps, atol, progress,
+                                     isolate=candidate == "dml_ep", float_reference=reference == "ort-unfused")
     return report
 
 
-def compare_nodes(executor: Executor, values: dict, reference: dict, steps: dict, atol: int, progress, isolate: bool = True) -> list[NodeComparison]:
+def compare_nodes(executor: Executor, values: dict, reference: dict, steps: dict, atol: int, progress, isolate: bool = True,
+                  float_reference: bool = False) -> list[NodeComparison]:
     """Every plan entry's outputs (as both full runs left them), every DML node in isolation, and
     every group that only a CPU-only QDQ rule fuses in isolation; ``progress(stage, done, total)``
     hears each entry start.
 
     With ``isolate`` False (``values`` are another onnxruntime's), the nodes the candidate's QDQ
-    rules made are judged in isolation instead (:func:`compare_rewritten`).
+    rules made are judged in isolation instead (:func:`compare_rewritten`). ``float_reference``:
+    the reference computes quantized groups in float32 (see :func:`classify`).
     """
     alternatives = [(cause, executor.with_arithmetic(arith)) for cause, arith in alternative_arithmetics(executor.arithmetic)]
     entries = executor.plan.entries
@@ -318,14 +321,14 @@ def compare_nodes(executor: Executor, values: dict, reference: dict, steps: dict
             propagated=[compare_tensors(n, values[n], reference[n], step_of(n, reference[n], steps), atol) for n in shared],
         )
         if not isolate:
-            compare_rewritten(executor, entry, reference, steps, atol, alternatives, comparison)
+            compare_rewritten(executor, entry, reference, steps, atol, alternatives, comparison, float_reference)
         elif isinstance(entry, DmlNode) and entry.output in reference and all(n in reference for n in entry.value_inputs):
             result = executor.run_dml(entry, reference)
             expected = reference[entry.output]
             comparison.desc = desc_summary(entry.desc)
             comparison.isolated = compare_tensors(entry.output, result, expected, step_of(entry.output, expected, steps), atol)
             if comparison.differs_in_isolation:
-                comparison.causes = classify(entry, reference, result, expected, alternatives)
+                comparison.causes = classify(entry, reference, result, expected, alternatives, float_reference)
         elif entry.origin.cpu_rule:
             compare_cpu_only_group(executor, entry, reference, steps, atol, comparison)
         nodes.append(comparison)
@@ -333,11 +336,11 @@ def compare_nodes(executor: Executor, values: dict, reference: dict, steps: dict
 
 
 def compare_rewritten(executor: Executor, entry: PlanEntry, reference: dict, steps: dict, atol: int, alternatives,
-                      comparison: NodeComparison) -> None:
+                      comparison: NodeComparison, float_reference: bool) -> None:
     """Two onnxruntime configurations: a node the candidate's QDQ rules made, run on the reference's
     inputs (a DML node by dml_ep's kernels in onnxruntime's arithmetic, others by onnxruntime's CPU
-    kernel: what the candidate computes). A DML node's differences are classified by arithmetic
-    (the unfused reference computes in float32); any other node's have the cause "graph"."""
+    kernel: what the candidate computes). A DML node's differences are classified by arithmetic;
+    any other node's have the cause "graph"."""
     constants = executor.plan.constants
     output = entry.outputs[0] if entry.outputs else None
     if not entry.origin.rules or output not in reference or not all(
@@ -350,7 +353,7 @@ def compare_rewritten(executor: Executor, entry: PlanEntry, reference: dict, ste
         return
     if isinstance(entry, DmlNode):
         comparison.desc = desc_summary(entry.desc)
-        comparison.causes = classify(entry, reference, result, reference[output], alternatives, float_reference=True)
+        comparison.causes = classify(entry, reference, result, reference[output], alternatives, float_reference)
     else:
         comparison.graph = f"onnxruntime's QDQ rule ({entry.origin.rule}) makes {entry.node.op_type} on one side only"
         comparison.causes = {"graph": comparison.isolated.differing}
@@ -398,8 +401,8 @@ def classify(entry: DmlNode, reference: dict, result: np.ndarray, expected: np.n
     with the rounding differences at exact ties told apart from the float32 ones.
 
     ``float_reference``: the reference computed the op in float32 and then quantized (onnxruntime
-    without QDQ fusion), which no arithmetic here reproduces; where it gave the other integer next
-    to the exact value, its float32 rounding landed on the other side of the half.
+    without QDQ fusion, "ort-unfused"), which no arithmetic here reproduces; where it gave the
+    other integer next to the exact value, its float32 rounding landed on the other side of the half.
     """
     unexplained = result != expected
     counts = collections.Counter()

@@ -194,3 +194,83 @@ def test_per_node_runs_onnxruntime_once_and_reports_progress(monkeypatch):
     assert report.ok and len(sessions) == 1
     entries = len(report.nodes)
     assert stages == [("running dml_ep",), ("running onnxruntime",)] + [("comparing node", i, entries) for i in range(1, entries + 1)]
+
+
+def qdq_conv(channels=512, seed=0):
+    """Q -> DQ -> Conv (1x1, ``channels`` deep) <- DQ(int8 weights) -> Q: one QDQ group onnxruntime
+    fuses into QLinearConv by default, and computes as float32 Conv + QuantizeLinear unfused."""
+    rng = np.random.default_rng(seed)
+    initializers = {
+        "x_s": np.array(0.02, np.float32), "x_z": np.array(128, np.uint8),
+        "w_q": rng.integers(-127, 128, (64, channels, 1, 1)).astype(np.int8), "w_s": np.array(0.003, np.float32),
+        "w_z": np.array(0, np.int8), "y_s": np.array(0.01, np.float32), "y_z": np.array(128, np.uint8),
+    }
+    nodes = [
+        helper.make_node("QuantizeLinear", ["x", "x_s", "x_z"], ["xq"], name="q_in"),
+        helper.make_node("DequantizeLinear", ["xq", "x_s", "x_z"], ["xd"], name="dq_x"),
+        helper.make_node("DequantizeLinear", ["w_q", "w_s", "w_z"], ["wd"], name="dq_w"),
+        helper.make_node("Conv", ["xd", "wd"], ["y"], name="conv"),
+        helper.make_node("QuantizeLinear", ["y", "y_s", "y_z"], ["yq"], name="q_out"),
+    ]
+    graph = helper.make_graph(
+        nodes, "qdq_conv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, channels, 16, 16])],
+        [helper.make_tensor_value_info("yq", TensorProto.UINT8, [1, 64, 16, 16])],
+        [numpy_helper.from_array(v, k) for k, v in initializers.items()],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    feeds = {"x": np.random.default_rng(seed).uniform(-2.5, 2.5, (1, channels, 16, 16)).astype(np.float32)}
+    return model, feeds
+
+
+def test_qdq_conv_runs_on_directml_and_matches_onnxruntime():
+    """The QDQ group becomes QLinearConv on DirectML (the issue's small QDQ model once printed OK
+    with nothing on DirectML); onnxruntime fuses it too, so the outputs are bit-exact."""
+    model, feeds = qdq_conv(64)
+    report = compare_model(model, feeds, reference="ort", arithmetic="onnxruntime")
+    assert report.ok and report.on_dml
+    assert report.plan["dml"] == {"nodes": 4, "operators": 1, "macs": 64 * 64 * 16 * 16, "macs_percent": 100.0}
+
+
+def test_nothing_on_directml_is_never_a_bare_ok(capsys, tmp_path):
+    import onnx
+
+    from dml_ep import cli
+
+    model, feeds = qdq_conv(64)
+    path = tmp_path / "conv.onnx"
+    onnx.save(model, path)
+    np.save(tmp_path / "x.npy", feeds["x"])
+    assert cli.main(["compare", str(path), "--no-qdq-fusion", "--reference", "ort-unfused", "--input", f"x={tmp_path / 'x.npy'}", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "on DirectML: 0 of the model's 5 node(s) as 0 operator(s), 0.0% of the MACs (QDQ rules off)" in out
+    assert "result: OK, but nothing ran on DirectML" in out and "result: OK\n" not in out
+
+
+@pytest.mark.parametrize("candidate", ["ort", "dml_ep"])
+def test_fused_against_unfused_differences_are_float32_rounding(candidate):
+    """onnxruntime without QDQ fusion computes the Conv in float32 and quantizes: near a half, its
+    float32 sum lands on the other integer next to the exact value, where the fused QLinearConv
+    (and dml_ep in onnxruntime's arithmetic) does not. Several seeds, since which elements sit near
+    a half depends on the data; each difference must be explained, and at least one must occur."""
+    differing = 0
+    for seed in range(4):
+        model, feeds = qdq_conv(512, seed)
+        report = compare_model(model, feeds, candidate=candidate, reference="ort-unfused", arithmetic="onnxruntime")
+        if report.ok:
+            continue
+        first = report.first_divergent
+        assert first.node == "conv" and set(first.causes) <= {"float32 rounding", "tie rounding"}, first.causes
+        assert first.isolated.max_diff == 1
+        differing += first.isolated.differing
+    assert differing > 0
+
+
+def test_fused_against_unfused_names_the_softmax_graph_difference(built):
+    """transformer_block in QDQ: onnxruntime fuses DQ -> Softmax -> Q into QLinearSoftmax by
+    default; unfused it runs float Softmax then QuantizeLinear, and the outputs differ from there."""
+    model = load_model(built("transformer_block", "qdq"))
+    report = compare_model(model, random_inputs(model, seed=0), candidate="ort", reference="ort-unfused")
+    assert not report.ok and report.first_divergent.node == "attn.softmax"
+    assert report.cause_counts == {"graph": 1}
+    assert "QLinearSoftmax on one side only" in report.first_divergent.cause_text
