@@ -117,7 +117,8 @@ def qdq_selector_action_transformer(graph: EditableGraph, rules: tuple[Rule, ...
     """Apply the rules to every node ``provider`` runs, in topological order; True if any fired.
 
     A node no rule fuses gets a note saying why: the condition that rejected its group, or a rule
-    that would fuse it but is for other providers only (then named as ``cpu_rule``).
+    that would fuse it but is for other providers only, or int8 activations that only CPU nodes
+    get converted (then the rule is named as ``cpu_rule``: the CPU EP's graph fuses the group).
     """
     changed = False
     for target in list(graph.nodes):
@@ -137,6 +138,9 @@ def qdq_selector_action_transformer(graph: EditableGraph, rules: tuple[Rule, ...
                 continue
             if isinstance(group, str):
                 notes.append(f"onnxruntime's QDQ rule '{rule.name}' does not apply: {group}")
+                if group == selectors.INT8_NOT_ALLOWED and provider != CPU:
+                    notes.append("CPU nodes get int8 Q/DQ converted to uint8 first (QDQS8ToU8Transformer) and fused")
+                    other_provider_rule = other_provider_rule or rule.name
                 continue
             _apply(graph, rule, group)
             changed = True

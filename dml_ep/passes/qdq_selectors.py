@@ -25,6 +25,7 @@ from .qdq_util import (
 )
 
 INT8, INT32 = np.dtype(np.int8), np.dtype(np.int32)
+INT8_NOT_ALLOWED = "int8 activations are fused only where session.qdqisint8allowed is 1 (default 0 on x86-64)"
 
 
 @dataclasses.dataclass
@@ -222,5 +223,5 @@ def _int8_problem(dtype_in, dtype_weight, int8_allowed) -> str | None:
     if dtype_in != INT8:
         return None
     if not int8_allowed:
-        return "int8 activations are fused only where session.qdqisint8allowed is 1 (default 0 on x86-64)"
+        return INT8_NOT_ALLOWED
     return None if dtype_weight == INT8 else f"int8 activations need int8 weights, not {dtype_weight}"
