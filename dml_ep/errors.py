@@ -66,6 +66,11 @@ class FeatureLevelError(DmlEpError):
     """An unknown DirectML feature level was asked for."""
 
 
+class RealEpError(NodeError):
+    """The real DML EP fails on this model where onnxruntime would: dml_ep reports that failure
+    instead of running something the real EP cannot."""
+
+
 __all__ = [
     "DmlEpError",
     "ModelError",
@@ -78,4 +83,5 @@ __all__ = [
     "DescValidationError",
     "FeedError",
     "FeatureLevelError",
+    "RealEpError",
 ]

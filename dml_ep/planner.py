@@ -14,9 +14,10 @@ import onnx
 from . import graph as graph_module
 from .enums import DML_FEATURE_LEVEL
 from .importer import DEFAULT_FEATURE_LEVEL, NodeImporter, opset_versions
-from .errors import DmlEpError
+from .errors import DmlEpError, RealEpError
 from .passes import DEFAULT_RULE_SET, DML, RULE_SETS, EditableGraph, dml_operator_fusion, qdq_transformer
 from .plan import Plan, ValueInfo
+from .real_ep import has_dml_kernel
 
 
 def plan_model(
@@ -47,6 +48,13 @@ def plan_model(
     if provider == DML:
         dml_operator_fusion(graph, importer.maps)
     entries = [importer.plan_node(node, graph.origin(node)) for node in graph.nodes]
+    if provider == DML:
+        for entry in entries:
+            if entry.origin.rules and not has_dml_kernel(entry.node):
+                raise RealEpError(
+                    f"onnxruntime {qdq_rules}'s QDQ rule ({entry.origin.rule}) makes {entry.node.op_type} for a DML node, "
+                    "and the DML EP has no kernel for it: the real EP fails at session initialization "
+                    "(onnxruntime issue #26882, fixed in 1.24)", node=entry.node)
     inputs = [ValueInfo(v.name, graph_module.element_dtype(v), tuple(shapes[v.name])) for v in declared]
     outputs = [values[o.name] for o in model.graph.output]
     return Plan(entries, feature_level, inputs, outputs, values, graph.constants, graph.to_model(), qdq_rules)
