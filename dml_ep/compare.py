@@ -379,9 +379,15 @@ def compare_cpu_only_group(executor: Executor, entry: PlanEntry, reference: dict
 
 
 def cpu_only_group(plan: Plan, entry: PlanEntry) -> list[PlanEntry]:
-    """The entries of the DQs feeding ``entry``, ``entry``, and the Qs reading it, in plan order."""
-    inputs, outputs = set(entry.value_inputs), set(entry.outputs)
-    return [e for e in plan.entries if e is entry
+    """The entries of the DQs feeding ``entry``, ``entry``, any Relu/Clip between it and its Q,
+    and the Qs, in plan order."""
+    inputs, members = set(entry.value_inputs), [entry]
+    outputs = set(entry.outputs)
+    readers = [e for e in plan.entries if outputs & set(e.value_inputs)]
+    if len(readers) == 1 and readers[0].node.op_type in ("Relu", "Clip"):
+        members.append(readers[0])
+        outputs = set(readers[0].outputs)
+    return [e for e in plan.entries if any(e is m for m in members)
             or is_dq(e.node) and inputs & set(e.outputs)
             or is_q(e.node) and outputs & set(e.value_inputs)]
 

@@ -43,6 +43,6 @@ def qdq_transformer(graph: EditableGraph, rule_set: str = DEFAULT_RULE_SET, prov
         changed |= weight_bias_quantization(graph)
     if provider in rules.relu_clip_providers:
         changed |= relu_clip_quant_fusion(graph)
-    changed |= qdq_selector_action_transformer(graph, rules.rules, provider, opset, int8_allowed)
+    changed |= qdq_selector_action_transformer(graph, rules, provider, opset, int8_allowed)
     changed |= qdq_final_cleanup(graph)
     return changed

@@ -27,6 +27,7 @@ import onnx
 from . import qdq_actions as actions
 from . import qdq_selectors as selectors
 from .editable import EditableGraph
+from .relu_clip_quant import made_redundant
 
 CPU, DML = "CPUExecutionProvider", "DmlExecutionProvider"
 BOTH = frozenset({CPU, DML})
@@ -112,20 +113,21 @@ RULE_SETS = {
 DEFAULT_RULE_SET = "1.24+"
 
 
-def qdq_selector_action_transformer(graph: EditableGraph, rules: tuple[Rule, ...], provider: str, opset: int,
+def qdq_selector_action_transformer(graph: EditableGraph, rule_set: RuleSet, provider: str, opset: int,
                                     int8_allowed: bool = False) -> bool:
-    """Apply the rules to every node ``provider`` runs, in topological order; True if any fired.
+    """Apply the rule set's rules to every node ``provider`` runs, in topological order; True if any fired.
 
     A node no rule fuses gets a note saying why: the condition that rejected its group, or a rule
     that would fuse it but is for other providers only, or int8 activations that only CPU nodes
-    get converted (then the rule is named as ``cpu_rule``: the CPU EP's graph fuses the group).
+    get converted, or a redundant Relu/Clip before the Q that only CPU nodes get removed (then the
+    rule is named as ``cpu_rule``: the CPU EP's graph fuses the group).
     """
     changed = False
     for target in list(graph.nodes):
         if target not in graph.nodes:  # removed as part of an earlier group
             continue
         notes, other_provider_rule = [], None
-        for rule in rules:
+        for rule in rule_set.rules:
             if not rule.covers(target, opset):
                 continue
             group = rule.select(graph, target, int8_allowed)
@@ -140,6 +142,11 @@ def qdq_selector_action_transformer(graph: EditableGraph, rules: tuple[Rule, ...
                 notes.append(f"onnxruntime's QDQ rule '{rule.name}' does not apply: {group}")
                 if group == selectors.INT8_NOT_ALLOWED and provider != CPU:
                     notes.append("CPU nodes get int8 Q/DQ converted to uint8 first (QDQS8ToU8Transformer) and fused")
+                    other_provider_rule = other_provider_rule or rule.name
+                activation = selectors.between_op_and_q(graph, target)
+                if activation is not None and provider not in rule_set.relu_clip_providers and made_redundant(graph, activation):
+                    notes.append(f"the Q makes the {activation.op_type} redundant, but onnxruntime removes it "
+                                 f"({activation.op_type}QuantFusion) for CPU nodes only, which then fuse")
                     other_provider_rule = other_provider_rule or rule.name
                 continue
             _apply(graph, rule, group)

@@ -71,12 +71,26 @@ def qdq_group(graph: EditableGraph, target: onnx.NodeProto, dq_count: int | None
             return f"output {name!r} is a graph output"
         qs += quantizers
     if not qs:
-        return NodeGroup(target, dqs, []) if allow_no_q else "no QuantizeLinear reads its output"
+        if allow_no_q:
+            return NodeGroup(target, dqs, [])
+        activation = between_op_and_q(graph, target)
+        if activation is not None:
+            return f"its output goes through {activation.op_type} before the QuantizeLinear"
+        return "no QuantizeLinear reads its output"
     outputs = sum(1 for name in target.output if name)
     if not (outputs == len(qs) == edges) or any(name in graph.graph_outputs for name in target.output):
         return "its outputs need one QuantizeLinear each, and nothing else"
     return NodeGroup(target, dqs, qs)
 
+
+
+def between_op_and_q(graph: EditableGraph, target: onnx.NodeProto) -> onnx.NodeProto | None:
+    """The Relu or Clip that alone reads ``target``'s output and alone feeds a Q, if there is one."""
+    readers = graph.consumers(target.output[0]) if target.output else []
+    if len(readers) != 1 or readers[0].op_type not in ("Relu", "Clip") or target.output[0] in graph.graph_outputs:
+        return None
+    after = graph.consumers(readers[0].output[0])
+    return readers[0] if len(after) == 1 and is_q(after[0]) else None
 
 
 def drop_qdq(graph, target, int8_allowed=False, allow_16bit=False, allow_nonpositive_scale=True):

@@ -26,7 +26,7 @@ def relu_clip_quant_fusion(graph: EditableGraph) -> bool:
         if len(consumers) != 1 or not is_q(consumers[0]):
             continue
         q = consumers[0]
-        if not _made_redundant(graph, node, q):
+        if not made_redundant(graph, node):
             continue
         merged = onnx.NodeProto()
         merged.CopyFrom(q)
@@ -36,7 +36,9 @@ def relu_clip_quant_fusion(graph: EditableGraph) -> bool:
     return changed
 
 
-def _made_redundant(graph: EditableGraph, node: onnx.NodeProto, q: onnx.NodeProto) -> bool:
+def made_redundant(graph: EditableGraph, node: onnx.NodeProto) -> bool:
+    """Whether the one Q reading Relu/Clip ``node`` clamps at least as much as it does."""
+    q = graph.consumers(node.output[0])[0]
     if len(q.input) != 3 or not q.input[2]:
         return False
     scale, zero_point = scalar_constant(graph, q.input[1]), scalar_constant(graph, q.input[2])
