@@ -67,6 +67,10 @@ class EditableGraph:
         domains = ("", "ai.onnx") if domain in ("", "ai.onnx") else (domain,)
         return next((o.version for o in self.model.opset_import if o.domain in domains), 1)
 
+    def position(self, node: onnx.NodeProto) -> int | None:
+        """Where ``node`` (this very object: protobuf's == compares contents) stands; None once removed."""
+        return next((i for i, n in enumerate(self.nodes) if n is node), None)
+
     def origin(self, node: onnx.NodeProto) -> Origin:
         return self.origins[id(node)]
 
@@ -75,10 +79,10 @@ class EditableGraph:
     def replace(self, removed: list[onnx.NodeProto], new: onnx.NodeProto | None, rule: str, at: onnx.NodeProto) -> None:
         """Remove ``removed`` and put ``new`` where ``at`` was; ``new`` stands for them all."""
         if new is not None:
-            origins = [self.origins[id(n)] for n in sorted(removed, key=self.nodes.index)]
+            origins = [self.origins[id(n)] for n in sorted(removed, key=self.position)]
             rules = tuple(dict.fromkeys(r for o in origins for r in o.rules)) + (rule,)
             self.origins[id(new)] = Origin(rules, tuple(n for o in origins for n in o.nodes))
-            self.nodes[self.nodes.index(at)] = new
+            self.nodes[self.position(at)] = new
         gone = {id(n) for n in removed if n is not at or new is None}
         self.nodes = [n for n in self.nodes if id(n) not in gone]
         self._index = None
@@ -89,11 +93,11 @@ class EditableGraph:
 
     def insert_before(self, at: onnx.NodeProto, new: onnx.NodeProto, origin: Origin, dtype: np.dtype | None) -> None:
         """Add ``new`` right before ``at`` (it must read nothing ``at`` makes)."""
-        self._insert(self.nodes.index(at), new, origin, dtype)
+        self._insert(self.position(at), new, origin, dtype)
 
     def insert_after(self, at: onnx.NodeProto, new: onnx.NodeProto, origin: Origin, dtype: np.dtype | None) -> None:
         """Add ``new`` right after ``at`` (it reads what ``at`` reads)."""
-        self._insert(self.nodes.index(at) + 1, new, origin, dtype)
+        self._insert(self.position(at) + 1, new, origin, dtype)
 
     def _insert(self, index: int, new: onnx.NodeProto, origin: Origin, dtype: np.dtype | None) -> None:
         self.nodes.insert(index, new)

@@ -19,7 +19,7 @@ NAME = "QDQFinalCleanupTransformer"
 def qdq_final_cleanup(graph: EditableGraph) -> bool:
     changed = False
     for dq in [n for n in graph.nodes if is_dq(n)]:
-        if dq not in graph.nodes or dq.output[0] in graph.graph_outputs:
+        if graph.position(dq) is None or dq.output[0] in graph.graph_outputs:
             continue
         consumers = graph.consumers(dq.output[0])
         if len(consumers) != 1 or not is_q(consumers[0]) or not is_qdq_pair_supported(graph, consumers[0], dq):
