@@ -363,9 +363,11 @@ def format_summary(reports: list[ModelReport], errors: list[dict]) -> str:
         worst = max(r.outputs, key=lambda o: o.max_diff)
         causes = ", ".join(f"{k} {v}" for k, v in r.cause_counts.items())
         result = ("ok" if r.on_dml else "ok, nothing on DirectML") if r.ok else "MISMATCH" + (f" ({causes})" if causes else "")
-        rows.append([r.model, len(r.outputs), elements, _percent_of(equal, elements), _max_diff(worst), result])
-    rows += [[e["model"], "-", "-", "-", "-", f"error: {e['error']}"] for e in errors]
-    return "\nsummary:\n" + "\n".join(_indent(_table(["model", "outputs", "elements", "exact %", "max diff", "result"], rows)))
+        on_dml = f"{r.plan['dml']['macs_percent']:.1f}%" if r.candidate == "dml_ep" else "-"
+        rows.append([r.model, len(r.outputs), elements, _percent_of(equal, elements), _max_diff(worst), on_dml, result])
+    rows += [[e["model"], "-", "-", "-", "-", "-", f"error: {e['error']}"] for e in errors]
+    header = ["model", "outputs", "elements", "exact %", "max diff", "MACs on DML", "result"]
+    return "\nsummary:\n" + "\n".join(_indent(_table(header, rows)))
 
 
 # --- formatting helpers --------------------------------------------------------------------

@@ -23,6 +23,7 @@ class NodeError(DmlEpError):
         self.node_name = getattr(node, "name", None) if node is not None else None
         self.op_type = getattr(node, "op_type", None) if node is not None else None
         self.tensor = tensor
+        self.made_from = None
         super().__init__(self._format())
 
     def _format(self) -> str:
@@ -31,7 +32,16 @@ class NodeError(DmlEpError):
             where.append(f"node {self.node_name!r} ({self.op_type})" if self.node_name else f"{self.op_type} node")
         if self.tensor is not None:
             where.append(f"tensor {self.tensor!r}")
-        return f"{', '.join(where)}: {self.rule}" if where else self.rule
+        text = f"{', '.join(where)}: {self.rule}" if where else self.rule
+        return f"{text} ({self.made_from})" if self.made_from else text
+
+    def made_by(self, origin) -> "NodeError":
+        """Name the model's nodes a graph rewrite made this node from (a plan entry's origin)."""
+        if origin.rules:
+            nodes = ", ".join(n.name or n.op_type for n in origin.nodes)
+            self.made_from = f"made by the graph rewrites {origin.rule} from the model's nodes {nodes}"
+            self.args = (self._format(),)
+        return self
 
 
 class InvalidAttributeError(NodeError):

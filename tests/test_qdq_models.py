@@ -84,3 +84,21 @@ def test_qdq_model_differences_are_traced_to_cpu_only_rules(built, name):
         assert differing <= {e.node.name for e in cpu_only}
     # every output is either exact or off by quantized steps the report counts
     assert all(np.isfinite(o.max_diff) for o in report.outputs)
+
+
+def test_errors_name_the_model_nodes_a_rewritten_node_came_from():
+    """A zero scale in a QDQ group is reported on the QLinearConv the Conv rule made, naming the
+    user's Conv, its DQs and its Q, so the user can find it in their file."""
+    from pathlib import Path
+
+    import dml_ep
+
+    model = onnx.load(Path(__file__).resolve().parent.parent / "models" / "small_cnn.qdq.onnx")
+    scale = next(t for t in model.graph.initializer if t.name == "stem.relu_scale")
+    scale.CopyFrom(onnx.numpy_helper.from_array(np.array(0.0, np.float32), scale.name))
+    with pytest.raises(dml_ep.errors.QuantizationParameterError) as raised:
+        dml_ep.InferenceSession(model)
+    message = str(raised.value)
+    assert message.startswith("node 'stem' (QLinearConv), tensor 'stem.relu_scale': scale 0 is not positive")
+    assert message.endswith("(made by the graph rewrites Conv from the model's nodes stem.bias_DequantizeLinear, "
+                            "stem.weight_DequantizeLinear, input_DequantizeLinear, stem, stem.relu_QuantizeLinear)")

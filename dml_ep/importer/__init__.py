@@ -13,7 +13,7 @@ import numpy as np
 import onnx
 
 from ..enums import DML_FEATURE_LEVEL
-from ..errors import DescValidationError
+from ..errors import DescValidationError, NodeError
 from ..passes.editable import Origin
 from ..plan import DmlNode, FallbackNode, PlanEntry, ValueInfo
 from ..real_ep import not_modelled_reason
@@ -47,6 +47,8 @@ class NodeImporter:
             entry.desc.validate(self.feature_level)
         except (Fallback, DescValidationError) as reason:  # DirectML cannot take it: onnxruntime runs it
             return FallbackNode(node, str(reason), origin)
+        except NodeError as error:  # invalid: name the model's own nodes too
+            raise error.made_by(origin) from None
         entry.origin = origin
         return entry
 
