@@ -21,7 +21,7 @@ import time
 import numpy as np
 
 from .arithmetic import ARITHMETICS
-from .compare import FLOAT_ATOL, FLOAT_RTOL, ModelReport, TensorComparison, compare_model, node_label
+from .compare import CANDIDATES, FLOAT_ATOL, FLOAT_RTOL, ModelReport, TensorComparison, compare_model, node_label
 from .errors import DmlEpError, FeedError
 from .graph import load_model, one_line
 from .importer import DEFAULT_FEATURE_LEVEL
@@ -94,7 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
                          help="largest difference allowed, in quantized steps (default: 0, bit-exact)")
     compare.add_argument("--reference", choices=REFERENCES, default="ort",
                          help="onnxruntime CPU as deployed, with exact u8s8 GEMMs, or without QDQ fusions (default: %(default)s)")
-    compare.add_argument("--candidate", choices=("dml_ep", *REFERENCES), default="dml_ep",
+    compare.add_argument("--candidate", choices=CANDIDATES, default="dml_ep",
                          help="what is compared with the reference: dml_ep, or another onnxruntime configuration, "
                               "e.g. --candidate ort --reference ort-unfused says why QDQ fusion changes outputs "
                               "(default: %(default)s)")

@@ -41,7 +41,7 @@ import onnx
 
 from . import operator_descs as od
 from .arithmetic import Arithmetic
-from .errors import ModelError
+from .errors import DmlEpError, ModelError
 from .executor import Executor
 from .graph import load_model, ort_message
 from .importer import DEFAULT_FEATURE_LEVEL
@@ -59,6 +59,9 @@ from .tensor_desc import DML_BUFFER_TENSOR_DESC, left_pad
 FLOAT_ATOL = 1e-5
 FLOAT_RTOL = 1e-5
 HISTOGRAM_STEPS = (-2, -1, 1, 2)
+# What compare_model compares with its reference: dml_ep, or an onnxruntime configuration whose
+# QDQ fusions dml_ep reproduces node by node (so not "ort-unfused").
+CANDIDATES = ("dml_ep", "ort", "ort-exact")
 CAUSES = ("tie rounding", "float32 rounding", "u8s8 saturation", "graph", "other")
 
 
@@ -250,14 +253,15 @@ def compare_model(
     ``u8s8_saturation=None`` follows the reference: the host's onnxruntime for ``"ort"``, none for
     ``"ort-exact"`` (its u8s8 products are exact).
 
-    ``candidate`` another onnxruntime configuration (a name of ``REFERENCES``) compares the two
-    with each other instead: dml_ep then plans the graph onnxruntime's CPU EP runs and, where a
-    node's inputs agree on both sides and its output does not, says why with its kernels in
-    onnxruntime's arithmetic (which reproduces the candidate's fused QLinear nodes) and the others.
+    ``candidate`` "ort" or "ort-exact" (see ``CANDIDATES``) compares that onnxruntime configuration
+    with the reference instead: dml_ep then plans the graph onnxruntime's CPU EP runs and judges
+    each node its QDQ rules made in isolation (:func:`compare_rewritten`).
     """
+    if candidate not in CANDIDATES:
+        raise DmlEpError(f"unknown candidate {candidate!r} (choose from {', '.join(CANDIDATES)})")
     progress = progress or (lambda *args: None)
-    exact = "ort-exact" in (reference, candidate)
-    if u8s8_saturation is None and exact:
+    # dml_ep's arithmetic mimics the reference, or in candidate mode the candidate
+    if u8s8_saturation is None and (reference if candidate == "dml_ep" else candidate) == "ort-exact":
         u8s8_saturation = False
     proto = load_model(model)
     session = InferenceSession(

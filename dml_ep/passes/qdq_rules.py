@@ -58,7 +58,7 @@ class RuleSet:
 
     rules: tuple[Rule, ...]
     relu_clip_providers: frozenset[str]  # whose Relu/Clip before a Q is removed when the Q makes it redundant
-    weight_bias_quantization: bool  # a float Conv bias (and weight) quantized into int32 + DQ
+    weight_bias_quantization: bool  # a float Conv/Gemm bias quantized into int32 + DQ (1.20+)
 
 
 def _rules(unary_dml: set[str], *, newer: bool) -> tuple[Rule, ...]:
