@@ -100,7 +100,7 @@ class Plan:
     outputs: list[ValueInfo]
     values: dict[str, ValueInfo]
     constants: dict[str, np.ndarray]
-    model: onnx.ModelProto  # as rewritten by the passes
+    model: onnx.ModelProto  # as onnxruntime's QDQ passes left it (fallback sessions take its opsets)
     qdq_rules: str | None = None  # the onnxruntime release whose QDQ rules applied; None: off
 
     @property

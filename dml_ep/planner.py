@@ -57,4 +57,4 @@ def plan_model(
                     "(onnxruntime issue #26882, fixed in 1.24)", node=entry.node)
     inputs = [ValueInfo(v.name, graph_module.element_dtype(v), tuple(shapes[v.name])) for v in declared]
     outputs = [values[o.name] for o in model.graph.output]
-    return Plan(entries, feature_level, inputs, outputs, values, graph.constants, graph.to_model(), qdq_rules)
+    return Plan(entries, feature_level, inputs, outputs, values, graph.constants, rewritten, qdq_rules)
