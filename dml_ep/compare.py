@@ -51,8 +51,8 @@ from .operator_descs import OperatorDesc
 from .passes import CPU, DEFAULT_RULE_SET
 from .passes.qdq_util import is_dq, is_q
 from .plan import DmlNode, Plan, PlanEntry
-from .reference import cpu_session
 from .planner import plan_model
+from .reference import cpu_session
 from .session import InferenceSession
 from .tensor_desc import DML_BUFFER_TENSOR_DESC, left_pad
 
@@ -290,7 +290,7 @@ def compare_model(
         feature_level=str(executor.plan.feature_level),
         atol=atol,
         outputs=[compare_tensors(n, values[n], expected[n], step_of(n, expected[n], steps), atol) for n in output_names],
-        plan=session.plan.summary(),
+        plan=(executor.plan if candidate == "dml_ep" else session.plan).summary(),
         candidate=candidate,
     )
     if per_node or not report.ok:
@@ -435,27 +435,31 @@ def classify(entry: DmlNode, reference: dict, result: np.ndarray, expected: np.n
 def next_to_exact(entry: DmlNode, values: dict, where: np.ndarray, expected: np.ndarray) -> np.ndarray:
     """Which of the elements ``where`` of ``expected`` are one of the two integers next to
     DirectML's exact value (before its zero point is added)."""
-    near = np.zeros(where.shape, dtype=bool)
-    index = np.flatnonzero(where)
-    tensors = {field: b if isinstance(b, np.ndarray) else values[b] for field, b in entry.inputs.items()}
-    exact = ideal_values(entry.desc, tensors, index) if index.size else None
-    if exact is not None:
+
+    def near(tensors, index, exact):
         shape = left_pad(expected.shape, 4)
         zero_point = np.broadcast_to(parameter4d(tensors, entry.desc, "OutputZeroPointTensor"), shape).reshape(-1)[index]
         codes = expected.reshape(-1)[index].astype(np.int64) - zero_point.astype(np.int64)
-        near.reshape(-1)[index] = [abs(int(code) - value) < 1 for code, value in zip(codes, exact)]
-    return near
+        return [abs(int(code) - value) < 1 for code, value in zip(codes, exact)]
+
+    return _where_exact(entry, values, where, near)
 
 
 def exact_ties(entry: DmlNode, values: dict, where: np.ndarray) -> np.ndarray:
     """Which of the elements ``where`` have DirectML's exact value halfway between two integers."""
-    ties = np.zeros(where.shape, dtype=bool)
+    return _where_exact(entry, values, where, lambda tensors, index, exact: [value.denominator == 2 for value in exact])
+
+
+def _where_exact(entry: DmlNode, values: dict, where: np.ndarray, test) -> np.ndarray:
+    """``test(tensors, index, exact values)`` at the elements ``where``, False elsewhere and for
+    operators without an exact value."""
+    result = np.zeros(where.shape, dtype=bool)
     index = np.flatnonzero(where)
     tensors = {field: b if isinstance(b, np.ndarray) else values[b] for field, b in entry.inputs.items()}
     exact = ideal_values(entry.desc, tensors, index) if index.size else None
     if exact is not None:
-        ties.reshape(-1)[index] = [value.denominator == 2 for value in exact]
-    return ties
+        result.reshape(-1)[index] = test(tensors, index, exact)
+    return result
 
 
 def ideal_values(desc: OperatorDesc, tensors: dict, index: np.ndarray) -> list[Fraction] | None:
