@@ -51,7 +51,7 @@ from .operator_descs import OperatorDesc
 from .passes import CPU, DEFAULT_RULE_SET
 from .passes.qdq_util import is_dq, is_q
 from .plan import DmlNode, Plan, PlanEntry
-from .planner import plan_model
+from .planner import Planner
 from .reference import cpu_session
 from .session import InferenceSession
 from .tensor_desc import DML_BUFFER_TENSOR_DESC, left_pad
@@ -270,16 +270,19 @@ def compare_model(
     feeds = session.check_feeds(feeds)
     output_names = [o.name for o in proto.graph.output]
     intermediates = exposable_intermediates(proto)
+    shapes = {k: v.shape for k, v in feeds.items() if isinstance(v, np.ndarray)}
     if candidate == "dml_ep":
-        executor = session.executor_for(feeds)
+        executor = session.executor
         progress("running dml_ep")
         values = executor.run(feeds, keep_all=True)
+        dml_plan = executor.plan
     else:
-        plan = plan_model(proto, feature_level, {k: v.shape for k, v in feeds.items()}, qdq_rules=qdq_rules, provider=CPU)
-        executor = Executor(plan, Arithmetic("onnxruntime", u8s8_saturation))
+        executor = Executor(Planner(proto, feature_level, qdq_rules=qdq_rules, provider=CPU), Arithmetic("onnxruntime", u8s8_saturation))
+        executor.plan = executor.planner.plan_for_shapes(shapes)
         progress(f"running onnxruntime ({candidate})")
         values = {**feeds, **run_reference(proto, feeds, output_names + intermediates, candidate)}
         per_node = True  # the candidate's intermediates are there anyway
+        dml_plan = session.planner.plan_for_shapes(shapes)
     steps = quantization_steps(executor.plan)
     progress("running onnxruntime")
     expected = run_reference(proto, feeds, output_names + (intermediates if per_node else []), reference)
@@ -290,7 +293,7 @@ def compare_model(
         feature_level=str(executor.plan.feature_level),
         atol=atol,
         outputs=[compare_tensors(n, values[n], expected[n], step_of(n, expected[n], steps), atol) for n in output_names],
-        plan=(executor.plan if candidate == "dml_ep" else session.plan).summary(),
+        plan=dml_plan.summary(),
         candidate=candidate,
     )
     if per_node or not report.ok:

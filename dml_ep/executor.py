@@ -1,7 +1,9 @@
-"""Runs a plan: DirectML descs on dml_ep's kernels, fallback nodes on onnxruntime's CPU EP.
+"""Runs a model: each node planned for the tensors that reach it, DirectML descs on dml_ep's
+kernels, fallback nodes on onnxruntime's CPU EP.
 
-Each fallback node gets one single-node onnxruntime session, made with the executor, with its
-constant inputs as initializers, so every model onnxruntime runs, dml_ep runs.
+Each fallback node gets one single-node onnxruntime session, made when first needed, with its
+constant inputs as initializers and its other inputs' shapes left open, so every model
+onnxruntime runs, dml_ep runs, whatever shapes reach it.
 """
 
 from __future__ import annotations
@@ -12,41 +14,61 @@ import numpy as np
 import onnx
 
 from .arithmetic import Arithmetic
-from .errors import FallbackError, OutOfMemoryError
-from .graph import ort_message
+from .errors import FallbackError, OutOfMemoryError, ShapeError
+from .graph import ort_message, type_proto
 from .kernels import run_kernel
+from .graph import value_info_of
 from .plan import DmlNode, FallbackNode, Plan, PlanEntry
+from .planner import Planner
 from .reference import cpu_session
 
 
 class Executor:
-    def __init__(self, plan: Plan, arithmetic: Arithmetic):
-        self.plan = plan
+    def __init__(self, planner: Planner, arithmetic: Arithmetic):
+        self.planner = planner
         self.arithmetic = arithmetic
-        self._fallback_sessions = {id(entry): fallback_session(entry, plan) for entry in plan.fallback_nodes}
-        self._last_readers = _last_readers(plan)
+        self.plan: Plan | None = None  # the plan of the last run
+        self._fallback_sessions = {}
+        self._last_readers = _last_readers(planner)
+        self._graph_outputs = set(planner.output_names)
 
     def with_arithmetic(self, arithmetic: Arithmetic) -> "Executor":
-        """The same plan under another arithmetic, sharing the fallback sessions already made."""
+        """The same model under another arithmetic, sharing the plans and fallback sessions made."""
         other = copy.copy(self)
         other.arithmetic = arithmetic
         return other
 
-    def run(self, feeds: dict[str, np.ndarray], keep_all: bool = False) -> dict[str, np.ndarray]:
-        """Execute every entry; returns the graph outputs, or with ``keep_all`` every value.
+    def prepare(self, plan: Plan) -> None:
+        """Make the fallback sessions of ``plan`` now: like onnxruntime loading a model, refuse a
+        node whose types or attributes are invalid before the first run."""
+        for entry in plan.fallback_nodes:
+            self._fallback_session(entry)
 
-        Without ``keep_all`` each intermediate is dropped after the last entry that reads it, as a
+    def run(self, feeds: dict[str, np.ndarray], keep_all: bool = False) -> dict[str, np.ndarray]:
+        """Plan and execute every node on the tensors that reach it; returns the graph outputs, or
+        with ``keep_all`` every value. ``self.plan`` is then the plan of this run.
+
+        Without ``keep_all`` each intermediate is dropped after the last node that reads it, as a
         runtime's allocation planner would, so peak memory follows the live tensors only.
         """
+        planner = self.planner
         values = dict(feeds)
-        for index, entry in enumerate(self.plan.entries):
+        values.update((name, planner.constants[name]) for name in self._graph_outputs if name in planner.constants)
+        infos = {name: value_info_of(name, value) for name, value in values.items()}
+        entries = []
+        for index, reads in enumerate(planner.reads):
+            entry = planner.entry(index, {name: infos[name] for name in reads})
             try:
-                values.update(self.run_entry(entry, values))
+                results = self.run_entry(entry, values)
             except MemoryError:
                 raise OutOfMemoryError("not enough memory to run this node on this machine", node=entry.node) from None
+            values.update(results)
+            infos.update((name, value_info_of(name, value)) for name, value in results.items())
+            entries.append(entry)
             if not keep_all:
                 for name in self._last_readers.get(index, ()):
                     values.pop(name, None)
+        self.plan = planner.plan_of(entries, infos)
         return values
 
     def run_entry(self, entry: PlanEntry, values: dict) -> dict[str, np.ndarray]:
@@ -56,28 +78,37 @@ class Executor:
         return self.run_fallback(entry, values)
 
     def run_dml(self, entry: DmlNode, values: dict) -> np.ndarray:
-        tensors = {
-            field: binding if isinstance(binding, np.ndarray) else values[binding]
-            for field, binding in entry.inputs.items()
-        }
+        tensors = {}
+        for field, binding in entry.inputs.items():
+            tensor = binding if isinstance(binding, np.ndarray) else values[binding]
+            planned = entry.input_shapes.get(field)
+            if planned is not None and tensor.shape != planned:
+                raise ShapeError(f"{field} was planned for shape {list(planned)} and got {list(tensor.shape)}", node=entry.node)
+            tensors[field] = tensor
         result = run_kernel(entry.desc, tensors, self.arithmetic, entry.cache)
         return np.ascontiguousarray(result).reshape(entry.output_shape)
 
     def run_fallback(self, entry: FallbackNode, values: dict) -> dict[str, np.ndarray]:
-        feeds = {name: values[name] for name in entry.value_inputs if name not in self.plan.constants}
+        feeds = {name: values[name] for name in entry.value_inputs if name not in self.planner.constants}
         try:
-            results = self._fallback_sessions[id(entry)].run(entry.outputs, feeds)
+            results = self._fallback_session(entry).run(entry.outputs, feeds)
         except Exception as exc:  # onnxruntime's exception types share no base class but Exception
             raise FallbackError(f"onnxruntime failed running this fallback node: {ort_message(exc, with_node=False)}", node=entry.node) from None
         return dict(zip(entry.outputs, results))
 
+    def _fallback_session(self, entry: FallbackNode):
+        session = self._fallback_sessions.get(id(entry.node))
+        if session is None:
+            session = self._fallback_sessions[id(entry.node)] = fallback_session(entry, self.planner)
+        return session
 
-def _last_readers(plan: Plan) -> dict[int, list[str]]:
-    """For each entry index, the intermediate values it is the last to read (graph outputs stay)."""
-    keep = {o.name for o in plan.outputs}
+
+def _last_readers(planner: Planner) -> dict[int, list[str]]:
+    """For each node index, the intermediate values it is the last to read (graph outputs stay)."""
+    keep = set(planner.output_names)
     last = {}
-    for index, entry in enumerate(plan.entries):
-        for name in entry.value_inputs:
+    for index, reads in enumerate(planner.reads):
+        for name in reads:
             last[name] = index
     readers = {}
     for name, index in last.items():
@@ -86,26 +117,27 @@ def _last_readers(plan: Plan) -> dict[int, list[str]]:
     return readers
 
 
-def fallback_session(entry: FallbackNode, plan: Plan):
-    """The node's onnxruntime session, made with the executor: like onnxruntime loading a model, it
-    refuses a node whose types or attributes are invalid then, not at the first run."""
+def fallback_session(entry: FallbackNode, planner: Planner):
+    """The node's onnxruntime session: made once, it refuses a node whose types or attributes are
+    invalid as onnxruntime loading the model would."""
     try:
-        return cpu_session(single_node_model(entry.node, plan), threads=1, spinning=False)
+        return cpu_session(single_node_model(entry, planner), threads=1, spinning=False)
     except Exception as exc:  # onnxruntime's InvalidGraph, Fail, ...
         raise FallbackError(f"onnxruntime refuses this fallback node: {ort_message(exc, with_node=False)}", node=entry.node) from None
 
 
-def single_node_model(node: onnx.NodeProto, plan: Plan) -> onnx.ModelProto:
-    """A model holding just ``node``: constant inputs as initializers, the rest as graph inputs."""
+def single_node_model(entry: FallbackNode, planner: Planner) -> onnx.ModelProto:
+    """A model holding just the entry's node: constant inputs (and constants its subgraphs read) as
+    initializers, the rest as graph inputs of their static type with open shapes."""
+    node = entry.node
     inputs, initializers = [], []
-    for name in dict.fromkeys(n for n in node.input if n):
-        if name in plan.constants:
-            initializers.append(onnx.numpy_helper.from_array(plan.constants[name], name))
+    for name in entry.value_inputs:
+        if name in planner.constants:
+            initializers.append(onnx.numpy_helper.from_array(planner.constants[name], name))
         else:
-            info = plan.values[name]
-            inputs.append(onnx.helper.make_tensor_value_info(name, onnx.helper.np_dtype_to_tensor_dtype(info.dtype), info.shape))
+            inputs.append(onnx.helper.make_value_info(name, type_proto(planner.static[name].type)))
     outputs = [onnx.helper.make_empty_tensor_value_info(name) for name in node.output if name]
     graph = onnx.helper.make_graph([node], f"fallback_{node.name or node.op_type}", inputs, outputs, initializers)
-    model = onnx.helper.make_model(graph, opset_imports=plan.model.opset_import, ir_version=plan.model.ir_version)
-    model.functions.extend(plan.model.functions)
+    model = onnx.helper.make_model(graph, opset_imports=planner.model.opset_import, ir_version=planner.model.ir_version)
+    model.functions.extend(planner.model.functions)
     return model

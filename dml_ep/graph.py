@@ -1,13 +1,15 @@
 """Reading an ONNX model: load and check it, order its nodes, and learn every value's type and shape.
 
-DirectML descs need static shapes, so a graph is always planned for concrete input shapes. Types
-and shapes come from ONNX shape inference; values it cannot type (contrib ops such as
-com.microsoft QLinearAdd) are measured by one onnxruntime run of the model on zero inputs.
+DirectML descs need static shapes, and shapes are only known for sure from the tensors a run
+makes (a Reshape may read its shape from an input). So onnxruntime's inference tells the types of
+all values before a run (:func:`static_values`), and their shapes where static, and the planner
+makes each node's desc from the shapes of the tensors that reach it.
 """
 
 from __future__ import annotations
 
 import os
+import dataclasses
 import re
 from collections import deque
 
@@ -16,7 +18,34 @@ import onnx
 from onnx import numpy_helper
 
 from .errors import ModelError
-from .plan import ValueInfo
+
+@dataclasses.dataclass(frozen=True)
+class ValueInfo:
+    """Name, element type (numpy dtype) and shape of a graph value.
+
+    Of a tensor a run made, the shape is static; as onnxruntime's inference knows it before a run,
+    a dimension may be None (symbolic, or data-dependent) and the shape None (rank unknown). A
+    sequence, map or optional value has neither dtype nor shape, only onnxruntime's ``type``.
+    """
+
+    name: str
+    dtype: np.dtype | None
+    shape: tuple | None
+    type: str = ""
+
+    @property
+    def known(self) -> bool:
+        """A tensor whose every dimension is known."""
+        return self.dtype is not None and self.shape is not None and None not in self.shape
+
+
+def value_info_of(name: str, value) -> ValueInfo:
+    """The ValueInfo of a value a run made (an array, or a list for a sequence)."""
+    if isinstance(value, np.ndarray):
+        return ValueInfo(name, value.dtype, value.shape)
+    return ValueInfo(name, None, None, type(value).__name__)
+
+
 
 MIN_IR_VERSION = 3
 # The newest opsets the installed onnx knows (its checker validates them); onnxruntime runs the
@@ -77,6 +106,24 @@ def check_model(proto: onnx.ModelProto) -> None:
         onnx.checker.check_model(proto)
     except Exception as exc:  # ValidationError, and others on malformed external data and similar
         raise ModelError(f"the model fails onnx.checker: {_checker_message(exc)}") from None
+    for value in graph_inputs(proto.graph):
+        check_input(value)
+
+
+def check_input(value: onnx.ValueInfoProto) -> None:
+    """A fed tensor input needs an element type, and its fixed dimensions cannot be negative
+    (onnx.checker accepts both; onnxruntime fails on them)."""
+    kind = value.type.WhichOneof("value")
+    if kind is None:
+        raise ModelError(f"input {value.name!r} has no type")
+    if kind != "tensor_type":
+        return
+    tensor_type = value.type.tensor_type
+    if tensor_type.elem_type == onnx.TensorProto.UNDEFINED:
+        raise ModelError(f"input {value.name!r} has an undefined element type")
+    for axis, dim in enumerate(tensor_type.shape.dim):
+        if dim.HasField("dim_value") and dim.dim_value < 0:
+            raise ModelError(f"input {value.name!r}: dimension {axis} is {dim.dim_value}, a negative size")
 
 
 def _checker_message(exc: Exception) -> str:
@@ -122,6 +169,19 @@ def topological_order(graph: onnx.GraphProto) -> list[onnx.NodeProto]:
     return order
 
 
+def outer_scope_inputs(node: onnx.NodeProto) -> list[str]:
+    """The values a node's subgraphs (If branches, Loop and Scan bodies) read from the graph around
+    it: they are inputs of the node as much as its own inputs are."""
+    names = []
+    for attribute in node.attribute:
+        for subgraph in (*([attribute.g] if attribute.HasField("g") else []), *attribute.graphs):
+            defined = {i.name for i in subgraph.input} | {t.name for t in subgraph.initializer}
+            for inner in subgraph.node:
+                names += [n for n in (*inner.input, *outer_scope_inputs(inner)) if n and n not in defined]
+                defined.update(inner.output)
+    return list(dict.fromkeys(names))
+
+
 def constants(graph: onnx.GraphProto) -> dict[str, np.ndarray]:
     """Initializers (and Constant nodes with a tensor value) as numpy arrays, read once."""
     out = {}
@@ -144,84 +204,91 @@ def graph_inputs(graph: onnx.GraphProto) -> list[onnx.ValueInfoProto]:
     return [i for i in graph.input if i.name not in initialized]
 
 
-def declared_shape(value: onnx.ValueInfoProto, symbolic: int = 1) -> tuple[int, ...]:
-    """The static shape of a value info; symbolic or missing dimensions become ``symbolic``."""
+def declared_shape(value: onnx.ValueInfoProto, symbolic=1) -> tuple:
+    """The declared shape of a value info; symbolic or missing dimensions become ``symbolic``."""
     dims = value.type.tensor_type.shape.dim
     return tuple(d.dim_value if d.HasField("dim_value") else symbolic for d in dims)
+
+
+def symbolic_dims(value: onnx.ValueInfoProto) -> list[str]:
+    """The names of a value's dimensions that are not fixed ("?" for an unnamed one)."""
+    return [d.dim_param or "?" for d in value.type.tensor_type.shape.dim if not d.HasField("dim_value")]
 
 
 def element_dtype(value: onnx.ValueInfoProto) -> np.dtype:
     return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(value.type.tensor_type.elem_type))
 
 
-def _info(value: onnx.ValueInfoProto):
-    tensor_type = value.type.tensor_type
-    if not value.type.HasField("tensor_type") or not tensor_type.elem_type or not tensor_type.HasField("shape"):
-        return None
-    dims = tensor_type.shape.dim
-    if not all(d.HasField("dim_value") for d in dims):
-        return None
-    return ValueInfo(value.name, element_dtype(value), tuple(d.dim_value for d in dims))
+def static_values(model: onnx.ModelProto, input_shapes=None) -> dict[str, ValueInfo]:
+    """Every value's type, and its shape as far as onnxruntime's own inference knows it before a run.
 
-
-def infer_values(model: onnx.ModelProto, input_shapes: dict[str, tuple[int, ...]]) -> dict[str, ValueInfo]:
-    """Type and static shape of every value, for the given concrete graph input shapes."""
-    model = _with_input_shapes(model, input_shapes)
-    try:
-        inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
-    except Exception:  # onnx's inference rejects some valid contrib graphs; onnxruntime decides below
-        inferred = model
-    values = {}
-    graph = inferred.graph
-    for value in list(graph.input) + list(graph.value_info) + list(graph.output):
-        info = _info(value)
-        if info is not None:
-            values[info.name] = info
-    for tensor in graph.initializer:
-        values[tensor.name] = ValueInfo(tensor.name, np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type)), tuple(tensor.dims))
-    missing = [name for node in graph.node for name in node.output if name and name not in values]
-    if missing:
-        values.update(_measure_with_onnxruntime(model, missing, input_shapes, values))
-    return values
-
-
-def _with_input_shapes(model: onnx.ModelProto, input_shapes) -> onnx.ModelProto:
-    copy = onnx.ModelProto()
-    copy.CopyFrom(model)
-    for value in graph_inputs(copy.graph):
-        if value.name in input_shapes:
-            shape = value.type.tensor_type.shape
-            del shape.dim[:]
-            for size in input_shapes[value.name]:
-                shape.dim.add().dim_value = int(size)
-    return copy
-
-
-def _measure_with_onnxruntime(model: onnx.ModelProto, names: list[str], input_shapes, known) -> dict[str, ValueInfo]:
-    """Run the model once on zeros with the untyped values as extra outputs, and read them off.
-
-    onnxruntime also checks every node's types and attributes here: its refusal becomes a
-    ModelError naming the node and the inputs it was given (from ``known`` values).
+    onnxruntime loads the model with every node output exposed (its graph optimizations off, so
+    no node disappears) and says what each output is: its type string, and dimensions where static
+    (None where they depend on a symbolic input dimension or on data). ``input_shapes`` pins input
+    shapes first. value_info is dropped beforehand: a shape is never taken from a declaration. A
+    model onnxruntime refuses at load is a ModelError naming the node.
     """
     from .reference import cpu_session
 
     probe = onnx.ModelProto()
     probe.CopyFrom(model)
-    outputs = {o.name for o in probe.graph.output}
-    for name in names:
-        if name not in outputs:
-            probe.graph.output.append(onnx.helper.make_empty_tensor_value_info(name))
-    feeds = {
-        value.name: np.zeros(input_shapes.get(value.name, declared_shape(value)), dtype=element_dtype(value))
-        for value in graph_inputs(probe.graph)
-    }
+    del probe.graph.value_info[:]
+    for value in graph_inputs(probe.graph):
+        if input_shapes and value.name in input_shapes:
+            shape = value.type.tensor_type.shape
+            del shape.dim[:]
+            for size in input_shapes[value.name]:
+                shape.dim.add().dim_value = int(size)
+    listed = {o.name for o in probe.graph.output}
+    for node in probe.graph.node:
+        probe.graph.output.extend(onnx.helper.make_empty_tensor_value_info(n) for n in node.output if n and n not in listed)
     try:
-        session = cpu_session(probe)
-        results = session.run(names, feeds)
-    except Exception as exc:  # onnxruntime's Fail, InvalidGraph, InvalidArgument, RuntimeException...
+        session = cpu_session(probe, optimize=False)
+    except Exception as exc:  # onnxruntime's Fail, InvalidGraph, InvalidArgument...
         message = ort_message(exc)
-        raise ModelError(f"the model is invalid (onnxruntime rejects it): {message}{_inputs_of(model.graph, message, known)}") from None
-    return {name: ValueInfo(name, r.dtype, tuple(r.shape)) for name, r in zip(names, results)}
+        raise ModelError(f"the model is invalid (onnxruntime rejects it): {message}{_inputs_of(model.graph, message)}") from None
+    values = {arg.name: value_info(arg.name, arg.type, arg.shape) for arg in (*session.get_inputs(), *session.get_outputs())}
+    for tensor in model.graph.initializer:
+        values.setdefault(tensor.name, ValueInfo(tensor.name, np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type)), tuple(tensor.dims)))
+    return values
+
+
+def value_info(name: str, ort_type: str, shape) -> ValueInfo:
+    """A ValueInfo from onnxruntime's type string ("tensor(uint8)", "seq(tensor(float))") and
+    NodeArg shape (symbolic or unknown dimensions as None)."""
+    match = re.fullmatch(r"tensor\((\w+)\)", ort_type)
+    if match is None:  # a sequence, map or optional: only onnxruntime's fallback nodes read it
+        return ValueInfo(name, None, None, ort_type)
+    dims = tuple(d if isinstance(d, int) and d >= 0 else None for d in shape) if shape is not None else None
+    return ValueInfo(name, _ORT_ELEMENT_TYPES.get(match[1]), dims, ort_type)
+
+
+def type_proto(ort_type: str) -> onnx.TypeProto:
+    """onnxruntime's type string as an ONNX TypeProto (element type only: shapes are left open)."""
+    match = re.fullmatch(r"(\w+)\((.*)\)", ort_type)
+    if match is None:
+        raise ModelError(f"unknown onnxruntime type {ort_type!r}")
+    kind, inner = match.groups()
+    if kind == "tensor":
+        return onnx.helper.make_tensor_type_proto(_ONNX_ELEMENT_TYPES[inner], None)
+    if kind == "seq":
+        return onnx.helper.make_sequence_type_proto(type_proto(inner))
+    if kind == "optional":
+        return onnx.helper.make_optional_type_proto(type_proto(inner))
+    if kind == "map":
+        key, _, value = inner.partition(",")
+        return onnx.helper.make_map_type_proto(_ONNX_ELEMENT_TYPES[key], type_proto(value))
+    raise ModelError(f"unknown onnxruntime type {ort_type!r}")
+
+
+# onnxruntime spells element types as the TensorProto enum in lower case ("float", "uint8", "float16").
+_ONNX_ELEMENT_TYPES = {name.lower(): number for name, number in onnx.TensorProto.DataType.items() if number}
+_ORT_ELEMENT_TYPES = {}
+for _name, _number in _ONNX_ELEMENT_TYPES.items():
+    try:
+        _ORT_ELEMENT_TYPES[_name] = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(_number))
+    except (KeyError, TypeError, ValueError):  # string and the like have no numeric numpy dtype here
+        pass
 
 
 _ORT_NODE_MESSAGES = (
@@ -243,13 +310,16 @@ def ort_message(exc: Exception, with_node: bool = True) -> str:
     return text
 
 
-def _inputs_of(graph: onnx.GraphProto, message: str, known: dict[str, ValueInfo]) -> str:
-    """" (inputs: a uint8[2, 3], ...)" for the node an onnxruntime message names, when it can be found."""
+def _inputs_of(graph: onnx.GraphProto, message: str) -> str:
+    """" (inputs: a uint8[2, 3], ...)" for the node an onnxruntime message names: its graph inputs
+    and constants as the model gives them."""
     match = re.search(r"[Nn]ode \(?'?([^)' ]+)", message)
     node = next((n for n in graph.node if match and n.name == match[1]), None)
     if node is None:
         return ""
-    described = [f"{name} {known[name].dtype}{list(known[name].shape)}" for name in node.input if name in known]
+    known = {v.name: (element_dtype(v), declared_shape(v, "?")) for v in graph.input if v.type.HasField("tensor_type")}
+    known.update((t.name, (np.dtype(onnx.helper.tensor_dtype_to_np_dtype(t.data_type)), tuple(t.dims))) for t in graph.initializer)
+    described = [f"{name} {known[name][0]}{list(known[name][1])}" for name in node.input if name in known]
     return f" (inputs: {', '.join(described)})" if described else ""
 
 

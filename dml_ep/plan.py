@@ -13,6 +13,7 @@ from typing import Union
 import numpy as np
 import onnx
 
+from .graph import ValueInfo, outer_scope_inputs
 from .operator_descs import OperatorDesc
 from .passes.editable import Origin
 
@@ -29,6 +30,7 @@ class DmlNode:
     output: str
     output_shape: tuple[int, ...]
     origin: Origin | None = None  # set by the importer
+    input_shapes: dict[str, tuple] = dataclasses.field(default_factory=dict)  # of the values bound, set by the planner
     cache: dict = dataclasses.field(default_factory=dict, repr=False)
 
     @property
@@ -62,7 +64,8 @@ class FallbackNode:
 
     @property
     def value_inputs(self) -> list[str]:
-        return [name for name in self.node.input if name]
+        """Its inputs, and the values of the graph around it that its subgraphs read."""
+        return [name for name in dict.fromkeys((*self.node.input, *outer_scope_inputs(self.node))) if name]
 
     @property
     def outputs(self) -> list[str]:
@@ -82,15 +85,6 @@ ELEMENT_WISE = {"Add", "Sub", "Mul", "Div", "Sum", "QLinearAdd", "QLinearMul", "
 
 
 @dataclasses.dataclass
-class ValueInfo:
-    """Name, element type (numpy dtype) and static shape of a graph value."""
-
-    name: str
-    dtype: np.dtype
-    shape: tuple[int, ...]
-
-
-@dataclasses.dataclass
 class Plan:
     """The whole model as DirectML operators and fallbacks, in execution order."""
 
@@ -102,6 +96,8 @@ class Plan:
     constants: dict[str, np.ndarray]
     model: onnx.ModelProto  # as onnxruntime's QDQ passes left it (fallback sessions take its opsets)
     qdq_rules: str | None = None  # the onnxruntime release whose QDQ rules applied; None: off
+    pending: list[onnx.NodeProto] = dataclasses.field(default_factory=list)  # shapes known only when run
+    assumed: dict[str, int] = dataclasses.field(default_factory=dict)  # symbolic dims taken at a size
 
     @property
     def dml_nodes(self) -> list[DmlNode]:

@@ -1,10 +1,13 @@
-"""The one planning entry point: model -> onnxruntime's graph rewrites -> importer -> :class:`Plan`.
+"""The one planning entry point: model -> onnxruntime's graph rewrites -> importer -> plan entries.
 
 As in onnxruntime with the DML EP registered: the QDQ transformer turns QDQ node groups into
-QLinear nodes by the rules that apply to DML nodes (``passes/qdq.py``, the release's rule set);
-types and shapes are then known for the rewritten graph; the DML EP's own GraphTransformer folds
-activations into the nodes it runs (``passes/dml_fusion.py``); each node then becomes a DirectML
-desc or a CPU fallback. The session, the CLI and compare all plan through :func:`plan_model`.
+QLinear nodes by the rules that apply to DML nodes (``passes/``, the release's rule set);
+onnxruntime's inference then types every value; the DML EP's own GraphTransformer folds
+activations into the nodes it runs (``passes/dml_fusion.py``). That much is done once per model
+(:class:`Planner`). Each node then becomes a DirectML desc or a CPU fallback for the shapes of the
+tensors that reach it: :meth:`Planner.entry`, cached per node and input shapes, so that a symbolic
+dimension, or a shape computed from data, is planned from the real tensors of each run. The
+session, the executor, the CLI and compare all plan through this module.
 """
 
 from __future__ import annotations
@@ -13,48 +16,116 @@ import onnx
 
 from . import graph as graph_module
 from .enums import DML_FEATURE_LEVEL
-from .importer import DEFAULT_FEATURE_LEVEL, NodeImporter, opset_versions
 from .errors import DmlEpError, RealEpError
+from .importer import DEFAULT_FEATURE_LEVEL, NodeImporter, opset_versions
 from .passes import DEFAULT_RULE_SET, DML, RULE_SETS, EditableGraph, dml_operator_fusion, qdq_transformer
-from .plan import Plan, ValueInfo
+from .graph import ValueInfo, value_info_of
+from .plan import DmlNode, Plan, PlanEntry
 from .real_ep import has_dml_kernel
 
 
-def plan_model(
-    model: onnx.ModelProto,
-    feature_level=DEFAULT_FEATURE_LEVEL,
-    input_shapes=None,
-    *,
-    qdq_rules: str | None = DEFAULT_RULE_SET,
-    provider: str = DML,
-) -> Plan:
-    """Plan a checked model for concrete input shapes (declared shapes, symbolic dims as 1, by
-    default). ``qdq_rules`` names the onnxruntime release whose QDQ rules apply (see
+class Planner:
+    """What planning does once per model: the graph rewrites and the static types. Entries are
+    made per node for the input shapes a run brings (:meth:`entry`)."""
+
+    def __init__(self, model: onnx.ModelProto, feature_level=DEFAULT_FEATURE_LEVEL, *,
+                 qdq_rules: str | None = DEFAULT_RULE_SET, provider: str = DML):
+        if qdq_rules is not None and qdq_rules not in RULE_SETS:
+            raise DmlEpError(f"unknown QDQ rule set {qdq_rules!r} (choose from {', '.join(RULE_SETS)})")
+        self.feature_level = DML_FEATURE_LEVEL.parse(feature_level)
+        self.qdq_rules = qdq_rules
+        self.provider = provider
+        self.declared = graph_module.graph_inputs(model.graph)
+        graph = EditableGraph(model)
+        if qdq_rules is not None:
+            qdq_transformer(graph, qdq_rules, provider)
+        self.model = graph.to_model()  # as the QDQ passes left it (fallback sessions take its opsets)
+        self.constants = graph.constants
+        self.static = graph_module.static_values(self.model)
+        self._importer = NodeImporter(self.constants, self.feature_level, opset_versions(self.model))
+        if provider == DML:
+            dml_operator_fusion(graph, self._maps_by_type)
+        self.nodes = list(graph.nodes)
+        self.origins = [graph.origin(n) for n in self.nodes]
+        self.reads = [[n for n in dict.fromkeys((*node.input, *graph_module.outer_scope_inputs(node))) if n and n not in self.constants]
+                      for node in self.nodes]
+        self.output_names = [o.name for o in model.graph.output]
+        self._entries: dict[tuple, PlanEntry] = {}
+
+    def _maps_by_type(self, node: onnx.NodeProto) -> bool:
+        """Whether ``node`` runs on DirectML, judged before any run as the DML EP's partitioning
+        judges it: by element types and ranks (unknown dimensions taken as 1, which any broadcast
+        accepts). A node whose input ranks are unknown is not fused."""
+        infos = {}
+        for name in node.input:
+            info = self.static.get(name)
+            if name and name not in self.constants:
+                if info is None or info.dtype is None or info.shape is None:
+                    return False
+                infos[name] = ValueInfo(name, info.dtype, tuple(1 if d is None else d for d in info.shape))
+        return self._importer.maps(node, {**self.static, **infos})
+
+    def entry(self, index: int, inputs: dict[str, ValueInfo]) -> PlanEntry:
+        """Node ``index`` planned for its inputs' types and shapes (``inputs`` holds every name in
+        ``reads[index]``); made once per distinct signature."""
+        key = (index, *((inputs[n].dtype, inputs[n].shape) for n in self.reads[index]))
+        entry = self._entries.get(key)
+        if entry is None:
+            entry = self._entries[key] = self._plan_node(self.nodes[index], self.origins[index], inputs)
+        return entry
+
+    def _plan_node(self, node: onnx.NodeProto, origin, inputs: dict[str, ValueInfo]) -> PlanEntry:
+        entry = self._importer.plan_node(node, origin, {**self.static, **inputs})
+        if isinstance(entry, DmlNode):
+            entry.input_shapes = {field: inputs[b].shape for field, b in entry.inputs.items() if isinstance(b, str)}
+        if self.provider == DML and origin.rules and not has_dml_kernel(entry.node):
+            raise RealEpError(
+                f"onnxruntime {self.qdq_rules}'s QDQ rule ({origin.rule}) makes {node.op_type} for a DML node, "
+                "and the DML EP has no kernel for it: the real EP fails at session initialization "
+                "(onnxruntime issue #26882, fixed in 1.24)", node=node)
+        return entry
+
+    def plan(self, values: dict[str, ValueInfo], assumed: dict[str, int] | None = None) -> Plan:
+        """The plan for known ``values`` (graph inputs and node outputs): every node whose inputs
+        are all known, in order; the others are listed as ``pending`` (their shapes come with a run)."""
+        entries, pending = [], []
+        for index, node in enumerate(self.nodes):
+            inputs = {n: values.get(n) for n in self.reads[index]}
+            if all(info is not None and (info.known or info.dtype is None and info.type) for info in inputs.values()):
+                entries.append(self.entry(index, inputs))
+            else:
+                pending.append(node)
+        return self.plan_of(entries, values, pending, assumed)
+
+    def plan_of(self, entries: list[PlanEntry], values: dict[str, ValueInfo], pending=(), assumed=None) -> Plan:
+        """A Plan of ``entries``, with the values they were planned from (and the constants)."""
+        values = {**{name: value_info_of(name, array) for name, array in self.constants.items()}, **values}
+        inputs = [values[v.name] for v in self.declared]
+        outputs = [values.get(name) or self.static[name] for name in self.output_names]
+        return Plan(entries, self.feature_level, inputs, outputs, values, self.constants, self.model, self.qdq_rules,
+                    pending=list(pending), assumed=assumed or {})
+
+    def plan_for_shapes(self, input_shapes: dict[str, tuple] | None = None) -> Plan:
+        """The plan onnxruntime's inference allows before a run, for these input shapes (declared
+        shapes by default; a symbolic dimension not given is assumed 1, and ``Plan.assumed`` says so).
+        Nodes whose shapes depend on data stay pending."""
+        shapes, assumed = {}, {}
+        for value in self.declared:
+            if input_shapes and value.name in input_shapes:
+                shapes[value.name] = tuple(input_shapes[value.name])
+            elif value.type.HasField("tensor_type"):
+                for dim in graph_module.symbolic_dims(value):
+                    assumed[dim] = 1
+                shapes[value.name] = graph_module.declared_shape(value)
+        values = graph_module.static_values(self.model, shapes) if input_shapes or assumed else self.static
+        return self.plan(values, assumed)
+
+
+def plan_model(model: onnx.ModelProto, feature_level=DEFAULT_FEATURE_LEVEL, input_shapes=None, *,
+               qdq_rules: str | None = DEFAULT_RULE_SET, provider: str = DML) -> Plan:
+    """Plan a checked model for ``input_shapes`` (see :meth:`Planner.plan_for_shapes`).
+    ``qdq_rules`` names the onnxruntime release whose QDQ rules apply (see
     :data:`dml_ep.passes.RULE_SETS`); None turns them off, as ``session.disable_quant_qdq=1`` does.
     ``provider=CPU`` plans the graph onnxruntime's CPU EP runs instead (its rules, no DML fusion),
     which compare uses to explain the differences between two onnxruntime configurations."""
-    feature_level = DML_FEATURE_LEVEL.parse(feature_level)
-    if qdq_rules is not None and qdq_rules not in RULE_SETS:
-        raise DmlEpError(f"unknown QDQ rule set {qdq_rules!r} (choose from {', '.join(RULE_SETS)})")
-    declared = graph_module.graph_inputs(model.graph)
-    shapes = {v.name: graph_module.declared_shape(v) for v in declared}
-    shapes.update(input_shapes or {})
-    graph = EditableGraph(model)
-    if qdq_rules is not None:
-        qdq_transformer(graph, qdq_rules, provider)
-    rewritten = graph.to_model()
-    values = graph_module.infer_values(rewritten, shapes)
-    importer = NodeImporter(values, graph.constants, feature_level, opset_versions(rewritten))
-    if provider == DML:
-        dml_operator_fusion(graph, importer.maps)
-    entries = [importer.plan_node(node, graph.origin(node)) for node in graph.nodes]
-    if provider == DML:
-        for entry in entries:
-            if entry.origin.rules and not has_dml_kernel(entry.node):
-                raise RealEpError(
-                    f"onnxruntime {qdq_rules}'s QDQ rule ({entry.origin.rule}) makes {entry.node.op_type} for a DML node, "
-                    "and the DML EP has no kernel for it: the real EP fails at session initialization "
-                    "(onnxruntime issue #26882, fixed in 1.24)", node=entry.node)
-    inputs = [ValueInfo(v.name, graph_module.element_dtype(v), tuple(shapes[v.name])) for v in declared]
-    outputs = [values[o.name] for o in model.graph.output]
-    return Plan(entries, feature_level, inputs, outputs, values, graph.constants, rewritten, qdq_rules)
+    return Planner(model, feature_level, qdq_rules=qdq_rules, provider=provider).plan_for_shapes(input_shapes)

@@ -15,14 +15,18 @@ import onnxruntime as ort
 REFERENCES = ("ort", "ort-exact", "ort-unfused")
 
 
-def cpu_session(model, reference: str = "ort", threads: int | None = None, spinning: bool = True) -> ort.InferenceSession:
+def cpu_session(model, reference: str = "ort", threads: int | None = None, spinning: bool = True,
+                optimize: bool = True) -> ort.InferenceSession:
     """An onnxruntime CPU session for a ModelProto or serialized model.
 
     ``spinning=False`` stops its idle threads from spinning after a run, which would otherwise take
-    the cores from the numpy/BLAS work that follows in the same process.
+    the cores from the numpy/BLAS work that follows in the same process. ``optimize=False`` turns
+    its graph optimizations off (every node of the model stays as it is).
     """
     options = ort.SessionOptions()
     options.log_severity_level = 3
+    if not optimize:
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     if threads is not None:
         options.intra_op_num_threads = threads
     if not spinning:

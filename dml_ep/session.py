@@ -1,8 +1,9 @@
 """``dml_ep.InferenceSession``: onnxruntime's session API, executing the model as the DML EP would.
 
-The plan (:func:`dml_ep.planner.plan_model`) is made for the model's declared input shapes
-(symbolic dimensions as 1) and made again, once per new shape signature, when feeds come with
-other shapes: DirectML descs have static sizes.
+The graph rewrites and types are worked out when the session is made (:class:`Planner`); each
+node's DirectML desc is made from the shapes of the tensors that reach it in a run, once per
+distinct shape (DirectML descs have static sizes). A model whose input shapes are all fixed is
+planned when loaded as far as its shapes do not depend on data, so that its errors show then.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from .errors import DmlEpError, FeedError
 from .executor import Executor
 from .importer import DEFAULT_FEATURE_LEVEL
 from .passes import DEFAULT_RULE_SET
-from .planner import plan_model
+from .plan import Plan
+from .planner import Planner
 from .tensor_desc import MAX_ELEMENTS
 
 _ORT_TYPE_NAMES = {
@@ -81,12 +83,20 @@ class InferenceSession:
         self.feature_level = feature_level
         self.qdq_rules = qdq_rules
         self._declared = graph.graph_inputs(self.model.graph)
-        self.plan = plan_model(self.model, feature_level, qdq_rules=qdq_rules)
-        self._plans = {self._signature(self.plan.inputs): Executor(self.plan, self.arithmetic)}
+        self.planner = Planner(self.model, feature_level, qdq_rules=qdq_rules)
+        self.executor = Executor(self.planner, self.arithmetic)
+        self._loaded_plan = None
+        if all(not graph.symbolic_dims(v) for v in self._declared if v.type.HasField("tensor_type")):
+            self._loaded_plan = self.planner.plan_for_shapes()
+            self.executor.prepare(self._loaded_plan)
 
-    @staticmethod
-    def _signature(infos) -> tuple:
-        return tuple((i.name, tuple(i.shape)) for i in infos)
+    @property
+    def plan(self) -> Plan:
+        """The plan of the last run; before any, the plan for the declared input shapes, with any
+        symbolic dimension taken as 1 (``Plan.assumed`` names them)."""
+        if self.executor.plan is None and self._loaded_plan is None:
+            self._loaded_plan = self.planner.plan_for_shapes()  # symbolic dims assumed 1 (Plan.assumed)
+        return self.executor.plan or self._loaded_plan
 
     def get_inputs(self) -> list[NodeArg]:
         return [NodeArg(v.name, _shape(v), _type(v)) for v in self._declared]
@@ -97,15 +107,6 @@ class InferenceSession:
     def get_providers(self) -> list[str]:
         return list(PROVIDERS)
 
-    def executor_for(self, feeds: dict) -> Executor:
-        """The executor whose plan fits these feeds' shapes (planning anew for a new signature)."""
-        signature = tuple((v.name, tuple(feeds[v.name].shape)) for v in self._declared)
-        executor = self._plans.get(signature)
-        if executor is None:
-            plan = plan_model(self.model, self.feature_level, dict(signature), qdq_rules=self.qdq_rules)
-            executor = self._plans[signature] = Executor(plan, self.arithmetic)
-        return executor
-
     def run(self, output_names, input_feed: dict, run_options=None) -> list[np.ndarray]:
         """Like onnxruntime: ``output_names`` None for all outputs; returns a list of arrays."""
         feeds = self.check_feeds(input_feed)
@@ -114,7 +115,7 @@ class InferenceSession:
         for name in names:
             if name not in known:
                 raise FeedError(f"unknown output name {name!r} (outputs: {', '.join(sorted(known))})")
-        values = self.executor_for(feeds).run(feeds)
+        values = self.executor.run(feeds)
         return [values[name] for name in names]
 
     def check_feeds(self, input_feed: dict) -> dict[str, np.ndarray]:
@@ -143,8 +144,6 @@ class InferenceSession:
                 for axis, (size, dim) in enumerate(zip(array.shape, dims)):
                     if dim.HasField("dim_value") and size != dim.dim_value:
                         raise FeedError(f"input {name!r}: dimension {axis} is {size}, expected {dim.dim_value}")
-            if any(size == 0 for size in array.shape):
-                raise FeedError(f"input {name!r}: shape {list(array.shape)} has a zero-size dimension (DirectML sizes are at least 1)")
             if array.size > MAX_ELEMENTS:
                 raise FeedError(f"input {name!r}: {array.size} elements, more than a DirectML tensor holds ({MAX_ELEMENTS})")
             if array.nbytes > MAX_FEED_BYTES:

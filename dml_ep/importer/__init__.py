@@ -15,7 +15,8 @@ import onnx
 from ..enums import DML_FEATURE_LEVEL
 from ..errors import DescValidationError, NodeError
 from ..passes.editable import Origin
-from ..plan import DmlNode, FallbackNode, PlanEntry, ValueInfo
+from ..graph import ValueInfo
+from ..plan import DmlNode, FallbackNode, PlanEntry
 from ..real_ep import not_modelled_reason
 from . import elementwise, qlinear_conv, qlinear_matmul  # noqa: F401  (fill the registry)
 from .common import IMPORTERS, Fallback, NodeContext
@@ -29,19 +30,22 @@ def opset_versions(model: onnx.ModelProto) -> dict[str, int]:
 
 @dataclasses.dataclass
 class NodeImporter:
-    """Maps one node at a time, knowing every value's type and shape and the model's constants."""
+    """Maps one node at a time, knowing the model's constants."""
 
-    values: dict[str, ValueInfo]
     constants: dict[str, np.ndarray]
     feature_level: DML_FEATURE_LEVEL
     opsets: dict[str, int]
 
-    def plan_node(self, node: onnx.NodeProto, origin: Origin) -> PlanEntry:
+    def plan_node(self, node: onnx.NodeProto, origin: Origin, values: dict[str, ValueInfo]) -> PlanEntry:
+        """The node's entry, ``values`` giving the types and shapes of its inputs and the type of its output."""
         domain = "" if node.domain == "ai.onnx" else node.domain
         fn = IMPORTERS.get((domain, node.op_type))
         if fn is None:
             return FallbackNode(node, not_modelled_reason(node, origin), origin)
-        ctx = NodeContext(node, self.values, self.constants, self.feature_level, self.opsets.get(domain, 1))
+        empty = next((n for n in node.input if n in values and values[n].shape and 0 in values[n].shape), None)
+        if empty is not None:  # the real EP's operators skip empty tensors; dml_ep leaves them to the CPU EP
+            return FallbackNode(node, f"input {empty!r} is empty (shape {list(values[empty].shape)}); DirectML sizes are at least 1", origin)
+        ctx = NodeContext(node, values, self.constants, self.feature_level, self.opsets.get(domain, 1))
         try:
             entry = fn(ctx)
             entry.desc.validate(self.feature_level)
@@ -52,6 +56,6 @@ class NodeImporter:
         entry.origin = origin
         return entry
 
-    def maps(self, node: onnx.NodeProto) -> bool:
+    def maps(self, node: onnx.NodeProto, values: dict[str, ValueInfo]) -> bool:
         """Whether ``node`` becomes a DirectML operator (the DML EP's IsNodeSupportedByDml)."""
-        return isinstance(self.plan_node(node, Origin((), (node,))), DmlNode)
+        return isinstance(self.plan_node(node, Origin((), (node,)), values), DmlNode)

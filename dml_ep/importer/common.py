@@ -9,7 +9,7 @@ import onnx
 
 from ..enums import DML_FEATURE_LEVEL, DML_TENSOR_DATA_TYPE, DML_TENSOR_FLAGS
 from ..errors import QuantizationParameterError
-from ..plan import ValueInfo
+from ..graph import ValueInfo
 from ..tensor_desc import DML_BUFFER_TENSOR_DESC
 
 IMPORTERS = {}
