@@ -6,7 +6,7 @@
 - ``"onnxruntime"``: what onnxruntime's CPU EP computes on x86-64, read from its MLAS source
   (see docs/onnxruntime_arithmetic.md): float32 requantization multipliers, QLinearAdd's
   fused-multiply-add form, and on CPUs with AVX2 but no VNNI the int16 saturation of pairs of
-  uint8 x int8 products (VPMADDUBSW), detected from the host's CPU flags unless set explicitly.
+  uint8 x int8 products (VPMADDUBSW), measured on the host's onnxruntime unless set explicitly.
 """
 
 from __future__ import annotations
@@ -15,42 +15,58 @@ import dataclasses
 import functools
 import platform
 
+import numpy as np
+from onnx import TensorProto, helper, numpy_helper
+
 from .enums import DML_TENSOR_DATA_TYPE
 from .errors import DmlEpError
+from .kernels.u8s8 import matmul_correction
+from .reference import cpu_session
 
 ARITHMETICS = ("directml", "onnxruntime")
 
 
 @functools.lru_cache(maxsize=1)
 def cpu_flags() -> frozenset[str]:
-    """The host CPU's feature flags (Linux /proc/cpuinfo; empty where unavailable)."""
+    """The host CPU's feature flags, for reports: Linux /proc/cpuinfo ("flags" on x86, "Features" on
+    Arm); elsewhere only the machine and processor names the standard library offers."""
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
-                if line.startswith("flags"):
+                if line.startswith(("flags", "Features")):
                     return frozenset(line.split(":", 1)[1].split())
     except OSError:
         pass
-    return frozenset()
+    return frozenset(name for name in (platform.machine(), platform.processor()) if name)
 
 
-def host_saturates_u8s8(flags: frozenset[str] | None = None) -> bool:
-    """Whether onnxruntime's uint8 x int8 GEMM saturates product pairs to int16 on this CPU.
+@functools.lru_cache(maxsize=1)
+def host_saturates_u8s8() -> bool:
+    """Whether the host's onnxruntime saturates pairs of uint8 x int8 products to int16, measured once.
 
-    MLAS picks VPMADDUBSW kernels on AVX2 and AVX512 (BW) CPUs without VNNI; AVX-VNNI,
-    AVX512-VNNI and AMX kernels accumulate in int32 exactly.
+    CPU flags would only guess MLAS's kernel choice (and are not portably readable), so this runs a
+    MatMulInteger whose every pair leaves int16 on both sides (A = 255, B = 127 and -128) and checks
+    for the result kernels/u8s8.py emulates. B is a constant 2-D initializer, which MatMulInteger
+    prepacks: MLAS then runs its packed GEMM operation, as for QLinearMatMul's and QLinearConv's
+    constant weights; and M = 2 rules out the GEMV kernel MLAS tries for one row of unpacked B.
     """
-    if flags is None:
-        if platform.machine().lower() not in ("x86_64", "amd64"):
-            return False
-        flags = cpu_flags()
-    exact = {"avx_vnni", "avx512_vnni"} & flags or {"amx_tile", "amx_int8"} <= flags
-    return "avx2" in flags and not exact
+    a = np.full((2, 4), 255, np.uint8)
+    b = np.tile(np.array([127, -128], np.int8), (4, 1))
+    graph = helper.make_graph(
+        [helper.make_node("MatMulInteger", ["a", "b"], ["y"])],
+        "u8s8_probe",
+        [helper.make_tensor_value_info("a", TensorProto.UINT8, a.shape)],
+        [helper.make_tensor_value_info("y", TensorProto.INT32, None)],
+        [numpy_helper.from_array(b, "b")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 10)])
+    y = cpu_session(model, threads=1).run(None, {"a": a})[0]
+    return np.array_equal(y, a.astype(np.int32) @ b + matmul_correction(a, b))
 
 
 @dataclasses.dataclass(frozen=True)
 class Arithmetic:
-    """The kernels' arithmetic mode; ``u8s8_saturation=None`` follows the host CPU."""
+    """The kernels' arithmetic mode; ``u8s8_saturation=None`` follows the host's onnxruntime."""
 
     mode: str = "directml"
     u8s8_saturation: bool | None = None

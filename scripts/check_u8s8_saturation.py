@@ -10,7 +10,9 @@ can present a Haswell CPU to onnxruntime, whose MLAS then picks its AVX2 kernels
 Random QLinearConv (group 1, grouped, depthwise, 1-D; odd and even channel counts) and
 QLinearMatMul models with full-range codes are run by onnxruntime and by dml_ep with
 ``arithmetic="onnxruntime", u8s8_saturation=True``; the script prints, per case, how many outputs
-onnxruntime's saturation changed and whether dml_ep matches every one. Exit status 1 on a mismatch.
+onnxruntime's saturation changed and whether dml_ep matches every one; then whether
+``host_saturates_u8s8()``, dml_ep's probe of the host, agrees that onnxruntime saturates here.
+Exit status 1 on a mismatch or a disagreement.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
 import dml_ep
+from dml_ep.arithmetic import host_saturates_u8s8
 from dml_ep.reference import cpu_session
 
 CONV_CASES = {
@@ -62,6 +65,7 @@ def main() -> int:
     cases = {name: saturating_case(rng, "QLinearConv", spec.pop("x"), spec.pop("w"), 40.0, **spec) for name, spec in CONV_CASES.items()}
     cases.update({name: saturating_case(rng, "QLinearMatMul", *shapes, 20.0) for name, shapes in MATMUL_CASES.items()})
     failed = False
+    ort_saturates = False
     for name, (onnx_model, feeds) in cases.items():
         expected = cpu_session(onnx_model).run(None, feeds)[0]
         saturated = dml_ep.InferenceSession(onnx_model, arithmetic="onnxruntime", u8s8_saturation=True).run(None, feeds)[0]
@@ -69,7 +73,11 @@ def main() -> int:
         moved = int(np.count_nonzero(expected != exact))
         wrong = int(np.count_nonzero(expected != saturated))
         failed |= wrong > 0
+        ort_saturates |= moved > 0
         print(f"{name:45s} {expected.size:6d} outputs, {moved:5d} changed by saturation, dml_ep mismatches: {wrong}")
+    probe = host_saturates_u8s8()
+    failed |= probe != ort_saturates
+    print(f"host_saturates_u8s8(): {probe}, onnxruntime saturated here: {ort_saturates}")
     return 1 if failed else 0
 
 

@@ -16,7 +16,9 @@ import numpy as np
 import pytest
 
 import dml_ep
-from dml_ep.arithmetic import host_saturates_u8s8
+from dml_ep import arithmetic
+from dml_ep.arithmetic import Arithmetic, cpu_flags, host_saturates_u8s8
+from dml_ep.reference import cpu_session
 from onnx_builders import qlinear_conv, qlinear_matmul
 
 SCALE = np.float32(200 / 64770)  # the exact pair sum 64770 maps to 200, the saturated 32767 to 101.17
@@ -68,19 +70,50 @@ def test_depthwise_conv_does_not_saturate():
     assert np.all(run(model, feeds, arithmetic="onnxruntime", u8s8_saturation=True) == 200)
 
 
-@pytest.mark.parametrize(
-    "flags, saturates",
-    [
-        ({"avx2"}, True),
-        ({"avx2", "avx512f", "avx512bw"}, True),
-        ({"avx2", "avx_vnni"}, False),
-        ({"avx2", "avx512f", "avx512_vnni"}, False),
-        ({"avx2", "amx_tile", "amx_int8"}, False),
-        ({"sse4_1"}, False),
-    ],
-)
-def test_host_detection(flags, saturates):
-    assert host_saturates_u8s8(frozenset(flags)) == saturates
+def saturating_cases():
+    """The hand-computed QLinearMatMul and QLinearConv above: exact 200, saturated 101."""
+    a, b = np.full((1, 2), 255, np.uint8), np.full((2, 1), 127, np.int8)
+    x, w = np.full((1, 1, 1, 2), 255, np.uint8), np.full((2, 1, 1, 2), 127, np.int8)
+    return [
+        qlinear_matmul(a, np.float32(1), np.uint8(0), b, np.float32(1), np.int8(0), np.float32(1 / SCALE), np.uint8(0)),
+        qlinear_conv(x, np.float32(1), np.uint8(0), w, np.float32(1), np.int8(0), np.float32(1 / SCALE), np.uint8(0)),
+    ]
+
+
+@pytest.mark.parametrize("model, feeds", saturating_cases(), ids=["QLinearMatMul", "QLinearConv"])
+def test_host_probe_agrees_with_onnxruntime(model, feeds):
+    """The probe's MatMulInteger predicts what this host's onnxruntime does in the QLinear operators."""
+    expected = cpu_session(model).run(None, feeds)[0]
+    assert np.all(expected == (101 if host_saturates_u8s8() else 200))
+    assert np.array_equal(run(model, feeds, arithmetic="onnxruntime"), expected)
+
+
+def test_host_probe_runs_once(monkeypatch):
+    """Every session with arithmetic="onnxruntime" asks; only the first may pay for an onnxruntime session."""
+    sessions = []
+
+    def counting_session(*args, **kwargs):
+        sessions.append(args)
+        return cpu_session(*args, **kwargs)
+
+    monkeypatch.setattr(arithmetic, "cpu_session", counting_session)
+    host_saturates_u8s8.cache_clear()
+    answers = {host_saturates_u8s8(), Arithmetic("onnxruntime").u8s8_saturation, Arithmetic("onnxruntime").u8s8_saturation}
+    assert len(answers) == 1 and len(sessions) == 1
+
+
+def test_cpu_flags_without_proc_cpuinfo(monkeypatch):
+    """Windows and macOS have no /proc/cpuinfo: the report falls back to the machine's names."""
+
+    def no_file(*args, **kwargs):
+        raise FileNotFoundError("/proc/cpuinfo")
+
+    monkeypatch.setattr(arithmetic, "open", no_file, raising=False)
+    cpu_flags.cache_clear()
+    try:
+        assert cpu_flags() == {name for name in (platform.machine(), platform.processor()) if name}
+    finally:
+        cpu_flags.cache_clear()
 
 
 QEMU = shutil.which("qemu-x86_64")
@@ -89,9 +122,11 @@ QEMU = shutil.which("qemu-x86_64")
 @pytest.mark.skipif(QEMU is None or platform.machine() != "x86_64", reason="needs qemu-user (apt-get install qemu-user) on x86-64")
 def test_emulation_matches_onnxruntime_on_an_emulated_avx2_cpu():
     """QEMU presents a Haswell (AVX2, no VNNI) to onnxruntime, whose MLAS then saturates; dml_ep's
-    emulation must give the same codes, on a run where saturation did change outputs."""
+    emulation must give the same codes, on a run where saturation did change outputs, and its probe
+    of the host must say so."""
     script = Path(__file__).resolve().parent.parent / "scripts" / "check_u8s8_saturation.py"
     result = subprocess.run([QEMU, "-cpu", "Haswell", sys.executable, str(script)], capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stdout + result.stderr
     changed = [int(n) for n in re.findall(r"(\d+) changed by saturation", result.stdout)]
     assert sum(changed) > 0, result.stdout  # onnxruntime really saturated under the emulated CPU
+    assert "host_saturates_u8s8(): True" in result.stdout, result.stdout
