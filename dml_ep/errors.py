@@ -68,8 +68,9 @@ class DescValidationError(DmlEpError):
     """A DirectML operator desc breaks a rule of DirectML's support tables."""
 
 
-class FeedError(DmlEpError):
-    """The inputs given to ``run`` do not match the model's inputs."""
+class FeedError(DmlEpError, ValueError):
+    """The inputs given to ``run`` do not match the model's inputs (a ValueError too, as
+    onnxruntime's is, so that existing ``except ValueError`` clauses catch it)."""
 
 
 class FeatureLevelError(DmlEpError):

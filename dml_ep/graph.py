@@ -103,11 +103,40 @@ def check_model(proto: onnx.ModelProto) -> None:
         if limit is not None and opset.version > limit:
             raise ModelError(f"unsupported opset {opset.domain or 'ai.onnx'} {opset.version} (newest known: {limit})")
     try:
-        onnx.checker.check_model(proto)
+        onnx.checker.check_model(_outputs_typed(proto))
     except Exception as exc:  # ValidationError, and others on malformed external data and similar
         raise ModelError(f"the model fails onnx.checker: {_checker_message(exc)}") from None
     for value in graph_inputs(proto.graph):
         check_input(value)
+
+
+def _outputs_typed(proto: onnx.ModelProto) -> onnx.ModelProto:
+    """The model as onnx.checker will take it: the checker demands a type and a shape on every
+    graph output (subgraphs' too), which onnxruntime infers when missing, so outputs lacking them
+    get a placeholder in a copy checked in their stead."""
+    untyped = [o for g in _graphs(proto.graph) for o in g.output
+               if not o.type.HasField("tensor_type") and o.type.WhichOneof("value") is None
+               or o.type.HasField("tensor_type") and not o.type.tensor_type.HasField("shape")]
+    if not untyped:
+        return proto
+    copy = onnx.ModelProto()
+    copy.CopyFrom(proto)
+    for graph in _graphs(copy.graph):
+        for output in graph.output:
+            if output.type.WhichOneof("value") is None:
+                output.type.tensor_type.elem_type = onnx.TensorProto.FLOAT
+            if output.type.HasField("tensor_type") and not output.type.tensor_type.HasField("shape"):
+                output.type.tensor_type.shape.SetInParent()
+    return copy
+
+
+def _graphs(graph: onnx.GraphProto):
+    """A graph and all its subgraphs."""
+    yield graph
+    for node in graph.node:
+        for attribute in node.attribute:
+            for subgraph in (*([attribute.g] if attribute.HasField("g") else []), *attribute.graphs):
+                yield from _graphs(subgraph)
 
 
 def check_input(value: onnx.ValueInfoProto) -> None:

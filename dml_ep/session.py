@@ -9,17 +9,20 @@ planned when loaded as far as its shapes do not depend on data, so that its erro
 from __future__ import annotations
 
 import dataclasses
+import warnings
 
 import numpy as np
 
 from . import graph
 from .arithmetic import Arithmetic
-from .errors import DmlEpError, FeedError
+from .errors import FeedError
 from .executor import Executor
 from .importer import DEFAULT_FEATURE_LEVEL
 from .passes import DEFAULT_RULE_SET
-from .plan import Plan
+from .passes import Origin
+from .plan import FallbackNode, Plan
 from .planner import Planner
+from .reference import cpu_session
 from .tensor_desc import MAX_ELEMENTS
 
 _ORT_TYPE_NAMES = {
@@ -33,7 +36,8 @@ _ORT_TYPE_NAMES = {
     np.dtype(np.bool_): "tensor(bool)",
 }
 
-PROVIDERS = ("DmlExecutionProvider", "CPUExecutionProvider")
+DML_PROVIDER, CPU_PROVIDER = "DmlExecutionProvider", "CPUExecutionProvider"
+PROVIDERS = (DML_PROVIDER, CPU_PROVIDER)
 
 # A feed larger than this is refused before any work (DirectML caps a tensor at 2^32-1 elements too).
 MAX_FEED_BYTES = 8 * 2**30
@@ -48,13 +52,28 @@ class NodeArg:
     type: str
 
 
+@dataclasses.dataclass(frozen=True)
+class ModelMetadata:
+    """Like onnxruntime's ModelMetadata (``get_modelmeta``)."""
+
+    producer_name: str
+    graph_name: str
+    domain: str
+    description: str
+    graph_description: str
+    version: int
+    custom_metadata_map: dict
+
+
 class InferenceSession:
     """Run a quantized ONNX model the way DirectML would, with onnxruntime's session API.
 
-    ``path_or_bytes`` is a path, serialized bytes or a ModelProto. As in onnxruntime,
-    ``sess_options`` and ``provider_options`` are accepted (dml_ep has no use for them) and
-    ``providers`` may name "DmlExecutionProvider" and "CPUExecutionProvider" (names or
-    (name, options) pairs): dml_ep always runs DirectML where it maps a node, the CPU EP elsewhere.
+    ``path_or_bytes`` is a path, serialized bytes or a ModelProto. As in onnxruntime, ``providers``
+    names the execution providers in order of preference (names or (name, options) pairs;
+    ``provider_options`` the options of each): with "DmlExecutionProvider" (the default) dml_ep
+    runs DirectML where it maps a node and the CPU EP elsewhere; "CPUExecutionProvider" alone runs
+    everything on onnxruntime's CPU EP, as onnxruntime would; an unknown provider is skipped with a
+    warning, as onnxruntime does. ``sess_options`` is kept for ``get_session_options``.
     ``feature_level`` is the DirectML feature level to target (default: the highest known).
     ``arithmetic`` is ``"directml"`` or ``"onnxruntime"`` (see :mod:`dml_ep.arithmetic`);
     ``u8s8_saturation`` overrides the host detection for the latter. ``qdq_rules`` names the
@@ -74,88 +93,156 @@ class InferenceSession:
         u8s8_saturation=None,
         qdq_rules: str | None = DEFAULT_RULE_SET,
     ):
-        for provider in providers or ():
-            name = provider[0] if isinstance(provider, (tuple, list)) else provider
-            if name not in PROVIDERS:
-                raise DmlEpError(f"unknown execution provider {name!r} (dml_ep emulates {', '.join(PROVIDERS)})")
         self.model = graph.load_model(path_or_bytes)
         self.arithmetic = Arithmetic(arithmetic, u8s8_saturation)
         self.feature_level = feature_level
         self.qdq_rules = qdq_rules
+        self._sess_options = sess_options
         self._declared = graph.graph_inputs(self.model.graph)
         self.planner = Planner(self.model, feature_level, qdq_rules=qdq_rules)
         self.executor = Executor(self.planner, self.arithmetic)
+        self.set_providers(providers, provider_options)
         self._loaded_plan = None
-        if all(not graph.symbolic_dims(v) for v in self._declared if v.type.HasField("tensor_type")):
+        if self._cpu_session is None and all(not graph.symbolic_dims(v) for v in self._declared if v.type.HasField("tensor_type")):
             self._loaded_plan = self.planner.plan_for_shapes()
             self.executor.prepare(self._loaded_plan)
+
+    def set_providers(self, providers=None, provider_options=None) -> None:
+        """Choose the execution providers, as onnxruntime's ``set_providers``."""
+        chosen = {}
+        for index, provider in enumerate(providers or PROVIDERS):
+            name, options = provider if isinstance(provider, (tuple, list)) else (provider, None)
+            if provider_options is not None and index < len(provider_options):
+                options = provider_options[index]
+            if name not in PROVIDERS:
+                warnings.warn(f"Specified provider '{name}' is not in available provider names. "
+                              f"Available providers: '{', '.join(PROVIDERS)}'", stacklevel=2)
+                continue
+            chosen[name] = {key: str(value) for key, value in (options or {}).items()}
+        chosen.setdefault(CPU_PROVIDER, {})  # onnxruntime always keeps the CPU EP last
+        self._providers = chosen
+        self._cpu_session = None if DML_PROVIDER in chosen else cpu_session(self.model)
+
+    def get_providers(self) -> list[str]:
+        return list(self._providers)
+
+    def get_provider_options(self) -> dict:
+        return {name: dict(options) for name, options in self._providers.items()}
+
+    def get_session_options(self):
+        if self._sess_options is None:
+            import onnxruntime
+
+            self._sess_options = onnxruntime.SessionOptions()
+        return self._sess_options
+
+    def get_modelmeta(self) -> ModelMetadata:
+        model = self.model
+        version = model.model_version if model.HasField("model_version") else 2**63 - 1  # onnxruntime's "none"
+        return ModelMetadata(model.producer_name, model.graph.name, model.domain, model.doc_string, model.graph.doc_string,
+                             version, {p.key: p.value for p in model.metadata_props})
+
+    def get_overridable_initializers(self) -> list[NodeArg]:
+        """Initializers also listed as graph inputs (onnxruntime lets a run feed them)."""
+        initialized = {t.name for t in self.model.graph.initializer}
+        return [self._node_arg(v) for v in self.model.graph.input if v.name in initialized]
+
+    def end_profiling(self) -> str:
+        """dml_ep does not profile: like onnxruntime without profiling enabled, no file."""
+        return ""
 
     @property
     def plan(self) -> Plan:
         """The plan of the last run; before any, the plan for the declared input shapes, with any
-        symbolic dimension taken as 1 (``Plan.assumed`` names them)."""
+        symbolic dimension taken as 1 (``Plan.assumed`` names them). With the CPU EP alone, every
+        node is a fallback."""
+        if self._cpu_session is not None:
+            reason = "the session's providers do not include DmlExecutionProvider"
+            entries = [FallbackNode(n, reason, Origin((), (n,))) for n in self.model.graph.node]
+            return self.planner.plan_of(entries, dict(self.planner.static))
         if self.executor.plan is None and self._loaded_plan is None:
-            self._loaded_plan = self.planner.plan_for_shapes()  # symbolic dims assumed 1 (Plan.assumed)
+            self._loaded_plan = self.planner.plan_for_shapes()
         return self.executor.plan or self._loaded_plan
 
     def get_inputs(self) -> list[NodeArg]:
-        return [NodeArg(v.name, _shape(v), _type(v)) for v in self._declared]
+        return [self._node_arg(v) for v in self._declared]
 
     def get_outputs(self) -> list[NodeArg]:
-        return [NodeArg(v.name, _shape(v), _type(v)) for v in self.model.graph.output]
+        return [self._node_arg(v) for v in self.model.graph.output]
 
-    def get_providers(self) -> list[str]:
-        return list(PROVIDERS)
+    def _node_arg(self, value) -> NodeArg:
+        """As declared; what the model leaves out (an output's type or shape), as onnxruntime infers it."""
+        static = self.planner.static.get(value.name)
+        if value.type.HasField("tensor_type") and value.type.tensor_type.elem_type:
+            tensor_type = value.type.tensor_type
+            shape = _shape(value) if tensor_type.HasField("shape") else list(static.shape or []) if static else []
+            return NodeArg(value.name, shape, _type(graph.element_dtype(value)))
+        return NodeArg(value.name, list(static.shape or []) if static else [], static.type if static else "")
 
-    def run(self, output_names, input_feed: dict, run_options=None) -> list[np.ndarray]:
+    def run(self, output_names, input_feed: dict, run_options=None) -> list:
         """Like onnxruntime: ``output_names`` None for all outputs; returns a list of arrays."""
         feeds = self.check_feeds(input_feed)
-        names = [o.name for o in self.model.graph.output] if not output_names else list(output_names)
-        known = {o.name for o in self.model.graph.output}
+        known = [o.name for o in self.model.graph.output]
+        names = known if not output_names else list(output_names)
         for name in names:
             if name not in known:
                 raise FeedError(f"unknown output name {name!r} (outputs: {', '.join(sorted(known))})")
+        if self._cpu_session is not None:
+            return self._cpu_session.run(names, feeds)
         values = self.executor.run(feeds)
         return [values[name] for name in names]
 
-    def check_feeds(self, input_feed: dict) -> dict[str, np.ndarray]:
-        """Feeds checked against the model's inputs: names, element types, ranks and fixed sizes."""
+    def run_with_ort_values(self, output_names, input_dict_ort_values: dict, run_options=None) -> list:
+        """Like onnxruntime's: OrtValues in, OrtValues out (on the CPU)."""
+        import onnxruntime
+
+        feeds = {name: value.numpy() if isinstance(value, onnxruntime.OrtValue) else value for name, value in input_dict_ort_values.items()}
+        return [onnxruntime.OrtValue.ortvalue_from_numpy(array) for array in self.run(output_names, feeds, run_options)]
+
+    def check_feeds(self, input_feed: dict) -> dict:
+        """Feeds checked against the model's inputs: names, element types, ranks and fixed sizes.
+        A list feed of a tensor input becomes an array of the input's type, as in onnxruntime."""
         if not isinstance(input_feed, dict):
             raise FeedError(f"input_feed must be a dict of name to array, not {type(input_feed).__name__}")
         expected = {v.name: v for v in self._declared}
         unknown = [name for name in input_feed if name not in expected]
         if unknown:
             raise FeedError(f"unknown input name {unknown[0]!r} (inputs: {', '.join(expected)})")
-        feeds = {}
-        for name, value in expected.items():
-            if name not in input_feed:
-                raise FeedError(f"missing input {name!r}")
-            try:
-                array = np.asarray(input_feed[name])
-            except (TypeError, ValueError) as exc:  # ragged nested lists and the like
-                raise FeedError(f"input {name!r}: not an array ({exc})") from None
-            dtype = graph.element_dtype(value)
-            if array.dtype != dtype:
-                raise FeedError(f"input {name!r}: element type {array.dtype}, expected {dtype}")
-            dims = value.type.tensor_type.shape.dim
-            if value.type.tensor_type.HasField("shape"):
-                if array.ndim != len(dims):
-                    raise FeedError(f"input {name!r}: rank {array.ndim} (shape {list(array.shape)}), expected rank {len(dims)}")
-                for axis, (size, dim) in enumerate(zip(array.shape, dims)):
-                    if dim.HasField("dim_value") and size != dim.dim_value:
-                        raise FeedError(f"input {name!r}: dimension {axis} is {size}, expected {dim.dim_value}")
-            if array.size > MAX_ELEMENTS:
-                raise FeedError(f"input {name!r}: {array.size} elements, more than a DirectML tensor holds ({MAX_ELEMENTS})")
-            if array.nbytes > MAX_FEED_BYTES:
-                raise FeedError(f"input {name!r}: {array.nbytes / 2**30:.1f} GiB is larger than dml_ep's limit of {MAX_FEED_BYTES / 2**30:.0f} GiB")
-            feeds[name] = np.ascontiguousarray(array).reshape(array.shape)  # keeps 0-d feeds 0-d
-        return feeds
+        missing = [name for name in expected if name not in input_feed]
+        if missing:
+            raise FeedError(f"missing input {missing[0]!r}")
+        return {name: _checked_feed(name, value, input_feed[name]) for name, value in expected.items()}
+
+
+def _checked_feed(name: str, value, feed):
+    """One feed checked against its input's declaration."""
+    if not value.type.HasField("tensor_type"):  # a sequence, map or optional: onnxruntime checks it
+        return feed
+    dtype = graph.element_dtype(value)
+    try:
+        array = np.asarray(feed, dtype=dtype if isinstance(feed, (list, tuple)) else None)
+    except (TypeError, ValueError) as exc:  # ragged nested lists and the like
+        raise FeedError(f"input {name!r}: not an array ({exc})") from None
+    if array.dtype != dtype:
+        raise FeedError(f"input {name!r}: element type {array.dtype}, expected {dtype}")
+    tensor_type = value.type.tensor_type
+    if tensor_type.HasField("shape"):
+        dims = tensor_type.shape.dim
+        if array.ndim != len(dims):
+            raise FeedError(f"input {name!r}: rank {array.ndim} (shape {list(array.shape)}), expected rank {len(dims)}")
+        for axis, (size, dim) in enumerate(zip(array.shape, dims)):
+            if dim.HasField("dim_value") and size != dim.dim_value:
+                raise FeedError(f"input {name!r}: dimension {axis} is {size}, expected {dim.dim_value}")
+    if array.size > MAX_ELEMENTS:
+        raise FeedError(f"input {name!r}: {array.size} elements, more than a DirectML tensor holds ({MAX_ELEMENTS})")
+    if array.nbytes > MAX_FEED_BYTES:
+        raise FeedError(f"input {name!r}: {array.nbytes / 2**30:.1f} GiB is larger than dml_ep's limit of {MAX_FEED_BYTES / 2**30:.0f} GiB")
+    return np.ascontiguousarray(array).reshape(array.shape)  # keeps 0-d feeds 0-d
 
 
 def _shape(value) -> list:
     return [d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in value.type.tensor_type.shape.dim]
 
 
-def _type(value) -> str:
-    dtype = graph.element_dtype(value)
-    return _ORT_TYPE_NAMES.get(dtype, f"tensor({dtype})")
+def _type(dtype) -> str:
+    return _ORT_TYPE_NAMES.get(np.dtype(dtype), f"tensor({dtype})")

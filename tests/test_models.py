@@ -99,5 +99,6 @@ def test_session_takes_onnxruntime_constructor_arguments():
     session = dml_ep.InferenceSession(str(path), ort.SessionOptions(), providers=["DmlExecutionProvider", ("CPUExecutionProvider", {})])
     assert session.get_providers() == ["DmlExecutionProvider", "CPUExecutionProvider"]
     assert [i.name for i in session.get_inputs()] == [i.name for i in cpu_session(onnx.load(str(path))).get_inputs()]
-    with pytest.raises(dml_ep.DmlEpError, match="unknown execution provider 'CUDAExecutionProvider'"):
-        dml_ep.InferenceSession(str(path), providers=["CUDAExecutionProvider"])
+    with pytest.warns(UserWarning, match="'CUDAExecutionProvider' is not in available provider names"):
+        session = dml_ep.InferenceSession(str(path), providers=["CUDAExecutionProvider", "DmlExecutionProvider"])
+    assert session.get_providers() == ["DmlExecutionProvider", "CPUExecutionProvider"]

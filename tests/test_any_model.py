@@ -1,0 +1,176 @@
+"""Every model onnxruntime runs, dml_ep runs, with onnxruntime's answer (issue 9).
+
+Shapes come from the tensors a run makes, never from value_info or a guess; symbolic dimensions
+are planned per run; graphs with initializer outputs, sequences, If branches reading outer-scope
+values and empty tensors run. onnxruntime's CPU EP is the reference throughout.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import dml_ep
+from dml_ep.errors import ModelError, ShapeError
+from dml_ep.plan import DmlNode
+from dml_ep.reference import cpu_session
+from onnx_builders import qlinear_conv, Feed
+
+
+def make(nodes, inputs, outputs, initializers=(), value_info=(), opset=17):
+    graph = helper.make_graph(nodes, "g", inputs, outputs, list(initializers), value_info=list(value_info))
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def both(model, feeds):
+    """(dml_ep's outputs, onnxruntime's outputs) for the same feeds."""
+    return dml_ep.InferenceSession(model.SerializeToString()).run(None, feeds), cpu_session(model).run(None, feeds)
+
+
+def assert_same(model, feeds):
+    ours, theirs = both(model, feeds)
+    assert len(ours) == len(theirs)
+    for a, b in zip(ours, theirs):
+        if isinstance(b, list):
+            assert len(a) == len(b) and all(np.array_equal(x, y) for x, y in zip(a, b))
+        else:
+            assert a.dtype == b.dtype and a.shape == b.shape
+            np.testing.assert_array_equal(a, b)
+    return ours
+
+
+def test_reshape_shape_from_an_input():
+    """The shape is data: planned from the tensor a run makes, and again when the data changes."""
+    model = make([helper.make_node("Reshape", ["x", "s"], ["y"])],
+                 [helper.make_tensor_value_info("x", TensorProto.FLOAT, [12]), helper.make_tensor_value_info("s", TensorProto.INT64, [2])],
+                 [helper.make_empty_tensor_value_info("y")])
+    x = np.arange(12, dtype=np.float32)
+    session = dml_ep.InferenceSession(model.SerializeToString())
+    assert session.run(None, {"x": x, "s": np.array([3, 4])})[0].shape == (3, 4)
+    assert session.run(None, {"x": x, "s": np.array([2, 6])})[0].shape == (2, 6)
+
+
+def test_data_dependent_shape_feeding_a_directml_node():
+    """An Add on DirectML whose input shape a Reshape computes from data: its desc follows each run."""
+    model = make([helper.make_node("Reshape", ["x", "s"], ["r"]), helper.make_node("Add", ["r", "r"], ["y"])],
+                 [helper.make_tensor_value_info("x", TensorProto.FLOAT, [12]), helper.make_tensor_value_info("s", TensorProto.INT64, [2])],
+                 [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    session = dml_ep.InferenceSession(model.SerializeToString())
+    x = np.arange(12, dtype=np.float32)
+    for shape in ([3, 4], [6, 2]):
+        feeds = {"x": x, "s": np.array(shape)}
+        np.testing.assert_array_equal(session.run(None, feeds)[0], cpu_session(model).run(None, feeds)[0])
+        add = next(e for e in session.plan.entries if e.node.op_type == "Add")
+        assert isinstance(add, DmlNode) and add.output_shape == tuple(shape)
+
+
+def test_value_info_that_disagrees_with_the_real_shape():
+    model = make([helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Add", ["r", "r"], ["y"])],
+                 [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 4])],
+                 [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                 value_info=[helper.make_tensor_value_info("r", TensorProto.FLOAT, [2, 6])])
+    out = assert_same(model, {"x": np.arange(-6, 6, dtype=np.float32).reshape(3, 4)})
+    assert out[0].shape == (3, 4)
+
+
+def symbolic_conv():
+    """A QLinearConv 3x3 (no padding) on an input [N, 2, H, W]."""
+    model, _ = qlinear_conv(x=Feed(np.zeros((1, 2, 5, 5), np.uint8)), x_scale=np.float32(0.1), x_zp=np.uint8(128),
+                            w=(np.arange(72).reshape(4, 2, 3, 3) % 7 - 3).astype(np.int8), w_scale=np.float32(0.05),
+                            w_zp=np.int8(0), y_scale=np.float32(0.2), y_zp=np.uint8(128), bias=np.arange(4, dtype=np.int32))
+    dims = model.graph.input[0].type.tensor_type.shape.dim
+    for dim, name in zip(dims, ("N", None, "H", "W")):
+        if name:
+            dim.dim_param = name
+    del model.graph.output[0].type.tensor_type.shape.dim[:]
+    return model
+
+
+def test_symbolic_dims_load_and_specialise_per_run():
+    model = symbolic_conv()
+    session = dml_ep.InferenceSession(model.SerializeToString())
+    rng = np.random.default_rng(0)
+    for shape in ((1, 2, 5, 5), (3, 2, 8, 6)):
+        feeds = {"in0": rng.integers(0, 256, shape, dtype=np.uint8)}
+        ours = session.run(None, feeds)[0]
+        np.testing.assert_array_equal(ours, cpu_session(model).run(None, feeds)[0])
+        (entry,) = session.plan.entries
+        assert isinstance(entry, DmlNode) and entry.desc.InputTensor.Sizes == shape
+
+
+def test_plan_for_symbolic_dims_says_what_it_assumed():
+    model = symbolic_conv()
+    plan = dml_ep.planner.plan_model(model, input_shapes={"in0": (2, 2, 7, 7)})
+    assert plan.assumed == {} and plan.dml_nodes[0].output_shape == (2, 4, 5, 5)
+    with pytest.raises(ShapeError, match="kernel spans 3 but the padded input is only 1"):
+        dml_ep.planner.plan_model(model)  # H and W assumed 1: the error is the assumption's, at planning only
+
+
+def test_graph_output_that_is_an_initializer():
+    model = make([helper.make_node("Relu", ["x"], ["y"])], [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                 [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2]), helper.make_tensor_value_info("c", TensorProto.FLOAT, [3])],
+                 [numpy_helper.from_array(np.array([1, 2, 3], np.float32), "c")])
+    assert_same(model, {"x": np.array([-1, 1], np.float32)})
+
+
+def test_sequence_intermediate_and_sequence_input():
+    model = make([helper.make_node("SequenceInsert", ["seq", "x"], ["s2"]), helper.make_node("SequenceAt", ["s2", "i"], ["y"]),
+                  helper.make_node("SequenceLength", ["s2"], ["n"])],
+                 [helper.make_tensor_sequence_value_info("seq", TensorProto.FLOAT, None),
+                  helper.make_tensor_value_info("x", TensorProto.FLOAT, [2]), helper.make_tensor_value_info("i", TensorProto.INT64, [])],
+                 [helper.make_tensor_value_info("y", TensorProto.FLOAT, None), helper.make_tensor_value_info("n", TensorProto.INT64, [])])
+    feeds = {"seq": [np.array([5, 6], np.float32)], "x": np.array([1, 2], np.float32), "i": np.array(1)}
+    assert_same(model, feeds)
+    session = dml_ep.InferenceSession(model.SerializeToString())
+    assert [i.type for i in session.get_inputs()][0] == "seq(tensor(float))"
+    session.run(None, feeds)
+    assert len(session.plan.entries) == 3
+
+
+def test_if_branch_reading_outer_scope_values():
+    then = helper.make_graph([helper.make_node("Add", ["x", "c"], ["t"])], "then", [], [helper.make_tensor_value_info("t", TensorProto.FLOAT, None)])
+    other = helper.make_graph([helper.make_node("Sub", ["x", "c"], ["e"])], "else", [], [helper.make_tensor_value_info("e", TensorProto.FLOAT, None)])
+    model = make([helper.make_node("Relu", ["x0"], ["x"]), helper.make_node("If", ["cond"], ["y"], then_branch=then, else_branch=other)],
+                 [helper.make_tensor_value_info("x0", TensorProto.FLOAT, [2]), helper.make_tensor_value_info("cond", TensorProto.BOOL, [])],
+                 [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                 [numpy_helper.from_array(np.array([10, 20], np.float32), "c")])
+    for cond in (True, False):
+        assert_same(model, {"x0": np.array([-1, 3], np.float32), "cond": np.array(cond)})
+
+
+def test_zero_size_input_left_to_fallback_nodes():
+    model = make([helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Add", ["r", "b"], ["y"])],
+                 [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3]), helper.make_tensor_value_info("b", TensorProto.FLOAT, [3])],
+                 [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    out = assert_same(model, {"x": np.zeros((0, 3), np.float32), "b": np.ones(3, np.float32)})
+    assert out[0].shape == (0, 3)
+    session = dml_ep.InferenceSession(model.SerializeToString())
+    session.run(None, {"x": np.zeros((0, 3), np.float32), "b": np.ones(3, np.float32)})
+    add = session.plan.entries[-1]
+    assert "empty" in add.reason
+
+
+@pytest.mark.parametrize(("edit", "rule"), [
+    (lambda v: setattr(v.type.tensor_type, "elem_type", TensorProto.UNDEFINED), "undefined element type"),
+    (lambda v: setattr(v.type.tensor_type.shape.dim[0], "dim_value", -2), "dimension 0 is -2"),
+], ids=["undefined-type", "negative-dim"])
+def test_invalid_input_declarations(edit, rule):
+    model = make([helper.make_node("Relu", ["x"], ["y"])], [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                 [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    edit(model.graph.input[0])
+    with pytest.raises(ModelError, match=rule):
+        dml_ep.InferenceSession(model.SerializeToString())
+
+
+def test_a_tensor_of_another_shape_than_planned_is_an_error():
+    """A desc reads its tensor as planned or not at all: never a silent reinterpretation."""
+    model = make([helper.make_node("Add", ["a", "b"], ["y"])],
+                 [helper.make_tensor_value_info("a", TensorProto.FLOAT, [2, 6]), helper.make_tensor_value_info("b", TensorProto.FLOAT, [2, 6])],
+                 [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    session = dml_ep.InferenceSession(model.SerializeToString())
+    (entry,) = session.plan.entries
+    wrong = {"a": np.zeros((3, 4), np.float32), "b": np.zeros((3, 4), np.float32)}
+    with pytest.raises(ShapeError, match=r"planned for shape \[2, 6\] and got \[3, 4\]"):
+        session.executor.run_dml(entry, wrong)
