@@ -122,7 +122,7 @@ def compare_tensors(name: str, actual: np.ndarray, expected: np.ndarray, step: f
         within = not magnitude.size or float(magnitude.max()) <= atol
     else:
         magnitude = np.abs(diff[~equal])
-        within = bool(np.all(np.abs(diff) <= FLOAT_ATOL + FLOAT_RTOL * np.abs(e)))
+        within = bool(np.all(equal | (np.abs(diff) <= FLOAT_ATOL + FLOAT_RTOL * np.abs(e))))  # NaN == NaN counts as equal
     return TensorComparison(
         **base,
         equal=int(np.count_nonzero(equal)),

@@ -174,3 +174,12 @@ def test_a_tensor_of_another_shape_than_planned_is_an_error():
     wrong = {"a": np.zeros((3, 4), np.float32), "b": np.zeros((3, 4), np.float32)}
     with pytest.raises(ShapeError, match=r"planned for shape \[2, 6\] and got \[3, 4\]"):
         session.executor.run_dml(entry, wrong)
+
+
+def test_compare_counts_nan_matching_nan_as_equal():
+    model = make([helper.make_node("Sqrt", ["x"], ["y"])], [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
+                 [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])])
+    from dml_ep.compare import compare_model
+
+    report = compare_model(model, {"x": np.array([-1, 4, 9], np.float32)})
+    assert report.ok and report.outputs[0].equal == 3
