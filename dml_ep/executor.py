@@ -27,10 +27,23 @@ class Executor:
     def __init__(self, planner: Planner, arithmetic: Arithmetic):
         self.planner = planner
         self.arithmetic = arithmetic
-        self.plan: Plan | None = None  # the plan of the last run
+        self._last_run = None  # (entries, value infos) of the last run
         self._fallback_sessions = {}
         self._last_readers = _last_readers(planner)
         self._graph_outputs = set(planner.output_names)
+
+    @property
+    def plan(self) -> Plan | None:
+        """The plan of the last run (None before any), made when asked for."""
+        if self._last_run is None:
+            return None
+        if not isinstance(self._last_run, Plan):
+            self._last_run = self.planner.plan_of(*self._last_run)
+        return self._last_run
+
+    @plan.setter
+    def plan(self, plan: Plan) -> None:
+        self._last_run = plan
 
     def with_arithmetic(self, arithmetic: Arithmetic) -> "Executor":
         """The same model under another arithmetic, sharing the plans and fallback sessions made."""
@@ -56,8 +69,8 @@ class Executor:
         values.update((name, planner.constants[name]) for name in self._graph_outputs if name in planner.constants)
         infos = {name: value_info_of(name, value) for name, value in values.items()}
         entries = []
-        for index, reads in enumerate(planner.reads):
-            entry = planner.entry(index, {name: infos[name] for name in reads})
+        for index in range(len(planner.nodes)):
+            entry = planner.entry(index, infos)
             try:
                 results = self.run_entry(entry, values)
             except MemoryError:
@@ -68,7 +81,7 @@ class Executor:
             if not keep_all:
                 for name in self._last_readers.get(index, ()):
                     values.pop(name, None)
-        self.plan = planner.plan_of(entries, infos)
+        self._last_run = (entries, infos)
         return values
 
     def run_entry(self, entry: PlanEntry, values: dict) -> dict[str, np.ndarray]:

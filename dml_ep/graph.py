@@ -9,9 +9,9 @@ makes each node's desc from the shapes of the tensors that reach it.
 from __future__ import annotations
 
 import os
-import dataclasses
 import re
 from collections import deque
+from typing import NamedTuple
 
 import numpy as np
 import onnx
@@ -19,9 +19,9 @@ from onnx import numpy_helper
 
 from .errors import ModelError
 
-@dataclasses.dataclass(frozen=True)
-class ValueInfo:
-    """Name, element type (numpy dtype) and shape of a graph value.
+class ValueInfo(NamedTuple):
+    """Name, element type (numpy dtype) and shape of a graph value (a NamedTuple: the executor
+    makes one per tensor per run).
 
     Of a tensor a run made, the shape is static; as onnxruntime's inference knows it before a run,
     a dimension may be None (symbolic, or data-dependent) and the shape None (rank unknown). A

@@ -65,12 +65,14 @@ class Planner:
                 infos[name] = ValueInfo(name, info.dtype, tuple(1 if d is None else d for d in info.shape))
         return self._importer.maps(node, {**self.static, **infos})
 
-    def entry(self, index: int, inputs: dict[str, ValueInfo]) -> PlanEntry:
-        """Node ``index`` planned for its inputs' types and shapes (``inputs`` holds every name in
-        ``reads[index]``); made once per distinct signature."""
-        key = (index, *((inputs[n].dtype, inputs[n].shape) for n in self.reads[index]))
+    def entry(self, index: int, values: dict[str, ValueInfo]) -> PlanEntry:
+        """Node ``index`` planned for the types and shapes of its inputs (``values`` holds at least
+        every name in ``reads[index]``); made once per distinct signature."""
+        reads = self.reads[index]
+        key = (index, *((values[n].dtype, values[n].shape) for n in reads))
         entry = self._entries.get(key)
         if entry is None:
+            inputs = {n: values[n] for n in reads}
             entry = self._entries[key] = self._plan_node(self.nodes[index], self.origins[index], inputs)
         return entry
 
