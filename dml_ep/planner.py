@@ -16,7 +16,7 @@ import onnx
 
 from . import graph as graph_module
 from .enums import DML_FEATURE_LEVEL
-from .errors import DmlEpError, RealEpError
+from .errors import DmlEpError, NodeError, RealEpError
 from .importer import DEFAULT_FEATURE_LEVEL, NodeImporter, opset_versions
 from .passes import DEFAULT_RULE_SET, DML, RULE_SETS, EditableGraph, dml_operator_fusion, qdq_transformer
 from .graph import ValueInfo, value_info_of
@@ -120,7 +120,13 @@ class Planner:
                     assumed[dim] = 1
                 shapes[value.name] = graph_module.declared_shape(value)
         values = graph_module.static_values(self.model, shapes) if input_shapes or assumed else self.static
-        return self.plan(values, assumed)
+        try:
+            return self.plan(values, assumed)
+        except NodeError as error:
+            if assumed:  # the error may be the assumption's: say so
+                sizes = ", ".join(f"{dim}={size}" for dim, size in assumed.items())
+                error.args = (f"{error} (planned with the symbolic dimensions taken as {sizes}: give the input shapes you run with)",)
+            raise
 
 
 def plan_model(model: onnx.ModelProto, feature_level=DEFAULT_FEATURE_LEVEL, input_shapes=None, *,
