@@ -9,6 +9,7 @@ be compared), 3 on an internal error, so that a crash never reads as a conforman
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import glob
 import json
@@ -21,14 +22,15 @@ import time
 import numpy as np
 
 from .arithmetic import ARITHMETICS
-from .compare import CANDIDATES, FLOAT_ATOL, FLOAT_RTOL, ModelReport, TensorComparison, compare_model, node_label
+from .compare import CANDIDATES, FLOAT_ATOL, FLOAT_RTOL, ModelReport, TensorComparison, compare_model, compare_shipped, node_label
 from .errors import DmlEpError, FeedError
-from .graph import load_model, one_line
+from .graph import graph_inputs, load_model, one_line
 from .importer import DEFAULT_FEATURE_LEVEL
 from .passes import DEFAULT_RULE_SET, RULE_SETS
 from .planner import plan_model
-from .inputs import make_feeds
+from .inputs import load_directory, load_tensor_protos, make_feeds, zoo_layout
 from .plan import DmlNode, node_macs
+from .polygraphy_json import inputs_json, load_inputs, load_run_results, pick_runner, run_results_json
 from .reference import REFERENCES
 from .session import InferenceSession
 
@@ -86,7 +88,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="compare dml_ep with onnxruntime's CPU EP",
         description=(
             "Integer outputs, and float outputs made by DequantizeLinear, compare in quantized steps "
-            f"(LSB) within --atol; other float outputs within {FLOAT_ATOL:g} + {FLOAT_RTOL:g} * |reference|."
+            f"(LSB) within --atol; other float outputs within {FLOAT_ATOL:g} + {FLOAT_RTOL:g} * |reference|. "
+            "A directory laid out as the ONNX model zoo (model.onnx or one *.onnx, test_data_set_*/input_<i>.pb "
+            "and output_<i>.pb) is compared on each data set, whose shipped outputs are checked against both "
+            "sides: they fail the result only where onnxruntime matches them and dml_ep does not."
         ),
     )
     compare.add_argument("models", nargs="+", metavar="MODEL_OR_DIR_OR_GLOB")
@@ -101,6 +106,20 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--per-node", action="store_true", help="compare every intermediate value and each DML node in isolation")
     compare.add_argument("--json", metavar="FILE", help="also write the reports as JSON")
     compare.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    polygraphy = compare.add_argument_group(
+        "Polygraphy's JSON files", "as polygraphy run --save-outputs/--save-inputs writes them (a file, or a "
+        "directory of per-iteration files), holding the runs of one model")
+    polygraphy.add_argument("--load-outputs", metavar="FILE[:RUNNER]",
+                            help="compare with RUNNER's outputs in a RunResults file instead of running the reference "
+                                 "(default: its one runner other than dml_ep; RUNNER may be a prefix of the name); "
+                                 "nodes, when compared, are against --reference")
+    polygraphy.add_argument("--load-inputs", metavar="FILE",
+                            help="inputs from Polygraphy's input data: one comparison per feed dict, paired with "
+                                 "--load-outputs' iterations")
+    polygraphy.add_argument("--save-outputs", metavar="FILE",
+                            help="write the outputs of dml_ep (runner 'dml_ep') and of the reference "
+                                 "('onnxruntime-REFERENCE') as a RunResults file, one iteration per comparison")
+    polygraphy.add_argument("--save-inputs", metavar="FILE", help="write the inputs as Polygraphy's input data")
     compare.set_defaults(handler=cmd_compare)
     return parser
 
@@ -192,23 +211,27 @@ def cmd_run(args) -> int:
 
 
 def cmd_compare(args) -> int:
-    """Compare each model; with several, a model that fails is reported and the others still run."""
-    if args.json:
-        _check_writable(args.json)
-    paths = expand_models(args.models)
-    reports, errors = [], []
-    for index, path in enumerate(paths, 1):
+    """Compare each model (each data set, each Polygraphy iteration: :func:`comparison_cases`);
+    with several, one that fails is reported and the others still run."""
+    for path in (args.json, args.save_outputs, args.save_inputs):
+        if path:
+            _check_writable(path)
+    cases = comparison_cases(args)
+    reports, errors, fed = [], [], []
+    for index, case in enumerate(cases, 1):
+        path = case.name
         started = time.monotonic()
-        prefix = f"[{index}/{len(paths)}] {path}" if len(paths) > 1 else path
+        prefix = f"[{index}/{len(cases)}] {path}" if len(cases) > 1 else path
         progress = Progress(prefix, enabled=not args.quiet)
-        if len(paths) > 1 and not args.quiet:
+        if len(cases) > 1 and not args.quiet:
             print(f"{prefix} ...", file=sys.stderr, flush=True)
         try:
             progress("loading")
-            model = load_model(path)
+            model = load_model(case.model)
+            feeds = case_feeds(case, model, args)
             report = compare_model(
                 model,
-                make_feeds(model, args.seed, args.input, args.input_dir),
+                feeds,
                 reference=args.reference,
                 candidate=args.candidate,
                 arithmetic=args.arithmetic,
@@ -219,10 +242,15 @@ def cmd_compare(args) -> int:
                 per_node=args.per_node,
                 name=path,
                 progress=progress,
+                expected_outputs=case.saved,
             )
+            if case.runner:
+                report.reference = f"Polygraphy runner {case.runner!r}"
+            if case.data_set:
+                compare_shipped(report, load_tensor_protos(case.data_set, [o.name for o in model.graph.output], "output"))
         except DmlEpError as exc:
             progress.clear()
-            if len(paths) == 1 or args.debug:
+            if len(cases) == 1 or args.debug:
                 raise
             message = one_line(exc)
             if not message.startswith(str(path)):  # model-file errors already name the file
@@ -232,14 +260,16 @@ def cmd_compare(args) -> int:
             continue
         progress.clear()
         reports.append(report)
+        fed.append(feeds)
         print(format_report(report, args.per_node))
-        if len(paths) > 1 and not args.quiet:
+        if len(cases) > 1 and not args.quiet:
             print(f"{prefix}: done in {time.monotonic() - started:.1f} s", file=sys.stderr, flush=True)
-    if len(paths) > 1:
+    if len(cases) > 1:
         print(format_summary(reports, errors))
     if args.json:
         report = {"ok": not errors and all(r.ok for r in reports), "models": [r.to_dict() for r in reports], "errors": errors}
         _write_files({args.json: _json_writer(report)})
+    save_polygraphy(args, cases, reports, fed, errors)
     if errors:
         return 2
     return 0 if all(r.ok for r in reports) else 1
@@ -279,11 +309,12 @@ class Progress:
 
 
 def expand_models(patterns: list[str]) -> list[str]:
-    """Model paths from files, directories (their *.onnx) and glob patterns."""
+    """Model paths from files, directories (their *.onnx, or the directory itself when laid out as
+    the ONNX model zoo) and glob patterns."""
     paths = []
     for pattern in patterns:
         if os.path.isdir(pattern):
-            found = sorted(glob.glob(os.path.join(pattern, "*.onnx")))
+            found = [pattern] if zoo_layout(pattern) else sorted(glob.glob(os.path.join(pattern, "*.onnx")))
         elif glob.has_magic(pattern):
             found = sorted(glob.glob(pattern))
         else:
@@ -292,6 +323,104 @@ def expand_models(patterns: list[str]) -> list[str]:
             raise FeedError(f"{pattern}: no ONNX models found")
         paths.extend(found)
     return paths
+
+
+# --- compare: model zoo directories and Polygraphy's files --------------------------------
+
+
+@dataclasses.dataclass
+class Case:
+    """One comparison of ``compare``: a model on one set of inputs."""
+
+    name: str  # in the report: the model, DIR/test_data_set_<i>, or MODEL [iteration <i>]
+    model: str
+    data_set: str | None = None  # a model zoo data set: its input_<i>.pb, and output_<i>.pb to check
+    feeds: dict | None = None  # from --load-inputs
+    saved: dict | None = None  # outputs to compare with, from --load-outputs
+    runner: str | None = None  # the Polygraphy runner that made ``saved``
+
+
+def comparison_cases(args) -> list[Case]:
+    """One comparison per model, per data set of a model zoo directory, or per iteration of the
+    Polygraphy files given (which hold one model's runs)."""
+    paths = expand_models(args.models)
+    if (args.load_outputs or args.load_inputs or args.save_outputs or args.save_inputs) and len(paths) > 1:
+        raise FeedError(f"Polygraphy's files (--load-*, --save-*) hold the runs of one model: give one, not {len(paths)}")
+    cases = []
+    for path in paths:
+        if not os.path.isdir(path):
+            cases += polygraphy_cases(path, args)
+            continue
+        if args.input or args.input_dir or args.load_inputs or args.load_outputs:
+            raise FeedError(f"{path}: a model zoo directory brings its inputs and outputs "
+                            "(drop --input, --input-dir, --load-inputs and --load-outputs)")
+        model, data_sets = zoo_layout(path)
+        cases += [Case(data_set, model, data_set=data_set) for data_set in data_sets]
+    return cases
+
+
+def polygraphy_cases(path: str, args) -> list[Case]:
+    """The comparisons of the model ``path``: one per iteration of ``--load-inputs``/``--load-outputs``, else one."""
+    if not (args.load_inputs or args.load_outputs):
+        return [Case(path, path)]
+    if args.load_inputs and (args.input or args.input_dir):
+        raise FeedError("--load-inputs gives every input: drop --input and --input-dir")
+    feeds = load_inputs(args.load_inputs) if args.load_inputs else None
+    saved = runner = None
+    if args.load_outputs:
+        file, wanted = split_runner(args.load_outputs)
+        runners = load_run_results(file)
+        runner = pick_runner(runners, wanted, file)
+        saved = runners[runner]
+        if feeds is None and not (args.input or args.input_dir):
+            raise FeedError("--load-outputs: give the inputs its outputs were made from (--load-inputs, --input or --input-dir)")
+        if len(saved) != (1 if feeds is None else len(feeds)):
+            given = f"{args.load_inputs} holds {len(feeds)} feed dict(s)" if feeds is not None else "--input and --input-dir give one"
+            raise FeedError(f"{file}: runner {runner!r} has {len(saved)} iteration(s), {given}")
+    count = len(saved if saved is not None else feeds)
+    if not count:
+        raise FeedError(f"{args.load_inputs or args.load_outputs}: no iterations")
+    return [Case(path if count == 1 else f"{path} [iteration {i}]", path,
+                 feeds=None if feeds is None else feeds[i], saved=None if saved is None else saved[i], runner=runner)
+            for i in range(count)]
+
+
+def split_runner(text: str) -> tuple[str, str | None]:
+    """``FILE[:RUNNER]``, split at the first colon unless ``text`` is a file (Polygraphy's runner
+    names hold colons: ``onnxrt-runner-N0-05/06/24-10:11:12``)."""
+    if os.path.exists(text) or ":" not in text:
+        return text, None
+    file, _, runner = text.partition(":")
+    return file, runner
+
+
+def case_feeds(case: Case, model, args) -> dict:
+    if case.feeds is not None:
+        return case.feeds
+    if case.data_set:  # every input from the data set: a missing one is an error, not random
+        return load_directory(case.data_set, [v.name for v in graph_inputs(model.graph)])
+    return make_feeds(model, args.seed, args.input, args.input_dir)
+
+
+def save_polygraphy(args, cases: list[Case], reports: list[ModelReport], feeds: list[dict], errors: list) -> None:
+    """Write ``--save-outputs`` and ``--save-inputs``, one iteration per comparison, when all of them ran."""
+    files = [f for f in (args.save_outputs, args.save_inputs) if f]
+    if not files:
+        return
+    if errors:
+        print(f"dml-ep: not writing {', '.join(files)}: {len(errors)} comparison(s) failed", file=sys.stderr)
+        return
+    writers = {}
+    if args.save_outputs:
+        candidate = "dml_ep" if args.candidate == "dml_ep" else f"onnxruntime-{args.candidate}"
+        reference = cases[0].runner or f"onnxruntime-{args.reference}"
+        if reference == candidate:
+            reference += "-reference"
+        runs = {candidate: [r.candidate_outputs for r in reports], reference: [r.reference_outputs for r in reports]}
+        writers[args.save_outputs] = _text_writer(run_results_json(runs))
+    if args.save_inputs:
+        writers[args.save_inputs] = _text_writer(inputs_json(feeds))
+    _write_files(writers)
 
 
 def format_report(report: ModelReport, per_node: bool) -> str:
@@ -319,9 +448,15 @@ def format_report(report: ModelReport, per_node: bool) -> str:
         lines.append(f"  on DirectML: {plan['dml']['nodes']} of the model's {plan['model_nodes']} node(s) as "
                      f"{plan['dml']['operators']} operator(s), {plan['dml']['macs_percent']:.1f}% of the MACs "
                      f"(QDQ rules {plan['qdq_rules'] or 'off'})")
+    if report.shipped is not None:
+        lines += _format_shipped(report)
     bad = [o for o in report.outputs if not o.within_tolerance]
+    faulted = [s for s in report.shipped or () if s.faults_candidate]
     if not report.ok:
-        lines.append(f"  result: MISMATCH ({len(bad)} of {len(report.outputs)} output(s) out of tolerance)")
+        reasons = [f"{len(bad)} of {len(report.outputs)} output(s) out of tolerance"] if bad else []
+        if faulted:
+            reasons.append(f"{len(faulted)} shipped output(s) missed where onnxruntime matches")
+        lines.append(f"  result: MISMATCH ({'; '.join(reasons)})")
     elif report.on_dml or report.candidate != "dml_ep":
         lines.append("  result: OK")
     else:
@@ -336,6 +471,23 @@ def format_report(report: ModelReport, per_node: bool) -> str:
         if first is not None:
             lines += _describe_divergent(first)
     return "\n".join(lines)
+
+
+def _format_shipped(report: ModelReport) -> list[str]:
+    """The data set's shipped outputs against both sides; they judge the candidate only where the
+    reference matches them (:class:`dml_ep.compare.ShippedComparison`)."""
+    candidate = "dml_ep" if report.candidate == "dml_ep" else f"onnxruntime {report.candidate}"
+    rows = []
+    for s in report.shipped:
+        if s.faults_candidate:
+            verdict = f"MISMATCH: {report.reference} matches it, {candidate} does not"
+        elif s.reference.within_tolerance:
+            verdict = "ok"
+        else:
+            verdict = f"not judged: {report.reference} differs from it"
+        rows.append([s.name, _percent(s.reference), _max_diff(s.reference), _percent(s.candidate), _max_diff(s.candidate), verdict])
+    header = ["output", f"{report.reference} exact %", "max diff", f"{candidate} exact %", "max diff", "verdict"]
+    return ["", "  shipped outputs (output_<i>.pb), against each side:"] + _indent(_table(header, rows), "    ")
 
 
 def _describe_divergent(node) -> list[str]:
@@ -435,6 +587,10 @@ def _write_files(writers: dict) -> None:
         for temp, _ in staged:
             if os.path.exists(temp):
                 os.remove(temp)
+
+
+def _text_writer(text: str):
+    return lambda f: f.write(text.encode())
 
 
 def _json_writer(data):

@@ -26,6 +26,9 @@ Design notes:
   that would keep onnxruntime from fusing the group. A group a CPU-only rule fuses on the
   reference (Mul -> QLinearMul) but DML runs as DQ -> op -> Q is run in isolation as a whole
   (fed onnxruntime's inputs of its DQs); its differences have the cause "graph".
+- Saved outputs (Polygraphy's RunResults) can stand in for the reference's graph outputs. A model
+  zoo data set's shipped outputs are compared with both sides, and fault the candidate only where
+  the reference matches them (:class:`ShippedComparison`).
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ import onnx
 
 from . import operator_descs as od
 from .arithmetic import Arithmetic
-from .errors import DmlEpError, ModelError
+from .errors import DmlEpError, FeedError, ModelError
 from .executor import Executor
 from .graph import load_model, ort_message
 from .importer import DEFAULT_FEATURE_LEVEL
@@ -190,6 +193,10 @@ class ModelReport:
     plan: dict  # Plan.summary(): what ran on DirectML
     candidate: str = "dml_ep"  # or another onnxruntime configuration, compared with the reference
     nodes: list[NodeComparison] | None = None
+    # the graph outputs compared, kept for saving them (compare --save-outputs) and for shipped outputs
+    candidate_outputs: dict[str, np.ndarray] = dataclasses.field(default_factory=dict, repr=False)
+    reference_outputs: dict[str, np.ndarray] = dataclasses.field(default_factory=dict, repr=False)
+    shipped: list[ShippedComparison] | None = None  # a model zoo data set's outputs: compare_shipped
 
     @property
     def on_dml(self) -> bool:
@@ -198,7 +205,7 @@ class ModelReport:
 
     @property
     def ok(self) -> bool:
-        return all(o.within_tolerance for o in self.outputs)
+        return all(o.within_tolerance for o in self.outputs) and not any(s.faults_candidate for s in self.shipped or ())
 
     @property
     def first_divergent(self) -> NodeComparison | None:
@@ -226,6 +233,7 @@ class ModelReport:
             "cause_counts": self.cause_counts,
             "first_divergent": first.to_dict() if first else None,
             "nodes": None if self.nodes is None else [n.to_dict() for n in self.nodes],
+            "shipped": None if self.shipped is None else [s.to_dict() for s in self.shipped],
         }
 
 
@@ -243,6 +251,7 @@ def compare_model(
     per_node: bool = False,
     name: str | None = None,
     progress: Callable[..., None] | None = None,
+    expected_outputs: dict[str, np.ndarray] | None = None,
 ) -> ModelReport:
     """Run dml_ep and onnxruntime (``reference``) on ``feeds`` and compare every graph output.
 
@@ -256,6 +265,9 @@ def compare_model(
     ``candidate`` "ort" or "ort-exact" (see ``CANDIDATES``) compares that onnxruntime configuration
     with the reference instead: dml_ep then plans the graph onnxruntime's CPU EP runs and judges
     each node its QDQ rules made in isolation (:func:`compare_rewritten`).
+
+    ``expected_outputs``, saved outputs (e.g. Polygraphy's RunResults), take the place of the
+    reference's graph outputs; the reference still runs for the intermediate values.
     """
     if candidate not in CANDIDATES:
         raise DmlEpError(f"unknown candidate {candidate!r} (choose from {', '.join(CANDIDATES)})")
@@ -285,7 +297,10 @@ def compare_model(
         dml_plan = session.planner.plan_for_shapes(shapes)
     steps = quantization_steps(executor.plan)
     progress("running onnxruntime")
-    expected = run_reference(proto, feeds, output_names + (intermediates if per_node else []), reference)
+    compared = output_names if expected_outputs is None else []  # saved outputs stand in for the reference's
+    expected = run_reference(proto, feeds, compared + (intermediates if per_node else []), reference)
+    if expected_outputs is not None:
+        expected.update(check_saved_outputs(expected_outputs, {n: values[n] for n in output_names}))
     report = ModelReport(
         model=name or (os.fspath(model) if isinstance(model, (str, os.PathLike)) else proto.graph.name),
         reference=reference,
@@ -295,6 +310,8 @@ def compare_model(
         outputs=[compare_tensors(n, values[n], expected[n], step_of(n, expected[n], steps), atol) for n in output_names],
         plan=dml_plan.summary(),
         candidate=candidate,
+        candidate_outputs={n: values[n] for n in output_names},
+        reference_outputs={n: expected[n] for n in output_names},
     )
     if per_node or not report.ok:
         if not per_node:
@@ -303,6 +320,55 @@ def compare_model(
         report.nodes = compare_nodes(executor, values, {**feeds, **expected}, steps, atol, progress,
                                      isolate=candidate == "dml_ep", float_reference=reference == "ort-unfused")
     return report
+
+
+def check_saved_outputs(saved: dict[str, np.ndarray], produced: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The ``saved`` arrays of the ``produced`` outputs, each of the same type and shape: saved
+    outputs that do not fit were made for another model or other inputs, an input error
+    (FeedError) rather than a mismatch."""
+    for name, array in produced.items():
+        if name not in saved:
+            raise FeedError(f"the saved outputs have no {name!r} (they have {', '.join(map(repr, saved)) or 'none'})")
+        if saved[name].dtype != array.dtype or saved[name].shape != array.shape:
+            raise FeedError(f"saved output {name!r} is {saved[name].dtype} {list(saved[name].shape)}, "
+                            f"the model gives {array.dtype} {list(array.shape)} on these inputs")
+    return {name: saved[name] for name in produced}
+
+
+@dataclasses.dataclass
+class ShippedComparison:
+    """A model zoo data set's shipped output (``output_<i>.pb``) against the reference's and the
+    candidate's values, within the report's tolerance.
+
+    Shipped outputs were often made by another runtime and may differ from onnxruntime's by a
+    step, so they judge the candidate only where the reference matches them: the candidate is at
+    fault when the reference's output is within tolerance of the shipped one and its own is not.
+    """
+
+    name: str
+    reference: TensorComparison
+    candidate: TensorComparison
+
+    @property
+    def faults_candidate(self) -> bool:
+        return self.reference.within_tolerance and not self.candidate.within_tolerance
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "reference": self.reference.to_dict(), "candidate": self.candidate.to_dict(),
+                "faults_candidate": self.faults_candidate}
+
+
+def compare_shipped(report: ModelReport, shipped: dict[str, np.ndarray]) -> None:
+    """Set ``report.shipped``: each shipped output against the reference's and the candidate's."""
+    shipped = check_saved_outputs(shipped, report.reference_outputs)
+    report.shipped = [
+        ShippedComparison(
+            name=o.name,
+            reference=compare_tensors(o.name, report.reference_outputs[o.name], shipped[o.name], o.step, report.atol),
+            candidate=compare_tensors(o.name, report.candidate_outputs[o.name], shipped[o.name], o.step, report.atol),
+        )
+        for o in report.outputs
+    ]
 
 
 def compare_nodes(executor: Executor, values: dict, reference: dict, steps: dict, atol: int, progress, isolate: bool = True,

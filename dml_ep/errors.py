@@ -69,8 +69,9 @@ class DescValidationError(DmlEpError):
 
 
 class FeedError(DmlEpError, ValueError):
-    """The inputs given to ``run`` do not match the model's inputs (a ValueError too, as
-    onnxruntime's is, so that existing ``except ValueError`` clauses catch it)."""
+    """The inputs given to ``run``, or the saved outputs given to ``compare`` with (Polygraphy's
+    RunResults, a data set's ``output_<i>.pb``), cannot be read or do not fit the model (a
+    ValueError too, as onnxruntime's is, so that existing ``except ValueError`` clauses catch it)."""
 
 
 class FeatureLevelError(DmlEpError):

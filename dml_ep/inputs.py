@@ -3,11 +3,13 @@
 Random inputs cover each element type's whole range (integers uniformly from min to max, so
 quantized inputs hit both saturation ends; floats standard normal), with symbolic dimensions as 1.
 A directory holds ``<input name>.npy`` files, or ``input_<i>.pb`` TensorProtos as in the ONNX
-test data (``test_data_set_0/input_0.pb``), matched by the TensorProto's name, else by position.
+test data (``test_data_set_0/input_0.pb``), matched by the TensorProto's name, else by position;
+:func:`zoo_layout` finds a model and its data sets in a directory laid out as the ONNX model zoo.
 """
 
 from __future__ import annotations
 
+import glob
 import os
 import re
 
@@ -58,14 +60,7 @@ def load_directory(directory: str, input_names: list[str]) -> dict[str, np.ndarr
     if not os.path.isdir(directory):
         raise FeedError(f"{directory}: no such directory")
     files = sorted(os.listdir(directory), key=_natural_key)
-    feeds = {}
-    for position, file in enumerate(f for f in files if f.startswith("input") and f.endswith(".pb")):
-        name, array = load_array(os.path.join(directory, file))
-        if name not in input_names:
-            if position >= len(input_names):
-                raise FeedError(f"{directory}/{file}: the model has only {len(input_names)} input(s)")
-            name = input_names[position]
-        feeds[name] = array
+    feeds = load_tensor_protos(directory, input_names, "input")
     for file in files:
         stem, ext = os.path.splitext(file)
         if ext != ".npy":
@@ -76,6 +71,38 @@ def load_directory(directory: str, input_names: list[str]) -> dict[str, np.ndarr
     if not feeds:
         raise FeedError(f"{directory}: no <input name>.npy or input_<i>.pb files")
     return feeds
+
+
+def load_tensor_protos(directory: str, names: list[str], kind: str) -> dict[str, np.ndarray]:
+    """The ``<kind>_<i>.pb`` TensorProtos in ``directory`` (``kind`` "input" or "output"), matched
+    to ``names`` by the TensorProto's name, else by position."""
+    files = sorted((f for f in os.listdir(directory) if f.startswith(kind) and f.endswith(".pb")), key=_natural_key)
+    arrays = {}
+    for position, file in enumerate(files):
+        name, array = load_array(os.path.join(directory, file))
+        if name not in names:
+            if position >= len(names):
+                raise FeedError(f"{directory}/{file}: the model has only {len(names)} {kind}(s)")
+            name = names[position]
+        arrays[name] = array
+    return arrays
+
+
+def zoo_layout(directory: str) -> tuple[str, list[str]] | None:
+    """The model and the ``test_data_set_*`` folders of a directory laid out as in the ONNX model
+    zoo (``model.onnx``, or its one ``*.onnx``, beside ``test_data_set_0/input_0.pb`` ...), or None
+    when ``directory`` has no data sets."""
+    data_sets = sorted(glob.glob(os.path.join(glob.escape(directory), "test_data_set_*", "")), key=_natural_key)
+    if not data_sets:
+        return None
+    models = sorted(glob.glob(os.path.join(glob.escape(directory), "*.onnx")))
+    named = os.path.join(directory, "model.onnx")
+    if named in models:
+        models = [named]
+    if len(models) != 1:
+        found = f"{len(models)} models ({', '.join(os.path.basename(m) for m in models)}) and no model.onnx" if models else "no *.onnx model"
+        raise FeedError(f"{directory}: test_data_set_* folders but {found}")
+    return models[0], [d.rstrip(os.sep) for d in data_sets]
 
 
 def parse_input_argument(text: str) -> tuple[str, str]:

@@ -3,7 +3,10 @@
 import importlib.util
 from pathlib import Path
 
+import numpy as np
 import pytest
+
+from dml_ep.executor import Executor
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -29,3 +32,20 @@ def built(tmp_path_factory):
         return cache[name, quant_format]
 
     return build
+
+
+@pytest.fixture
+def break_dml_node(monkeypatch):
+    """``break_dml_node(name)``: dml_ep's DML node ``name`` gives its output one step off (the
+    lowest bit flipped), so that a comparison has something to find."""
+
+    def apply(name):
+        original = Executor.run_dml
+
+        def off_by_one(self, entry, values):
+            result = original(self, entry, values)
+            return result ^ np.uint8(1) if entry.node.name == name else result
+
+        monkeypatch.setattr(Executor, "run_dml", off_by_one)
+
+    return apply
