@@ -71,7 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     show = commands.add_parser("inspect", parents=[common], help="show which DirectML operator runs each node")
     show.add_argument("model", metavar="MODEL")
-    show.add_argument("--json", metavar="FILE", help="also write the plan, with every desc, as JSON")
+    show.add_argument("--json", metavar="FILE", help="also write the plan, with every desc, as JSON (- for stdout)")
     show.add_argument("--descs", action="store_true", help="also print each DirectML operator's desc, field by field")
     show.set_defaults(handler=cmd_inspect)
 
@@ -99,7 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
                               "e.g. --candidate ort --reference ort-unfused says why QDQ fusion changes outputs "
                               "(default: %(default)s)")
     compare.add_argument("--per-node", action="store_true", help="compare every intermediate value and each DML node in isolation")
-    compare.add_argument("--json", metavar="FILE", help="also write the reports as JSON")
+    compare.add_argument("--json", metavar="FILE", help="also write the reports as JSON (- for stdout)")
     compare.add_argument("--quiet", action="store_true", help="no progress on stderr")
     compare.set_defaults(handler=cmd_compare)
     return parser
@@ -132,6 +132,7 @@ def cmd_inspect(args) -> int:
     node counts and estimated MACs on DirectML vs the fallback."""
     if args.json:
         _check_writable(args.json)
+    out = _text_output(args)
     plan = plan_model(load_model(args.model), args.feature_level, qdq_rules=args.qdq_rules)
     rows = [
         {"node": node_label(entry.node),
@@ -143,21 +144,21 @@ def cmd_inspect(args) -> int:
          **({"desc": entry.desc.to_dict()} if isinstance(entry, DmlNode) else {"reason": entry.reason})}
         for entry in plan.entries
     ]
-    print(_table(["node", "op type", "runs on", "rule"], [[r["node"], r["op_type"], r["runs_on"], r["rule"] or ""] for r in rows]))
+    print(_table(["node", "op type", "runs on", "rule"], [[r["node"], r["op_type"], r["runs_on"], r["rule"] or ""] for r in rows]), file=out)
     rewritten = [r for r in rows if r["rule"]]
     if rewritten:
-        print(f"\nmade by onnxruntime's graph rewrites (QDQ rules {plan.qdq_rules or 'off'}), from the model's nodes:")
-        print("\n".join(f"  {r['node']} ({r['op_type']}) <- {r['rule']}: {', '.join(r['from']) or '-'}" for r in rewritten))
+        print(f"\nmade by onnxruntime's graph rewrites (QDQ rules {plan.qdq_rules or 'off'}), from the model's nodes:", file=out)
+        print("\n".join(f"  {r['node']} ({r['op_type']}) <- {r['rule']}: {', '.join(r['from']) or '-'}" for r in rewritten), file=out)
     if args.descs:
         for row, entry in zip(rows, plan.entries):
             if isinstance(entry, DmlNode):
-                print(f"\n{row['node']}: {entry.operator}")
-                print("\n".join("  " + line for line in entry.desc.describe()))
+                print(f"\n{row['node']}: {entry.operator}", file=out)
+                print("\n".join("  " + line for line in entry.desc.describe()), file=out)
     summary = plan.summary()
     print(f"\n{summary['feature_level']}: {summary['dml']['nodes']} of the model's {summary['model_nodes']} node(s) on DirectML "
-          f"({summary['dml']['operators']} operator(s)), {summary['fallback']['nodes']} on the CPU fallback")
+          f"({summary['dml']['operators']} operator(s)), {summary['fallback']['nodes']} on the CPU fallback", file=out)
     print(f"estimated MACs: {summary['dml']['macs']:,} on DirectML ({summary['dml']['macs_percent']:.1f}%), "
-          f"{summary['fallback']['macs']:,} on the fallback")
+          f"{summary['fallback']['macs']:,} on the fallback", file=out)
     if args.json:
         _write_files({args.json: _json_writer({"model": args.model, "nodes": rows, "summary": summary})})
     return 0
@@ -195,6 +196,7 @@ def cmd_compare(args) -> int:
     """Compare each model; with several, a model that fails is reported and the others still run."""
     if args.json:
         _check_writable(args.json)
+    out = _text_output(args)
     paths = expand_models(args.models)
     reports, errors = [], []
     for index, path in enumerate(paths, 1):
@@ -232,11 +234,11 @@ def cmd_compare(args) -> int:
             continue
         progress.clear()
         reports.append(report)
-        print(format_report(report, args.per_node))
+        print(format_report(report, args.per_node), file=out)
         if len(paths) > 1 and not args.quiet:
             print(f"{prefix}: done in {time.monotonic() - started:.1f} s", file=sys.stderr, flush=True)
     if len(paths) > 1:
-        print(format_summary(reports, errors))
+        print(format_summary(reports, errors), file=out)
     if args.json:
         report = {"ok": not errors and all(r.ok for r in reports), "models": [r.to_dict() for r in reports], "errors": errors}
         _write_files({args.json: _json_writer(report)})
@@ -398,10 +400,19 @@ def _max_diff(c: TensorComparison) -> str:
     return f"{c.max_diff:g} {c.unit}" if c.unit == "LSB" else f"{c.max_diff:.3g}"
 
 
+def _text_output(args):
+    """Where the report's text goes: stderr when its JSON takes stdout (``--json -``)."""
+    return sys.stderr if args.json == "-" else sys.stdout
+
+
 def _check_writable(path: str, directory: bool = False) -> None:
-    """Fail before the work, not after it: the file ``path`` needs an existing, writable directory;
-    with ``directory``, ``path`` is that directory, made later if missing (then its nearest existing
-    ancestor must be writable)."""
+    """Fail before the work, not after it: the file ``path`` needs an existing, writable directory
+    (or, for a device or FIFO, to be writable itself; ``-`` is stdout); with ``directory``, ``path``
+    is that directory, made later if missing (then its nearest existing ancestor must be writable)."""
+    if not directory and _in_place(path):
+        if path == "-" or os.access(path, os.W_OK):
+            return
+        raise OSError(f"cannot write {path}: no permission")
     folder = os.path.abspath(path) if directory else os.path.dirname(os.path.abspath(path))
     while directory and not os.path.exists(folder):
         folder = os.path.dirname(folder)
@@ -414,20 +425,37 @@ def _check_writable(path: str, directory: bool = False) -> None:
     raise OSError(f"cannot write {path}: {reason}")
 
 
+def _in_place(path: str) -> bool:
+    """Whether ``path`` is written as it is, not renamed over: ``-`` (stdout), or something that
+    exists and is not a regular file (/dev/stdout, /dev/null, a FIFO), which a rename would replace."""
+    return path == "-" or os.path.exists(path) and not os.path.isfile(path)
+
+
 def _write_files(writers: dict) -> None:
-    """Write each ``path: write(binary_file)`` to a temporary name beside it, then rename them all,
-    so that a failure leaves none of them (not a mix of new and old files); errors name the path."""
+    """Write each ``path: write(binary_file)``. A regular file is written to a temporary name beside
+    it, then all are renamed, so that a failure leaves none of them (not a mix of new and old
+    files); ``-`` and devices are written in place. Errors name the path."""
     staged, renamed, path = [], [], None
     try:
         for path, write in writers.items():
-            fd, temp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), suffix=".tmp")
-            staged.append((temp, path))
-            with os.fdopen(fd, "wb") as f:
-                write(f)
+            if path == "-":
+                sys.stdout.flush()
+                write(sys.stdout.buffer)
+                sys.stdout.buffer.flush()
+            elif _in_place(path):
+                with open(path, "wb") as f:
+                    write(f)
+            else:
+                fd, temp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), suffix=".tmp")
+                staged.append((temp, path))
+                with os.fdopen(fd, "wb") as f:
+                    write(f)
         for temp, path in staged:
             os.replace(temp, path)
             renamed.append(path)
     except OSError as exc:
+        if path == "-":
+            raise  # stdout's reader went away (``| head``): main's quiet BrokenPipeError
         for done in renamed:
             os.remove(done)
         raise OSError(f"cannot write {path}: {exc.strerror or exc}") from None

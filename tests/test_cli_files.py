@@ -1,0 +1,112 @@
+"""The dml-ep command's files and edges: where reports and outputs go, where feeds and external
+data come from, what it refuses to read or allocate, its one-line errors, and its metadata."""
+
+import importlib.metadata
+import json
+import os
+import platform
+import stat
+import subprocess
+import sys
+import tracemalloc
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from onnx.external_data_helper import set_external_data
+
+from dml_ep import cli
+from dml_ep.arithmetic import host_saturates_u8s8
+from dml_ep.errors import FeedError, ModelError
+from dml_ep.graph import load_model
+from dml_ep.inputs import load_array, random_inputs
+
+MODELS = Path(__file__).resolve().parent.parent / "models"
+DML_EP = Path(sys.executable).parent / "dml-ep"
+
+
+def run_cli(capsys, *argv):
+    """``cli.main`` in process; argparse's own exits (usage errors, --help) count as statuses too."""
+    try:
+        status = cli.main([str(a) for a in argv])
+    except SystemExit as exc:
+        status = exc.code
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def one_line_error(err: str) -> bool:
+    return err.startswith("dml-ep: error: ") and err.count("\n") == 1 and "Traceback" not in err
+
+
+def unary_model(path, ops_and_outputs, shape=(3,), dtype=TensorProto.FLOAT):
+    """Input x of ``shape``, and one output per (op type, output name), each op applied to x."""
+    graph = helper.make_graph(
+        [helper.make_node(op, ["x"], [name]) for op, name in ops_and_outputs], "g",
+        [helper.make_tensor_value_info("x", dtype, list(shape))],
+        [helper.make_tensor_value_info(name, dtype, None) for _, name in ops_and_outputs],
+    )
+    onnx.save(helper.make_model(graph), path)
+    return path
+
+
+def external_tensor(array, name, location):
+    """A TensorProto whose data is said to be in the file ``location``, holding no data itself."""
+    tensor = numpy_helper.from_array(array, name)
+    set_external_data(tensor, location)
+    tensor.ClearField("raw_data")
+    return tensor
+
+
+# --- output files --------------------------------------------------------------------------
+
+
+def test_json_dash_is_stdout(capsys, tmp_path, monkeypatch):
+    """With ``--json -`` stdout holds the JSON alone (the table moves to stderr), and no file named ``-``."""
+    monkeypatch.chdir(tmp_path)
+    status, out, err = run_cli(capsys, "inspect", MODELS / "mlp.onnx", "--json", "-")
+    assert status == 0
+    assert json.loads(out)["summary"]["dml"]["nodes"] == 5
+    assert "estimated MACs" in err
+    status, out, _ = run_cli(capsys, "compare", MODELS / "mlp.onnx", "--reference", "ort-exact", "--quiet", "--json", "-")
+    assert status == 0 and json.loads(out)["ok"] is True
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_json_to_a_fifo_is_written_in_place(capsys, tmp_path):
+    """A FIFO (as /dev/stdout or /dev/null would be) is opened and written, not renamed over."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    reader = subprocess.Popen(["cat", str(fifo)], stdout=subprocess.PIPE)
+    try:
+        status, _, err = run_cli(capsys, "inspect", MODELS / "mlp.onnx", "--json", fifo)
+        assert status == 0, err
+        received = reader.communicate(timeout=30)[0]
+    finally:
+        reader.kill()
+        reader.wait()
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+    assert json.loads(received)["model"] == str(MODELS / "mlp.onnx")
+    assert [p.name for p in tmp_path.iterdir()] == ["fifo"]
+
+
+# --- reading feeds and models --------------------------------------------------------------
+
+
+def external_data_model(folder: Path, location: str = "w.bin") -> Path:
+    """``y = x + w``, w = [0, 1, 2, 3] stored in the file ``location`` (relative to ``folder``)."""
+    weights = np.arange(4, dtype=np.float32)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / location).write_bytes(weights.tobytes())
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["x", "w"], ["y"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])],
+        [external_tensor(weights, "w", location)],
+    )
+    path = folder / "m.onnx"
+    path.write_bytes(helper.make_model(graph).SerializeToString())
+    return path
