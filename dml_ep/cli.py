@@ -179,14 +179,33 @@ def cmd_run(args) -> int:
     )
     names = [o.name for o in session.get_outputs()]
     results = dict(zip(names, session.run(None, feeds)))
-    print(_table(["output", "shape", "dtype"], [[n, list(r.shape), r.dtype] for n, r in results.items()]))
-    if args.output_dir:
-        os.makedirs(args.output_dir, exist_ok=True)
-        _write_files({
-            os.path.join(args.output_dir, re.sub(r"[^\w.-]", "_", name) + ".npy"): functools.partial(np.save, arr=array)
-            for name, array in results.items()
-        })
+    if not args.output_dir:
+        print(_table(["output", "shape", "dtype"], [[n, list(r.shape), r.dtype] for n, r in results.items()]))
+        return 0
+    files = output_files(names)
+    print(_table(["output", "shape", "dtype", "file"], [[n, list(r.shape), r.dtype, files[n]] for n, r in results.items()]))
+    os.makedirs(args.output_dir, exist_ok=True)
+    _write_files({
+        os.path.join(args.output_dir, files[name]): functools.partial(np.save, arr=array)
+        for name, array in results.items()
+    })
     return 0
+
+
+def output_files(names: list[str]) -> dict[str, str]:
+    """A distinct ``<name>.npy`` file name per output, with the characters a file name cannot hold
+    replaced by ``_``. Names that end up the same (``o/1`` and ``o_1``, or ``Y`` and ``y`` on a
+    case-insensitive file system) get a numeric suffix, in output order: none overwrites another."""
+    files, taken = {}, set()
+    for name in names:
+        stem = candidate = re.sub(r"[^\w.-]", "_", name)
+        suffix = 1
+        while candidate.casefold() in taken:
+            suffix += 1
+            candidate = f"{stem}_{suffix}"
+        taken.add(candidate.casefold())
+        files[name] = candidate + ".npy"
+    return files
 
 
 # --- compare -------------------------------------------------------------------------------

@@ -47,7 +47,7 @@ def unary_model(path, ops_and_outputs, shape=(3,), dtype=TensorProto.FLOAT):
     graph = helper.make_graph(
         [helper.make_node(op, ["x"], [name]) for op, name in ops_and_outputs], "g",
         [helper.make_tensor_value_info("x", dtype, list(shape))],
-        [helper.make_tensor_value_info(name, dtype, None) for _, name in ops_and_outputs],
+        [helper.make_tensor_value_info(name, dtype, list(shape)) for _, name in ops_and_outputs],
     )
     onnx.save(helper.make_model(graph), path)
     return path
@@ -91,6 +91,22 @@ def test_json_to_a_fifo_is_written_in_place(capsys, tmp_path):
     assert stat.S_ISFIFO(os.stat(fifo).st_mode)
     assert json.loads(received)["model"] == str(MODELS / "mlp.onnx")
     assert [p.name for p in tmp_path.iterdir()] == ["fifo"]
+
+
+def test_run_gives_outputs_whose_file_names_collide_distinct_files(capsys, tmp_path):
+    """``o/1`` and ``o_1`` both sanitize to ``o_1``, ``Y`` and ``y`` collide on a case-insensitive
+    file system: the later ones get a numeric suffix, in output order, and the table says which."""
+    model = unary_model(tmp_path / "m.onnx", [("Identity", "o/1"), ("Neg", "o_1"), ("Relu", "Y"), ("Abs", "y")])
+    x = np.array([-1.0, 2.0, -3.0], np.float32)
+    np.save(tmp_path / "x.npy", x)
+    status, out, _ = run_cli(capsys, "run", model, "--input", f"x={tmp_path / 'x.npy'}", "--output-dir", tmp_path / "out")
+    assert status == 0
+    expected = {"o_1.npy": x, "o_1_2.npy": -x, "Y.npy": np.maximum(x, 0), "y_2.npy": np.abs(x)}
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted(expected)
+    for file, array in expected.items():
+        np.testing.assert_array_equal(np.load(tmp_path / "out" / file), array)
+    rows = {line.split()[0]: line.split()[-1] for line in out.splitlines()[1:]}
+    assert rows == {"o/1": "o_1.npy", "o_1": "o_1_2.npy", "Y": "Y.npy", "y": "y_2.npy"}
 
 
 # --- reading feeds and models --------------------------------------------------------------
