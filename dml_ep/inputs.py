@@ -39,7 +39,11 @@ def random_inputs(model: onnx.ModelProto, seed: int = 0) -> dict[str, np.ndarray
 
 
 def load_array(path: str) -> tuple[str | None, np.ndarray]:
-    """An array from a ``.npy`` file (no name) or a TensorProto ``.pb`` file (with its name, if any)."""
+    """An array from a ``.npy`` file (no name) or a TensorProto ``.pb`` file (with its name, if any).
+
+    A ``.pb`` file's external data is read from the file's own folder, never outside it (onnx
+    refuses absolute locations and those that leave it), whatever the current directory.
+    """
     if not os.path.isfile(path):
         raise FeedError(f"{path}: no such file")
     try:
@@ -47,7 +51,7 @@ def load_array(path: str) -> tuple[str | None, np.ndarray]:
             tensor = onnx.TensorProto()
             with open(path, "rb") as f:
                 tensor.ParseFromString(f.read())
-            return tensor.name or None, numpy_helper.to_array(tensor)
+            return tensor.name or None, numpy_helper.to_array(tensor, base_dir=os.path.dirname(os.path.abspath(path)))
         return None, np.load(path, allow_pickle=False)
     except Exception as exc:  # numpy and protobuf raise many types on a bad file
         raise FeedError(f"{path}: cannot read an array ({exc})") from None

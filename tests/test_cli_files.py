@@ -112,6 +112,29 @@ def test_run_gives_outputs_whose_file_names_collide_distinct_files(capsys, tmp_p
 # --- reading feeds and models --------------------------------------------------------------
 
 
+def test_pb_feed_external_data_is_read_beside_the_pb_file(tmp_path, monkeypatch):
+    array = np.arange(6, dtype=np.float32).reshape(2, 3)
+    (tmp_path / "feeds").mkdir()
+    (tmp_path / "feeds" / "x.bin").write_bytes(array.tobytes())
+    (tmp_path / "feeds" / "x.pb").write_bytes(external_tensor(array, "x", "x.bin").SerializeToString())
+    monkeypatch.chdir(tmp_path)
+    name, loaded = load_array(str(tmp_path / "feeds" / "x.pb"))
+    assert name == "x"
+    np.testing.assert_array_equal(loaded, array)
+
+
+@pytest.mark.parametrize("location", ["../secret.bin", "{tmp}/secret.bin"])
+def test_pb_feed_external_data_stays_in_its_folder(tmp_path, monkeypatch, location):
+    array = np.arange(4, dtype=np.float32)
+    (tmp_path / "secret.bin").write_bytes(array.tobytes())
+    (tmp_path / "feeds").mkdir()
+    pb = tmp_path / "feeds" / "x.pb"
+    pb.write_bytes(external_tensor(array, "x", location.format(tmp=tmp_path)).SerializeToString())
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(FeedError, match="x.pb"):
+        load_array(str(pb))
+
+
 def external_data_model(folder: Path, location: str = "w.bin") -> Path:
     """``y = x + w``, w = [0, 1, 2, 3] stored in the file ``location`` (relative to ``folder``)."""
     weights = np.arange(4, dtype=np.float32)
@@ -126,3 +149,49 @@ def external_data_model(folder: Path, location: str = "w.bin") -> Path:
     path = folder / "m.onnx"
     path.write_bytes(helper.make_model(graph).SerializeToString())
     return path
+
+
+def test_model_external_data_needs_the_models_path(tmp_path, monkeypatch):
+    """Given as bytes (or a ModelProto whose data is not loaded), external data has no folder to be
+    read from: refused, even when the current directory happens to hold the file."""
+    path = external_data_model(tmp_path / "m")
+    np.testing.assert_array_equal(
+        numpy_helper.to_array(load_model(str(path)).graph.initializer[0]), np.arange(4, dtype=np.float32))
+    monkeypatch.chdir(tmp_path / "m")
+    for model in (path.read_bytes(), onnx.load(path, load_external_data=False)):
+        with pytest.raises(ModelError, match=r"tensor 'w' is stored as external data \('w.bin'\), which needs the model's path"):
+            load_model(model)
+
+
+@pytest.mark.parametrize("location", ["../w.bin", "{tmp}/m/w.bin"])
+def test_model_external_data_stays_in_the_models_folder(tmp_path, location):
+    path = external_data_model(tmp_path / "m")
+    (tmp_path / "w.bin").write_bytes((tmp_path / "m" / "w.bin").read_bytes())
+    model = onnx.load(path, load_external_data=False)
+    model.graph.initializer[0].external_data[0].value = location.format(tmp=tmp_path)
+    path.write_bytes(model.SerializeToString())
+    with pytest.raises(ModelError, match="external data cannot be loaded"):
+        load_model(str(path))
+
+
+def test_load_model_refuses_what_is_not_a_regular_file(tmp_path):
+    with pytest.raises(ModelError, match="^/dev/null: not a regular file"):
+        load_model("/dev/null")
+    os.mkfifo(tmp_path / "fifo")  # opening it to read would wait for a writer forever
+    with pytest.raises(ModelError, match="fifo: not a regular file"):
+        load_model(str(tmp_path / "fifo"))
+
+
+def test_inspect_dev_zero_is_one_line_error():
+    """/dev/zero never ends: refused at once, not read until memory runs out."""
+    result = subprocess.run([DML_EP, "inspect", "/dev/zero"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert one_line_error(result.stderr) and "/dev/zero: not a regular file" in result.stderr
+
+
+def test_load_model_refuses_more_than_protobufs_limit(tmp_path):
+    big = tmp_path / "big.onnx"
+    with open(big, "wb") as f:
+        f.truncate(2**31)  # sparse: one byte over protobuf's limit of 2^31 - 1, and no disk used
+    with pytest.raises(ModelError, match="larger than protobuf's limit"):
+        load_model(str(big))
