@@ -109,6 +109,11 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.handler(args)
+    except KeyboardInterrupt:
+        if args.debug:
+            raise
+        print("dml-ep: interrupted", file=sys.stderr)
+        return 130
     except BrokenPipeError:  # the reader went away (``| head``): not an error, and nothing more to print
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0

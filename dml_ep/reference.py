@@ -22,7 +22,7 @@ def cpu_session(model, reference: str = "ort", threads: int | None = None, spinn
     the cores from the numpy/BLAS work that follows in the same process.
     """
     options = ort.SessionOptions()
-    options.log_severity_level = 3
+    options.log_severity_level = 4  # fatal only: its errors reach the caller as exceptions, not as log lines
     if threads is not None:
         options.intra_op_num_threads = threads
     if not spinning:

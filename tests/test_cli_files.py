@@ -195,3 +195,32 @@ def test_load_model_refuses_more_than_protobufs_limit(tmp_path):
         f.truncate(2**31)  # sparse: one byte over protobuf's limit of 2^31 - 1, and no disk used
     with pytest.raises(ModelError, match="larger than protobuf's limit"):
         load_model(str(big))
+
+
+# --- onnxruntime's logs, Ctrl-C ------------------------------------------------------------
+
+
+def test_onnxruntime_logs_nothing_above_the_one_error_line(tmp_path):
+    """A Gather left to onnxruntime fails on its random int64 index: onnxruntime would log the
+    failure itself (a coloured line) before dml-ep's own error line."""
+    graph = helper.make_graph(
+        [helper.make_node("Gather", ["x", "i"], ["y"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4]), helper.make_tensor_value_info("i", TensorProto.INT64, [1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])],
+    )
+    onnx.save(helper.make_model(graph), tmp_path / "gather.onnx")
+    result = subprocess.run([DML_EP, "run", tmp_path / "gather.onnx"], capture_output=True, text=True)
+    assert result.returncode == 2
+    assert one_line_error(result.stderr) and "indices element out of data bounds" in result.stderr, result.stderr
+
+
+def test_ctrl_c_is_one_line_and_exit_130(capsys, monkeypatch):
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "cmd_inspect", interrupted)
+    try:
+        status, out, err = run_cli(capsys, "inspect", MODELS / "mlp.onnx")
+    except KeyboardInterrupt:
+        pytest.fail("KeyboardInterrupt escaped cli.main")
+    assert (status, out, err) == (130, "", "dml-ep: interrupted\n")
