@@ -58,7 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
                          help="an input from a .npy or TensorProto .pb file (repeatable)")
     feeding.add_argument("--input-dir", metavar="DIR",
                          help="inputs from <name>.npy or input_<i>.pb files (ONNX test data)")
-    feeding.add_argument("--seed", type=int, default=0,
+    feeding.add_argument("--seed", type=_non_negative, default=0,
                          help="seed of the random inputs given neither way (default: %(default)s)")
     feeding.add_argument("--arithmetic", choices=ARITHMETICS, default="directml",
                          help="dml_ep's arithmetic (default: %(default)s)")

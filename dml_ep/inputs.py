@@ -8,6 +8,7 @@ test data (``test_data_set_0/input_0.pb``), matched by the TensorProto's name, e
 
 from __future__ import annotations
 
+import math
 import os
 import re
 
@@ -17,6 +18,8 @@ from onnx import numpy_helper
 
 from . import graph
 from .errors import FeedError
+from .session import MAX_FEED_BYTES
+from .tensor_desc import MAX_ELEMENTS
 
 
 def random_inputs(model: onnx.ModelProto, seed: int = 0) -> dict[str, np.ndarray]:
@@ -26,16 +29,28 @@ def random_inputs(model: onnx.ModelProto, seed: int = 0) -> dict[str, np.ndarray
     for value in graph.graph_inputs(model.graph):
         dtype = graph.element_dtype(value)
         shape = graph.declared_shape(value)
-        if dtype.kind == "f":
-            feeds[value.name] = rng.standard_normal(shape).astype(dtype)
+        _check_size(value.name, shape, dtype)
+        if dtype in (np.float32, np.float64):
+            feeds[value.name] = rng.standard_normal(shape, dtype=dtype)
+        elif dtype.kind == "f":  # float16: numpy draws normals in float32 and float64 only
+            feeds[value.name] = rng.standard_normal(shape, dtype=np.float32).astype(dtype)
         elif dtype.kind in "iu":
             info = np.iinfo(dtype)
             feeds[value.name] = rng.integers(info.min, info.max, size=shape, dtype=dtype, endpoint=True)
         elif dtype.kind == "b":
-            feeds[value.name] = rng.integers(0, 1, size=shape, endpoint=True).astype(bool)
+            feeds[value.name] = rng.integers(0, 1, size=shape, dtype=bool, endpoint=True)
         else:
             raise FeedError(f"input {value.name!r}: cannot make random values of type {dtype}; give it with --input")
     return feeds
+
+
+def _check_size(name: str, shape: tuple[int, ...], dtype: np.dtype) -> None:
+    """Refuse, before allocating it, a random input that the session would refuse once made."""
+    elements = math.prod(shape)
+    size = elements * dtype.itemsize
+    if elements > MAX_ELEMENTS or size > MAX_FEED_BYTES:
+        raise FeedError(f"input {name!r}: shape {list(shape)} of {dtype} is {size / 2**30:,.1f} GiB ({elements:,} elements), "
+                        f"more than dml_ep takes ({MAX_FEED_BYTES / 2**30:.0f} GiB, {MAX_ELEMENTS:,} elements)")
 
 
 def load_array(path: str) -> tuple[str | None, np.ndarray]:

@@ -224,3 +224,38 @@ def test_ctrl_c_is_one_line_and_exit_130(capsys, monkeypatch):
     except KeyboardInterrupt:
         pytest.fail("KeyboardInterrupt escaped cli.main")
     assert (status, out, err) == (130, "", "dml-ep: interrupted\n")
+
+
+# --- typed errors --------------------------------------------------------------------------
+
+
+def test_negative_seed_is_a_usage_error(capsys):
+    status, out, err = run_cli(capsys, "run", MODELS / "mlp.onnx", "--seed", -1)
+    assert status == 2 and out == "" and one_line_error(err) and "--seed" in err
+
+
+def test_random_inputs_refuse_a_huge_shape_before_allocating(capsys, tmp_path):
+    """10^6 x 10^6 float32 is 3.6 TiB: refused with the input's name, not a MemoryError."""
+    model = unary_model(tmp_path / "m.onnx", [("Identity", "y")], shape=(10**6, 10**6))
+    with pytest.raises(FeedError, match=r"input 'x': .*3,725\.3 GiB"):
+        random_inputs(onnx.load(model))
+    status, _, err = run_cli(capsys, "run", model)
+    assert status == 2 and one_line_error(err) and "input 'x'" in err
+
+
+@pytest.mark.parametrize("dtype, peak_ratio", [
+    (TensorProto.FLOAT, 1.5),    # drawn as float32: no float64 array of twice the size first
+    (TensorProto.FLOAT16, 3.5),  # a float32 draw (2x), then the cast (1x)
+])
+def test_random_float_inputs_are_drawn_in_their_own_type(tmp_path, dtype, peak_ratio):
+    model = onnx.load(unary_model(tmp_path / "m.onnx", [("Identity", "y")], shape=(1024, 1024), dtype=dtype))
+    tracemalloc.start()
+    try:
+        x = random_inputs(model)["x"]
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert x.dtype == helper.tensor_dtype_to_np_dtype(dtype)
+    sample = x.astype(np.float64)
+    assert abs(sample.mean()) < 0.01 and abs(sample.std() - 1) < 0.01  # still standard normal
+    assert peak < peak_ratio * x.nbytes
