@@ -27,7 +27,7 @@ from .graph import load_model, one_line
 from .importer import DEFAULT_FEATURE_LEVEL
 from .passes import DEFAULT_RULE_SET, RULE_SETS
 from .planner import plan_model
-from .inputs import make_feeds
+from .inputs import input_shapes, make_feeds
 from .plan import DmlNode, node_macs
 from .reference import REFERENCES
 from .session import InferenceSession
@@ -53,6 +53,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="the onnxruntime releases whose QDQ -> QLinear rewrites apply (default: %(default)s)")
     common.add_argument("--no-qdq-fusion", dest="qdq_rules", action="store_const", const=None,
                         help="no QDQ rewrites, as onnxruntime's session.disable_quant_qdq=1")
+    common.add_argument("--shape", action="append", type=_shape, default=[], metavar="NAME=D0,D1,...",
+                        help="an input's shape for the plan and its random values, instead of the declared one "
+                             "with symbolic dimensions as 1 (repeatable)")
     feeding = argparse.ArgumentParser(add_help=False)
     feeding.add_argument("--input", action="append", default=[], metavar="NAME=FILE",
                          help="an input from a .npy or TensorProto .pb file (repeatable)")
@@ -138,7 +141,8 @@ def cmd_inspect(args) -> int:
     if args.json:
         _check_writable(args.json)
     out = _text_output(args)
-    plan = plan_model(load_model(args.model), args.feature_level, qdq_rules=args.qdq_rules)
+    model = load_model(args.model)
+    plan = plan_model(model, args.feature_level, input_shapes(model, dict(args.shape)), qdq_rules=args.qdq_rules)
     rows = [
         {"node": node_label(entry.node),
          "op_type": entry.node.op_type,
@@ -177,7 +181,7 @@ def cmd_run(args) -> int:
     if args.output_dir:
         _check_writable(args.output_dir, directory=True)
     model = load_model(args.model)
-    feeds = make_feeds(model, args.seed, args.input, args.input_dir)
+    feeds = make_feeds(model, args.seed, args.input, args.input_dir, dict(args.shape))
     session = InferenceSession(
         model, feature_level=args.feature_level, arithmetic=args.arithmetic,
         u8s8_saturation=U8S8_SATURATION[args.u8s8_saturation], qdq_rules=args.qdq_rules,
@@ -234,7 +238,7 @@ def cmd_compare(args) -> int:
             model = load_model(path)
             report = compare_model(
                 model,
-                make_feeds(model, args.seed, args.input, args.input_dir),
+                make_feeds(model, args.seed, args.input, args.input_dir, dict(args.shape)),
                 reference=args.reference,
                 candidate=args.candidate,
                 arithmetic=args.arithmetic,
@@ -491,6 +495,16 @@ def _write_files(writers: dict) -> None:
 
 def _json_writer(data):
     return lambda f: f.write(json.dumps(data, indent=2, default=str).encode())
+
+
+def _shape(text: str) -> tuple[str, tuple[int, ...]]:
+    """``NAME=D0,D1,...`` from ``--shape`` (the last ``=``: an input name may hold one, sizes never)."""
+    name, sep, sizes = text.rpartition("=")
+    if not sep or not name:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected NAME=D0,D1,...")
+    if not re.fullmatch(r"[1-9]\d*(,[1-9]\d*)*", sizes):
+        raise argparse.ArgumentTypeError(f"{text!r}: sizes are positive integers, as in NAME=1,3,224,224")
+    return name, tuple(int(size) for size in sizes.split(","))
 
 
 def _non_negative(text: str) -> int:

@@ -1,7 +1,8 @@
 """Model inputs for the CLI: seeded random arrays, ``.npy`` files, and ONNX test-data directories.
 
 Random inputs cover each element type's whole range (integers uniformly from min to max, so
-quantized inputs hit both saturation ends; floats standard normal), with symbolic dimensions as 1.
+quantized inputs hit both saturation ends; floats standard normal), at the shapes given with
+``--shape``, else the declared ones with symbolic dimensions as 1.
 A directory holds ``<input name>.npy`` files, or ``input_<i>.pb`` TensorProtos as in the ONNX
 test data (``test_data_set_0/input_0.pb``), matched by the TensorProto's name, else by position.
 """
@@ -22,13 +23,46 @@ from .session import MAX_FEED_BYTES
 from .tensor_desc import MAX_ELEMENTS
 
 
-def random_inputs(model: onnx.ModelProto, seed: int = 0) -> dict[str, np.ndarray]:
-    """One seeded random array per graph input, at its declared shape (symbolic dims as 1)."""
+def input_shapes(model: onnx.ModelProto, shapes: dict[str, tuple[int, ...]] | None = None) -> dict[str, tuple[int, ...]]:
+    """Each graph input's shape: from ``shapes`` (``--shape``) where given, else the declared one
+    with symbolic dims as 1. A given shape keeps the declared rank and fixed sizes."""
+    shapes = shapes or {}
+    values = graph.graph_inputs(model.graph)
+    names = [value.name for value in values]
+    for name, shape in shapes.items():
+        if name not in names:
+            raise FeedError(f"--shape {_shape_text(name, shape)}: no model input named {name!r} (inputs: {', '.join(names)})")
+    for value in values:
+        if value.name in shapes:
+            _check_shape(value, shapes[value.name])
+    return {v.name: tuple(shapes[v.name]) if v.name in shapes else graph.declared_shape(v) for v in values}
+
+
+def _check_shape(value: onnx.ValueInfoProto, shape: tuple[int, ...]) -> None:
+    if not value.type.tensor_type.HasField("shape"):
+        return  # no declared rank to keep
+    dims = value.type.tensor_type.shape.dim
+    where = f"--shape {_shape_text(value.name, shape)}"
+    if len(shape) != len(dims):
+        raise FeedError(f"{where}: rank {len(shape)}, the model declares rank {len(dims)}")
+    for axis, (size, dim) in enumerate(zip(shape, dims)):
+        if dim.HasField("dim_value") and size != dim.dim_value:
+            raise FeedError(f"{where}: dimension {axis} is {size}, the model declares {dim.dim_value}")
+
+
+def _shape_text(name: str, shape: tuple[int, ...]) -> str:
+    return f"{name}={','.join(map(str, shape))}"
+
+
+def random_inputs(model: onnx.ModelProto, seed: int = 0, shapes: dict[str, tuple[int, ...]] | None = None) -> dict[str, np.ndarray]:
+    """One seeded random array per graph input, at its shape in ``shapes``, else its declared
+    shape (symbolic dims as 1)."""
     rng = np.random.default_rng(seed)
     feeds = {}
+    sizes = input_shapes(model, shapes)
     for value in graph.graph_inputs(model.graph):
         dtype = graph.element_dtype(value)
-        shape = graph.declared_shape(value)
+        shape = sizes[value.name]
         _check_size(value.name, shape, dtype)
         if dtype in (np.float32, np.float64):
             feeds[value.name] = rng.standard_normal(shape, dtype=dtype)
@@ -105,9 +139,10 @@ def parse_input_argument(text: str) -> tuple[str, str]:
     return name, path
 
 
-def make_feeds(model: onnx.ModelProto, seed: int = 0, inputs=(), input_dir: str | None = None) -> dict[str, np.ndarray]:
-    """Feeds for every graph input: random ones, replaced by those from ``input_dir``, then ``--input``."""
-    feeds = random_inputs(model, seed)
+def make_feeds(model: onnx.ModelProto, seed: int = 0, inputs=(), input_dir: str | None = None, shapes=None) -> dict[str, np.ndarray]:
+    """Feeds for every graph input: random ones (of ``shapes``), replaced by those from
+    ``input_dir``, then ``--input``."""
+    feeds = random_inputs(model, seed, shapes)
     names = list(feeds)
     if input_dir is not None:
         feeds.update(load_directory(input_dir, names))

@@ -259,3 +259,38 @@ def test_random_float_inputs_are_drawn_in_their_own_type(tmp_path, dtype, peak_r
     sample = x.astype(np.float64)
     assert abs(sample.mean()) < 0.01 and abs(sample.std() - 1) < 0.01  # still standard normal
     assert peak < peak_ratio * x.nbytes
+
+
+# --- --shape -------------------------------------------------------------------------------
+
+
+def test_shape_sets_the_shape_of_random_inputs(capsys, tmp_path):
+    model = unary_model(tmp_path / "m.onnx", [("Identity", "y")], shape=("batch", 4))
+    assert random_inputs(onnx.load(model), 0, {"x": (3, 4)})["x"].shape == (3, 4)
+    status, _, err = run_cli(capsys, "run", model, "--shape", "x=3,4", "--output-dir", tmp_path / "out")
+    assert status == 0, err
+    assert np.load(tmp_path / "out" / "y.npy").shape == (3, 4)
+    status, out, _ = run_cli(capsys, "compare", model, "--shape", "x=5,4", "--quiet")
+    assert status == 0 and "[5, 4]" in out
+
+
+def test_inspect_plans_for_the_given_shape(capsys, tmp_path):
+    """mlp's MACs at batch 1 are 26,112 (see tests/test_cli.py); at batch 4, four times that."""
+    status, _, _ = run_cli(capsys, "inspect", MODELS / "mlp.onnx", "--shape", "input=4,64", "--json", tmp_path / "plan.json")
+    assert status == 0
+    assert json.loads((tmp_path / "plan.json").read_text())["summary"]["dml"]["macs"] == 4 * 26_112
+
+
+@pytest.mark.parametrize("shape, message", [
+    ("nope=1,64", "no model input named 'nope'"),
+    ("input=64", "rank 1"),
+    ("input=1,0", "positive integer"),
+    ("input=1,x", "positive integer"),
+    ("input=1.5,64", "positive integer"),
+    ("input", "NAME=D0,D1,..."),
+    ("input=2,32", "dimension 1 is 32"),
+])
+def test_bad_shapes_are_usage_errors(capsys, shape, message):
+    for command in ("inspect", "run", "compare"):
+        status, out, err = run_cli(capsys, command, MODELS / "mlp.onnx", "--shape", shape)
+        assert status == 2 and out == "" and one_line_error(err) and message in err, (command, err)
