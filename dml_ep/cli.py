@@ -1,9 +1,9 @@
 """The ``dml-ep`` command: ``inspect`` a model's plan, ``run`` it, ``compare`` it with onnxruntime.
 
-Exit status: 0 on success, 1 when ``compare`` finds an output out of tolerance, 2 on a usage or
-input error (one line on stderr, ``dml-ep: error: ...``; for ``compare``, when any model could not
-be compared), 3 on an internal error, so that a crash never reads as a conformance verdict.
-``--debug`` shows the traceback instead.
+Exit status (``EXIT_STATUS``): 0 on success, 1 when ``compare`` finds an output out of tolerance,
+2 on a usage or input error (one line on stderr, ``dml-ep: error: ...``; for ``compare``, when any
+model could not be compared), 3 on an internal error, so that a crash never reads as a conformance
+verdict, and 130 on Ctrl-C. ``--debug`` shows the traceback instead.
 """
 
 from __future__ import annotations
@@ -30,9 +30,17 @@ from .planner import plan_model
 from .inputs import input_shapes, make_feeds
 from .plan import DmlNode, node_macs
 from .reference import REFERENCES
+from .report_meta import report_meta, versions
 from .session import InferenceSession
 
 U8S8_SATURATION = {"auto": None, "on": True, "off": False}
+
+EXIT_STATUS = """exit status:
+  0    success
+  1    compare: an output out of tolerance
+  2    usage or input error (one line on stderr)
+  3    internal error (--debug shows the traceback)
+  130  interrupted (Ctrl-C)"""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -48,7 +56,8 @@ def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--feature-level", default=DEFAULT_FEATURE_LEVEL.label, metavar="L",
                         help="DirectML feature level to target, e.g. 4_0 (default: %(default)s)")
-    common.add_argument("--debug", action="store_true", help="show a traceback on errors")
+    # SUPPRESS: unless given after the command, the subcommand leaves the main parser's --debug as it is
+    common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show a traceback on errors")
     common.add_argument("--qdq-rules", choices=RULE_SETS, default=DEFAULT_RULE_SET,
                         help="the onnxruntime releases whose QDQ -> QLinear rewrites apply (default: %(default)s)")
     common.add_argument("--no-qdq-fusion", dest="qdq_rules", action="store_const", const=None,
@@ -69,7 +78,10 @@ def build_parser() -> argparse.ArgumentParser:
                          help="with --arithmetic onnxruntime, saturate uint8 x int8 product pairs to int16 as "
                               "onnxruntime does on AVX2 CPUs without VNNI; auto: if this CPU is one (default: %(default)s)")
 
-    parser = _Parser(prog="dml-ep", description="Emulate onnxruntime's DirectML EP on quantized ONNX models.")
+    parser = _Parser(prog="dml-ep", description="Emulate onnxruntime's DirectML EP on quantized ONNX models.",
+                     epilog=EXIT_STATUS, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=_version_line())
+    parser.add_argument("--debug", action="store_true", help="show a traceback on errors")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     show = commands.add_parser("inspect", parents=[common], help="show which DirectML operator runs each node")
@@ -495,6 +507,11 @@ def _write_files(writers: dict) -> None:
 
 def _json_writer(data):
     return lambda f: f.write(json.dumps(data, indent=2, default=str).encode())
+
+
+def _version_line() -> str:
+    v = versions()
+    return f"dml-ep {v['dml_ep']} (onnxruntime {v['onnxruntime']}, onnx {v['onnx']}, numpy {v['numpy']})"
 
 
 def _shape(text: str) -> tuple[str, tuple[int, ...]]:

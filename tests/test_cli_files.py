@@ -294,3 +294,27 @@ def test_bad_shapes_are_usage_errors(capsys, shape, message):
     for command in ("inspect", "run", "compare"):
         status, out, err = run_cli(capsys, command, MODELS / "mlp.onnx", "--shape", shape)
         assert status == 2 and out == "" and one_line_error(err) and message in err, (command, err)
+
+
+# --- the command line ----------------------------------------------------------------------
+
+
+def test_version(capsys):
+    status, out, _ = run_cli(capsys, "--version")
+    assert status == 0
+    assert out == (f"dml-ep {importlib.metadata.version('dml_ep')} "
+                   f"(onnxruntime {ort.__version__}, onnx {onnx.__version__}, numpy {np.__version__})\n")
+
+
+@pytest.mark.parametrize("argv", [["--debug", "inspect", "missing.onnx"], ["inspect", "missing.onnx", "--debug"]])
+def test_debug_before_or_after_the_command(argv):
+    with pytest.raises(ModelError, match="missing.onnx: no such file"):
+        cli.main(argv)
+
+
+def test_help_lists_the_exit_statuses(capsys):
+    status, out, _ = run_cli(capsys, "--help")
+    assert status == 0
+    epilog = out.split("exit status:", 1)[1]
+    for code in ("0", "1", "2", "3", "130"):
+        assert f"\n  {code} " in epilog
