@@ -154,7 +154,8 @@ def cmd_inspect(args) -> int:
         _check_writable(args.json)
     out = _text_output(args)
     model = load_model(args.model)
-    plan = plan_model(model, args.feature_level, input_shapes(model, dict(args.shape)), qdq_rules=args.qdq_rules)
+    shapes = input_shapes(model, dict(args.shape))
+    plan = plan_model(model, args.feature_level, shapes, qdq_rules=args.qdq_rules)
     rows = [
         {"node": node_label(entry.node),
          "op_type": entry.node.op_type,
@@ -181,7 +182,7 @@ def cmd_inspect(args) -> int:
     print(f"estimated MACs: {summary['dml']['macs']:,} on DirectML ({summary['dml']['macs_percent']:.1f}%), "
           f"{summary['fallback']['macs']:,} on the fallback", file=out)
     if args.json:
-        _write_files({args.json: _json_writer({"model": args.model, "nodes": rows, "summary": summary})})
+        _write_files({args.json: _json_writer(report_meta(model=args.model, input_shapes=shapes, nodes=rows, summary=summary))})
     return 0
 
 
@@ -193,7 +194,7 @@ def cmd_run(args) -> int:
     if args.output_dir:
         _check_writable(args.output_dir, directory=True)
     model = load_model(args.model)
-    feeds = make_feeds(model, args.seed, args.input, args.input_dir, dict(args.shape))
+    feeds, _ = make_feeds(model, args.seed, args.input, args.input_dir, dict(args.shape))
     session = InferenceSession(
         model, feature_level=args.feature_level, arithmetic=args.arithmetic,
         u8s8_saturation=U8S8_SATURATION[args.u8s8_saturation], qdq_rules=args.qdq_rules,
@@ -238,7 +239,7 @@ def cmd_compare(args) -> int:
         _check_writable(args.json)
     out = _text_output(args)
     paths = expand_models(args.models)
-    reports, errors = [], []
+    reports, feed_sources, errors = [], [], []
     for index, path in enumerate(paths, 1):
         started = time.monotonic()
         prefix = f"[{index}/{len(paths)}] {path}" if len(paths) > 1 else path
@@ -248,9 +249,10 @@ def cmd_compare(args) -> int:
         try:
             progress("loading")
             model = load_model(path)
+            feeds, sources = make_feeds(model, args.seed, args.input, args.input_dir, dict(args.shape))
             report = compare_model(
                 model,
-                make_feeds(model, args.seed, args.input, args.input_dir, dict(args.shape)),
+                feeds,
                 reference=args.reference,
                 candidate=args.candidate,
                 arithmetic=args.arithmetic,
@@ -274,14 +276,16 @@ def cmd_compare(args) -> int:
             continue
         progress.clear()
         reports.append(report)
+        feed_sources.append(sources)
         print(format_report(report, args.per_node), file=out)
         if len(paths) > 1 and not args.quiet:
             print(f"{prefix}: done in {time.monotonic() - started:.1f} s", file=sys.stderr, flush=True)
     if len(paths) > 1:
         print(format_summary(reports, errors), file=out)
     if args.json:
-        report = {"ok": not errors and all(r.ok for r in reports), "models": [r.to_dict() for r in reports], "errors": errors}
-        _write_files({args.json: _json_writer(report)})
+        models = [{**r.to_dict(), "inputs": sources} for r, sources in zip(reports, feed_sources)]
+        ok = not errors and all(r.ok for r in reports)
+        _write_files({args.json: _json_writer(report_meta(seed=args.seed, ok=ok, models=models, errors=errors))})
     if errors:
         return 2
     return 0 if all(r.ok for r in reports) else 1

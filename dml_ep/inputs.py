@@ -106,29 +106,32 @@ def load_array(path: str) -> tuple[str | None, np.ndarray]:
         raise FeedError(f"{path}: cannot read an array ({exc})") from None
 
 
-def load_directory(directory: str, input_names: list[str]) -> dict[str, np.ndarray]:
-    """Arrays from ``<input name>.npy`` files or ``input_<i>.pb`` files in ``directory``."""
+def load_directory(directory: str, input_names: list[str]) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+    """Arrays from ``<input name>.npy`` files or ``input_<i>.pb`` files in ``directory``, and the
+    file each came from."""
     if not os.path.isdir(directory):
         raise FeedError(f"{directory}: no such directory")
     files = sorted(os.listdir(directory), key=_natural_key)
-    feeds = {}
+    feeds, sources = {}, {}
     for position, file in enumerate(f for f in files if f.startswith("input") and f.endswith(".pb")):
-        name, array = load_array(os.path.join(directory, file))
+        path = os.path.join(directory, file)
+        name, array = load_array(path)
         if name not in input_names:
             if position >= len(input_names):
                 raise FeedError(f"{directory}/{file}: the model has only {len(input_names)} input(s)")
             name = input_names[position]
-        feeds[name] = array
+        feeds[name], sources[name] = array, path
     for file in files:
         stem, ext = os.path.splitext(file)
         if ext != ".npy":
             continue
         if stem not in input_names:
             raise FeedError(f"{directory}/{file}: no model input named {stem!r} (inputs: {', '.join(input_names)})")
-        feeds[stem] = load_array(os.path.join(directory, file))[1]
+        path = os.path.join(directory, file)
+        feeds[stem], sources[stem] = load_array(path)[1], path
     if not feeds:
         raise FeedError(f"{directory}: no <input name>.npy or input_<i>.pb files")
-    return feeds
+    return feeds, sources
 
 
 def parse_input_argument(text: str) -> tuple[str, str]:
@@ -139,19 +142,24 @@ def parse_input_argument(text: str) -> tuple[str, str]:
     return name, path
 
 
-def make_feeds(model: onnx.ModelProto, seed: int = 0, inputs=(), input_dir: str | None = None, shapes=None) -> dict[str, np.ndarray]:
+def make_feeds(model: onnx.ModelProto, seed: int = 0, inputs=(), input_dir: str | None = None,
+               shapes=None) -> tuple[dict[str, np.ndarray], dict[str, str]]:
     """Feeds for every graph input: random ones (of ``shapes``), replaced by those from
-    ``input_dir``, then ``--input``."""
+    ``input_dir``, then ``--input``; and where each came from, for the reports: its file, or
+    ``random (seed N)``."""
     feeds = random_inputs(model, seed, shapes)
+    sources = dict.fromkeys(feeds, f"random (seed {seed})")
     names = list(feeds)
     if input_dir is not None:
-        feeds.update(load_directory(input_dir, names))
+        arrays, files = load_directory(input_dir, names)
+        feeds.update(arrays)
+        sources.update(files)
     for text in inputs:
         name, path = parse_input_argument(text)
         if name not in names:
             raise FeedError(f"--input {text!r}: no model input named {name!r} (inputs: {', '.join(names)})")
-        feeds[name] = load_array(path)[1]
-    return feeds
+        feeds[name], sources[name] = load_array(path)[1], path
+    return feeds, sources
 
 
 def _natural_key(file: str):

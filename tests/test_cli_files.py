@@ -318,3 +318,31 @@ def test_help_lists_the_exit_statuses(capsys):
     epilog = out.split("exit status:", 1)[1]
     for code in ("0", "1", "2", "3", "130"):
         assert f"\n  {code} " in epilog
+
+
+# --- JSON metadata -------------------------------------------------------------------------
+
+
+def test_json_reports_say_where_and_from_what_they_were_made(capsys, tmp_path):
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["a", "b"], ["c"])], "g",
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, [2]) for n in ("a", "b")],
+        [helper.make_tensor_value_info("c", TensorProto.FLOAT, [2])],
+    )
+    onnx.save(helper.make_model(graph), tmp_path / "add.onnx")
+    np.save(tmp_path / "a.npy", np.ones(2, np.float32))
+    versions = {"dml_ep": importlib.metadata.version("dml_ep"), "onnxruntime": ort.__version__, "onnx": onnx.__version__,
+                "numpy": np.__version__, "python": platform.python_version()}
+
+    status, _, _ = run_cli(capsys, "compare", tmp_path / "add.onnx", "--input", f"a={tmp_path / 'a.npy'}", "--seed", 5,
+                           "--json", tmp_path / "compare.json")
+    assert status == 0
+    report = json.loads((tmp_path / "compare.json").read_text())
+    assert report["schema_version"] == 1 and report["versions"] == versions and report["seed"] == 5
+    assert report["cpu"]["saturates_u8s8"] == host_saturates_u8s8()
+    assert report["models"][0]["inputs"] == {"a": str(tmp_path / "a.npy"), "b": "random (seed 5)"}
+
+    status, _, _ = run_cli(capsys, "inspect", tmp_path / "add.onnx", "--json", tmp_path / "plan.json")
+    plan = json.loads((tmp_path / "plan.json").read_text())
+    assert plan["schema_version"] == 1 and plan["versions"] == versions
+    assert plan["cpu"] == report["cpu"]
