@@ -1,9 +1,9 @@
 """The ``dml-ep`` command: ``inspect`` a model's plan, ``run`` it, ``compare`` it with onnxruntime.
 
-Exit status: 0 on success, 1 when ``compare`` finds an output out of tolerance, 2 on a usage or
-input error (one line on stderr, ``dml-ep: error: ...``; for ``compare``, when any model could not
-be compared), 3 on an internal error, so that a crash never reads as a conformance verdict.
-``--debug`` shows the traceback instead.
+Exit status (``EXIT_STATUS``): 0 on success, 1 when ``compare`` finds an output out of tolerance,
+2 on a usage or input error (one line on stderr, ``dml-ep: error: ...``; for ``compare``, when any
+model could not be compared), 3 on an internal error, so that a crash never reads as a conformance
+verdict, and 130 on Ctrl-C. ``--debug`` shows the traceback instead.
 """
 
 from __future__ import annotations
@@ -28,13 +28,21 @@ from .graph import graph_inputs, load_model, one_line
 from .importer import DEFAULT_FEATURE_LEVEL
 from .passes import DEFAULT_RULE_SET, RULE_SETS
 from .planner import plan_model
-from .inputs import load_directory, load_tensor_protos, make_feeds, zoo_layout
+from .inputs import input_shapes, load_directory, load_tensor_protos, make_feeds, zoo_layout
 from .plan import DmlNode, node_macs
 from .polygraphy_json import inputs_json, load_inputs, load_run_results, pick_runner, run_results_json
 from .reference import REFERENCES
+from .report_meta import report_meta, versions
 from .session import InferenceSession
 
 U8S8_SATURATION = {"auto": None, "on": True, "off": False}
+
+EXIT_STATUS = """exit status:
+  0    success
+  1    compare: an output out of tolerance
+  2    usage or input error (one line on stderr)
+  3    internal error (--debug shows the traceback)
+  130  interrupted (Ctrl-C)"""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -50,17 +58,21 @@ def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--feature-level", default=DEFAULT_FEATURE_LEVEL.label, metavar="L",
                         help="DirectML feature level to target, e.g. 4_0 (default: %(default)s)")
-    common.add_argument("--debug", action="store_true", help="show a traceback on errors")
+    # SUPPRESS: unless given after the command, the subcommand leaves the main parser's --debug as it is
+    common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show a traceback on errors")
     common.add_argument("--qdq-rules", choices=RULE_SETS, default=DEFAULT_RULE_SET,
                         help="the onnxruntime releases whose QDQ -> QLinear rewrites apply (default: %(default)s)")
     common.add_argument("--no-qdq-fusion", dest="qdq_rules", action="store_const", const=None,
                         help="no QDQ rewrites, as onnxruntime's session.disable_quant_qdq=1")
+    common.add_argument("--shape", action="append", type=_shape, default=[], metavar="NAME=D0,D1,...",
+                        help="an input's shape for the plan and its random values, instead of the declared one "
+                             "with symbolic dimensions as 1 (repeatable)")
     feeding = argparse.ArgumentParser(add_help=False)
     feeding.add_argument("--input", action="append", default=[], metavar="NAME=FILE",
                          help="an input from a .npy or TensorProto .pb file (repeatable)")
     feeding.add_argument("--input-dir", metavar="DIR",
                          help="inputs from <name>.npy or input_<i>.pb files (ONNX test data)")
-    feeding.add_argument("--seed", type=int, default=0,
+    feeding.add_argument("--seed", type=_non_negative, default=0,
                          help="seed of the random inputs given neither way (default: %(default)s)")
     feeding.add_argument("--arithmetic", choices=ARITHMETICS, default="directml",
                          help="dml_ep's arithmetic (default: %(default)s)")
@@ -68,12 +80,15 @@ def build_parser() -> argparse.ArgumentParser:
                          help="with --arithmetic onnxruntime, saturate uint8 x int8 product pairs to int16 as "
                               "onnxruntime does on AVX2 CPUs without VNNI; auto: if this CPU is one (default: %(default)s)")
 
-    parser = _Parser(prog="dml-ep", description="Emulate onnxruntime's DirectML EP on quantized ONNX models.")
+    parser = _Parser(prog="dml-ep", description="Emulate onnxruntime's DirectML EP on quantized ONNX models.",
+                     epilog=EXIT_STATUS, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=_version_line())
+    parser.add_argument("--debug", action="store_true", help="show a traceback on errors")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     show = commands.add_parser("inspect", parents=[common], help="show which DirectML operator runs each node")
     show.add_argument("model", metavar="MODEL")
-    show.add_argument("--json", metavar="FILE", help="also write the plan, with every desc, as JSON")
+    show.add_argument("--json", metavar="FILE", help="also write the plan, with every desc, as JSON (- for stdout)")
     show.add_argument("--descs", action="store_true", help="also print each DirectML operator's desc, field by field")
     show.set_defaults(handler=cmd_inspect)
 
@@ -104,7 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
                               "e.g. --candidate ort --reference ort-unfused says why QDQ fusion changes outputs "
                               "(default: %(default)s)")
     compare.add_argument("--per-node", action="store_true", help="compare every intermediate value and each DML node in isolation")
-    compare.add_argument("--json", metavar="FILE", help="also write the reports as JSON")
+    compare.add_argument("--json", metavar="FILE", help="also write the reports as JSON (- for stdout)")
     compare.add_argument("--quiet", action="store_true", help="no progress on stderr")
     polygraphy = compare.add_argument_group(
         "Polygraphy's JSON files", "as polygraphy run --save-outputs/--save-inputs writes them (a file, or a "
@@ -128,6 +143,11 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.handler(args)
+    except KeyboardInterrupt:
+        if args.debug:
+            raise
+        print("dml-ep: interrupted", file=sys.stderr)
+        return 130
     except BrokenPipeError:  # the reader went away (``| head``): not an error, and nothing more to print
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
@@ -151,7 +171,10 @@ def cmd_inspect(args) -> int:
     node counts and estimated MACs on DirectML vs the fallback."""
     if args.json:
         _check_writable(args.json)
-    plan = plan_model(load_model(args.model), args.feature_level, qdq_rules=args.qdq_rules)
+    out = _text_output(args)
+    model = load_model(args.model)
+    shapes = input_shapes(model, dict(args.shape))
+    plan = plan_model(model, args.feature_level, shapes, qdq_rules=args.qdq_rules)
     rows = [
         {"node": node_label(entry.node),
          "op_type": entry.node.op_type,
@@ -162,23 +185,23 @@ def cmd_inspect(args) -> int:
          **({"desc": entry.desc.to_dict()} if isinstance(entry, DmlNode) else {"reason": entry.reason})}
         for entry in plan.entries
     ]
-    print(_table(["node", "op type", "runs on", "rule"], [[r["node"], r["op_type"], r["runs_on"], r["rule"] or ""] for r in rows]))
+    print(_table(["node", "op type", "runs on", "rule"], [[r["node"], r["op_type"], r["runs_on"], r["rule"] or ""] for r in rows]), file=out)
     rewritten = [r for r in rows if r["rule"]]
     if rewritten:
-        print(f"\nmade by onnxruntime's graph rewrites (QDQ rules {plan.qdq_rules or 'off'}), from the model's nodes:")
-        print("\n".join(f"  {r['node']} ({r['op_type']}) <- {r['rule']}: {', '.join(r['from']) or '-'}" for r in rewritten))
+        print(f"\nmade by onnxruntime's graph rewrites (QDQ rules {plan.qdq_rules or 'off'}), from the model's nodes:", file=out)
+        print("\n".join(f"  {r['node']} ({r['op_type']}) <- {r['rule']}: {', '.join(r['from']) or '-'}" for r in rewritten), file=out)
     if args.descs:
         for row, entry in zip(rows, plan.entries):
             if isinstance(entry, DmlNode):
-                print(f"\n{row['node']}: {entry.operator}")
-                print("\n".join("  " + line for line in entry.desc.describe()))
+                print(f"\n{row['node']}: {entry.operator}", file=out)
+                print("\n".join("  " + line for line in entry.desc.describe()), file=out)
     summary = plan.summary()
     print(f"\n{summary['feature_level']}: {summary['dml']['nodes']} of the model's {summary['model_nodes']} node(s) on DirectML "
-          f"({summary['dml']['operators']} operator(s)), {summary['fallback']['nodes']} on the CPU fallback")
+          f"({summary['dml']['operators']} operator(s)), {summary['fallback']['nodes']} on the CPU fallback", file=out)
     print(f"estimated MACs: {summary['dml']['macs']:,} on DirectML ({summary['dml']['macs_percent']:.1f}%), "
-          f"{summary['fallback']['macs']:,} on the fallback")
+          f"{summary['fallback']['macs']:,} on the fallback", file=out)
     if args.json:
-        _write_files({args.json: _json_writer({"model": args.model, "nodes": rows, "summary": summary})})
+        _write_files({args.json: _json_writer(report_meta(model=args.model, input_shapes=shapes, nodes=rows, summary=summary))})
     return 0
 
 
@@ -190,21 +213,40 @@ def cmd_run(args) -> int:
     if args.output_dir:
         _check_writable(args.output_dir, directory=True)
     model = load_model(args.model)
-    feeds = make_feeds(model, args.seed, args.input, args.input_dir)
+    feeds, _ = make_feeds(model, args.seed, args.input, args.input_dir, dict(args.shape))
     session = InferenceSession(
         model, feature_level=args.feature_level, arithmetic=args.arithmetic,
         u8s8_saturation=U8S8_SATURATION[args.u8s8_saturation], qdq_rules=args.qdq_rules,
     )
     names = [o.name for o in session.get_outputs()]
     results = dict(zip(names, session.run(None, feeds)))
-    print(_table(["output", "shape", "dtype"], [[n, list(r.shape), r.dtype] for n, r in results.items()]))
-    if args.output_dir:
-        os.makedirs(args.output_dir, exist_ok=True)
-        _write_files({
-            os.path.join(args.output_dir, re.sub(r"[^\w.-]", "_", name) + ".npy"): functools.partial(np.save, arr=array)
-            for name, array in results.items()
-        })
+    if not args.output_dir:
+        print(_table(["output", "shape", "dtype"], [[n, list(r.shape), r.dtype] for n, r in results.items()]))
+        return 0
+    files = output_files(names)
+    print(_table(["output", "shape", "dtype", "file"], [[n, list(r.shape), r.dtype, files[n]] for n, r in results.items()]))
+    os.makedirs(args.output_dir, exist_ok=True)
+    _write_files({
+        os.path.join(args.output_dir, files[name]): functools.partial(np.save, arr=array)
+        for name, array in results.items()
+    })
     return 0
+
+
+def output_files(names: list[str]) -> dict[str, str]:
+    """A distinct ``<name>.npy`` file name per output, with the characters a file name cannot hold
+    replaced by ``_``. Names that end up the same (``o/1`` and ``o_1``, or ``Y`` and ``y`` on a
+    case-insensitive file system) get a numeric suffix, in output order: none overwrites another."""
+    files, taken = {}, set()
+    for name in names:
+        stem = candidate = re.sub(r"[^\w.-]", "_", name)
+        suffix = 1
+        while candidate.casefold() in taken:
+            suffix += 1
+            candidate = f"{stem}_{suffix}"
+        taken.add(candidate.casefold())
+        files[name] = candidate + ".npy"
+    return files
 
 
 # --- compare -------------------------------------------------------------------------------
@@ -216,8 +258,9 @@ def cmd_compare(args) -> int:
     for path in (args.json, args.save_outputs, args.save_inputs):
         if path:
             _check_writable(path)
+    out = _text_output(args)
     cases = comparison_cases(args)
-    reports, errors, fed = [], [], []
+    reports, errors, fed, feed_sources = [], [], [], []
     for index, case in enumerate(cases, 1):
         path = case.name
         started = time.monotonic()
@@ -228,7 +271,7 @@ def cmd_compare(args) -> int:
         try:
             progress("loading")
             model = load_model(case.model)
-            feeds = case_feeds(case, model, args)
+            feeds, sources = case_feeds(case, model, args)
             report = compare_model(
                 model,
                 feeds,
@@ -247,7 +290,7 @@ def cmd_compare(args) -> int:
             if case.runner:
                 report.reference = f"Polygraphy runner {case.runner!r}"
             if case.data_set:
-                compare_shipped(report, load_tensor_protos(case.data_set, [o.name for o in model.graph.output], "output"))
+                compare_shipped(report, load_tensor_protos(case.data_set, [o.name for o in model.graph.output], "output")[0])
         except DmlEpError as exc:
             progress.clear()
             if len(cases) == 1 or args.debug:
@@ -261,14 +304,16 @@ def cmd_compare(args) -> int:
         progress.clear()
         reports.append(report)
         fed.append(feeds)
-        print(format_report(report, args.per_node))
+        feed_sources.append(sources)
+        print(format_report(report, args.per_node), file=out)
         if len(cases) > 1 and not args.quiet:
             print(f"{prefix}: done in {time.monotonic() - started:.1f} s", file=sys.stderr, flush=True)
     if len(cases) > 1:
-        print(format_summary(reports, errors))
+        print(format_summary(reports, errors), file=out)
     if args.json:
-        report = {"ok": not errors and all(r.ok for r in reports), "models": [r.to_dict() for r in reports], "errors": errors}
-        _write_files({args.json: _json_writer(report)})
+        models = [{**r.to_dict(), "inputs": sources} for r, sources in zip(reports, feed_sources)]
+        ok = not errors and all(r.ok for r in reports)
+        _write_files({args.json: _json_writer(report_meta(seed=args.seed, ok=ok, models=models, errors=errors))})
     save_polygraphy(args, cases, reports, fed, errors)
     if errors:
         return 2
@@ -394,12 +439,13 @@ def split_runner(text: str) -> tuple[str, str | None]:
     return file, runner
 
 
-def case_feeds(case: Case, model, args) -> dict:
+def case_feeds(case: Case, model, args) -> tuple[dict, dict]:
+    """A comparison's feeds, and where each came from."""
     if case.feeds is not None:
-        return case.feeds
+        return case.feeds, dict.fromkeys(case.feeds, args.load_inputs)
     if case.data_set:  # every input from the data set: a missing one is an error, not random
         return load_directory(case.data_set, [v.name for v in graph_inputs(model.graph)])
-    return make_feeds(model, args.seed, args.input, args.input_dir)
+    return make_feeds(model, args.seed, args.input, args.input_dir, dict(args.shape))
 
 
 def save_polygraphy(args, cases: list[Case], reports: list[ModelReport], feeds: list[dict], errors: list) -> None:
@@ -550,10 +596,19 @@ def _max_diff(c: TensorComparison) -> str:
     return f"{c.max_diff:g} {c.unit}" if c.unit == "LSB" else f"{c.max_diff:.3g}"
 
 
+def _text_output(args):
+    """Where the report's text goes: stderr when its JSON takes stdout (``--json -``)."""
+    return sys.stderr if args.json == "-" else sys.stdout
+
+
 def _check_writable(path: str, directory: bool = False) -> None:
-    """Fail before the work, not after it: the file ``path`` needs an existing, writable directory;
-    with ``directory``, ``path`` is that directory, made later if missing (then its nearest existing
-    ancestor must be writable)."""
+    """Fail before the work, not after it: the file ``path`` needs an existing, writable directory
+    (or, for a device or FIFO, to be writable itself; ``-`` is stdout); with ``directory``, ``path``
+    is that directory, made later if missing (then its nearest existing ancestor must be writable)."""
+    if not directory and _in_place(path):
+        if path == "-" or os.access(path, os.W_OK):
+            return
+        raise OSError(f"cannot write {path}: no permission")
     folder = os.path.abspath(path) if directory else os.path.dirname(os.path.abspath(path))
     while directory and not os.path.exists(folder):
         folder = os.path.dirname(folder)
@@ -566,20 +621,37 @@ def _check_writable(path: str, directory: bool = False) -> None:
     raise OSError(f"cannot write {path}: {reason}")
 
 
+def _in_place(path: str) -> bool:
+    """Whether ``path`` is written as it is, not renamed over: ``-`` (stdout), or something that
+    exists and is not a regular file (/dev/stdout, /dev/null, a FIFO), which a rename would replace."""
+    return path == "-" or os.path.exists(path) and not os.path.isfile(path)
+
+
 def _write_files(writers: dict) -> None:
-    """Write each ``path: write(binary_file)`` to a temporary name beside it, then rename them all,
-    so that a failure leaves none of them (not a mix of new and old files); errors name the path."""
+    """Write each ``path: write(binary_file)``. A regular file is written to a temporary name beside
+    it, then all are renamed, so that a failure leaves none of them (not a mix of new and old
+    files); ``-`` and devices are written in place. Errors name the path."""
     staged, renamed, path = [], [], None
     try:
         for path, write in writers.items():
-            fd, temp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), suffix=".tmp")
-            staged.append((temp, path))
-            with os.fdopen(fd, "wb") as f:
-                write(f)
+            if path == "-":
+                sys.stdout.flush()
+                write(sys.stdout.buffer)
+                sys.stdout.buffer.flush()
+            elif _in_place(path):
+                with open(path, "wb") as f:
+                    write(f)
+            else:
+                fd, temp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), suffix=".tmp")
+                staged.append((temp, path))
+                with os.fdopen(fd, "wb") as f:
+                    write(f)
         for temp, path in staged:
             os.replace(temp, path)
             renamed.append(path)
     except OSError as exc:
+        if path == "-":
+            raise  # stdout's reader went away (``| head``): main's quiet BrokenPipeError
         for done in renamed:
             os.remove(done)
         raise OSError(f"cannot write {path}: {exc.strerror or exc}") from None
@@ -595,6 +667,21 @@ def _text_writer(text: str):
 
 def _json_writer(data):
     return lambda f: f.write(json.dumps(data, indent=2, default=str).encode())
+
+
+def _version_line() -> str:
+    v = versions()
+    return f"dml-ep {v['dml_ep']} (onnxruntime {v['onnxruntime']}, onnx {v['onnx']}, numpy {v['numpy']})"
+
+
+def _shape(text: str) -> tuple[str, tuple[int, ...]]:
+    """``NAME=D0,D1,...`` from ``--shape`` (the last ``=``: an input name may hold one, sizes never)."""
+    name, sep, sizes = text.rpartition("=")
+    if not sep or not name:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected NAME=D0,D1,...")
+    if not re.fullmatch(r"[1-9]\d*(,[1-9]\d*)*", sizes):
+        raise argparse.ArgumentTypeError(f"{text!r}: sizes are positive integers, as in NAME=1,3,224,224")
+    return name, tuple(int(size) for size in sizes.split(","))
 
 
 def _non_negative(text: str) -> int:

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from collections import deque
 from typing import NamedTuple
 
 import numpy as np
 import onnx
-from onnx import numpy_helper
+from onnx import external_data_helper, numpy_helper
+from onnx.checker import MAXIMUM_PROTOBUF
 
 from .errors import ModelError
 
@@ -54,23 +56,20 @@ MAX_OPSET = {"": onnx.defs.onnx_opset_version(), "ai.onnx": onnx.defs.onnx_opset
 
 
 def load_model(model) -> onnx.ModelProto:
-    """A checked ModelProto from a path, bytes or a ModelProto; ModelError says what is wrong."""
+    """A checked ModelProto from a path, bytes or a ModelProto; ModelError says what is wrong.
+
+    External data is read from the model file's folder, never outside it (onnx refuses locations
+    that leave it); a model given without its path cannot have any.
+    """
     if isinstance(model, onnx.ModelProto):
         proto = model
+        _refuse_external_data(proto, "the given ModelProto")
     elif isinstance(model, (bytes, bytearray, memoryview)):
         proto = _parse(bytes(model), "the given bytes")
+        _refuse_external_data(proto, "the given bytes")
     elif isinstance(model, (str, os.PathLike)):
         path = os.fspath(model)
-        if not os.path.exists(path):
-            raise ModelError(f"{path}: no such file")
-        if os.path.isdir(path):
-            raise ModelError(f"{path}: is a directory, not an ONNX model")
-        try:
-            with open(path, "rb") as f:
-                data = f.read()
-        except OSError as exc:
-            raise ModelError(f"{path}: cannot be read ({exc.strerror or exc})") from None
-        proto = _parse(data, path)
+        proto = _parse(_read_model_file(path), path)
         try:
             onnx.load_external_data_for_model(proto, os.path.dirname(os.path.abspath(path)))
         except (OSError, ValueError, onnx.checker.ValidationError) as exc:
@@ -79,6 +78,40 @@ def load_model(model) -> onnx.ModelProto:
         raise ModelError(f"a model is a path, bytes or an onnx.ModelProto, not {type(model).__name__}")
     check_model(proto)
     return proto
+
+
+def _read_model_file(path: str) -> bytes:
+    """A regular file's bytes, no more than protobuf parses: a device such as /dev/zero would be
+    read without end, and a FIFO would wait for a writer (opened non-blocking, it is refused at once)."""
+    too_large = ModelError(f"{path}: larger than protobuf's limit of 2 GiB (a model so large keeps its weights in external data)")
+    try:
+        with open(path, "rb", opener=lambda name, flags: os.open(name, flags | os.O_NONBLOCK)) as f:
+            info = os.fstat(f.fileno())
+            if not stat.S_ISREG(info.st_mode):
+                raise ModelError(f"{path}: not a regular file")
+            if info.st_size > MAXIMUM_PROTOBUF:
+                raise too_large
+            data = f.read(MAXIMUM_PROTOBUF + 1)  # bounded all the same: a file can grow while it is read
+    except FileNotFoundError:
+        raise ModelError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise ModelError(f"{path}: is a directory, not an ONNX model") from None
+    except OSError as exc:
+        raise ModelError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    if len(data) > MAXIMUM_PROTOBUF:
+        raise too_large
+    return data
+
+
+def _refuse_external_data(proto: onnx.ModelProto, where: str) -> None:
+    """External data is found relative to the model's file: without one, onnx would read it from
+    the current directory, whatever that holds."""
+    # onnx's own walk over every tensor of a model, as its load_external_data_for_model uses
+    for tensor in external_data_helper._get_all_tensors(proto):
+        if external_data_helper.uses_external_data(tensor):
+            location = external_data_helper.ExternalDataInfo(tensor).location
+            raise ModelError(f"{where}: tensor {tensor.name!r} is stored as external data ({location!r}), which needs the "
+                             "model's path: load the model from its file")
 
 
 def _parse(data: bytes, where: str) -> onnx.ModelProto:

@@ -1,7 +1,8 @@
 """Model inputs for the CLI: seeded random arrays, ``.npy`` files, and ONNX test-data directories.
 
 Random inputs cover each element type's whole range (integers uniformly from min to max, so
-quantized inputs hit both saturation ends; floats standard normal), with symbolic dimensions as 1.
+quantized inputs hit both saturation ends; floats standard normal), at the shapes given with
+``--shape``, else the declared ones with symbolic dimensions as 1.
 A directory holds ``<input name>.npy`` files, or ``input_<i>.pb`` TensorProtos as in the ONNX
 test data (``test_data_set_0/input_0.pb``), matched by the TensorProto's name, else by position;
 :func:`zoo_layout` finds a model and its data sets in a directory laid out as the ONNX model zoo.
@@ -10,6 +11,7 @@ test data (``test_data_set_0/input_0.pb``), matched by the TensorProto's name, e
 from __future__ import annotations
 
 import glob
+import math
 import os
 import re
 
@@ -19,29 +21,80 @@ from onnx import numpy_helper
 
 from . import graph
 from .errors import FeedError
+from .session import MAX_FEED_BYTES
+from .tensor_desc import MAX_ELEMENTS
 
 
-def random_inputs(model: onnx.ModelProto, seed: int = 0) -> dict[str, np.ndarray]:
-    """One seeded random array per graph input, at its declared shape (symbolic dims as 1)."""
+def input_shapes(model: onnx.ModelProto, shapes: dict[str, tuple[int, ...]] | None = None) -> dict[str, tuple[int, ...]]:
+    """Each graph input's shape: from ``shapes`` (``--shape``) where given, else the declared one
+    with symbolic dims as 1. A given shape keeps the declared rank and fixed sizes."""
+    shapes = shapes or {}
+    values = graph.graph_inputs(model.graph)
+    names = [value.name for value in values]
+    for name, shape in shapes.items():
+        if name not in names:
+            raise FeedError(f"--shape {_shape_text(name, shape)}: no model input named {name!r} (inputs: {', '.join(names)})")
+    for value in values:
+        if value.name in shapes:
+            _check_shape(value, shapes[value.name])
+    return {v.name: tuple(shapes[v.name]) if v.name in shapes else graph.declared_shape(v) for v in values}
+
+
+def _check_shape(value: onnx.ValueInfoProto, shape: tuple[int, ...]) -> None:
+    if not value.type.tensor_type.HasField("shape"):
+        return  # no declared rank to keep
+    dims = value.type.tensor_type.shape.dim
+    where = f"--shape {_shape_text(value.name, shape)}"
+    if len(shape) != len(dims):
+        raise FeedError(f"{where}: rank {len(shape)}, the model declares rank {len(dims)}")
+    for axis, (size, dim) in enumerate(zip(shape, dims)):
+        if dim.HasField("dim_value") and size != dim.dim_value:
+            raise FeedError(f"{where}: dimension {axis} is {size}, the model declares {dim.dim_value}")
+
+
+def _shape_text(name: str, shape: tuple[int, ...]) -> str:
+    return f"{name}={','.join(map(str, shape))}"
+
+
+def random_inputs(model: onnx.ModelProto, seed: int = 0, shapes: dict[str, tuple[int, ...]] | None = None) -> dict[str, np.ndarray]:
+    """One seeded random array per graph input, at its shape in ``shapes``, else its declared
+    shape (symbolic dims as 1)."""
     rng = np.random.default_rng(seed)
     feeds = {}
+    sizes = input_shapes(model, shapes)
     for value in graph.graph_inputs(model.graph):
         dtype = graph.element_dtype(value)
-        shape = graph.declared_shape(value)
-        if dtype.kind == "f":
-            feeds[value.name] = rng.standard_normal(shape).astype(dtype)
+        shape = sizes[value.name]
+        _check_size(value.name, shape, dtype)
+        if dtype in (np.float32, np.float64):
+            feeds[value.name] = rng.standard_normal(shape, dtype=dtype)
+        elif dtype.kind == "f":  # float16: numpy draws normals in float32 and float64 only
+            feeds[value.name] = rng.standard_normal(shape, dtype=np.float32).astype(dtype)
         elif dtype.kind in "iu":
             info = np.iinfo(dtype)
             feeds[value.name] = rng.integers(info.min, info.max, size=shape, dtype=dtype, endpoint=True)
         elif dtype.kind == "b":
-            feeds[value.name] = rng.integers(0, 1, size=shape, endpoint=True).astype(bool)
+            feeds[value.name] = rng.integers(0, 1, size=shape, dtype=bool, endpoint=True)
         else:
             raise FeedError(f"input {value.name!r}: cannot make random values of type {dtype}; give it with --input")
     return feeds
 
 
+def _check_size(name: str, shape: tuple[int, ...], dtype: np.dtype) -> None:
+    """Refuse, before allocating it, a random input that the session would refuse once made."""
+    elements = math.prod(shape)
+    size = elements * dtype.itemsize
+    if elements > MAX_ELEMENTS or size > MAX_FEED_BYTES:
+        raise FeedError(f"input {name!r}: shape {list(shape)} of {dtype} is {size / 2**30:,.1f} GiB ({elements:,} elements), "
+                        f"more than dml_ep takes ({MAX_FEED_BYTES / 2**30:.0f} GiB, {MAX_ELEMENTS:,} elements)")
+
+
 def load_array(path: str) -> tuple[str | None, np.ndarray]:
-    """An array from a ``.npy`` file (no name) or a TensorProto ``.pb`` file (with its name, if any)."""
+    """An array from a ``.npy`` file (no name) or a TensorProto ``.pb`` file (with its name, if any).
+
+    A ``.pb`` file's external data is read from the file's own folder, never outside it (onnx
+    refuses absolute locations and those that leave it), whatever the current directory.
+    """
     if not os.path.isfile(path):
         raise FeedError(f"{path}: no such file")
     try:
@@ -49,43 +102,46 @@ def load_array(path: str) -> tuple[str | None, np.ndarray]:
             tensor = onnx.TensorProto()
             with open(path, "rb") as f:
                 tensor.ParseFromString(f.read())
-            return tensor.name or None, numpy_helper.to_array(tensor)
+            return tensor.name or None, numpy_helper.to_array(tensor, base_dir=os.path.dirname(os.path.abspath(path)))
         return None, np.load(path, allow_pickle=False)
     except Exception as exc:  # numpy and protobuf raise many types on a bad file
         raise FeedError(f"{path}: cannot read an array ({exc})") from None
 
 
-def load_directory(directory: str, input_names: list[str]) -> dict[str, np.ndarray]:
-    """Arrays from ``<input name>.npy`` files or ``input_<i>.pb`` files in ``directory``."""
+def load_directory(directory: str, input_names: list[str]) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+    """Arrays from ``<input name>.npy`` files or ``input_<i>.pb`` files in ``directory``, and the
+    file each came from."""
     if not os.path.isdir(directory):
         raise FeedError(f"{directory}: no such directory")
     files = sorted(os.listdir(directory), key=_natural_key)
-    feeds = load_tensor_protos(directory, input_names, "input")
+    feeds, sources = load_tensor_protos(directory, input_names, "input")
     for file in files:
         stem, ext = os.path.splitext(file)
         if ext != ".npy":
             continue
         if stem not in input_names:
             raise FeedError(f"{directory}/{file}: no model input named {stem!r} (inputs: {', '.join(input_names)})")
-        feeds[stem] = load_array(os.path.join(directory, file))[1]
+        path = os.path.join(directory, file)
+        feeds[stem], sources[stem] = load_array(path)[1], path
     if not feeds:
         raise FeedError(f"{directory}: no <input name>.npy or input_<i>.pb files")
-    return feeds
+    return feeds, sources
 
 
-def load_tensor_protos(directory: str, names: list[str], kind: str) -> dict[str, np.ndarray]:
+def load_tensor_protos(directory: str, names: list[str], kind: str) -> tuple[dict[str, np.ndarray], dict[str, str]]:
     """The ``<kind>_<i>.pb`` TensorProtos in ``directory`` (``kind`` "input" or "output"), matched
-    to ``names`` by the TensorProto's name, else by position."""
+    to ``names`` by the TensorProto's name, else by position; and the file of each."""
     files = sorted((f for f in os.listdir(directory) if f.startswith(kind) and f.endswith(".pb")), key=_natural_key)
-    arrays = {}
+    arrays, paths = {}, {}
     for position, file in enumerate(files):
-        name, array = load_array(os.path.join(directory, file))
+        path = os.path.join(directory, file)
+        name, array = load_array(path)
         if name not in names:
             if position >= len(names):
                 raise FeedError(f"{directory}/{file}: the model has only {len(names)} {kind}(s)")
             name = names[position]
-        arrays[name] = array
-    return arrays
+        arrays[name], paths[name] = array, path
+    return arrays, paths
 
 
 def zoo_layout(directory: str) -> tuple[str, list[str]] | None:
@@ -113,18 +169,24 @@ def parse_input_argument(text: str) -> tuple[str, str]:
     return name, path
 
 
-def make_feeds(model: onnx.ModelProto, seed: int = 0, inputs=(), input_dir: str | None = None) -> dict[str, np.ndarray]:
-    """Feeds for every graph input: random ones, replaced by those from ``input_dir``, then ``--input``."""
-    feeds = random_inputs(model, seed)
+def make_feeds(model: onnx.ModelProto, seed: int = 0, inputs=(), input_dir: str | None = None,
+               shapes=None) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+    """Feeds for every graph input: random ones (of ``shapes``), replaced by those from
+    ``input_dir``, then ``--input``; and where each came from, for the reports: its file, or
+    ``random (seed N)``."""
+    feeds = random_inputs(model, seed, shapes)
+    sources = dict.fromkeys(feeds, f"random (seed {seed})")
     names = list(feeds)
     if input_dir is not None:
-        feeds.update(load_directory(input_dir, names))
+        arrays, files = load_directory(input_dir, names)
+        feeds.update(arrays)
+        sources.update(files)
     for text in inputs:
         name, path = parse_input_argument(text)
         if name not in names:
             raise FeedError(f"--input {text!r}: no model input named {name!r} (inputs: {', '.join(names)})")
-        feeds[name] = load_array(path)[1]
-    return feeds
+        feeds[name], sources[name] = load_array(path)[1], path
+    return feeds, sources
 
 
 def _natural_key(file: str):

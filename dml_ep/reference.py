@@ -24,7 +24,7 @@ def cpu_session(model, reference: str = "ort", threads: int | None = None, spinn
     its graph optimizations off (every node of the model stays as it is).
     """
     options = ort.SessionOptions()
-    options.log_severity_level = 3
+    options.log_severity_level = 4  # fatal only: its errors reach the caller as exceptions, not as log lines
     if not optimize:
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     if threads is not None:

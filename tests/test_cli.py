@@ -201,7 +201,7 @@ def test_errors_exit_2_with_one_line(argv, message):
 
 def test_input_dir_of_npy_files(capsys, tmp_path):
     np.save(tmp_path / "input.npy", np.full((1, 64), 0.5, np.float32))
-    assert load_directory(str(tmp_path), ["input"])["input"][0, 0] == np.float32(0.5)
+    assert load_directory(str(tmp_path), ["input"])[0]["input"][0, 0] == np.float32(0.5)
     status, _, _ = run_cli(capsys, "compare", MODELS / "mlp.onnx", "--input-dir", tmp_path, "--reference", "ort-exact")
     assert status == 0
     np.save(tmp_path / "typo.npy", np.zeros(1, np.float32))
@@ -217,10 +217,11 @@ def test_input_dir_of_tensor_protos_by_name_and_position(tmp_path):
         for index, (array, name) in enumerate(zip((first, second), names)):
             (directory / f"input_{index}.pb").write_bytes(numpy_helper.from_array(array, name).SerializeToString())
         (directory / "output_0.pb").write_bytes(numpy_helper.from_array(second, "y").SerializeToString())
-    feeds = load_directory(str(named), ["a", "b"])
+    feeds, files = load_directory(str(named), ["a", "b"])
+    assert files == {"b": str(named / "input_0.pb"), "a": str(named / "input_1.pb")}
     np.testing.assert_array_equal(feeds["b"], first)
     np.testing.assert_array_equal(feeds["a"], second)
-    feeds = load_directory(str(unnamed), ["a", "b"])
+    feeds = load_directory(str(unnamed), ["a", "b"])[0]
     np.testing.assert_array_equal(feeds["a"], first)
     np.testing.assert_array_equal(feeds["b"], second)
 

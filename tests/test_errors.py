@@ -213,7 +213,7 @@ def test_missing_external_data(tmp_path):
     os.remove(tmp_path / "weights.bin")
     with raises(ModelError, "model.onnx", "external data", "tensor name: w", "weights.bin"):
         dml_ep.InferenceSession(path)
-    with raises(ModelError, "tensor name: w", "weights.bin"):
+    with raises(ModelError, "tensor 'w'", "weights.bin", "needs the model's path"):
         dml_ep.InferenceSession(path.read_bytes())
 
 

@@ -1,0 +1,43 @@
+"""What every JSON report of ``dml-ep`` says about how it was made, so that two reports that differ
+can be told apart by their versions, CPU or inputs rather than by guesswork.
+
+``schema_version`` numbers the layout of the reports; it goes up when a key is removed or changes
+meaning, not when one is added. Version 1:
+
+- every report: ``schema_version``; ``versions`` of dml_ep, onnxruntime, onnx, numpy and python;
+  ``cpu``: ``machine``, ``flags`` (the host's CPU flags) and ``saturates_u8s8`` (whether
+  onnxruntime's uint8 x int8 GEMMs saturate pairs of products on this CPU);
+- ``inspect``: ``model``, ``input_shapes`` (those planned for), ``nodes`` and ``summary``;
+- ``compare``: ``seed``, ``ok``, ``models`` (one ``ModelReport`` each, with ``inputs``: each
+  input's file, or ``"random (seed N)"``) and ``errors``.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import platform
+
+import numpy as np
+import onnx
+import onnxruntime
+
+from . import __version__
+from .arithmetic import cpu_flags, host_saturates_u8s8
+
+SCHEMA_VERSION = 1
+
+
+def versions() -> dict[str, str]:
+    """dml_ep's version, and those of what decides its results."""
+    try:
+        dml_ep = importlib.metadata.version("dml_ep")
+    except importlib.metadata.PackageNotFoundError:  # run from a source tree, not installed
+        dml_ep = __version__
+    return {"dml_ep": dml_ep, "onnxruntime": onnxruntime.__version__, "onnx": onnx.__version__,
+            "numpy": np.__version__, "python": platform.python_version()}
+
+
+def report_meta(**fields) -> dict:
+    """The keys every report starts with, then ``fields``."""
+    cpu = {"machine": platform.machine(), "flags": sorted(cpu_flags()), "saturates_u8s8": host_saturates_u8s8()}
+    return {"schema_version": SCHEMA_VERSION, "versions": versions(), "cpu": cpu, **fields}

@@ -1,0 +1,348 @@
+"""The dml-ep command's files and edges: where reports and outputs go, where feeds and external
+data come from, what it refuses to read or allocate, its one-line errors, and its metadata."""
+
+import importlib.metadata
+import json
+import os
+import platform
+import stat
+import subprocess
+import sys
+import tracemalloc
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from onnx.external_data_helper import set_external_data
+
+from dml_ep import cli
+from dml_ep.arithmetic import host_saturates_u8s8
+from dml_ep.errors import FeedError, ModelError
+from dml_ep.graph import load_model
+from dml_ep.inputs import load_array, random_inputs
+
+MODELS = Path(__file__).resolve().parent.parent / "models"
+DML_EP = Path(sys.executable).parent / "dml-ep"
+
+
+def run_cli(capsys, *argv):
+    """``cli.main`` in process; argparse's own exits (usage errors, --help) count as statuses too."""
+    try:
+        status = cli.main([str(a) for a in argv])
+    except SystemExit as exc:
+        status = exc.code
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def one_line_error(err: str) -> bool:
+    return err.startswith("dml-ep: error: ") and err.count("\n") == 1 and "Traceback" not in err
+
+
+def unary_model(path, ops_and_outputs, shape=(3,), dtype=TensorProto.FLOAT):
+    """Input x of ``shape``, and one output per (op type, output name), each op applied to x."""
+    graph = helper.make_graph(
+        [helper.make_node(op, ["x"], [name]) for op, name in ops_and_outputs], "g",
+        [helper.make_tensor_value_info("x", dtype, list(shape))],
+        [helper.make_tensor_value_info(name, dtype, list(shape)) for _, name in ops_and_outputs],
+    )
+    onnx.save(helper.make_model(graph), path)
+    return path
+
+
+def external_tensor(array, name, location):
+    """A TensorProto whose data is said to be in the file ``location``, holding no data itself."""
+    tensor = numpy_helper.from_array(array, name)
+    set_external_data(tensor, location)
+    tensor.ClearField("raw_data")
+    return tensor
+
+
+# --- output files --------------------------------------------------------------------------
+
+
+def test_json_dash_is_stdout(capsys, tmp_path, monkeypatch):
+    """With ``--json -`` stdout holds the JSON alone (the table moves to stderr), and no file named ``-``."""
+    monkeypatch.chdir(tmp_path)
+    status, out, err = run_cli(capsys, "inspect", MODELS / "mlp.onnx", "--json", "-")
+    assert status == 0
+    assert json.loads(out)["summary"]["dml"]["nodes"] == 5
+    assert "estimated MACs" in err
+    status, out, _ = run_cli(capsys, "compare", MODELS / "mlp.onnx", "--reference", "ort-exact", "--quiet", "--json", "-")
+    assert status == 0 and json.loads(out)["ok"] is True
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_json_to_a_fifo_is_written_in_place(capsys, tmp_path):
+    """A FIFO (as /dev/stdout or /dev/null would be) is opened and written, not renamed over."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    reader = subprocess.Popen(["cat", str(fifo)], stdout=subprocess.PIPE)
+    try:
+        status, _, err = run_cli(capsys, "inspect", MODELS / "mlp.onnx", "--json", fifo)
+        assert status == 0, err
+        received = reader.communicate(timeout=30)[0]
+    finally:
+        reader.kill()
+        reader.wait()
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+    assert json.loads(received)["model"] == str(MODELS / "mlp.onnx")
+    assert [p.name for p in tmp_path.iterdir()] == ["fifo"]
+
+
+def test_run_gives_outputs_whose_file_names_collide_distinct_files(capsys, tmp_path):
+    """``o/1`` and ``o_1`` both sanitize to ``o_1``, ``Y`` and ``y`` collide on a case-insensitive
+    file system: the later ones get a numeric suffix, in output order, and the table says which."""
+    model = unary_model(tmp_path / "m.onnx", [("Identity", "o/1"), ("Neg", "o_1"), ("Relu", "Y"), ("Abs", "y")])
+    x = np.array([-1.0, 2.0, -3.0], np.float32)
+    np.save(tmp_path / "x.npy", x)
+    status, out, _ = run_cli(capsys, "run", model, "--input", f"x={tmp_path / 'x.npy'}", "--output-dir", tmp_path / "out")
+    assert status == 0
+    expected = {"o_1.npy": x, "o_1_2.npy": -x, "Y.npy": np.maximum(x, 0), "y_2.npy": np.abs(x)}
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted(expected)
+    for file, array in expected.items():
+        np.testing.assert_array_equal(np.load(tmp_path / "out" / file), array)
+    rows = {line.split()[0]: line.split()[-1] for line in out.splitlines()[1:]}
+    assert rows == {"o/1": "o_1.npy", "o_1": "o_1_2.npy", "Y": "Y.npy", "y": "y_2.npy"}
+
+
+# --- reading feeds and models --------------------------------------------------------------
+
+
+def test_pb_feed_external_data_is_read_beside_the_pb_file(tmp_path, monkeypatch):
+    array = np.arange(6, dtype=np.float32).reshape(2, 3)
+    (tmp_path / "feeds").mkdir()
+    (tmp_path / "feeds" / "x.bin").write_bytes(array.tobytes())
+    (tmp_path / "feeds" / "x.pb").write_bytes(external_tensor(array, "x", "x.bin").SerializeToString())
+    monkeypatch.chdir(tmp_path)
+    name, loaded = load_array(str(tmp_path / "feeds" / "x.pb"))
+    assert name == "x"
+    np.testing.assert_array_equal(loaded, array)
+
+
+@pytest.mark.parametrize("location", ["../secret.bin", "{tmp}/secret.bin"])
+def test_pb_feed_external_data_stays_in_its_folder(tmp_path, monkeypatch, location):
+    array = np.arange(4, dtype=np.float32)
+    (tmp_path / "secret.bin").write_bytes(array.tobytes())
+    (tmp_path / "feeds").mkdir()
+    pb = tmp_path / "feeds" / "x.pb"
+    pb.write_bytes(external_tensor(array, "x", location.format(tmp=tmp_path)).SerializeToString())
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(FeedError, match="x.pb"):
+        load_array(str(pb))
+
+
+def external_data_model(folder: Path, location: str = "w.bin") -> Path:
+    """``y = x + w``, w = [0, 1, 2, 3] stored in the file ``location`` (relative to ``folder``)."""
+    weights = np.arange(4, dtype=np.float32)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / location).write_bytes(weights.tobytes())
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["x", "w"], ["y"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])],
+        [external_tensor(weights, "w", location)],
+    )
+    path = folder / "m.onnx"
+    path.write_bytes(helper.make_model(graph).SerializeToString())
+    return path
+
+
+def test_model_external_data_needs_the_models_path(tmp_path, monkeypatch):
+    """Given as bytes (or a ModelProto whose data is not loaded), external data has no folder to be
+    read from: refused, even when the current directory happens to hold the file."""
+    path = external_data_model(tmp_path / "m")
+    np.testing.assert_array_equal(
+        numpy_helper.to_array(load_model(str(path)).graph.initializer[0]), np.arange(4, dtype=np.float32))
+    monkeypatch.chdir(tmp_path / "m")
+    for model in (path.read_bytes(), onnx.load(path, load_external_data=False)):
+        with pytest.raises(ModelError, match=r"tensor 'w' is stored as external data \('w.bin'\), which needs the model's path"):
+            load_model(model)
+
+
+@pytest.mark.parametrize("location", ["../w.bin", "{tmp}/m/w.bin"])
+def test_model_external_data_stays_in_the_models_folder(tmp_path, location):
+    path = external_data_model(tmp_path / "m")
+    (tmp_path / "w.bin").write_bytes((tmp_path / "m" / "w.bin").read_bytes())
+    model = onnx.load(path, load_external_data=False)
+    model.graph.initializer[0].external_data[0].value = location.format(tmp=tmp_path)
+    path.write_bytes(model.SerializeToString())
+    with pytest.raises(ModelError, match="external data cannot be loaded"):
+        load_model(str(path))
+
+
+def test_load_model_refuses_what_is_not_a_regular_file(tmp_path):
+    with pytest.raises(ModelError, match="^/dev/null: not a regular file"):
+        load_model("/dev/null")
+    os.mkfifo(tmp_path / "fifo")  # opening it to read would wait for a writer forever
+    with pytest.raises(ModelError, match="fifo: not a regular file"):
+        load_model(str(tmp_path / "fifo"))
+
+
+def test_inspect_dev_zero_is_one_line_error():
+    """/dev/zero never ends: refused at once, not read until memory runs out."""
+    result = subprocess.run([DML_EP, "inspect", "/dev/zero"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert one_line_error(result.stderr) and "/dev/zero: not a regular file" in result.stderr
+
+
+def test_load_model_refuses_more_than_protobufs_limit(tmp_path):
+    big = tmp_path / "big.onnx"
+    with open(big, "wb") as f:
+        f.truncate(2**31)  # sparse: one byte over protobuf's limit of 2^31 - 1, and no disk used
+    with pytest.raises(ModelError, match="larger than protobuf's limit"):
+        load_model(str(big))
+
+
+# --- onnxruntime's logs, Ctrl-C ------------------------------------------------------------
+
+
+def test_onnxruntime_logs_nothing_above_the_one_error_line(tmp_path):
+    """A Gather left to onnxruntime fails on its random int64 index: onnxruntime would log the
+    failure itself (a coloured line) before dml-ep's own error line."""
+    graph = helper.make_graph(
+        [helper.make_node("Gather", ["x", "i"], ["y"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4]), helper.make_tensor_value_info("i", TensorProto.INT64, [1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])],
+    )
+    onnx.save(helper.make_model(graph), tmp_path / "gather.onnx")
+    result = subprocess.run([DML_EP, "run", tmp_path / "gather.onnx"], capture_output=True, text=True)
+    assert result.returncode == 2
+    assert one_line_error(result.stderr) and "indices element out of data bounds" in result.stderr, result.stderr
+
+
+def test_ctrl_c_is_one_line_and_exit_130(capsys, monkeypatch):
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "cmd_inspect", interrupted)
+    try:
+        status, out, err = run_cli(capsys, "inspect", MODELS / "mlp.onnx")
+    except KeyboardInterrupt:
+        pytest.fail("KeyboardInterrupt escaped cli.main")
+    assert (status, out, err) == (130, "", "dml-ep: interrupted\n")
+
+
+# --- typed errors --------------------------------------------------------------------------
+
+
+def test_negative_seed_is_a_usage_error(capsys):
+    status, out, err = run_cli(capsys, "run", MODELS / "mlp.onnx", "--seed", -1)
+    assert status == 2 and out == "" and one_line_error(err) and "--seed" in err
+
+
+def test_random_inputs_refuse_a_huge_shape_before_allocating(capsys, tmp_path):
+    """10^6 x 10^6 float32 is 3.6 TiB: refused with the input's name, not a MemoryError."""
+    model = unary_model(tmp_path / "m.onnx", [("Identity", "y")], shape=(10**6, 10**6))
+    with pytest.raises(FeedError, match=r"input 'x': .*3,725\.3 GiB"):
+        random_inputs(onnx.load(model))
+    status, _, err = run_cli(capsys, "run", model)
+    assert status == 2 and one_line_error(err) and "input 'x'" in err
+
+
+@pytest.mark.parametrize("dtype, peak_ratio", [
+    (TensorProto.FLOAT, 1.5),    # drawn as float32: no float64 array of twice the size first
+    (TensorProto.FLOAT16, 3.5),  # a float32 draw (2x), then the cast (1x)
+])
+def test_random_float_inputs_are_drawn_in_their_own_type(tmp_path, dtype, peak_ratio):
+    model = onnx.load(unary_model(tmp_path / "m.onnx", [("Identity", "y")], shape=(1024, 1024), dtype=dtype))
+    tracemalloc.start()
+    try:
+        x = random_inputs(model)["x"]
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert x.dtype == helper.tensor_dtype_to_np_dtype(dtype)
+    sample = x.astype(np.float64)
+    assert abs(sample.mean()) < 0.01 and abs(sample.std() - 1) < 0.01  # still standard normal
+    assert peak < peak_ratio * x.nbytes
+
+
+# --- --shape -------------------------------------------------------------------------------
+
+
+def test_shape_sets_the_shape_of_random_inputs(capsys, tmp_path):
+    model = unary_model(tmp_path / "m.onnx", [("Identity", "y")], shape=("batch", 4))
+    assert random_inputs(onnx.load(model), 0, {"x": (3, 4)})["x"].shape == (3, 4)
+    status, _, err = run_cli(capsys, "run", model, "--shape", "x=3,4", "--output-dir", tmp_path / "out")
+    assert status == 0, err
+    assert np.load(tmp_path / "out" / "y.npy").shape == (3, 4)
+    status, out, _ = run_cli(capsys, "compare", model, "--shape", "x=5,4", "--quiet")
+    assert status == 0 and "[5, 4]" in out
+
+
+def test_inspect_plans_for_the_given_shape(capsys, tmp_path):
+    """mlp's MACs at batch 1 are 26,112 (see tests/test_cli.py); at batch 4, four times that."""
+    status, _, _ = run_cli(capsys, "inspect", MODELS / "mlp.onnx", "--shape", "input=4,64", "--json", tmp_path / "plan.json")
+    assert status == 0
+    assert json.loads((tmp_path / "plan.json").read_text())["summary"]["dml"]["macs"] == 4 * 26_112
+
+
+@pytest.mark.parametrize("shape, message", [
+    ("nope=1,64", "no model input named 'nope'"),
+    ("input=64", "rank 1"),
+    ("input=1,0", "positive integer"),
+    ("input=1,x", "positive integer"),
+    ("input=1.5,64", "positive integer"),
+    ("input", "NAME=D0,D1,..."),
+    ("input=2,32", "dimension 1 is 32"),
+])
+def test_bad_shapes_are_usage_errors(capsys, shape, message):
+    for command in ("inspect", "run", "compare"):
+        status, out, err = run_cli(capsys, command, MODELS / "mlp.onnx", "--shape", shape)
+        assert status == 2 and out == "" and one_line_error(err) and message in err, (command, err)
+
+
+# --- the command line ----------------------------------------------------------------------
+
+
+def test_version(capsys):
+    status, out, _ = run_cli(capsys, "--version")
+    assert status == 0
+    assert out == (f"dml-ep {importlib.metadata.version('dml_ep')} "
+                   f"(onnxruntime {ort.__version__}, onnx {onnx.__version__}, numpy {np.__version__})\n")
+
+
+@pytest.mark.parametrize("argv", [["--debug", "inspect", "missing.onnx"], ["inspect", "missing.onnx", "--debug"]])
+def test_debug_before_or_after_the_command(argv):
+    with pytest.raises(ModelError, match="missing.onnx: no such file"):
+        cli.main(argv)
+
+
+def test_help_lists_the_exit_statuses(capsys):
+    status, out, _ = run_cli(capsys, "--help")
+    assert status == 0
+    epilog = out.split("exit status:", 1)[1]
+    for code in ("0", "1", "2", "3", "130"):
+        assert f"\n  {code} " in epilog
+
+
+# --- JSON metadata -------------------------------------------------------------------------
+
+
+def test_json_reports_say_where_and_from_what_they_were_made(capsys, tmp_path):
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["a", "b"], ["c"])], "g",
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, [2]) for n in ("a", "b")],
+        [helper.make_tensor_value_info("c", TensorProto.FLOAT, [2])],
+    )
+    onnx.save(helper.make_model(graph), tmp_path / "add.onnx")
+    np.save(tmp_path / "a.npy", np.ones(2, np.float32))
+    versions = {"dml_ep": importlib.metadata.version("dml_ep"), "onnxruntime": ort.__version__, "onnx": onnx.__version__,
+                "numpy": np.__version__, "python": platform.python_version()}
+
+    status, _, _ = run_cli(capsys, "compare", tmp_path / "add.onnx", "--input", f"a={tmp_path / 'a.npy'}", "--seed", 5,
+                           "--json", tmp_path / "compare.json")
+    assert status == 0
+    report = json.loads((tmp_path / "compare.json").read_text())
+    assert report["schema_version"] == 1 and report["versions"] == versions and report["seed"] == 5
+    assert report["cpu"]["saturates_u8s8"] == host_saturates_u8s8()
+    assert report["models"][0]["inputs"] == {"a": str(tmp_path / "a.npy"), "b": "random (seed 5)"}
+
+    status, _, _ = run_cli(capsys, "inspect", tmp_path / "add.onnx", "--json", tmp_path / "plan.json")
+    plan = json.loads((tmp_path / "plan.json").read_text())
+    assert plan["schema_version"] == 1 and plan["versions"] == versions
+    assert plan["cpu"] == report["cpu"]
