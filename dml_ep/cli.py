@@ -9,6 +9,7 @@ verdict, and 130 on Ctrl-C. ``--debug`` shows the traceback instead.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import functools
 import glob
@@ -23,12 +24,12 @@ import numpy as np
 
 from .arithmetic import ARITHMETICS
 from .compare import CANDIDATES, FLOAT_ATOL, FLOAT_RTOL, ModelReport, TensorComparison, compare_model, compare_shipped, node_label
-from .errors import DmlEpError, FeedError
+from .errors import DmlEpError, FeedError, NodeError
 from .graph import graph_inputs, load_model, one_line
 from .importer import DEFAULT_FEATURE_LEVEL
 from .passes import DEFAULT_RULE_SET, RULE_SETS
 from .planner import plan_model
-from .inputs import input_shapes, load_directory, load_tensor_protos, make_feeds, zoo_layout
+from .inputs import ASSUMED, input_shapes, load_directory, load_tensor_protos, make_feeds, zoo_layout
 from .plan import DmlNode, node_macs
 from .polygraphy_json import inputs_json, load_inputs, load_run_results, pick_runner, run_results_json
 from .reference import REFERENCES
@@ -74,9 +75,10 @@ def build_parser() -> argparse.ArgumentParser:
                          help="inputs from <name>.npy or input_<i>.pb files (ONNX test data)")
     feeding.add_argument("--seed", type=_non_negative, default=0,
                          help="seed of the random inputs given neither way (default: %(default)s)")
-    feeding.add_argument("--arithmetic", choices=ARITHMETICS, default="directml",
+    arithmetic = argparse.ArgumentParser(add_help=False)
+    arithmetic.add_argument("--arithmetic", choices=ARITHMETICS, default="directml",
                          help="dml_ep's arithmetic (default: %(default)s)")
-    feeding.add_argument("--u8s8-saturation", choices=U8S8_SATURATION, default="auto",
+    arithmetic.add_argument("--u8s8-saturation", choices=U8S8_SATURATION, default="auto",
                          help="with --arithmetic onnxruntime, saturate uint8 x int8 product pairs to int16 as "
                               "onnxruntime does on AVX2 CPUs without VNNI; auto: if this CPU is one (default: %(default)s)")
 
@@ -86,20 +88,22 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", help="show a traceback on errors")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    show = commands.add_parser("inspect", parents=[common], help="show which DirectML operator runs each node")
+    show = commands.add_parser("inspect", parents=[common, feeding], help="show which DirectML operator runs each node",
+                               description="Plans for the declared input shapes (--shape to give others), or, with "
+                                           "--input or --input-dir, from the tensors of a run on those inputs.")
     show.add_argument("model", metavar="MODEL")
     show.add_argument("--json", metavar="FILE", help="also write the plan, with every desc, as JSON (- for stdout)")
     show.add_argument("--descs", action="store_true", help="also print each DirectML operator's desc, field by field")
     show.set_defaults(handler=cmd_inspect)
 
-    run = commands.add_parser("run", parents=[common, feeding], help="run a model with dml_ep")
+    run = commands.add_parser("run", parents=[common, feeding, arithmetic], help="run a model with dml_ep")
     run.add_argument("model", metavar="MODEL")
     run.add_argument("--output-dir", metavar="DIR", help="write each output to DIR/<name>.npy")
     run.set_defaults(handler=cmd_run)
 
     compare = commands.add_parser(
         "compare",
-        parents=[common, feeding],
+        parents=[common, feeding, arithmetic],
         help="compare dml_ep with onnxruntime's CPU EP",
         description=(
             "Integer outputs, and float outputs made by DequantizeLinear, compare in quantized steps "
@@ -173,8 +177,15 @@ def cmd_inspect(args) -> int:
         _check_writable(args.json)
     out = _text_output(args)
     model = load_model(args.model)
-    shapes = input_shapes(model, dict(args.shape))
-    plan = plan_model(model, args.feature_level, shapes, qdq_rules=args.qdq_rules)
+    shapes = dict(args.shape)
+    input_shapes(model, shapes)  # checks them
+    if args.input or args.input_dir:  # planned from the tensors of a run on these inputs
+        feeds, _ = make_feeds(model, args.seed, args.input, args.input_dir, dict(args.shape))
+        session = InferenceSession(model, feature_level=args.feature_level, qdq_rules=args.qdq_rules)
+        session.run(None, feeds)
+        plan = session.plan
+    else:
+        plan = plan_model(model, args.feature_level, shapes, qdq_rules=args.qdq_rules)
     rows = [
         {"node": node_label(entry.node),
          "op_type": entry.node.op_type,
@@ -198,10 +209,18 @@ def cmd_inspect(args) -> int:
     summary = plan.summary()
     print(f"\n{summary['feature_level']}: {summary['dml']['nodes']} of the model's {summary['model_nodes']} node(s) on DirectML "
           f"({summary['dml']['operators']} operator(s)), {summary['fallback']['nodes']} on the CPU fallback", file=out)
+    sizes = ", ".join(f"{dim}={size}" for dim, size in plan.assumed.items())
     print(f"estimated MACs: {summary['dml']['macs']:,} on DirectML ({summary['dml']['macs_percent']:.1f}%), "
-          f"{summary['fallback']['macs']:,} on the fallback", file=out)
+          f"{summary['fallback']['macs']:,} on the fallback" + (f", with the symbolic dimensions taken as {sizes}" if sizes else ""), file=out)
+    if sizes:
+        print(f"symbolic dimensions {', '.join(plan.assumed)} were taken as {sizes}: give the shapes you run with "
+              "(--shape NAME=D0,D1,... or --input)", file=out)
+    if plan.pending:
+        print(f"{len(plan.pending)} node(s) are planned only when run, their input shapes depend on data: "
+              f"{', '.join(node_label(n) for n in plan.pending)} (give --input to plan from a run)", file=out)
     if args.json:
-        _write_files({args.json: _json_writer(report_meta(model=args.model, input_shapes=shapes, nodes=rows, summary=summary))})
+        _write_files({args.json: _json_writer(report_meta(model=args.model, input_shapes=shapes, assumed=plan.assumed,
+                                                          pending=[node_label(n) for n in plan.pending], nodes=rows, summary=summary))})
     return 0
 
 
@@ -213,13 +232,14 @@ def cmd_run(args) -> int:
     if args.output_dir:
         _check_writable(args.output_dir, directory=True)
     model = load_model(args.model)
-    feeds, _ = make_feeds(model, args.seed, args.input, args.input_dir, dict(args.shape))
+    feeds, sources = make_feeds(model, args.seed, args.input, args.input_dir, dict(args.shape))
     session = InferenceSession(
         model, feature_level=args.feature_level, arithmetic=args.arithmetic,
         u8s8_saturation=U8S8_SATURATION[args.u8s8_saturation], qdq_rules=args.qdq_rules,
     )
     names = [o.name for o in session.get_outputs()]
-    results = dict(zip(names, session.run(None, feeds)))
+    with _naming_assumed_sizes(sources):
+        results = dict(zip(names, session.run(None, feeds)))
     if not args.output_dir:
         print(_table(["output", "shape", "dtype"], [[n, list(r.shape), r.dtype] for n, r in results.items()]))
         return 0
@@ -231,6 +251,19 @@ def cmd_run(args) -> int:
         for name, array in results.items()
     })
     return 0
+
+
+@contextlib.contextmanager
+def _naming_assumed_sizes(sources: dict[str, str]):
+    """A node error on random inputs that took symbolic dimensions as 1 says so: the sizes, not
+    the model, may be what is wrong."""
+    try:
+        yield
+    except NodeError as error:
+        assumed = [f"{name} ({source})" for name, source in sources.items() if ASSUMED in source]
+        if assumed:
+            error.args = (f"{error} (random inputs {'; '.join(assumed)}: give the shapes with --shape NAME=D0,D1,...)",)
+        raise
 
 
 def output_files(names: list[str]) -> dict[str, str]:
@@ -272,21 +305,22 @@ def cmd_compare(args) -> int:
             progress("loading")
             model = load_model(case.model)
             feeds, sources = case_feeds(case, model, args)
-            report = compare_model(
-                model,
-                feeds,
-                reference=args.reference,
-                candidate=args.candidate,
-                arithmetic=args.arithmetic,
-                u8s8_saturation=U8S8_SATURATION[args.u8s8_saturation],
-                feature_level=args.feature_level,
-                qdq_rules=args.qdq_rules,
-                atol=args.atol,
-                per_node=args.per_node,
-                name=path,
-                progress=progress,
-                expected_outputs=case.saved,
-            )
+            with _naming_assumed_sizes(sources):
+                report = compare_model(
+                    model,
+                    feeds,
+                    reference=args.reference,
+                    candidate=args.candidate,
+                    arithmetic=args.arithmetic,
+                    u8s8_saturation=U8S8_SATURATION[args.u8s8_saturation],
+                    feature_level=args.feature_level,
+                    qdq_rules=args.qdq_rules,
+                    atol=args.atol,
+                    per_node=args.per_node,
+                    name=path,
+                    progress=progress,
+                    expected_outputs=case.saved,
+                )
             if case.runner:
                 report.reference = f"Polygraphy runner {case.runner!r}"
             if case.data_set:

@@ -287,7 +287,8 @@ def static_values(model: onnx.ModelProto, input_shapes=None) -> dict[str, ValueI
     onnxruntime loads the model with every node output exposed (its graph optimizations off, so
     no node disappears) and says what each output is: its type string, and dimensions where static
     (None where they depend on a symbolic input dimension or on data). ``input_shapes`` pins input
-    shapes first. value_info is dropped beforehand: a shape is never taken from a declaration. A
+    shapes first. value_info and the graph outputs' shapes are dropped beforehand: a shape is never
+    taken from a declaration. A
     model onnxruntime refuses at load is a ModelError naming the node.
     """
     from .reference import cpu_session
@@ -295,6 +296,9 @@ def static_values(model: onnx.ModelProto, input_shapes=None) -> dict[str, ValueI
     probe = onnx.ModelProto()
     probe.CopyFrom(model)
     del probe.graph.value_info[:]
+    for output in probe.graph.output:  # a declared output shape is a declaration too
+        if output.type.HasField("tensor_type"):
+            output.type.tensor_type.ClearField("shape")
     for value in graph_inputs(probe.graph):
         if input_shapes and value.name in input_shapes:
             shape = value.type.tensor_type.shape

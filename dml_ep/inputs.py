@@ -63,6 +63,8 @@ def random_inputs(model: onnx.ModelProto, seed: int = 0, shapes: dict[str, tuple
     feeds = {}
     sizes = input_shapes(model, shapes)
     for value in graph.graph_inputs(model.graph):
+        if not value.type.HasField("tensor_type"):
+            raise FeedError(f"input {value.name!r}: cannot make random values of a {value.type.WhichOneof('value')}; give the inputs of this model from Python")
         dtype = graph.element_dtype(value)
         shape = sizes[value.name]
         _check_size(value.name, shape, dtype)
@@ -169,13 +171,19 @@ def parse_input_argument(text: str) -> tuple[str, str]:
     return name, path
 
 
+ASSUMED = "taken as 1"  # how a source says that a random input took its symbolic dimensions as 1
+
+
 def make_feeds(model: onnx.ModelProto, seed: int = 0, inputs=(), input_dir: str | None = None,
                shapes=None) -> tuple[dict[str, np.ndarray], dict[str, str]]:
     """Feeds for every graph input: random ones (of ``shapes``), replaced by those from
     ``input_dir``, then ``--input``; and where each came from, for the reports: its file, or
     ``random (seed N)``."""
     feeds = random_inputs(model, seed, shapes)
-    sources = dict.fromkeys(feeds, f"random (seed {seed})")
+    sources = {}
+    for value in graph.graph_inputs(model.graph):
+        assumed = [] if shapes and value.name in shapes else graph.symbolic_dims(value)
+        sources[value.name] = f"random (seed {seed})" + (f", {', '.join(assumed)} {ASSUMED}" if assumed else "")
     names = list(feeds)
     if input_dir is not None:
         arrays, files = load_directory(input_dir, names)

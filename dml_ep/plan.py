@@ -133,15 +133,15 @@ def node_macs(node: onnx.NodeProto, values: dict[str, "ValueInfo"]) -> int:
     (so MACs move with a node between them): convolutions N*OC*OH*OW*(C/G)*KH*KW, matmul-like
     outputs*K, element-wise arithmetic one per output element, other ops 0."""
     out = values.get(node.output[0]) if node.output else None
-    if out is None:
+    if out is None or not out.known:  # not a tensor, or its shape known only when run
         return 0
     outputs = int(np.prod(out.shape))
     if node.op_type in CONV_WEIGHT_INPUT:
         weight = values.get(node.input[CONV_WEIGHT_INPUT[node.op_type]])
-        return outputs * int(np.prod(weight.shape[1:])) if weight else 0
+        return outputs * int(np.prod(weight.shape[1:])) if weight and weight.known else 0
     if node.op_type in MATMUL_A_INPUT:
         a = values.get(node.input[0])
-        if a is None or not a.shape:
+        if a is None or not a.known or not a.shape:
             return 0
         transposed = any(attr.name == "transA" and attr.i for attr in node.attribute)
         return outputs * a.shape[-2 if transposed else -1]

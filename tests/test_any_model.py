@@ -84,7 +84,7 @@ def symbolic_conv():
     for dim, name in zip(dims, ("N", None, "H", "W")):
         if name:
             dim.dim_param = name
-    del model.graph.output[0].type.tensor_type.shape.dim[:]
+    model.graph.output[0].type.tensor_type.ClearField("shape")
     return model
 
 
@@ -183,3 +183,57 @@ def test_compare_counts_nan_matching_nan_as_equal():
 
     report = compare_model(model, {"x": np.array([-1, 4, 9], np.float32)})
     assert report.ok and report.outputs[0].equal == 3
+
+
+# --- the CLI on the same models -----------------------------------------------------------------
+
+def cli(capsys, *argv):
+    from dml_ep.cli import main
+
+    status = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def test_inspect_names_the_symbolic_dims_it_assumed(tmp_path, capsys):
+    path = tmp_path / "conv.onnx"
+    model = symbolic_conv()
+    model.graph.node[0].attribute.append(helper.make_attribute("pads", [1, 1, 1, 1]))
+    onnx.save(model, path)
+    status, out, _ = cli(capsys, "inspect", path)
+    assert status == 0 and "symbolic dimensions N, H, W were taken as N=1, H=1, W=1" in out  # 1*4*1*1 outputs x 2*3*3 MACs:
+    assert "estimated MACs: 72 on DirectML (100.0%), 0 on the fallback, with the symbolic dimensions taken as N=1, H=1, W=1" in out
+    status, out, _ = cli(capsys, "inspect", path, "--shape", "in0=2,2,8,8")
+    assert status == 0 and f"estimated MACs: {2 * 4 * 8 * 8 * 2 * 9:,} on DirectML" in out and "taken as" not in out
+
+
+def test_inspect_plans_from_a_run_on_given_inputs(tmp_path, capsys):
+    path, shape = tmp_path / "reshape.onnx", tmp_path / "s.npy"
+    onnx.save(make([helper.make_node("Reshape", ["x", "s"], ["r"]), helper.make_node("Add", ["r", "r"], ["y"])],
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, [12]), helper.make_tensor_value_info("s", TensorProto.INT64, [2])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]), path)
+    status, out, _ = cli(capsys, "inspect", path)
+    assert status == 0 and "1 node(s) are planned only when run, their input shapes depend on data" in out
+    np.save(shape, np.array([3, 4]))
+    status, out, _ = cli(capsys, "inspect", path, "--input", f"s={shape}")
+    assert status == 0 and "planned only when run" not in out and "estimated MACs: 12 on DirectML" in out
+
+
+def test_inspect_and_run_a_sequence_model(tmp_path, capsys):
+    path = tmp_path / "seq.onnx"
+    onnx.save(make([helper.make_node("SequenceConstruct", ["x", "x"], ["s"]), helper.make_node("ConcatFromSequence", ["s"], ["y"], axis=0)],
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])], [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]), path)
+    status, out, _ = cli(capsys, "inspect", path)
+    assert status == 0 and "SequenceConstruct" in out
+    status, out, _ = cli(capsys, "run", path)
+    assert status == 0 and "[4]" in out
+
+
+def test_run_says_when_random_inputs_took_symbolic_dims_as_1(tmp_path, capsys):
+    path = tmp_path / "conv.onnx"
+    onnx.save(symbolic_conv(), path)
+    status, _, err = cli(capsys, "run", path)
+    assert status == 2 and "kernel spans 3 but the padded input is only 1" in err
+    assert "random inputs in0 (random (seed 0), N, H, W taken as 1): give the shapes with --shape" in err
+    status, out, _ = cli(capsys, "run", path, "--shape", "in0=1,2,5,5")
+    assert status == 0 and "[1, 4, 3, 3]" in out
