@@ -180,7 +180,7 @@ def cmd_inspect(args) -> int:
     shapes = dict(args.shape)
     input_shapes(model, shapes)  # checks them
     if args.input or args.input_dir:  # planned from the tensors of a run on these inputs
-        feeds, _ = make_feeds(model, args.seed, args.input, args.input_dir, dict(args.shape))
+        feeds, _ = make_feeds(model, args.seed, args.input, args.input_dir, shapes)
         session = InferenceSession(model, feature_level=args.feature_level, qdq_rules=args.qdq_rules)
         session.run(None, feeds)
         plan = session.plan

@@ -21,6 +21,7 @@ from onnx.checker import MAXIMUM_PROTOBUF
 
 from .errors import ModelError
 
+
 class ValueInfo(NamedTuple):
     """Name, element type (numpy dtype) and shape of a graph value (a NamedTuple: the executor
     makes one per tensor per run).
@@ -46,7 +47,6 @@ def value_info_of(name: str, value) -> ValueInfo:
     if isinstance(value, np.ndarray):
         return ValueInfo(name, value.dtype, value.shape)
     return ValueInfo(name, None, None, type(value).__name__)
-
 
 
 MIN_IR_VERSION = 3
@@ -85,7 +85,7 @@ def _read_model_file(path: str) -> bytes:
     read without end, and a FIFO would wait for a writer (opened non-blocking, it is refused at once)."""
     too_large = ModelError(f"{path}: larger than protobuf's limit of 2 GiB (a model so large keeps its weights in external data)")
     try:
-        with open(path, "rb", opener=lambda name, flags: os.open(name, flags | os.O_NONBLOCK)) as f:
+        with open(path, "rb", opener=lambda name, flags: os.open(name, flags | getattr(os, "O_NONBLOCK", 0))) as f:
             info = os.fstat(f.fileno())
             if not stat.S_ISREG(info.st_mode):
                 raise ModelError(f"{path}: not a regular file")
