@@ -147,29 +147,34 @@ def _outputs_typed(proto: onnx.ModelProto) -> onnx.ModelProto:
     """The model as onnx.checker will take it: the checker demands a type and a shape on every
     graph output (subgraphs' too), which onnxruntime infers when missing, so outputs lacking them
     get a placeholder in a copy checked in their stead."""
-    untyped = [o for g in _graphs(proto.graph) for o in g.output
-               if not o.type.HasField("tensor_type") and o.type.WhichOneof("value") is None
-               or o.type.HasField("tensor_type") and not o.type.tensor_type.HasField("shape")]
-    if not untyped:
+    if not any(_untyped(o) for g in _graphs(proto.graph) for o in g.output):
         return proto
     copy = onnx.ModelProto()
     copy.CopyFrom(proto)
-    for graph in _graphs(copy.graph):
-        for output in graph.output:
-            if output.type.WhichOneof("value") is None:
-                output.type.tensor_type.elem_type = onnx.TensorProto.FLOAT
-            if output.type.HasField("tensor_type") and not output.type.tensor_type.HasField("shape"):
-                output.type.tensor_type.shape.SetInParent()
+    for output in (o for g in _graphs(copy.graph) for o in g.output if _untyped(o)):
+        output.type.tensor_type.shape.SetInParent()  # a tensor (of no element type, if it had no type)
+        if not output.type.tensor_type.elem_type:
+            output.type.tensor_type.elem_type = onnx.TensorProto.FLOAT
     return copy
+
+
+def _untyped(output: onnx.ValueInfoProto) -> bool:
+    """No type, or a tensor type without a shape."""
+    kind = output.type.WhichOneof("value")
+    return kind is None or kind == "tensor_type" and not output.type.tensor_type.HasField("shape")
 
 
 def _graphs(graph: onnx.GraphProto):
     """A graph and all its subgraphs."""
     yield graph
     for node in graph.node:
-        for attribute in node.attribute:
-            for subgraph in (*([attribute.g] if attribute.HasField("g") else []), *attribute.graphs):
-                yield from _graphs(subgraph)
+        for subgraph in subgraphs(node):
+            yield from _graphs(subgraph)
+
+
+def subgraphs(node: onnx.NodeProto) -> list[onnx.GraphProto]:
+    """The graphs a node's attributes hold (If branches, Loop and Scan bodies)."""
+    return [g for attribute in node.attribute for g in ((attribute.g,) if attribute.HasField("g") else attribute.graphs)]
 
 
 def check_input(value: onnx.ValueInfoProto) -> None:
@@ -235,12 +240,11 @@ def outer_scope_inputs(node: onnx.NodeProto) -> list[str]:
     """The values a node's subgraphs (If branches, Loop and Scan bodies) read from the graph around
     it: they are inputs of the node as much as its own inputs are."""
     names = []
-    for attribute in node.attribute:
-        for subgraph in (*([attribute.g] if attribute.HasField("g") else []), *attribute.graphs):
-            defined = {i.name for i in subgraph.input} | {t.name for t in subgraph.initializer}
-            for inner in subgraph.node:
-                names += [n for n in (*inner.input, *outer_scope_inputs(inner)) if n and n not in defined]
-                defined.update(inner.output)
+    for subgraph in subgraphs(node):
+        defined = {i.name for i in subgraph.input} | {t.name for t in subgraph.initializer}
+        for inner in subgraph.node:
+            names += [n for n in (*inner.input, *outer_scope_inputs(inner)) if n and n not in defined]
+            defined.update(inner.output)
     return list(dict.fromkeys(names))
 
 
