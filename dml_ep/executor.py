@@ -15,9 +15,8 @@ import onnx
 
 from .arithmetic import Arithmetic
 from .errors import FallbackError, OutOfMemoryError, ShapeError
-from .graph import ort_message, type_proto
+from .graph import ort_message, type_proto, value_info_of
 from .kernels import run_kernel
-from .graph import value_info_of
 from .plan import DmlNode, FallbackNode, Plan, PlanEntry
 from .planner import Planner
 from .reference import cpu_session

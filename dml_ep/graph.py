@@ -236,6 +236,11 @@ def topological_order(graph: onnx.GraphProto) -> list[onnx.NodeProto]:
     return order
 
 
+def node_reads(node: onnx.NodeProto) -> list[str]:
+    """Every value a node reads: its inputs, then the outer-scope values its subgraphs read."""
+    return [n for n in dict.fromkeys((*node.input, *outer_scope_inputs(node))) if n]
+
+
 def outer_scope_inputs(node: onnx.NodeProto) -> list[str]:
     """The values a node's subgraphs (If branches, Loop and Scan bodies) read from the graph around
     it: they are inputs of the node as much as its own inputs are."""

@@ -8,12 +8,13 @@ or to a constant array read from the model once (bound at initialization). A
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Union
 
 import numpy as np
 import onnx
 
-from .graph import ValueInfo, outer_scope_inputs
+from .graph import ValueInfo, node_reads
 from .operator_descs import OperatorDesc
 from .passes.editable import Origin
 
@@ -62,10 +63,11 @@ class FallbackNode:
     reason: str
     origin: Origin
 
-    @property
+    @functools.cached_property
     def value_inputs(self) -> list[str]:
-        """Its inputs, and the values of the graph around it that its subgraphs read."""
-        return [name for name in dict.fromkeys((*self.node.input, *outer_scope_inputs(self.node))) if name]
+        """Its inputs, and the values of the graph around it that its subgraphs read (walked once:
+        every run reads them)."""
+        return node_reads(self.node)
 
     @property
     def outputs(self) -> list[str]:

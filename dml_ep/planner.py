@@ -47,8 +47,7 @@ class Planner:
             dml_operator_fusion(graph, self._maps_by_type)
         self.nodes = list(graph.nodes)
         self.origins = [graph.origin(n) for n in self.nodes]
-        self.reads = [[n for n in dict.fromkeys((*node.input, *graph_module.outer_scope_inputs(node))) if n and n not in self.constants]
-                      for node in self.nodes]
+        self.reads = [[n for n in graph_module.node_reads(node) if n not in self.constants] for node in self.nodes]
         self.output_names = [o.name for o in model.graph.output]
         self._entries: dict[tuple, PlanEntry] = {}
 

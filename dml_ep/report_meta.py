@@ -7,7 +7,8 @@ meaning, not when one is added. Version 1:
 - every report: ``schema_version``; ``versions`` of dml_ep, onnxruntime, onnx, numpy and python;
   ``cpu``: ``machine``, ``flags`` (the host's CPU flags) and ``saturates_u8s8`` (whether
   onnxruntime's uint8 x int8 GEMMs saturate pairs of products on this CPU);
-- ``inspect``: ``model``, ``input_shapes`` (those planned for), ``nodes`` and ``summary``;
+- ``inspect``: ``model``, ``input_shapes`` (those given with ``--shape``), ``assumed`` (symbolic
+  dimensions taken as 1), ``pending`` (nodes whose shapes only a run tells), ``nodes`` and ``summary``;
 - ``compare``: ``seed``, ``ok``, ``models`` (one ``ModelReport`` each, with ``inputs``: each
   input's file, or ``"random (seed N)"``) and ``errors``.
 """
