@@ -16,7 +16,7 @@ from onnx.backend.base import Backend, BackendRep, Device, DeviceType, namedtupl
 from .errors import FeedError, ModelError
 from .session import InferenceSession
 
-_SESSION_KWARGS = ("feature_level", "arithmetic", "u8s8_saturation")
+_SESSION_KWARGS = ("feature_level", "arithmetic", "u8s8_saturation", "engine")
 # run_node's default ai.onnx opset: one for which onnxruntime 1.32 has every kernel we exercise.
 NODE_OPSET = 23
 

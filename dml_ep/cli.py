@@ -23,6 +23,7 @@ import time
 import numpy as np
 
 from .arithmetic import ARITHMETICS
+from .engines import ENGINES
 from .compare import CANDIDATES, FLOAT_ATOL, FLOAT_RTOL, ModelReport, TensorComparison, compare_model, compare_shipped, node_label
 from .errors import DmlEpError, FeedError, NodeError
 from .graph import graph_inputs, load_model, one_line
@@ -81,6 +82,9 @@ def build_parser() -> argparse.ArgumentParser:
     arithmetic.add_argument("--u8s8-saturation", choices=U8S8_SATURATION, default="auto",
                          help="with --arithmetic onnxruntime, saturate uint8 x int8 product pairs to int16 as "
                               "onnxruntime does on AVX2 CPUs without VNNI; auto: if this CPU is one (default: %(default)s)")
+    arithmetic.add_argument("--engine", choices=ENGINES, default=None,
+                         help="what computes the quantized products' exact integer sums: onnxruntime's MatMulInteger "
+                              "or numpy's float32 BLAS in exact blocks; same results (default: $DML_EP_ENGINE, else onnxruntime)")
 
     parser = _Parser(prog="dml-ep", description="Emulate onnxruntime's DirectML EP on quantized ONNX models.",
                      epilog=EXIT_STATUS, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -235,7 +239,7 @@ def cmd_run(args) -> int:
     feeds, sources = make_feeds(model, args.seed, args.input, args.input_dir, dict(args.shape))
     session = InferenceSession(
         model, feature_level=args.feature_level, arithmetic=args.arithmetic,
-        u8s8_saturation=U8S8_SATURATION[args.u8s8_saturation], qdq_rules=args.qdq_rules,
+        u8s8_saturation=U8S8_SATURATION[args.u8s8_saturation], qdq_rules=args.qdq_rules, engine=args.engine,
     )
     names = [o.name for o in session.get_outputs()]
     with _naming_assumed_sizes(sources):
@@ -313,6 +317,7 @@ def cmd_compare(args) -> int:
                     candidate=args.candidate,
                     arithmetic=args.arithmetic,
                     u8s8_saturation=U8S8_SATURATION[args.u8s8_saturation],
+                    engine=args.engine,
                     feature_level=args.feature_level,
                     qdq_rules=args.qdq_rules,
                     atol=args.atol,

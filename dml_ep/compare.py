@@ -48,7 +48,9 @@ from .errors import DmlEpError, FeedError, ModelError
 from .executor import Executor
 from .graph import load_model, ort_message
 from .importer import DEFAULT_FEATURE_LEVEL
-from .kernels.convolution import accumulate
+from .engines import get_engine
+from .kernels.convolution import convolution_accumulator
+from .kernels.matrix_multiply import matrix_multiply_accumulator
 from .kernels.parameters import parameter4d, read4d, scalar
 from .operator_descs import OperatorDesc
 from .passes import CPU, DEFAULT_RULE_SET
@@ -252,6 +254,7 @@ def compare_model(
     name: str | None = None,
     progress: Callable[..., None] | None = None,
     expected_outputs: dict[str, np.ndarray] | None = None,
+    engine: str | None = None,
 ) -> ModelReport:
     """Run dml_ep and onnxruntime (``reference``) on ``feeds`` and compare every graph output.
 
@@ -277,7 +280,8 @@ def compare_model(
         u8s8_saturation = False
     proto = load_model(model)
     session = InferenceSession(
-        proto, feature_level=feature_level, arithmetic=arithmetic, u8s8_saturation=u8s8_saturation, qdq_rules=qdq_rules
+        proto, feature_level=feature_level, arithmetic=arithmetic, u8s8_saturation=u8s8_saturation, qdq_rules=qdq_rules,
+        engine=engine,
     )
     feeds = session.check_feeds(feeds)
     output_names = [o.name for o in proto.graph.output]
@@ -289,7 +293,7 @@ def compare_model(
         values = executor.run(feeds, keep_all=True)
         dml_plan = executor.plan
     else:
-        executor = Executor(Planner(proto, feature_level, qdq_rules=qdq_rules, provider=CPU), Arithmetic("onnxruntime", u8s8_saturation))
+        executor = Executor(Planner(proto, feature_level, qdq_rules=qdq_rules, provider=CPU), Arithmetic("onnxruntime", u8s8_saturation), engine)
         executor.plan = executor.planner.plan_for_shapes(shapes)
         progress(f"running onnxruntime ({candidate})")
         values = {**feeds, **run_reference(proto, feeds, output_names + intermediates, candidate)}
@@ -538,15 +542,16 @@ def ideal_values(desc: OperatorDesc, tensors: dict, index: np.ndarray) -> list[F
     Evaluated in exact fractions, since float rounding must not decide what is a tie; each value is
     ``sum(integer * scale) / OutputScale``, the integers exact in float64. None for other operators.
     """
+    engine = get_engine("numpy")  # the kernels' integer core, on the engine that needs no session
     if isinstance(desc, od.DML_QUANTIZED_LINEAR_CONVOLUTION_OPERATOR_DESC):
-        acc = accumulate(desc, tensors, {})[0]  # exact sum (x - zx) * (w - zw) + bias
+        acc = np.moveaxis(convolution_accumulator(desc, tensors, engine, {}), -1, 1).astype(np.int64)  # sum (x - zx) * (w - zw)
+        if desc.BiasTensor is not None:
+            acc += parameter4d(tensors, desc, "BiasTensor").astype(np.int64)
         terms = [(acc, scalar(tensors, desc, "InputScaleTensor") * parameter4d(tensors, desc, "FilterScaleTensor"))]
         output_scale = scalar(tensors, desc, "OutputScaleTensor")
     elif isinstance(desc, od.DML_QUANTIZED_LINEAR_MATRIX_MULTIPLY_OPERATOR_DESC):
-        a = read4d(tensors, desc, "ATensor") - parameter4d(tensors, desc, "AZeroPointTensor")
-        b = read4d(tensors, desc, "BTensor") - parameter4d(tensors, desc, "BZeroPointTensor")
-        # float64 BLAS sums integers exactly below 2^53; float32 scale products are exact in float64.
-        terms = [(np.matmul(a, b), parameter4d(tensors, desc, "AScaleTensor") * parameter4d(tensors, desc, "BScaleTensor"))]
+        acc = matrix_multiply_accumulator(desc, tensors, engine, {})  # sum (a - za) * (b - zb)
+        terms = [(acc, parameter4d(tensors, desc, "AScaleTensor") * parameter4d(tensors, desc, "BScaleTensor"))]
         output_scale = parameter4d(tensors, desc, "OutputScaleTensor")
     elif isinstance(desc, od.DML_ELEMENT_WISE_QUANTIZED_LINEAR_ADD_OPERATOR_DESC):
         terms = [

@@ -14,6 +14,7 @@ import numpy as np
 import onnx
 
 from .arithmetic import Arithmetic
+from .engines import get_engine
 from .errors import FallbackError, OutOfMemoryError, ShapeError
 from .graph import ort_message, type_proto, value_info_of
 from .kernels import run_kernel
@@ -23,9 +24,13 @@ from .reference import cpu_session
 
 
 class Executor:
-    def __init__(self, planner: Planner, arithmetic: Arithmetic):
+    """Runs a planner's model in one arithmetic, on one integer engine (a name of
+    ``dml_ep.engines.ENGINES``; default: the fastest exact one)."""
+
+    def __init__(self, planner: Planner, arithmetic: Arithmetic, engine: str | None = None):
         self.planner = planner
         self.arithmetic = arithmetic
+        self.engine = get_engine(engine)
         self._last_run = None  # (entries, value infos) of the last run
         self._fallback_sessions = {}
         self._last_readers = _last_readers(planner)
@@ -81,6 +86,10 @@ class Executor:
                 for name in self._last_readers.get(index, ()):
                     values.pop(name, None)
         self._last_run = (entries, infos)
+        for name in self._graph_outputs & values.keys():  # as onnxruntime returns them
+            value = values[name]
+            if isinstance(value, np.ndarray) and not value.flags.c_contiguous:
+                values[name] = value.copy()
         return values
 
     def run_entry(self, entry: PlanEntry, values: dict) -> dict[str, np.ndarray]:
@@ -97,8 +106,8 @@ class Executor:
             if planned is not None and tensor.shape != planned:
                 raise ShapeError(f"{field} was planned for shape {list(planned)} and got {list(tensor.shape)}", node=entry.node)
             tensors[field] = tensor
-        result = run_kernel(entry.desc, tensors, self.arithmetic, entry.cache)
-        return np.ascontiguousarray(result).reshape(entry.output_shape)
+        result = run_kernel(entry.desc, tensors, self.arithmetic, self.engine, entry.cache)
+        return result.reshape(entry.output_shape)  # a view where it can be: kernels may write channels last
 
     def run_fallback(self, entry: FallbackNode, values: dict) -> dict[str, np.ndarray]:
         feeds = {name: values[name] for name in entry.value_inputs if name not in self.planner.constants}

@@ -78,7 +78,9 @@ class InferenceSession:
     ``arithmetic`` is ``"directml"`` or ``"onnxruntime"`` (see :mod:`dml_ep.arithmetic`);
     ``u8s8_saturation`` overrides the host detection for the latter. ``qdq_rules`` names the
     onnxruntime release range whose QDQ rewrites apply (a key of ``dml_ep.passes.RULE_SETS``);
-    None turns them off, as onnxruntime's ``session.disable_quant_qdq=1`` does.
+    None turns them off, as onnxruntime's ``session.disable_quant_qdq=1`` does. ``engine`` names
+    the integer engine of the quantized products, "onnxruntime" or "numpy" (see
+    :mod:`dml_ep.engines`): both exact, so it changes speed, never results.
     """
 
     def __init__(
@@ -92,6 +94,7 @@ class InferenceSession:
         arithmetic: str = "directml",
         u8s8_saturation=None,
         qdq_rules: str | None = DEFAULT_RULE_SET,
+        engine: str | None = None,
     ):
         self.model = graph.load_model(path_or_bytes)
         self.arithmetic = Arithmetic(arithmetic, u8s8_saturation)
@@ -100,7 +103,7 @@ class InferenceSession:
         self._sess_options = sess_options
         self._declared = graph.graph_inputs(self.model.graph)
         self.planner = Planner(self.model, feature_level, qdq_rules=qdq_rules)
-        self.executor = Executor(self.planner, self.arithmetic)
+        self.executor = Executor(self.planner, self.arithmetic, engine)
         self.set_providers(providers, provider_options)
         self._loaded_plan = None
         if self._cpu_session is None and all(not graph.symbolic_dims(v) for v in self._declared if v.type.HasField("tensor_type")):

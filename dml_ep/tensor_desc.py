@@ -139,15 +139,18 @@ def broadcast_shapes(*shapes: Sequence[int]) -> tuple[int, ...]:
 def view(array: np.ndarray, desc: DML_BUFFER_TENSOR_DESC) -> np.ndarray:
     """Read a buffer through a desc: the desc's sizes with its element strides (0 broadcasts).
 
-    The view is read-only, as DirectML inputs are.
+    The buffer is the array's elements in row-major order, whatever its memory layout: a packed
+    desc reshapes the array (a view, also of a channels-last array a kernel returned as NCHW);
+    other strides index its elements in that order. The view is read-only, as DirectML inputs are.
     """
-    flat = np.ascontiguousarray(array).reshape(-1)
-    if flat.size < desc.elements_spanned:
-        raise ValueError(f"buffer of {flat.size} elements is too small for {desc.describe()}")
-    if desc.Strides is None and flat.size == desc.element_count:  # packed: a plain reshape
-        packed = flat.reshape(desc.Sizes)
+    array = np.asarray(array)
+    if array.size < desc.elements_spanned:
+        raise ValueError(f"buffer of {array.size} elements is too small for {desc.describe()}")
+    if desc.Strides is None and array.size == desc.element_count:  # packed: a plain reshape
+        packed = array.reshape(desc.Sizes)
         packed.flags.writeable = False
         return packed
+    flat = np.ascontiguousarray(array).reshape(-1)
     itemsize = flat.itemsize
     return as_strided(
         flat,

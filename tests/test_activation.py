@@ -100,7 +100,7 @@ def test_standalone_operator(desc, formula, dtype, data_type, rtol):
         OutputTensor=DML_BUFFER_TENSOR_DESC.create(data_type, (1, 1, 2, X.size)),
     )
     standalone.validate()
-    actual = run_kernel(standalone, {"InputTensor": X.astype(dtype)}, "directml", {})
+    actual = run_kernel(standalone, {"InputTensor": X.astype(dtype)}, "directml", None, {})
     assert actual.dtype == dtype and actual.shape == (1, 1, 2, X.size)
     np.testing.assert_allclose(actual, np.broadcast_to(expected(formula, X.astype(dtype)), actual.shape), rtol=rtol)
 

@@ -1,7 +1,9 @@
-"""Numpy kernels, one per DirectML operator: ``kernel(desc, tensors, arithmetic, cache) -> array``.
+"""Numpy kernels, one per DirectML operator: ``kernel(desc, tensors, arithmetic, engine, cache) -> array``.
 
 ``tensors`` maps the desc's tensor field names to raw buffers, read through the desc's sizes and
-strides; ``cache`` is the node's own dict, for work on weights bound at initialization.
+strides; ``engine`` computes the quantized products' exact integer sums (``dml_ep.engines``);
+``cache`` is the node's own dict, for work on weights bound at initialization (keyed by engine
+where the work is the engine's).
 """
 
 from __future__ import annotations
@@ -21,6 +23,6 @@ KERNELS = {
 }
 
 
-def run_kernel(desc, tensors: dict, arithmetic, cache: dict):
+def run_kernel(desc, tensors: dict, arithmetic, engine, cache: dict):
     """Execute one desc on its input buffers."""
-    return KERNELS[type(desc)](desc, tensors, arithmetic, cache)
+    return KERNELS[type(desc)](desc, tensors, arithmetic, engine, cache)

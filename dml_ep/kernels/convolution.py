@@ -5,17 +5,16 @@ FilterScale, OutputScale, OutputZeroPoint)``; since the bias is int32 in units o
 ``InputScale * FilterScale``, this is ``round((acc + Bias) * InputScale * FilterScale / OutputScale)``
 with ``acc = sum((x - zx) * (w - zw))`` over the window, padding reading as the input zero point.
 
-The accumulator is exact: im2col of the input codes (shifted by 128 for uint8, a strided view of
-the input padded with its zero point, one copy; none for 1x1 convolutions) times the centred
-filter, one batched float32 GEMM per K-block (see ``integer_gemm``; usually one), all groups at
-once (depthwise included); ``(offset - zx) * sum(w - zw) + bias`` is then one per-channel constant. Then the output step of the session's arithmetic:
-``"directml"`` rounds the ideal value correctly; ``"onnxruntime"`` follows MLAS,
-``float32(acc + bias) * float32(float32(InputScale * FilterScale) / OutputScale)``.
+The integer core computes ``acc`` exactly, channels last: im2col of the input codes in NHWC order
+(a window view of the input padded with its zero point, one copy; none for an unpadded 1x1
+convolution with unit strides), times the filter as a [KH*KW*C/G, OC/G] matrix per group, on the
+session's integer engine (``dml_ep.engines``). The filter is prepared once per engine. Then the
+shared requantize step (``quantize.requantize_product``). The output is written channels last and
+returned as an NCHW view of that memory: a DirectML tensor is sizes plus strides, so the next
+convolution reads it without a transpose.
 """
 
 from __future__ import annotations
-
-import dataclasses
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
@@ -23,99 +22,93 @@ from numpy.lib.stride_tricks import sliding_window_view
 from ..enums import DML_TENSOR_FLAGS
 from . import quantize, u8s8
 from .parameters import parameter4d, read4d, scalar
-from .integer_gemm import FLOAT32_EXACT, exact_matmul, weight_blocks
 
 
-@dataclasses.dataclass(frozen=True)
-class PreparedFilter:
-    """The filter as the GEMM needs it: centred, grouped, with its column sums and exact K-blocks."""
-
-    weights: np.ndarray  # [G, OC/G, C/G*KH*KW] float32, filter minus its zero point
-    column_sums: np.ndarray  # [1, OC, 1, 1] float64: sum over K of the centred filter
-    blocks: list  # K-blocks exact in float32 against input codes shifted into [-128, 127]
-    bound: float  # the largest |partial sum| any block can reach
-
-
-def prepare_filter(desc, tensors) -> PreparedFilter:
-    w = read4d(tensors, desc, "FilterTensor").astype(np.float32)
-    if desc.FilterZeroPointTensor is not None:
-        w -= parameter4d(tensors, desc, "FilterZeroPointTensor").reshape(-1, 1, 1, 1)
-    weights = np.ascontiguousarray(w.reshape(desc.GroupCount, w.shape[0] // desc.GroupCount, -1))
-    max_abs_x = 128  # input codes enter the GEMM shifted by code_offset()
-    blocks = weight_blocks(weights, max_abs_x)
-    magnitudes = np.abs(weights).astype(np.float64)
-    bound = max(float(magnitudes[..., block].sum(axis=-1).max(initial=0.0)) * max_abs_x for block in blocks)
-    column_sums = weights.sum(axis=-1, dtype=np.float64).reshape(1, -1, 1, 1)
-    return PreparedFilter(weights, column_sums, blocks, bound)
+def filter_matrix(desc, tensors) -> tuple[np.ndarray, np.ndarray]:
+    """The filter codes as the GEMM's B, [K, OC] (or [G, K, OC/G] for grouped convolutions) with
+    K ordered (kernel row, kernel column, input channel) as the NHWC columns are; and its zero
+    points per output column."""
+    w = read4d(tensors, desc, "FilterTensor")
+    out_channels, group_channels, kh, kw = w.shape
+    groups = desc.GroupCount
+    b = w.reshape(groups, out_channels // groups, group_channels, kh, kw).transpose(0, 3, 4, 2, 1)
+    b = b.reshape(groups, kh * kw * group_channels, out_channels // groups)
+    zero_point = parameter4d(tensors, desc, "FilterZeroPointTensor")
+    zero_point = np.broadcast_to(zero_point.reshape(-1), (out_channels,)).reshape(groups, -1).astype(np.int64)
+    if groups == 1:
+        return b[0], zero_point[0]
+    return b, zero_point
 
 
-def code_offset(dtype) -> int:
-    """What is subtracted from input codes before the GEMM: 128 puts uint8 codes in [-128, 127] like
-    int8's, which halves the worst-case partial sums and so doubles the exact K-block length."""
-    return 128 if np.dtype(dtype) == np.uint8 else 0
-
-
-def im2col(x: np.ndarray, desc, kernel: tuple[int, int], pad_value: float, offset: int) -> tuple[np.ndarray, tuple[int, int]]:
-    """Input codes [N, C, H, W] minus ``offset`` as float32 columns [N, G, C/G*KH*KW, OH*OW] (one
-    copy; none for 1x1 convolutions), and (OH, OW). Padding reads as the input zero point, a real 0.
-    """
+def im2col(x_nhwc: np.ndarray, desc, kernel: tuple[int, int], pad_code) -> np.ndarray:
+    """Input codes [N, H, W, C] as GEMM rows [N*OH*OW, KH*KW*C] (or [G, N*OH*OW, KH*KW*C/G]);
+    padding reads as ``pad_code``, the input zero point."""
     (pad_top, pad_left), (pad_bottom, pad_right) = desc.StartPadding, desc.EndPadding
     (stride_h, stride_w), (dilation_h, dilation_w) = desc.Strides, desc.Dilations
-    batch, channels, height, width = x.shape
-    if kernel == (1, 1) and desc.Strides == (1, 1) and not any(desc.StartPadding + desc.EndPadding):
-        shifted = np.subtract(x, offset, dtype=np.float32)
-        return shifted.reshape(batch, desc.GroupCount, -1, height * width), (height, width)
-    padded = np.full((batch, channels, height + pad_top + pad_bottom, width + pad_left + pad_right), pad_value - offset, np.float32)
-    np.subtract(x, offset, out=padded[:, :, pad_top : pad_top + height, pad_left : pad_left + width], dtype=np.float32)
-    span = ((kernel[0] - 1) * dilation_h + 1, (kernel[1] - 1) * dilation_w + 1)
-    windows = sliding_window_view(padded, span, axis=(2, 3))[:, :, ::stride_h, ::stride_w, ::dilation_h, ::dilation_w]
-    out_h, out_w = windows.shape[2:4]
-    columns = windows.transpose(0, 1, 4, 5, 2, 3)  # N, C, KH, KW, OH, OW
-    return columns.reshape(batch, desc.GroupCount, -1, out_h * out_w), (out_h, out_w)
+    batch, height, width, channels = x_nhwc.shape
+    groups = desc.GroupCount
+    if kernel == (1, 1) and not any(desc.StartPadding + desc.EndPadding):
+        rows = x_nhwc[:, ::stride_h, ::stride_w]
+        columns = rows.reshape(-1, channels)
+    else:
+        padded = x_nhwc
+        if any(desc.StartPadding + desc.EndPadding):
+            padded = np.empty((batch, height + pad_top + pad_bottom, width + pad_left + pad_right, channels), x_nhwc.dtype)
+            padded[...] = pad_code
+            padded[:, pad_top : pad_top + height, pad_left : pad_left + width] = x_nhwc
+        span = ((kernel[0] - 1) * dilation_h + 1, (kernel[1] - 1) * dilation_w + 1)
+        windows = sliding_window_view(padded, span, axis=(1, 2))[:, ::stride_h, ::stride_w, :, ::dilation_h, ::dilation_w]
+        columns = windows.transpose(0, 1, 2, 4, 5, 3).reshape(-1, kernel[0] * kernel[1] * channels)  # N OH OW KH KW C
+    if groups == 1:
+        return columns
+    rows = columns.shape[0]
+    return columns.reshape(rows, kernel[0] * kernel[1], groups, -1).transpose(2, 0, 1, 3).reshape(groups, rows, -1)
 
 
-def accumulate(desc, tensors: dict, cache: dict):
-    """The exact ``sum (x - zx) * (w - zw) + bias`` as [N, OC, OH, OW] (float32 when exact in it, else float64).
-
-    The GEMM runs on the input codes minus an offset; ``(offset - zx) * column_sums + bias`` is one
-    per-channel constant.
-    Filters bound at initialization (OWNED_BY_DML) are prepared once and kept in ``cache``.
-    Also returns the input (4-D) and its zero point.
-    """
+def convolution_accumulator(desc, tensors: dict, engine, cache: dict) -> np.ndarray:
+    """The integer core: the exact int32 ``sum (x - zx) * (w - zw)`` over each window, as
+    [N, OH, OW, OC] (channels last). A filter bound at initialization (OWNED_BY_DML) is prepared
+    once per engine and kept in ``cache``."""
     x = read4d(tensors, desc, "InputTensor")
-    input_zero_point = scalar(tensors, desc, "InputZeroPointTensor")
+    zero_point = scalar(tensors, desc, "InputZeroPointTensor")
+    b, b_zero_point = filter_matrix(desc, tensors)
+    kernel = tuple(desc.FilterTensor.Sizes[-2:])
     if desc.FilterTensor.Flags & DML_TENSOR_FLAGS.OWNED_BY_DML:
-        if "filter" not in cache:
-            cache["filter"] = prepare_filter(desc, tensors)
-        prepared = cache["filter"]
+        key = ("filter", engine.name)
+        if key not in cache:
+            cache[key] = engine.product(np.ascontiguousarray(b), b_zero_point)
+        product, b = cache[key], None
     else:
-        prepared = prepare_filter(desc, tensors)
-    offset = code_offset(x.dtype)
-    columns, (out_h, out_w) = im2col(x, desc, tuple(desc.FilterTensor.Sizes[-2:]), input_zero_point, offset)
-    acc = exact_matmul(prepared.weights, columns, prepared.blocks).reshape(x.shape[0], -1, out_h, out_w)
-    constant = (offset - input_zero_point) * prepared.column_sums
-    if desc.BiasTensor is not None:
-        constant = constant + parameter4d(tensors, desc, "BiasTensor")
-    if acc.dtype == np.float32 and prepared.bound + np.abs(constant).max() <= FLOAT32_EXACT:
-        acc += constant.astype(np.float32)
-    else:
-        acc = acc.astype(np.float64) + constant
-    return acc, x, input_zero_point
+        product, b = engine.product(b, b_zero_point, constant=False), np.ascontiguousarray(b)
+    columns = im2col(x.transpose(0, 2, 3, 1), desc, kernel, np.array(zero_point).astype(x.dtype))
+    acc = product(columns, int(zero_point)) if b is None else product(columns, int(zero_point), b)
+    if desc.GroupCount > 1:
+        acc = acc.transpose(1, 0, 2).reshape(acc.shape[1], -1)
+    batch, out_h, out_w = x.shape[0], *desc.OutputTensor.Sizes[-2:]
+    return acc.reshape(batch, out_h, out_w, -1)
 
 
-def quantized_linear_convolution(desc, tensors: dict, options, cache: dict) -> np.ndarray:
+def quantized_linear_convolution(desc, tensors: dict, arithmetic, engine, cache: dict) -> np.ndarray:
     """Run the convolution desc on raw input buffers (a dict keyed by the desc's field names)."""
-    acc, x, input_zero_point = accumulate(desc, tensors, cache)
-    if options.saturates_u8s8(desc.InputTensor, desc.FilterTensor):
-        acc = acc + u8s8.convolution_correction(desc, x, tensors, input_zero_point)
-
+    acc = convolution_accumulator(desc, tensors, engine, cache)
+    if arithmetic.saturates_u8s8(desc.InputTensor, desc.FilterTensor):
+        x = read4d(tensors, desc, "InputTensor")
+        correction = u8s8.convolution_correction(desc, x, tensors, scalar(tensors, desc, "InputZeroPointTensor"))
+        acc += correction
     result = quantize.requantize_product(
         acc,
+        channels_last(tensors, desc, "BiasTensor") if desc.BiasTensor is not None else None,
         scalar(tensors, desc, "InputScaleTensor"),
-        parameter4d(tensors, desc, "FilterScaleTensor"),
+        channels_last(tensors, desc, "FilterScaleTensor"),
         scalar(tensors, desc, "OutputScaleTensor"),
         scalar(tensors, desc, "OutputZeroPointTensor"),
         desc.OutputTensor.DataType.numpy(),
-        options,
+        arithmetic,
     )
-    return result.reshape(desc.OutputTensor.Sizes)
+    return result.transpose(0, 3, 1, 2)
+
+
+def channels_last(tensors: dict, desc, field: str) -> np.ndarray:
+    """A per-tensor or per-output-channel parameter ({1, OC, 1, 1}) as [OC], which broadcasts
+    along the channels-last accumulator."""
+    return read4d(tensors, desc, field).reshape(-1)

@@ -3,12 +3,12 @@
 DirectML: ``Output = Quantize(Dequantize(A) x Dequantize(B), OutputScale, OutputZeroPoint)`` over
 {BatchCount, ChannelCount} independent {M,K} x {K,N} products, i.e.
 ``round(acc * AScale * BScale / OutputScale) + OutputZeroPoint`` with
-``acc = sum_k (a - za) * (b - zb) = sum_k a*b - zb * sum_k a - za * sum_k b + K * za * zb``.
+``acc = sum_k (a - za) * (b - zb)``.
 
-The raw-code product runs on float32 BLAS in exact K-blocks (``integer_gemm``), reading A and B
-through their descs, so batch broadcasting (stride 0) is never materialized; the zero-point terms
-are exact row and column sums. ``"onnxruntime"`` requantizes as MLAS does, with the float32
-multiplier ``float32(AScale * BScale) / OutputScale``; ``"directml"`` rounds the ideal value.
+The integer core reads A and B through their descs and gives ``acc`` exactly on the session's
+integer engine (``dml_ep.engines``), B prepared once per engine when it is bound at initialization.
+A per-row A zero point, which the engines do not take, is applied after as
+``za * sum_k (b - zb)``. Then the shared requantize step (``quantize.requantize_product``).
 """
 
 from __future__ import annotations
@@ -19,48 +19,51 @@ from ..enums import DML_TENSOR_FLAGS
 from ..tensor_desc import view
 from . import quantize, u8s8
 from .parameters import as4d, parameter4d
-from .integer_gemm import exact_matmul, uniform_blocks
 
 
-def _operand(tensors, desc, field, cache) -> tuple[np.ndarray, np.ndarray]:
-    """The raw codes through the desc (4-D view, no copy) and the same as float32.
-
-    The float32 copy of an operand bound at initialization (OWNED_BY_DML) is made once.
-    """
-    tensor_desc = getattr(desc, field)
-    raw = view(tensors[field], tensor_desc)
-    if tensor_desc.Flags & DML_TENSOR_FLAGS.OWNED_BY_DML:
-        if field not in cache:
-            cache[field] = np.asarray(tensors[field]).astype(np.float32)
-        buffer = cache[field]
-    else:
-        buffer = np.asarray(tensors[field]).astype(np.float32)
-    return as4d(raw), as4d(view(buffer, tensor_desc))
+def _distinct(x: np.ndarray) -> np.ndarray:
+    """[batch, channel, rows, cols] with each batch dimension that repeats one matrix (zero stride)
+    cut to size 1: the product is computed once and broadcast."""
+    return x[tuple(slice(0, 1) if stride == 0 else slice(None) for stride in x.strides[:2])]
 
 
-def quantized_linear_matrix_multiply(desc, tensors: dict, options, cache: dict) -> np.ndarray:
-    a_raw, a = _operand(tensors, desc, "ATensor", cache)
-    b_raw, b = _operand(tensors, desc, "BTensor", cache)
+def matrix_multiply_accumulator(desc, tensors: dict, engine, cache: dict) -> np.ndarray:
+    """The integer core: the exact int32 ``sum_k (a - za) * (b - zb)`` as [batch, channel, M, N]."""
+    a = as4d(view(tensors["ATensor"], desc.ATensor))
+    b = _distinct(as4d(view(tensors["BTensor"], desc.BTensor)))
+    if b.shape[:2] == (1, 1):
+        b = b[0, 0]  # one matrix: the engines take per-column zero points for it
     za = parameter4d(tensors, desc, "AZeroPointTensor")  # {1,1,1,1} or {1,1,M,1}
-    zb = parameter4d(tensors, desc, "BZeroPointTensor")  # {1,1,1,1} or {1,1,1,N}
-    k = a.shape[-1]
-    blocks = uniform_blocks(k, quantize.max_abs_code(a_raw.dtype), quantize.max_abs_code(b_raw.dtype))
-    acc = exact_matmul(a, b, blocks).astype(np.float64)
-    if options.saturates_u8s8(desc.ATensor, desc.BTensor):
-        acc += u8s8.matmul_correction(a_raw, b_raw)
-    if np.any(zb):
-        acc -= zb * a.sum(axis=-1, keepdims=True, dtype=np.float64)
-    if np.any(za):
-        acc -= za * b.sum(axis=-2, keepdims=True, dtype=np.float64)
-        acc += k * za * zb
+    zb = parameter4d(tensors, desc, "BZeroPointTensor").astype(np.int64)  # {1,1,1,1} or {1,1,1,N}
+    zb = zb.reshape(()) if zb.size == 1 else np.broadcast_to(zb.reshape(-1), b.shape[:-2] + zb.shape[-1:])
+    constant = bool(desc.BTensor.Flags & DML_TENSOR_FLAGS.OWNED_BY_DML)
+    key = ("b", engine.name, b.ndim, zb.tobytes())
+    if key not in cache:
+        cache[key] = engine.product(np.ascontiguousarray(b), zb, constant)
+    per_row = za.size > 1
+    a_zero_point = 0 if per_row else int(za.reshape(-1)[0])
+    a_distinct = _distinct(a)
+    acc = cache[key](a_distinct, a_zero_point) if constant else cache[key](a_distinct, a_zero_point, b)
+    if per_row:
+        b_sums = np.subtract(b, np.expand_dims(zb, -2) if zb.ndim else zb, dtype=np.int64).sum(axis=-2, keepdims=True)
+        acc = (acc - za.astype(np.int64) * b_sums).astype(np.int32)
+    return np.broadcast_to(acc, np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + acc.shape[-2:])
 
+
+def quantized_linear_matrix_multiply(desc, tensors: dict, arithmetic, engine, cache: dict) -> np.ndarray:
+    acc = matrix_multiply_accumulator(desc, tensors, engine, cache)
+    if arithmetic.saturates_u8s8(desc.ATensor, desc.BTensor):
+        a = as4d(view(tensors["ATensor"], desc.ATensor))
+        b = as4d(view(tensors["BTensor"], desc.BTensor))
+        acc = np.add(acc, u8s8.matmul_correction(a, b), dtype=np.int32, casting="unsafe")
     result = quantize.requantize_product(
         acc,
+        None,
         parameter4d(tensors, desc, "AScaleTensor"),
         parameter4d(tensors, desc, "BScaleTensor"),
         parameter4d(tensors, desc, "OutputScaleTensor"),
         parameter4d(tensors, desc, "OutputZeroPointTensor"),
         desc.OutputTensor.DataType.numpy(),
-        options,
+        arithmetic,
     )
     return result.reshape(desc.OutputTensor.Sizes)

@@ -124,26 +124,37 @@ def requantize_onnxruntime(acc: np.ndarray, multiplier, zero_point, dtype) -> np
     """MLAS's ``MlasRequantizeOutput`` on exact integer accumulators (any float or int array).
 
     ``multiplier`` is the float32 ``scale_in / scale_out`` (broadcastable); ``zero_point`` too.
+    Four passes: scale, clamp, round and shift into the output type. Clamping before rounding
+    gives what rounding first would, the bounds being integers.
     """
     lo, hi = quant_range(dtype)
     zero_point = np.asarray(zero_point, dtype=np.float32)
-    scaled = np.multiply(np.asarray(acc).astype(np.float32, copy=False), np.asarray(multiplier, dtype=np.float32))
+    scaled = np.multiply(acc, np.asarray(multiplier, dtype=np.float32), dtype=np.float32)
     np.clip(scaled, lo - zero_point, hi - zero_point, out=scaled)
+    out = np.empty(scaled.shape, dtype)
+    if not zero_point.any():
+        return np.rint(scaled, out=out, casting="unsafe")
     np.rint(scaled, out=scaled)
-    scaled += zero_point
-    return scaled.astype(dtype)
+    return np.add(scaled, zero_point, out=out, casting="unsafe")
 
 
-def requantize_product(acc, scale_a, scale_b, scale_out, zero_point, dtype, arithmetic) -> np.ndarray:
-    """The output step of a quantized product ``acc * scale_a * scale_b / scale_out``, in either arithmetic.
+def requantize_product(acc, bias, scale_a, scale_b, scale_out, zero_point, dtype, arithmetic) -> np.ndarray:
+    """The output step shared by the quantized products: ``(acc + bias) * scale_a * scale_b / scale_out``
+    quantized, in either arithmetic. ``acc`` is the integer core's exact int32 sum (an int32
+    ``acc`` may be overwritten), ``bias`` None or int32; all broadcastable to ``acc``.
 
-    onnxruntime: MLAS with the float32 multiplier ``float32(scale_a * scale_b) / scale_out``;
-    DirectML: the correctly rounded ideal value. Scales are float32, broadcastable to ``acc``.
+    onnxruntime: MLAS, the int32 sum ``acc + bias`` times the float32 multiplier
+    ``float32(scale_a * scale_b) / scale_out``; DirectML: the correctly rounded ideal value.
     """
     scale_a, scale_b, scale_out = (np.asarray(s, dtype=np.float32) for s in (scale_a, scale_b, scale_out))
     if arithmetic.onnxruntime:
+        if bias is not None:
+            acc = np.add(acc, bias, out=acc if acc.dtype == np.int32 else None, dtype=np.int32, casting="unsafe")
         with np.errstate(over="ignore"):  # extreme scales overflow to inf in float32, as in MLAS
             multiplier = (scale_a * scale_b) / scale_out
         return requantize_onnxruntime(acc, multiplier, zero_point, dtype)
+    total = np.asarray(acc, dtype=np.float64)
+    if bias is not None:
+        total = total + bias
     scale_in = scale_a.astype(np.float64) * scale_b.astype(np.float64)
-    return requantize_product_exact(acc, scale_in, scale_out, zero_point, dtype)
+    return requantize_product_exact(total, scale_in, scale_out, zero_point, dtype)

@@ -75,12 +75,13 @@ def sum_batched(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def convolution_correction(desc, x: np.ndarray, tensors: dict, input_zero_point: float) -> np.ndarray:
-    """Correction for a grouped (non-depthwise) uint8 x int8 convolution, shape [N, OC, OH, OW]."""
+    """Correction for a grouped (non-depthwise) uint8 x int8 convolution, channels last: [N, OH, OW, OC]
+    (0 for a depthwise convolution)."""
     w = view(tensors["FilterTensor"], desc.FilterTensor)
     out_channels, group_channels, kh, kw = w.shape
     groups = desc.GroupCount
     if group_channels == 1 and out_channels == groups:
-        return np.zeros(1)  # depthwise: MLAS's depthwise kernels are exact
+        return 0  # depthwise: MLAS's depthwise kernels are exact
     (pt, pl), (pb, pr) = desc.StartPadding, desc.EndPadding
     padded = np.pad(x.astype(np.int32), ((0, 0), (0, 0), (pt, pb), (pl, pr)), constant_values=int(input_zero_point))
     (sh, sw), (dh, dw) = desc.Strides, desc.Dilations
@@ -88,7 +89,7 @@ def convolution_correction(desc, x: np.ndarray, tensors: dict, input_zero_point:
     windows = sliding_window_view(padded, span, axis=(2, 3))[:, :, ::sh, ::sw, ::dh, ::dw]  # N C OH OW KH KW
     batch, _, out_h, out_w = windows.shape[:4]
     group_out = out_channels // groups
-    result = np.zeros((batch, out_channels, out_h, out_w))
+    result = np.zeros((batch, out_h, out_w, out_channels), np.int32)
     for g in range(groups):  # a Python loop over groups, not pixels: grouped non-depthwise convs have few
         # B[k = tap * Cg + ic, oc] = w[oc, ic, tap]: MLAS's reordered filter
         wg = w[g * group_out : (g + 1) * group_out].reshape(group_out, group_channels, kh * kw)
@@ -107,5 +108,5 @@ def convolution_correction(desc, x: np.ndarray, tensors: dict, input_zero_point:
         second_index = 2 * pair + 1
         second = np.where(second_index < k_total, column_of(np.minimum(second_index, k_total - 1)), 0)
         corr = _correction(first, second, b0, b1, column, group_out)  # N OH OW group_out
-        result[:, g * group_out : (g + 1) * group_out] = corr.transpose(0, 3, 1, 2)
+        result[..., g * group_out : (g + 1) * group_out] = corr
     return result

@@ -1,0 +1,174 @@
+"""Integer-GEMM engines: the exact sums ``acc[..., m, n] = sum_k (a[..., m, k] - za) * (b[..., k, n] - zb[..., n])``
+behind the quantized kernels' integer cores, as int32.
+
+Two engines compute the same integers, so each checks the other:
+
+- ``"onnxruntime"`` (the default: 2-4x faster): onnxruntime's MatMulInteger, whose int32 result
+  is exact by the ONNX spec. One session per operand prepared (a constant B is an initializer,
+  which MLAS prepacks), with thread pools that sleep between runs. A always enters as uint8 (int8 codes shifted
+  by 128, with their zero point). B enters as int8 only where the host probe shows that
+  onnxruntime's uint8 x int8 kernels do not saturate pairs of products to int16; elsewhere it is
+  shifted to uint8 too, and uint8 x uint8 is exact on every CPU (MLAS widens it to 16 bits).
+- ``"numpy"``: float32 BLAS in K-blocks short enough to be exact (``kernels/integer_gemm.py``).
+
+Neither engine emulates onnxruntime's u8s8 saturation: the kernels add it on top, once, where
+the arithmetic asks for it. ``DML_EP_ENGINE`` in the environment sets the default engine.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+
+import numpy as np
+import onnxruntime as ort
+from onnx import TensorProto, helper, numpy_helper
+
+from .errors import DmlEpError
+from .kernels.integer_gemm import exact_matmul, weight_blocks
+
+ENGINES = ("onnxruntime", "numpy")
+INT8_SHIFT = 128  # int8 code + 128 = the same value's uint8 code, one XOR of the sign bit
+
+
+def default_engine() -> str:
+    """``DML_EP_ENGINE`` if set, else the fastest exact engine."""
+    return os.environ.get("DML_EP_ENGINE") or "onnxruntime"
+
+
+def get_engine(name: str | None = None):
+    """The engine called ``name`` (default: :func:`default_engine`)."""
+    name = name or default_engine()
+    if name not in ENGINES:
+        raise DmlEpError(f"unknown engine {name!r} (choose from {', '.join(ENGINES)})")
+    return _ENGINES[name]()
+
+
+def as_uint8(codes: np.ndarray, zero_point):
+    """8-bit codes and their zero point as uint8 codes of the same differences (int8: + 128)."""
+    if codes.dtype == np.uint8:
+        return codes, zero_point
+    return np.bitwise_xor(codes.view(np.uint8), np.uint8(0x80)), np.asarray(zero_point, np.int64) + INT8_SHIFT
+
+
+class NumpyEngine:
+    """float32 BLAS in exact K-blocks."""
+
+    name = "numpy"
+
+    def product(self, b: np.ndarray, b_zero_point, constant: bool = True) -> "NumpyProduct":
+        return NumpyProduct(b, b_zero_point, constant)
+
+
+class NumpyProduct:
+    """``a -> sum_k (a - za) * (b - zb)`` for one B, prepared: centred in float32, with K-blocks
+    exact against centred uint8 inputs (|a - 128| <= 128) and the column sums that put the input
+    zero point back. A B that is not ``constant`` comes with each call."""
+
+    def __init__(self, b: np.ndarray, b_zero_point, constant: bool = True):
+        self.b_zero_point = np.asarray(b_zero_point, np.float32)
+        if constant:
+            self.b = self._centred(b)
+            self.blocks = weight_blocks(np.swapaxes(self.b, -1, -2), INT8_SHIFT)
+            self.column_sums = self.b.sum(axis=-2, keepdims=True, dtype=np.float64)
+
+    def _centred(self, b: np.ndarray) -> np.ndarray:
+        zero_point = np.expand_dims(self.b_zero_point, -2) if self.b_zero_point.ndim else self.b_zero_point
+        return np.subtract(b, zero_point, dtype=np.float32)
+
+    def __call__(self, a: np.ndarray, a_zero_point, b: np.ndarray | None = None) -> np.ndarray:
+        if b is not None:
+            prepared = NumpyProduct(b, self.b_zero_point)
+            return prepared(a, a_zero_point)
+        a, a_zero_point = as_uint8(a, a_zero_point)
+        centred = np.subtract(a, INT8_SHIFT, dtype=np.float32)
+        acc = exact_matmul(centred, self.b, self.blocks).astype(np.float64, copy=False)
+        acc += (INT8_SHIFT - float(a_zero_point)) * self.column_sums
+        return acc.astype(np.int32)
+
+
+class OnnxruntimeEngine:
+    """onnxruntime's MatMulInteger."""
+
+    name = "onnxruntime"
+
+    def __init__(self):
+        from .arithmetic import host_saturates_u8s8
+
+        self.signed_b = not host_saturates_u8s8()
+        self.options = _session_options()
+
+    def product(self, b: np.ndarray, b_zero_point, constant: bool = True) -> "OnnxruntimeProduct":
+        return OnnxruntimeProduct(self, b, b_zero_point, constant)
+
+
+class OnnxruntimeProduct:
+    """One MatMulInteger session for one B: an initializer when ``constant``, else B comes with
+    each call (of the dtype and rank given here).
+
+    Its zero point goes in as MatMulInteger's per-column ``b_zero_point`` where onnxruntime takes
+    that shape (B of rank 2, or a scalar); otherwise B is multiplied uncentred and
+    ``zb * sum_k (a - za)`` is taken off after.
+    """
+
+    def __init__(self, engine: OnnxruntimeEngine, b: np.ndarray, b_zero_point, constant: bool):
+        self.b_dtype = b.dtype
+        self.signed_b = engine.signed_b
+        zero_point = np.asarray(b_zero_point, np.int64)
+        self.late_zero_point = None
+        if zero_point.ndim and not (b.ndim == 2 and zero_point.ndim == 1):  # a shape MatMulInteger refuses
+            if np.all(zero_point == zero_point.flat[0]):
+                zero_point = zero_point.reshape(-1)[0]
+            else:
+                self.late_zero_point, zero_point = zero_point, np.zeros((), np.int64)
+        self.b_zero_point = self._b_codes(zero_point)
+        b_input = helper.make_tensor_value_info("b", _TYPES[self.b_zero_point.dtype], [None] * b.ndim)
+        initializers = [numpy_helper.from_array(self.b_zero_point, "b_zero_point")]
+        if constant:
+            initializers.append(numpy_helper.from_array(self._b_codes(b), "b"))
+        graph = helper.make_graph(
+            [helper.make_node("MatMulInteger", ["a", "b", "a_zero_point", "b_zero_point"], ["y"])],
+            "integer_product",
+            [helper.make_tensor_value_info("a", TensorProto.UINT8, None),
+             helper.make_tensor_value_info("a_zero_point", TensorProto.UINT8, [])] + ([] if constant else [b_input]),
+            [helper.make_tensor_value_info("y", TensorProto.INT32, None)],
+            initializers,
+        )
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+        self.session = ort.InferenceSession(model.SerializeToString(), engine.options, providers=["CPUExecutionProvider"])
+
+    def _b_codes(self, codes: np.ndarray) -> np.ndarray:
+        """B's codes (or zero points) as the engine multiplies them: int8 kept where exact, else uint8."""
+        if self.b_dtype == np.uint8 or self.signed_b:
+            return np.asarray(codes).astype(self.b_dtype, copy=False)
+        return (np.asarray(codes, np.int64) + INT8_SHIFT).astype(np.uint8)
+
+    def __call__(self, a: np.ndarray, a_zero_point, b: np.ndarray | None = None) -> np.ndarray:
+        a, a_zero_point = as_uint8(a, a_zero_point)
+        feeds = {"a": np.ascontiguousarray(a), "a_zero_point": np.asarray(a_zero_point, np.uint8)}
+        if b is not None:
+            feeds["b"] = np.ascontiguousarray(self._b_codes(b))
+        acc = self.session.run(None, feeds)[0]
+        if self.late_zero_point is not None:
+            row_sums = np.subtract(a.sum(axis=-1, keepdims=True, dtype=np.int64), a.shape[-1] * int(a_zero_point))
+            acc -= (row_sums * np.expand_dims(self.late_zero_point, -2)).astype(np.int32)
+        return acc
+
+
+_TYPES = {np.dtype(np.int8): TensorProto.INT8, np.dtype(np.uint8): TensorProto.UINT8}
+
+
+def _session_options() -> ort.SessionOptions:
+    """Options for the engine's sessions, one per prepared operand: a pool of as many threads as
+    cores (the GEMMs are most of the work), which sleep between runs instead of spinning: dozens
+    of pools spinning would take the cores from each other and from the numpy work between two
+    GEMMs. (onnxruntime's global thread pool would share one pool, but once set it refuses every
+    session of the process that has a pool of its own, the user's included.)"""
+    options = ort.SessionOptions()
+    options.log_severity_level = 4
+    options.intra_op_num_threads = os.cpu_count() or 1
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    return options
+
+
+_ENGINES = {"numpy": functools.lru_cache(maxsize=1)(NumpyEngine), "onnxruntime": functools.lru_cache(maxsize=1)(OnnxruntimeEngine)}
