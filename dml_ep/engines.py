@@ -1,15 +1,20 @@
-"""Integer-GEMM engines: the exact sums ``acc[..., m, n] = sum_k (a[..., m, k] - za) * (b[..., k, n] - zb[..., n])``
-behind the quantized kernels' integer cores, as int32.
+"""Integer-GEMM engines: the exact sums ``sum_k (a[..., m, k] - za) * (b[..., k, n] - zb[..., n]) + bias[n]``
+behind the quantized kernels' integer cores.
 
 Two engines compute the same integers, so each checks the other:
 
 - ``"onnxruntime"`` (the default: 2-4x faster): onnxruntime's MatMulInteger, whose int32 result
-  is exact by the ONNX spec. One session per operand prepared (a constant B is an initializer,
-  which MLAS prepacks), with thread pools that sleep between runs. A always enters as uint8 (int8 codes shifted
-  by 128, with their zero point). B enters as int8 only where the host probe shows that
-  onnxruntime's uint8 x int8 kernels do not saturate pairs of products to int16; elsewhere it is
-  shifted to uint8 too, and uint8 x uint8 is exact on every CPU (MLAS widens it to 16 bits).
+  is exact by the ONNX spec. One session per prepared operand, a constant B as an initializer
+  (MLAS prepacks it). A always enters as uint8 (int8 codes shifted by 128, with their zero point).
+  B enters as int8 only where the host probe shows that onnxruntime's uint8 x int8 kernels do not
+  saturate pairs of products to int16; elsewhere it is shifted to uint8 too, and uint8 x uint8 is
+  exact on every CPU (MLAS widens it to 16 bits).
 - ``"numpy"``: float32 BLAS in K-blocks short enough to be exact (``kernels/integer_gemm.py``).
+
+A product whose every sum provably stays below 2^24 in magnitude (from the weights, the bias and
+the widest input code) comes back as float32, which holds those integers exactly: onnxruntime
+then uses MatMulIntegerToFloat with unit scales, whose MLAS output step converts and adds the bias
+inside the GEMM, and the requantization saves a pass. Other products come back as int32.
 
 Neither engine emulates onnxruntime's u8s8 saturation: the kernels add it on top, once, where
 the arithmetic asks for it. ``DML_EP_ENGINE`` in the environment sets the default engine.
@@ -25,10 +30,11 @@ import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
 from .errors import DmlEpError
-from .kernels.integer_gemm import exact_matmul, weight_blocks
+from .kernels.integer_gemm import FLOAT32_EXACT, exact_matmul, weight_blocks
 
 ENGINES = ("onnxruntime", "numpy")
 INT8_SHIFT = 128  # int8 code + 128 = the same value's uint8 code, one XOR of the sign bit
+WIDEST_INPUT = 255  # |a - za| for uint8 codes (int8 ones are shifted into uint8 first)
 
 
 def default_engine() -> str:
@@ -48,7 +54,22 @@ def as_uint8(codes: np.ndarray, zero_point):
     """8-bit codes and their zero point as uint8 codes of the same differences (int8: + 128)."""
     if codes.dtype == np.uint8:
         return codes, zero_point
-    return np.bitwise_xor(codes.view(np.uint8), np.uint8(0x80)), np.asarray(zero_point, np.int64) + INT8_SHIFT
+    return np.bitwise_xor(codes.view(np.uint8), np.uint8(0x80)), int(zero_point) + INT8_SHIFT
+
+
+def centred(b: np.ndarray, b_zero_point: np.ndarray, dtype=np.int64) -> np.ndarray:
+    """``b - zb`` with ``zb`` per column (shape ``b.shape[:-2] + (N,)``) or a scalar."""
+    zero_point = np.expand_dims(b_zero_point, -2) if b_zero_point.ndim else b_zero_point
+    return np.subtract(b, zero_point, dtype=dtype)
+
+
+def fits_float32(b: np.ndarray, b_zero_point: np.ndarray, bias) -> bool:
+    """Whether every ``sum_k (a - za) * (b - zb) + bias`` is below 2^24 in magnitude for any input
+    codes, so that float32 holds it exactly."""
+    column_bound = np.abs(centred(b, b_zero_point)).sum(axis=-2) * WIDEST_INPUT
+    if bias is not None:
+        column_bound = column_bound + np.abs(np.asarray(bias, np.int64))
+    return bool(column_bound.max(initial=0) < FLOAT32_EXACT)
 
 
 class NumpyEngine:
@@ -56,39 +77,37 @@ class NumpyEngine:
 
     name = "numpy"
 
-    def product(self, b: np.ndarray, b_zero_point, constant: bool = True) -> "NumpyProduct":
-        return NumpyProduct(b, b_zero_point, constant)
+    def product(self, b: np.ndarray, b_zero_point, constant: bool = True, bias=None) -> "NumpyProduct":
+        return NumpyProduct(b, b_zero_point, constant, bias)
 
 
 class NumpyProduct:
-    """``a -> sum_k (a - za) * (b - zb)`` for one B, prepared: centred in float32, with K-blocks
-    exact against centred uint8 inputs (|a - 128| <= 128) and the column sums that put the input
-    zero point back. A B that is not ``constant`` comes with each call."""
+    """``a -> sum_k (a - za) * (b - zb) + bias`` for one B, prepared: centred in float32, with
+    K-blocks exact against inputs centred on 128 (|a - 128| <= 128), and the column sums that
+    put the input zero point back. A B that is not ``constant`` comes with each call."""
 
-    def __init__(self, b: np.ndarray, b_zero_point, constant: bool = True):
-        self.b_zero_point = np.asarray(b_zero_point, np.float32)
+    def __init__(self, b: np.ndarray, b_zero_point, constant: bool = True, bias=None):
+        self.b_zero_point = np.asarray(b_zero_point, np.int64)
+        self.bias = None if bias is None else np.asarray(bias, np.float64)
         if constant:
-            self.b = self._centred(b)
+            self.b = centred(b, self.b_zero_point, np.float32)
             self.blocks = weight_blocks(np.swapaxes(self.b, -1, -2), INT8_SHIFT)
             self.column_sums = self.b.sum(axis=-2, keepdims=True, dtype=np.float64)
-
-    def _centred(self, b: np.ndarray) -> np.ndarray:
-        zero_point = np.expand_dims(self.b_zero_point, -2) if self.b_zero_point.ndim else self.b_zero_point
-        return np.subtract(b, zero_point, dtype=np.float32)
+            self.dtype = np.float32 if fits_float32(b, self.b_zero_point, bias) else np.int32
 
     def __call__(self, a: np.ndarray, a_zero_point, b: np.ndarray | None = None) -> np.ndarray:
         if b is not None:
-            prepared = NumpyProduct(b, self.b_zero_point)
-            return prepared(a, a_zero_point)
+            return NumpyProduct(b, self.b_zero_point, bias=self.bias)(a, a_zero_point)
         a, a_zero_point = as_uint8(a, a_zero_point)
-        centred = np.subtract(a, INT8_SHIFT, dtype=np.float32)
-        acc = exact_matmul(centred, self.b, self.blocks).astype(np.float64, copy=False)
+        acc = exact_matmul(np.subtract(a, INT8_SHIFT, dtype=np.float32), self.b, self.blocks).astype(np.float64, copy=False)
         acc += (INT8_SHIFT - float(a_zero_point)) * self.column_sums
-        return acc.astype(np.int32)
+        if self.bias is not None:
+            acc += self.bias
+        return acc.astype(self.dtype)
 
 
 class OnnxruntimeEngine:
-    """onnxruntime's MatMulInteger."""
+    """onnxruntime's MatMulInteger (MatMulIntegerToFloat with unit scales where float32 is exact)."""
 
     name = "onnxruntime"
 
@@ -98,20 +117,21 @@ class OnnxruntimeEngine:
         self.signed_b = not host_saturates_u8s8()
         self.options = _session_options()
 
-    def product(self, b: np.ndarray, b_zero_point, constant: bool = True) -> "OnnxruntimeProduct":
-        return OnnxruntimeProduct(self, b, b_zero_point, constant)
+    def product(self, b: np.ndarray, b_zero_point, constant: bool = True, bias=None) -> "OnnxruntimeProduct":
+        return OnnxruntimeProduct(self, b, b_zero_point, constant, bias)
 
 
 class OnnxruntimeProduct:
-    """One MatMulInteger session for one B: an initializer when ``constant``, else B comes with
+    """One onnxruntime session for one B: an initializer when ``constant``, else B comes with
     each call (of the dtype and rank given here).
 
     Its zero point goes in as MatMulInteger's per-column ``b_zero_point`` where onnxruntime takes
     that shape (B of rank 2, or a scalar); otherwise B is multiplied uncentred and
-    ``zb * sum_k (a - za)`` is taken off after.
+    ``zb * sum_k (a - za)`` is taken off after. The bias is added in the session when the result
+    is float32, else after.
     """
 
-    def __init__(self, engine: OnnxruntimeEngine, b: np.ndarray, b_zero_point, constant: bool):
+    def __init__(self, engine: OnnxruntimeEngine, b: np.ndarray, b_zero_point, constant: bool, bias=None):
         self.b_dtype = b.dtype
         self.signed_b = engine.signed_b
         zero_point = np.asarray(b_zero_point, np.int64)
@@ -121,20 +141,25 @@ class OnnxruntimeProduct:
                 zero_point = zero_point.reshape(-1)[0]
             else:
                 self.late_zero_point, zero_point = zero_point, np.zeros((), np.int64)
-        self.b_zero_point = self._b_codes(zero_point)
-        b_input = helper.make_tensor_value_info("b", _TYPES[self.b_zero_point.dtype], [None] * b.ndim)
-        initializers = [numpy_helper.from_array(self.b_zero_point, "b_zero_point")]
+        self.to_float = constant and b.ndim == 2 and self.late_zero_point is None and fits_float32(b, zero_point, bias)
+        self.bias = None if bias is None or self.to_float else np.asarray(bias, np.int32)
+        b_zero_point = numpy_helper.from_array(self._b_codes(zero_point), "b_zero_point")
+        inputs = [helper.make_tensor_value_info("a", TensorProto.UINT8, None),
+                  helper.make_tensor_value_info("a_zero_point", TensorProto.UINT8, [])]
         if constant:
-            initializers.append(numpy_helper.from_array(self._b_codes(b), "b"))
-        graph = helper.make_graph(
-            [helper.make_node("MatMulInteger", ["a", "b", "a_zero_point", "b_zero_point"], ["y"])],
-            "integer_product",
-            [helper.make_tensor_value_info("a", TensorProto.UINT8, None),
-             helper.make_tensor_value_info("a_zero_point", TensorProto.UINT8, [])] + ([] if constant else [b_input]),
-            [helper.make_tensor_value_info("y", TensorProto.INT32, None)],
-            initializers,
-        )
-        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+            initializers = [b_zero_point, numpy_helper.from_array(self._b_codes(b), "b")]
+        else:
+            initializers = [b_zero_point]
+            inputs.append(helper.make_tensor_value_info("b", b_zero_point.data_type, [None] * b.ndim))
+        if self.to_float:
+            initializers += [numpy_helper.from_array(np.float32(1), "one"),
+                             numpy_helper.from_array(np.broadcast_to(np.float32(0) if bias is None else np.asarray(bias, np.float32), b.shape[-1:]), "bias")]
+            node = helper.make_node("MatMulIntegerToFloat", ["a", "b", "one", "one", "a_zero_point", "b_zero_point", "bias"], ["y"], domain="com.microsoft")
+        else:
+            node = helper.make_node("MatMulInteger", ["a", "b", "a_zero_point", "b_zero_point"], ["y"])
+        output = helper.make_tensor_value_info("y", TensorProto.FLOAT if self.to_float else TensorProto.INT32, None)
+        graph = helper.make_graph([node], "integer_product", inputs, [output], initializers)
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid("com.microsoft", 1)])
         self.session = ort.InferenceSession(model.SerializeToString(), engine.options, providers=["CPUExecutionProvider"])
 
     def _b_codes(self, codes: np.ndarray) -> np.ndarray:
@@ -152,10 +177,9 @@ class OnnxruntimeProduct:
         if self.late_zero_point is not None:
             row_sums = np.subtract(a.sum(axis=-1, keepdims=True, dtype=np.int64), a.shape[-1] * int(a_zero_point))
             acc -= (row_sums * np.expand_dims(self.late_zero_point, -2)).astype(np.int32)
+        if self.bias is not None:
+            acc += self.bias
         return acc
-
-
-_TYPES = {np.dtype(np.int8): TensorProto.INT8, np.dtype(np.uint8): TensorProto.UINT8}
 
 
 def _session_options() -> ort.SessionOptions:

@@ -66,24 +66,32 @@ def im2col(x_nhwc: np.ndarray, desc, kernel: tuple[int, int], pad_code) -> np.nd
 
 
 def convolution_accumulator(desc, tensors: dict, engine, cache: dict) -> np.ndarray:
-    """The integer core: the exact int32 ``sum (x - zx) * (w - zw)`` over each window, as
-    [N, OH, OW, OC] (channels last). A filter bound at initialization (OWNED_BY_DML) is prepared
-    once per engine and kept in ``cache``."""
+    """The integer core: the exact ``sum (x - zx) * (w - zw) + bias`` over each window, as
+    [N, OH, OW, OC] (channels last; int32, or float32 where that holds every sum exactly). A
+    filter and bias bound at initialization (OWNED_BY_DML) are prepared once per engine and kept
+    in ``cache``."""
     x = read4d(tensors, desc, "InputTensor")
     zero_point = scalar(tensors, desc, "InputZeroPointTensor")
-    b, b_zero_point = filter_matrix(desc, tensors)
-    kernel = tuple(desc.FilterTensor.Sizes[-2:])
-    if desc.FilterTensor.Flags & DML_TENSOR_FLAGS.OWNED_BY_DML:
-        key = ("filter", engine.name)
-        if key not in cache:
-            cache[key] = engine.product(np.ascontiguousarray(b), b_zero_point)
+    bias = None if desc.BiasTensor is None else channels_last(tensors, desc, "BiasTensor")
+    constant = bool(desc.FilterTensor.Flags & DML_TENSOR_FLAGS.OWNED_BY_DML)
+    # the product adds a bias bound at initialization itself (not to grouped convolutions')
+    in_product = bias is not None and bool(desc.BiasTensor.Flags & DML_TENSOR_FLAGS.OWNED_BY_DML) and desc.GroupCount == 1
+    prepared = constant and (bias is None or in_product)
+    key = ("filter", engine.name)
+    if prepared and key in cache:
         product, b = cache[key], None
     else:
-        product, b = engine.product(b, b_zero_point, constant=False), np.ascontiguousarray(b)
-    columns = im2col(x.transpose(0, 2, 3, 1), desc, kernel, np.array(zero_point).astype(x.dtype))
-    acc = product(columns, int(zero_point)) if b is None else product(columns, int(zero_point), b)
+        b, b_zero_point = filter_matrix(desc, tensors)
+        b = np.ascontiguousarray(b)
+        product = engine.product(b, b_zero_point, constant, bias if in_product else None)
+        if prepared:
+            cache[key] = product
+    columns = im2col(x.transpose(0, 2, 3, 1), desc, tuple(desc.FilterTensor.Sizes[-2:]), np.array(zero_point).astype(x.dtype))
+    acc = product(columns, int(zero_point)) if constant else product(columns, int(zero_point), b)
     if desc.GroupCount > 1:
         acc = acc.transpose(1, 0, 2).reshape(acc.shape[1], -1)
+    if bias is not None and not in_product:
+        acc = acc + bias
     batch, out_h, out_w = x.shape[0], *desc.OutputTensor.Sizes[-2:]
     return acc.reshape(batch, out_h, out_w, -1)
 
@@ -93,11 +101,9 @@ def quantized_linear_convolution(desc, tensors: dict, arithmetic, engine, cache:
     acc = convolution_accumulator(desc, tensors, engine, cache)
     if arithmetic.saturates_u8s8(desc.InputTensor, desc.FilterTensor):
         x = read4d(tensors, desc, "InputTensor")
-        correction = u8s8.convolution_correction(desc, x, tensors, scalar(tensors, desc, "InputZeroPointTensor"))
-        acc += correction
+        acc = acc + u8s8.convolution_correction(desc, x, tensors, scalar(tensors, desc, "InputZeroPointTensor"))
     result = quantize.requantize_product(
         acc,
-        channels_last(tensors, desc, "BiasTensor") if desc.BiasTensor is not None else None,
         scalar(tensors, desc, "InputScaleTensor"),
         channels_last(tensors, desc, "FilterScaleTensor"),
         scalar(tensors, desc, "OutputScaleTensor"),

@@ -58,10 +58,17 @@ def quantized_linear_add(desc, tensors: dict, options, engine, cache: dict) -> n
         codes_b = np.arange(256, dtype=np.uint8).view(b.dtype)[None, :]
         add = _onnxruntime_add if options.onnxruntime else _directml_add
         cache[key] = add(desc, codes_a, codes_b, *scales, *zero_points).reshape(-1)
-    index = a.view(np.uint8).astype(np.uint16)  # (a's byte << 8) | b's byte, built in place
-    index <<= 8
-    index |= b.view(np.uint8)
-    return cache[key].take(index)
+    axes = memory_axes(a if 0 not in a.strides else b)  # work in memory order: the output keeps the layout
+    a, b = a.transpose(axes), b.transpose(axes)
+    index = np.left_shift(a.view(np.uint8), 8, dtype=np.uint16)  # (a's byte << 8) | b's byte
+    np.bitwise_or(index, b.view(np.uint8), out=index)
+    return cache[key].take(index, mode="wrap").transpose(np.argsort(axes))
+
+
+def memory_axes(x: np.ndarray) -> list[int]:
+    """``x``'s axes from outermost to innermost in memory: ``x.transpose(axes)`` is row-major where
+    ``x`` is dense (a channels-last output a convolution returned as NCHW, say)."""
+    return sorted(range(x.ndim), key=lambda axis: -abs(x.strides[axis]))
 
 
 def _directml_add(desc, a, b, sa, sb, sc, za, zb, zc) -> np.ndarray:

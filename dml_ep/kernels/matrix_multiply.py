@@ -28,7 +28,8 @@ def _distinct(x: np.ndarray) -> np.ndarray:
 
 
 def matrix_multiply_accumulator(desc, tensors: dict, engine, cache: dict) -> np.ndarray:
-    """The integer core: the exact int32 ``sum_k (a - za) * (b - zb)`` as [batch, channel, M, N]."""
+    """The integer core: the exact ``sum_k (a - za) * (b - zb)`` as [batch, channel, M, N] (int32,
+    or float32 where that holds every sum exactly)."""
     a = as4d(view(tensors["ATensor"], desc.ATensor))
     b = _distinct(as4d(view(tensors["BTensor"], desc.BTensor)))
     if b.shape[:2] == (1, 1):
@@ -55,10 +56,9 @@ def quantized_linear_matrix_multiply(desc, tensors: dict, arithmetic, engine, ca
     if arithmetic.saturates_u8s8(desc.ATensor, desc.BTensor):
         a = as4d(view(tensors["ATensor"], desc.ATensor))
         b = as4d(view(tensors["BTensor"], desc.BTensor))
-        acc = np.add(acc, u8s8.matmul_correction(a, b), dtype=np.int32, casting="unsafe")
+        acc = acc + u8s8.matmul_correction(a, b)
     result = quantize.requantize_product(
         acc,
-        None,
         parameter4d(tensors, desc, "AScaleTensor"),
         parameter4d(tensors, desc, "BScaleTensor"),
         parameter4d(tensors, desc, "OutputScaleTensor"),

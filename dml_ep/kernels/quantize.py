@@ -121,15 +121,18 @@ def saturate(rounded: np.ndarray, zero_point, dtype) -> np.ndarray:
 
 
 def requantize_onnxruntime(acc: np.ndarray, multiplier, zero_point, dtype) -> np.ndarray:
-    """MLAS's ``MlasRequantizeOutput`` on exact integer accumulators (any float or int array).
+    """MLAS's ``MlasRequantizeOutput`` on exact integer accumulators (any float or int array; a
+    writeable float32 one is scaled in place).
 
     ``multiplier`` is the float32 ``scale_in / scale_out`` (broadcastable); ``zero_point`` too.
-    Four passes: scale, clamp, round and shift into the output type. Clamping before rounding
-    gives what rounding first would, the bounds being integers.
+    At most four passes: scale, clamp, round and shift into the output type. Clamping before
+    rounding gives what rounding first would, the bounds being integers.
     """
     lo, hi = quant_range(dtype)
     zero_point = np.asarray(zero_point, dtype=np.float32)
-    scaled = np.multiply(acc, np.asarray(multiplier, dtype=np.float32), dtype=np.float32)
+    multiplier = np.asarray(multiplier, dtype=np.float32)
+    in_place = acc.dtype == np.float32 and acc.flags.writeable and acc.shape == np.broadcast_shapes(acc.shape, multiplier.shape)
+    scaled = np.multiply(acc, multiplier, out=acc if in_place else None, dtype=np.float32)
     np.clip(scaled, lo - zero_point, hi - zero_point, out=scaled)
     out = np.empty(scaled.shape, dtype)
     if not zero_point.any():
@@ -138,23 +141,19 @@ def requantize_onnxruntime(acc: np.ndarray, multiplier, zero_point, dtype) -> np
     return np.add(scaled, zero_point, out=out, casting="unsafe")
 
 
-def requantize_product(acc, bias, scale_a, scale_b, scale_out, zero_point, dtype, arithmetic) -> np.ndarray:
-    """The output step shared by the quantized products: ``(acc + bias) * scale_a * scale_b / scale_out``
-    quantized, in either arithmetic. ``acc`` is the integer core's exact int32 sum (an int32
-    ``acc`` may be overwritten), ``bias`` None or int32; all broadcastable to ``acc``.
+def requantize_product(acc, scale_a, scale_b, scale_out, zero_point, dtype, arithmetic) -> np.ndarray:
+    """The output step shared by the quantized products: ``acc * scale_a * scale_b / scale_out``
+    quantized, in either arithmetic. ``acc`` holds the integer core's exact sums (bias included;
+    int32, or float32 when they are exact in it; a float32 ``acc`` may be overwritten); the
+    scales are float32, broadcastable to ``acc``.
 
-    onnxruntime: MLAS, the int32 sum ``acc + bias`` times the float32 multiplier
-    ``float32(scale_a * scale_b) / scale_out``; DirectML: the correctly rounded ideal value.
+    onnxruntime: MLAS, ``float32(acc)`` times the float32 multiplier ``float32(scale_a * scale_b) /
+    scale_out``; DirectML: the correctly rounded ideal value.
     """
     scale_a, scale_b, scale_out = (np.asarray(s, dtype=np.float32) for s in (scale_a, scale_b, scale_out))
     if arithmetic.onnxruntime:
-        if bias is not None:
-            acc = np.add(acc, bias, out=acc if acc.dtype == np.int32 else None, dtype=np.int32, casting="unsafe")
         with np.errstate(over="ignore"):  # extreme scales overflow to inf in float32, as in MLAS
             multiplier = (scale_a * scale_b) / scale_out
         return requantize_onnxruntime(acc, multiplier, zero_point, dtype)
-    total = np.asarray(acc, dtype=np.float64)
-    if bias is not None:
-        total = total + bias
     scale_in = scale_a.astype(np.float64) * scale_b.astype(np.float64)
-    return requantize_product_exact(total, scale_in, scale_out, zero_point, dtype)
+    return requantize_product_exact(np.asarray(acc, dtype=np.float64), scale_in, scale_out, zero_point, dtype)
