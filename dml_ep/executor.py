@@ -1,14 +1,18 @@
 """Runs a model: each node planned for the tensors that reach it, DirectML descs on dml_ep's
 kernels, fallback nodes on onnxruntime's CPU EP.
 
-Each fallback node gets one single-node onnxruntime session, made when first needed, with its
-constant inputs as initializers and its other inputs' shapes left open, so every model
-onnxruntime runs, dml_ep runs, whatever shapes reach it.
+Fallback nodes run in onnxruntime sessions made when first needed, with their constant inputs as
+initializers and their other inputs' shapes left open, so every model onnxruntime runs, dml_ep
+runs, whatever shapes reach it. As the real EP hands the CPU EP whole subgraphs, connected nodes
+that fall back whatever their shapes (no DirectML operator is modelled for their op) and follow
+each other in execution order share one session (:func:`fallback_partitions`); a run that keeps
+every value (compare's node-by-node view) runs each node on its own.
 """
 
 from __future__ import annotations
 
 import copy
+import os
 
 import numpy as np
 import onnx
@@ -16,7 +20,7 @@ import onnx
 from .arithmetic import Arithmetic
 from .engines import get_engine
 from .errors import FallbackError, OutOfMemoryError, ShapeError
-from .graph import ort_message, type_proto, value_info_of
+from .graph import node_reads, ort_message, type_proto, value_info_of
 from .kernels import run_kernel
 from .plan import DmlNode, FallbackNode, Plan, PlanEntry
 from .planner import Planner
@@ -34,6 +38,9 @@ class Executor:
         self._last_run = None  # (entries, value infos) of the last run
         self._fallback_sessions = {}
         self._last_readers = _last_readers(planner)
+        self._partitions = fallback_partitions(planner)
+        self._partition_of = {id(planner.nodes[i]): group for group in self._partitions.values() for i in group}
+        self._index = {id(node): index for index, node in enumerate(planner.nodes)}
         self._graph_outputs = set(planner.output_names)
 
     @property
@@ -59,11 +66,12 @@ class Executor:
         """Make the fallback sessions of ``plan`` now: like onnxruntime loading a model, refuse a
         node whose types or attributes are invalid before the first run."""
         for entry in plan.fallback_nodes:
-            self._fallback_session(entry)
+            self._partition_session(self._partition_of.get(id(entry.node)) or (self._index[id(entry.node)],))
 
     def run(self, feeds: dict[str, np.ndarray], keep_all: bool = False) -> dict[str, np.ndarray]:
         """Plan and execute every node on the tensors that reach it; returns the graph outputs, or
-        with ``keep_all`` every value. ``self.plan`` is then the plan of this run.
+        with ``keep_all`` every value (each fallback node then runs on its own). ``self.plan`` is
+        then the plan of this run.
 
         Without ``keep_all`` each intermediate is dropped after the last node that reads it, as a
         runtime's allocation planner would, so peak memory follows the live tensors only.
@@ -72,19 +80,30 @@ class Executor:
         values = dict(feeds)
         values.update((name, planner.constants[name]) for name in self._graph_outputs if name in planner.constants)
         infos = {name: value_info_of(name, value) for name, value in values.items()}
-        entries = []
+        entries, done = [], set()
         for index in range(len(planner.nodes)):
-            entry = planner.entry(index, infos)
+            if index in done:
+                continue
+            group = None if keep_all else self._partitions.get(index)
             try:
-                results = self.run_entry(entry, values)
+                if group is None:
+                    step = [planner.entry(index, infos)]
+                    results = self.run_entry(step[0], values)
+                else:
+                    results = self.run_partition(group, values)
+                    # its members' inner values are not fetched: their static types stand in
+                    known = {**planner.static, **infos, **{n: value_info_of(n, v) for n, v in results.items()}}
+                    step = [planner.entry(member, known) for member in group]
             except MemoryError:
-                raise OutOfMemoryError("not enough memory to run this node on this machine", node=entry.node) from None
+                raise OutOfMemoryError("not enough memory to run this node on this machine", node=planner.nodes[index]) from None
             values.update(results)
             infos.update((name, value_info_of(name, value)) for name, value in results.items())
-            entries.append(entry)
+            entries.extend(step)
+            done.update(group or ())
             if not keep_all:
-                for name in self._last_readers.get(index, ()):
-                    values.pop(name, None)
+                for member in group or (index,):
+                    for name in self._last_readers.get(member, ()):
+                        values.pop(name, None)
         self._last_run = (entries, infos)
         for name in self._graph_outputs & values.keys():  # as onnxruntime returns them
             value = values[name]
@@ -96,7 +115,7 @@ class Executor:
         """One entry's outputs, its inputs read from ``values``."""
         if isinstance(entry, DmlNode):
             return {entry.output: self.run_dml(entry, values)}
-        return self.run_fallback(entry, values)
+        return self.run_partition((self._index[id(entry.node)],), values)
 
     def run_dml(self, entry: DmlNode, values: dict) -> np.ndarray:
         tensors = {}
@@ -109,19 +128,98 @@ class Executor:
         result = run_kernel(entry.desc, tensors, self.arithmetic, self.engine, entry.cache)
         return result.reshape(entry.output_shape)  # a view where it can be: kernels may write channels last
 
-    def run_fallback(self, entry: FallbackNode, values: dict) -> dict[str, np.ndarray]:
-        feeds = {name: values[name] for name in entry.value_inputs if name not in self.planner.constants}
+    def run_partition(self, group: tuple[int, ...], values: dict) -> dict[str, np.ndarray]:
+        """The outputs of fallback nodes (one, or a partition: those read after it), from one
+        onnxruntime run. Inputs that lie channels last in memory go in as they lie."""
+        inputs = [name for name in self._partition_io(group)[0] if name not in self.planner.constants]
+        channels_last = frozenset(name for name in inputs if is_channels_last(values[name]) and f"{name}.nhwc" not in self.planner.static)
+        session, outputs, fetched = self._partition_session(group, channels_last)
+        feeds = {name: values[name] for name in inputs if name not in channels_last}
+        feeds.update((f"{name}.nhwc", values[name].transpose(0, 2, 3, 1)) for name in channels_last)
         try:
-            results = self._fallback_session(entry).run(entry.outputs, feeds)
+            results = session.run(fetched, feeds)
         except Exception as exc:  # onnxruntime's exception types share no base class but Exception
-            raise FallbackError(f"onnxruntime failed running this fallback node: {ort_message(exc, with_node=False)}", node=entry.node) from None
-        return dict(zip(entry.outputs, results))
+            nodes = ", ".join(self.planner.nodes[i].name or self.planner.nodes[i].op_type for i in group)
+            raise FallbackError(f"onnxruntime failed running {'this fallback node' if len(group) == 1 else 'the fallback nodes ' + nodes}: "
+                                f"{ort_message(exc, with_node=False)}", node=self.planner.nodes[group[0]]) from None
+        return {name: result.transpose(0, 3, 1, 2) if fetch != name else result
+                for name, fetch, result in zip(outputs, fetched, results)}
 
-    def _fallback_session(self, entry: FallbackNode):
-        session = self._fallback_sessions.get(id(entry.node))
-        if session is None:
-            session = self._fallback_sessions[id(entry.node)] = fallback_session(entry, self.planner)
-        return session
+    def _partition_io(self, group: tuple[int, ...]) -> tuple[list[str], list[str]]:
+        """What fallback nodes read from outside (their subgraphs' outer-scope values included) and
+        what they give: a single node all its outputs, a partition those read after it."""
+        planner = self.planner
+        nodes = [planner.nodes[i] for i in group]
+        produced = {name for node in nodes for name in node.output if name}
+        inputs = [name for name in dict.fromkeys(n for node in nodes for n in node_reads(node)) if name not in produced]
+        if len(group) == 1:
+            return inputs, [name for name in nodes[0].output if name]
+        later = {name for index, read in enumerate(planner.reads) if index not in group for name in read}
+        return inputs, [name for node in nodes for name in node.output if name in later or name in self._graph_outputs]
+
+    def _partition_session(self, group: tuple[int, ...], channels_last: frozenset = frozenset()):
+        """The session of fallback nodes for inputs in these layouts, made once; with its outputs
+        and the names to fetch them by (4-D outputs come channels last: ``<name>.nhwc``)."""
+        key = (group, channels_last)
+        made = self._fallback_sessions.get(key)
+        if made is None:
+            planner = self.planner
+            inputs, outputs = self._partition_io(group)
+            nodes = [planner.nodes[i] for i in group]
+            to_nhwc = {name for name in outputs if len(planner.static[name].shape or ()) == 4 and f"{name}.nhwc" not in planner.static}
+            model = fallback_model(nodes, inputs, outputs, planner, channels_last, to_nhwc)
+            try:
+                session = fallback_session(model, nodes[0])
+            except FallbackError:
+                if len(nodes) > 1:
+                    for index in group:  # name the node onnxruntime refuses
+                        self._partition_session((index,))
+                raise
+            made = self._fallback_sessions[key] = (session, outputs, [f"{n}.nhwc" if n in to_nhwc else n for n in outputs])
+        return made
+
+
+def is_channels_last(x) -> bool:
+    """Whether a 4-D array (NCHW sizes) lies in memory as NHWC, as convolution outputs do."""
+    return isinstance(x, np.ndarray) and x.ndim == 4 and not x.flags.c_contiguous and x.transpose(0, 2, 3, 1).flags.c_contiguous
+
+
+def fallback_partitions(planner: Planner) -> dict[int, tuple[int, ...]]:
+    """Groups of two or more nodes that fall back whatever their shapes, to run as one onnxruntime
+    session each: the runs of such nodes consecutive in execution order, split into their
+    connected parts. Keyed by each group's first node index.
+
+    Consecutive nodes take their outside inputs from nodes run before them, so a group never
+    waits on a DirectML node that waits on it.
+    """
+    groups, run, producer = {}, [], {}
+
+    def close_run():
+        parent = {index: index for index in run}
+
+        def root(index):
+            while parent[index] != index:
+                index = parent[index]
+            return index
+
+        for index in run:
+            for name in planner.reads[index]:
+                if producer.get(name) in parent:
+                    parent[root(index)] = root(producer[name])
+        parts = {}
+        for index in run:
+            parts.setdefault(root(index), []).append(index)
+        groups.update((part[0], tuple(part)) for part in parts.values() if len(part) > 1)
+        run.clear()
+
+    for index, node in enumerate(planner.nodes):
+        if planner.never_maps[index]:
+            run.append(index)
+        else:
+            close_run()
+        producer.update((name, index) for name in node.output if name)
+    close_run()
+    return groups
 
 
 def _last_readers(planner: Planner) -> dict[int, list[str]]:
@@ -138,27 +236,44 @@ def _last_readers(planner: Planner) -> dict[int, list[str]]:
     return readers
 
 
-def fallback_session(entry: FallbackNode, planner: Planner):
-    """The node's onnxruntime session: made once, it refuses a node whose types or attributes are
-    invalid as onnxruntime loading the model would."""
+def fallback_session(model: onnx.ModelProto, node: onnx.NodeProto):
+    """An onnxruntime session of fallback nodes: made once, it refuses a node whose types or
+    attributes are invalid as onnxruntime loading the model would. Its thread pool has a thread
+    per core and sleeps between runs (spinning pools would take the cores from dml_ep's kernels)."""
     try:
-        return cpu_session(single_node_model(entry, planner), threads=1, spinning=False)
+        return cpu_session(model, threads=os.cpu_count() or 1, spinning=False)
     except Exception as exc:  # onnxruntime's InvalidGraph, Fail, ...
-        raise FallbackError(f"onnxruntime refuses this fallback node: {ort_message(exc, with_node=False)}", node=entry.node) from None
+        raise FallbackError(f"onnxruntime refuses this fallback node: {ort_message(exc, with_node=False)}", node=node) from None
 
 
-def single_node_model(entry: FallbackNode, planner: Planner) -> onnx.ModelProto:
-    """A model holding just the entry's node: constant inputs (and constants its subgraphs read) as
-    initializers, the rest as graph inputs of their static type with open shapes."""
-    node = entry.node
-    inputs, initializers = [], []
-    for name in entry.value_inputs:
+def fallback_model(nodes: list, inputs: list[str], outputs: list[str], planner: Planner,
+                   channels_last=frozenset(), to_nhwc=frozenset()) -> onnx.ModelProto:
+    """A model of just these nodes: the constant ones of ``inputs`` (the values they and their
+    subgraphs read) as initializers, the others as graph inputs of their static type with open
+    shapes; ``outputs`` as graph outputs.
+
+    An input in ``channels_last`` comes as NHWC and an output in ``to_nhwc`` leaves as NHWC
+    (``<name>.nhwc``), through Transpose nodes that onnxruntime's layout optimizer cancels
+    against its NHWC kernels (a uint8 MaxPool, 50x faster than its NCHW one), or runs itself.
+    """
+    graph_inputs, initializers, transposes = [], [], []
+    for name in inputs:
         if name in planner.constants:
             initializers.append(onnx.numpy_helper.from_array(planner.constants[name], name))
+        elif name in channels_last:
+            proto = type_proto(planner.static[name].type)
+            graph_inputs.append(onnx.helper.make_tensor_value_info(f"{name}.nhwc", proto.tensor_type.elem_type, None))
+            transposes.append(onnx.helper.make_node("Transpose", [f"{name}.nhwc"], [name], perm=[0, 3, 1, 2]))
         else:
-            inputs.append(onnx.helper.make_value_info(name, type_proto(planner.static[name].type)))
-    outputs = [onnx.helper.make_empty_tensor_value_info(name) for name in node.output if name]
-    graph = onnx.helper.make_graph([node], f"fallback_{node.name or node.op_type}", inputs, outputs, initializers)
+            graph_inputs.append(onnx.helper.make_value_info(name, type_proto(planner.static[name].type)))
+    graph_outputs = []
+    for name in outputs:
+        if name in to_nhwc:
+            transposes.append(onnx.helper.make_node("Transpose", [name], [f"{name}.nhwc"], perm=[0, 2, 3, 1]))
+            name = f"{name}.nhwc"
+        graph_outputs.append(onnx.helper.make_empty_tensor_value_info(name))
+    graph_name = f"fallback_{nodes[0].name or nodes[0].op_type}"
+    graph = onnx.helper.make_graph(list(nodes) + transposes, graph_name, graph_inputs, graph_outputs, initializers)
     model = onnx.helper.make_model(graph, opset_imports=planner.model.opset_import, ir_version=planner.model.ir_version)
     model.functions.extend(planner.model.functions)
     return model

@@ -48,6 +48,7 @@ class Planner:
         self.nodes = list(graph.nodes)
         self.origins = [graph.origin(n) for n in self.nodes]
         self.reads = [[n for n in graph_module.node_reads(node) if n not in self.constants] for node in self.nodes]
+        self.never_maps = [self._importer.never_maps(node) for node in self.nodes]
         self.output_names = [o.name for o in model.graph.output]
         self._entries: dict[tuple, PlanEntry] = {}
 

@@ -56,6 +56,10 @@ class NodeImporter:
         entry.origin = origin
         return entry
 
+    def never_maps(self, node: onnx.NodeProto) -> bool:
+        """Whether ``node`` falls back whatever its shapes: no DirectML operator is modelled for its op."""
+        return ("" if node.domain == "ai.onnx" else node.domain, node.op_type) not in IMPORTERS
+
     def maps(self, node: onnx.NodeProto, values: dict[str, ValueInfo]) -> bool:
         """Whether ``node`` becomes a DirectML operator (the DML EP's IsNodeSupportedByDml)."""
         return isinstance(self.plan_node(node, Origin((), (node,)), values), DmlNode)
