@@ -9,7 +9,7 @@ The integer core computes ``acc`` exactly, channels last: im2col of the input co
 (a window view of the input padded with its zero point, one copy; none for an unpadded 1x1
 convolution with unit strides), times the filter as a [KH*KW*C/G, OC/G] matrix per group, on the
 session's integer engine (``dml_ep.engines``). The filter is prepared once per engine. Then the
-shared requantize step (``quantize.requantize_product``). The output is written channels last and
+shared requantize step (``quantize.Requantizer``). The output is written channels last and
 returned as an NCHW view of that memory: a DirectML tensor is sizes plus strides, so the next
 convolution reads it without a transpose.
 """
@@ -17,8 +17,6 @@ convolution reads it without a transpose.
 from __future__ import annotations
 
 import numpy as np
-from numpy.lib.stride_tricks import sliding_window_view
-
 from ..enums import DML_TENSOR_FLAGS
 from . import quantize, u8s8
 from .parameters import parameter4d, read4d, scalar
@@ -42,76 +40,105 @@ def filter_matrix(desc, tensors) -> tuple[np.ndarray, np.ndarray]:
 
 def im2col(x_nhwc: np.ndarray, desc, kernel: tuple[int, int], pad_code) -> np.ndarray:
     """Input codes [N, H, W, C] as GEMM rows [N*OH*OW, KH*KW*C] (or [G, N*OH*OW, KH*KW*C/G]);
-    padding reads as ``pad_code``, the input zero point."""
+    padding reads as ``pad_code``, the input zero point. One copy (two with padding); none for
+    an unpadded 1x1 convolution with unit strides on a channels-last input."""
     (pad_top, pad_left), (pad_bottom, pad_right) = desc.StartPadding, desc.EndPadding
     (stride_h, stride_w), (dilation_h, dilation_w) = desc.Strides, desc.Dilations
     batch, height, width, channels = x_nhwc.shape
-    groups = desc.GroupCount
     if kernel == (1, 1) and not any(desc.StartPadding + desc.EndPadding):
-        rows = x_nhwc[:, ::stride_h, ::stride_w]
-        columns = rows.reshape(-1, channels)
+        columns = x_nhwc[:, ::stride_h, ::stride_w].reshape(-1, channels)
     else:
-        padded = x_nhwc
         if any(desc.StartPadding + desc.EndPadding):
             padded = np.empty((batch, height + pad_top + pad_bottom, width + pad_left + pad_right, channels), x_nhwc.dtype)
             padded[...] = pad_code
             padded[:, pad_top : pad_top + height, pad_left : pad_left + width] = x_nhwc
-        span = ((kernel[0] - 1) * dilation_h + 1, (kernel[1] - 1) * dilation_w + 1)
-        windows = sliding_window_view(padded, span, axis=(1, 2))[:, ::stride_h, ::stride_w, :, ::dilation_h, ::dilation_w]
-        columns = windows.transpose(0, 1, 2, 4, 5, 3).reshape(-1, kernel[0] * kernel[1] * channels)  # N OH OW KH KW C
-    if groups == 1:
+        else:
+            padded = np.ascontiguousarray(x_nhwc)
+        n_step, h_step, w_step, c_step = padded.strides
+        out_h = (padded.shape[1] - (kernel[0] - 1) * dilation_h - 1) // stride_h + 1
+        out_w = (padded.shape[2] - (kernel[1] - 1) * dilation_w - 1) // stride_w + 1
+        windows = np.ndarray((batch, out_h, out_w, *kernel, channels), padded.dtype, padded,  # N OH OW KH KW C
+                             strides=(n_step, h_step * stride_h, w_step * stride_w, h_step * dilation_h, w_step * dilation_w, c_step))
+        columns = windows.reshape(-1, kernel[0] * kernel[1] * channels)
+    if desc.GroupCount == 1:
         return columns
     rows = columns.shape[0]
-    return columns.reshape(rows, kernel[0] * kernel[1], groups, -1).transpose(2, 0, 1, 3).reshape(groups, rows, -1)
+    return columns.reshape(rows, kernel[0] * kernel[1], desc.GroupCount, -1).transpose(2, 0, 1, 3).reshape(desc.GroupCount, rows, -1)
+
+
+class PreparedConvolution:
+    """What one convolution desc needs at each run, worked out once per node, engine and
+    arithmetic: its scalar parameters, the filter as the engine's product (with the bias, where
+    both are bound at initialization (OWNED_BY_DML)), and the requantize step."""
+
+    def __init__(self, desc, tensors: dict, arithmetic, engine):
+        self.desc, self.engine = desc, engine
+        self.kernel = tuple(desc.FilterTensor.Sizes[-2:])
+        self.zero_point = int(scalar(tensors, desc, "InputZeroPointTensor"))
+        self.pad_code = np.array(self.zero_point).astype(desc.InputTensor.DataType.numpy())
+        self.constant = bool(desc.FilterTensor.Flags & DML_TENSOR_FLAGS.OWNED_BY_DML)
+        self.bias_constant = desc.BiasTensor is None or bool(desc.BiasTensor.Flags & DML_TENSOR_FLAGS.OWNED_BY_DML)
+        self.bias = None if desc.BiasTensor is None else channels_last(tensors, desc, "BiasTensor")
+        self.bias_in_product = self.bias is not None and self.bias_constant and desc.GroupCount == 1
+        self.product = self._product(tensors)[0] if self.constant and self.bias_constant else None
+        self.saturates_u8s8 = arithmetic.saturates_u8s8(desc.InputTensor, desc.FilterTensor)
+        self.requantize = quantize.Requantizer(
+            scalar(tensors, desc, "InputScaleTensor"),
+            channels_last(tensors, desc, "FilterScaleTensor"),
+            scalar(tensors, desc, "OutputScaleTensor"),
+            scalar(tensors, desc, "OutputZeroPointTensor"),
+            desc.OutputTensor.DataType.numpy(),
+            arithmetic,
+        )
+
+    def _product(self, tensors: dict):
+        b, b_zero_point = filter_matrix(self.desc, tensors)
+        b = np.ascontiguousarray(b)
+        return self.engine.product(b, b_zero_point, self.constant, self.bias if self.bias_in_product else None), b
+
+    def accumulate(self, tensors: dict) -> np.ndarray:
+        """The integer core: the exact ``sum (x - zx) * (w - zw) + bias`` over each window, as
+        [N, OH, OW, OC] (channels last; int32, or float32 where that holds every sum exactly)."""
+        desc = self.desc
+        x = read4d(tensors, desc, "InputTensor")
+        columns = im2col(x.transpose(0, 2, 3, 1), desc, self.kernel, self.pad_code)
+        if self.product is not None:
+            acc = self.product(columns, self.zero_point)
+        else:  # a filter or bias bound at run time
+            product, b = self._product(tensors)
+            acc = product(columns, self.zero_point) if self.constant else product(columns, self.zero_point, b)
+        if desc.GroupCount > 1:
+            acc = acc.transpose(1, 0, 2).reshape(acc.shape[1], -1)
+        if self.bias is not None and not self.bias_in_product:
+            acc = acc + (self.bias if self.bias_constant else channels_last(tensors, desc, "BiasTensor"))
+        return acc.reshape(x.shape[0], *desc.OutputTensor.Sizes[-2:], -1)
+
+    def __call__(self, tensors: dict) -> np.ndarray:
+        acc = self.accumulate(tensors)
+        if self.saturates_u8s8:
+            x = read4d(tensors, self.desc, "InputTensor")
+            acc = acc + u8s8.convolution_correction(self.desc, x, tensors, self.zero_point)
+        return self.requantize(acc).transpose(0, 3, 1, 2)
+
+
+def prepared(desc, tensors: dict, arithmetic, engine, cache: dict) -> PreparedConvolution:
+    """The node's PreparedConvolution for this engine and arithmetic, made once."""
+    key = ("prepared", engine.name, arithmetic)
+    if key not in cache:
+        cache[key] = PreparedConvolution(desc, tensors, arithmetic, engine)
+    return cache[key]
 
 
 def convolution_accumulator(desc, tensors: dict, engine, cache: dict) -> np.ndarray:
-    """The integer core: the exact ``sum (x - zx) * (w - zw) + bias`` over each window, as
-    [N, OH, OW, OC] (channels last; int32, or float32 where that holds every sum exactly). A
-    filter and bias bound at initialization (OWNED_BY_DML) are prepared once per engine and kept
-    in ``cache``."""
-    x = read4d(tensors, desc, "InputTensor")
-    zero_point = scalar(tensors, desc, "InputZeroPointTensor")
-    bias = None if desc.BiasTensor is None else channels_last(tensors, desc, "BiasTensor")
-    constant = bool(desc.FilterTensor.Flags & DML_TENSOR_FLAGS.OWNED_BY_DML)
-    # the product adds a bias bound at initialization itself (not to grouped convolutions')
-    in_product = bias is not None and bool(desc.BiasTensor.Flags & DML_TENSOR_FLAGS.OWNED_BY_DML) and desc.GroupCount == 1
-    prepared = constant and (bias is None or in_product)
-    key = ("filter", engine.name)
-    if prepared and key in cache:
-        product, b = cache[key], None
-    else:
-        b, b_zero_point = filter_matrix(desc, tensors)
-        b = np.ascontiguousarray(b)
-        product = engine.product(b, b_zero_point, constant, bias if in_product else None)
-        if prepared:
-            cache[key] = product
-    columns = im2col(x.transpose(0, 2, 3, 1), desc, tuple(desc.FilterTensor.Sizes[-2:]), np.array(zero_point).astype(x.dtype))
-    acc = product(columns, int(zero_point)) if constant else product(columns, int(zero_point), b)
-    if desc.GroupCount > 1:
-        acc = acc.transpose(1, 0, 2).reshape(acc.shape[1], -1)
-    if bias is not None and not in_product:
-        acc = acc + bias
-    batch, out_h, out_w = x.shape[0], *desc.OutputTensor.Sizes[-2:]
-    return acc.reshape(batch, out_h, out_w, -1)
+    """The integer core alone (compare's ideal values use it): see :meth:`PreparedConvolution.accumulate`."""
+    from ..arithmetic import Arithmetic
+
+    return prepared(desc, tensors, Arithmetic("directml"), engine, cache).accumulate(tensors)
 
 
 def quantized_linear_convolution(desc, tensors: dict, arithmetic, engine, cache: dict) -> np.ndarray:
     """Run the convolution desc on raw input buffers (a dict keyed by the desc's field names)."""
-    acc = convolution_accumulator(desc, tensors, engine, cache)
-    if arithmetic.saturates_u8s8(desc.InputTensor, desc.FilterTensor):
-        x = read4d(tensors, desc, "InputTensor")
-        acc = acc + u8s8.convolution_correction(desc, x, tensors, scalar(tensors, desc, "InputZeroPointTensor"))
-    result = quantize.requantize_product(
-        acc,
-        scalar(tensors, desc, "InputScaleTensor"),
-        channels_last(tensors, desc, "FilterScaleTensor"),
-        scalar(tensors, desc, "OutputScaleTensor"),
-        scalar(tensors, desc, "OutputZeroPointTensor"),
-        desc.OutputTensor.DataType.numpy(),
-        arithmetic,
-    )
-    return result.transpose(0, 3, 1, 2)
+    return prepared(desc, tensors, arithmetic, engine, cache)(tensors)
 
 
 def channels_last(tensors: dict, desc, field: str) -> np.ndarray:

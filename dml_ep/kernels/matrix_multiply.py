@@ -8,7 +8,7 @@ DirectML: ``Output = Quantize(Dequantize(A) x Dequantize(B), OutputScale, Output
 The integer core reads A and B through their descs and gives ``acc`` exactly on the session's
 integer engine (``dml_ep.engines``), B prepared once per engine when it is bound at initialization.
 A per-row A zero point, which the engines do not take, is applied after as
-``za * sum_k (b - zb)``. Then the shared requantize step (``quantize.requantize_product``).
+``za * sum_k (b - zb)``. Then the shared requantize step (``quantize.Requantizer``).
 """
 
 from __future__ import annotations
@@ -57,13 +57,14 @@ def quantized_linear_matrix_multiply(desc, tensors: dict, arithmetic, engine, ca
         a = as4d(view(tensors["ATensor"], desc.ATensor))
         b = as4d(view(tensors["BTensor"], desc.BTensor))
         acc = acc + u8s8.matmul_correction(a, b)
-    result = quantize.requantize_product(
-        acc,
-        parameter4d(tensors, desc, "AScaleTensor"),
-        parameter4d(tensors, desc, "BScaleTensor"),
-        parameter4d(tensors, desc, "OutputScaleTensor"),
-        parameter4d(tensors, desc, "OutputZeroPointTensor"),
-        desc.OutputTensor.DataType.numpy(),
-        arithmetic,
-    )
-    return result.reshape(desc.OutputTensor.Sizes)
+    key = ("requantize", arithmetic)
+    if key not in cache:
+        cache[key] = quantize.Requantizer(
+            parameter4d(tensors, desc, "AScaleTensor"),
+            parameter4d(tensors, desc, "BScaleTensor"),
+            parameter4d(tensors, desc, "OutputScaleTensor"),
+            parameter4d(tensors, desc, "OutputZeroPointTensor"),
+            desc.OutputTensor.DataType.numpy(),
+            arithmetic,
+        )
+    return cache[key](acc).reshape(desc.OutputTensor.Sizes)

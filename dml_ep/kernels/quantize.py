@@ -61,7 +61,7 @@ def sign(values: np.ndarray) -> np.ndarray:
     return (values > 0).astype(np.int64) - (values < 0).astype(np.int64)
 
 
-def round_half_even_exact(estimate: np.ndarray, compare_with_half) -> np.ndarray:
+def round_half_even_exact(estimate: np.ndarray, compare_with_half, largest: float | None = None) -> np.ndarray:
     """Round the exact values behind ``estimate`` to the nearest integer, ties to even.
 
     ``estimate`` is a float64 approximation within a few ulps (relative) of the exact value.
@@ -69,8 +69,10 @@ def round_half_even_exact(estimate: np.ndarray, compare_with_half) -> np.ndarray
     array of Python ints with the sign of ``2 * exact_value - twice_half`` (``twice_half`` is
     ``2n + 1``, as Python ints): only those elements are computed exactly. Values beyond
     +-2^31 come back as +-2^31: every caller saturates to 8 bits, so their rounding cannot matter.
+    ``largest``, a bound on ``|estimate|`` the caller knows, saves two passes.
     """
-    largest = max(float(np.max(estimate, initial=0.0)), -float(np.min(estimate, initial=0.0)))
+    if largest is None:
+        largest = max(float(np.max(estimate, initial=0.0)), -float(np.min(estimate, initial=0.0)))
     if largest > _BEYOND_8_BITS:
         estimate = np.clip(estimate, -_BEYOND_8_BITS, _BEYOND_8_BITS)
     rounded = np.rint(estimate)
@@ -89,13 +91,18 @@ def round_half_even_exact(estimate: np.ndarray, compare_with_half) -> np.ndarray
 def requantize_product_exact(acc: np.ndarray, scale_in: np.ndarray, scale_out: np.ndarray, zero_point, dtype) -> np.ndarray:
     """``clamp(round(acc * scale_in / scale_out) + zp)`` correctly rounded, ties to even.
 
-    ``acc`` holds exact integers (float64); ``scale_in`` is a float64 array (a product of two
-    float32 scales, which float64 holds exactly) and ``scale_out`` a float array, both
-    broadcastable to ``acc``. This is DirectML's quantized convolution / matrix multiply output.
+    ``acc`` holds exact integers; ``scale_in`` is a float64 array (a product of two float32
+    scales, which float64 holds exactly) and ``scale_out`` a float array, both broadcastable to
+    ``acc``. This is DirectML's quantized convolution / matrix multiply output. Estimates beyond
+    the output range, clamped to one step outside it first, saturate whatever their rounding.
     """
+    lo, hi = quant_range(dtype)
+    zero_point = np.asarray(zero_point, dtype=np.float64)
     scale_in = np.asarray(scale_in, dtype=np.float64)
     scale_out = np.asarray(scale_out, dtype=np.float64)
     estimate = np.multiply(acc, scale_in / scale_out, dtype=np.float64)
+    np.clip(estimate, lo - 1 - zero_point, hi + 1 - zero_point, out=estimate)
+    largest = float(max(hi + 1 - zero_point.min(initial=0), zero_point.max(initial=0) + 1 - lo))
 
     def compare_with_half(index, twice_half):
         in_num, in_den = ratios(scale_in)
@@ -109,13 +116,14 @@ def requantize_product_exact(acc: np.ndarray, scale_in: np.ndarray, scale_out: n
         exact_acc = to_object(pick(acc))
         return 2 * exact_acc * pick(in_num) * pick(out_den) - twice_half * pick(in_den) * pick(out_num)
 
-    return saturate(round_half_even_exact(estimate, compare_with_half), zero_point, dtype)
+    return saturate(round_half_even_exact(estimate, compare_with_half, largest), zero_point, dtype)
 
 
 def saturate(rounded: np.ndarray, zero_point, dtype) -> np.ndarray:
-    """``clamp(rounded + zero_point, Min, Max)`` in the output type."""
+    """``clamp(rounded + zero_point, Min, Max)`` in the output type (``rounded`` may be overwritten)."""
     lo, hi = quant_range(dtype)
-    shifted = np.add(rounded, zero_point, dtype=np.float64)
+    shifted = np.add(rounded, zero_point, out=rounded if rounded.dtype == np.float64 and rounded.flags.writeable
+                     and np.shape(zero_point) in ((), rounded.shape) else None, dtype=np.float64)
     np.clip(shifted, lo, hi, out=shifted)
     return shifted.astype(dtype)
 
@@ -134,26 +142,32 @@ def requantize_onnxruntime(acc: np.ndarray, multiplier, zero_point, dtype) -> np
     in_place = acc.dtype == np.float32 and acc.flags.writeable and acc.shape == np.broadcast_shapes(acc.shape, multiplier.shape)
     scaled = np.multiply(acc, multiplier, out=acc if in_place else None, dtype=np.float32)
     np.clip(scaled, lo - zero_point, hi - zero_point, out=scaled)
-    out = np.empty(scaled.shape, dtype)
-    if not zero_point.any():
-        return np.rint(scaled, out=out, casting="unsafe")
     np.rint(scaled, out=scaled)
-    return np.add(scaled, zero_point, out=out, casting="unsafe")
+    if zero_point.any():
+        scaled += zero_point
+    return scaled.astype(dtype)
 
 
-def requantize_product(acc, scale_a, scale_b, scale_out, zero_point, dtype, arithmetic) -> np.ndarray:
+class Requantizer:
     """The output step shared by the quantized products: ``acc * scale_a * scale_b / scale_out``
-    quantized, in either arithmetic. ``acc`` holds the integer core's exact sums (bias included;
-    int32, or float32 when they are exact in it; a float32 ``acc`` may be overwritten); the
-    scales are float32, broadcastable to ``acc``.
+    quantized, in one arithmetic, its parameters worked out once per node.
 
-    onnxruntime: MLAS, ``float32(acc)`` times the float32 multiplier ``float32(scale_a * scale_b) /
-    scale_out``; DirectML: the correctly rounded ideal value.
+    ``acc`` holds the integer core's exact sums (bias included; int32, or float32 when they are
+    exact in it; a float32 ``acc`` may be overwritten). The scales (float32) and the zero point
+    broadcast to ``acc``. onnxruntime: MLAS, ``float32(acc)`` times the float32 multiplier
+    ``float32(scale_a * scale_b) / scale_out``; DirectML: the correctly rounded ideal value.
     """
-    scale_a, scale_b, scale_out = (np.asarray(s, dtype=np.float32) for s in (scale_a, scale_b, scale_out))
-    if arithmetic.onnxruntime:
-        with np.errstate(over="ignore"):  # extreme scales overflow to inf in float32, as in MLAS
-            multiplier = (scale_a * scale_b) / scale_out
-        return requantize_onnxruntime(acc, multiplier, zero_point, dtype)
-    scale_in = scale_a.astype(np.float64) * scale_b.astype(np.float64)
-    return requantize_product_exact(np.asarray(acc, dtype=np.float64), scale_in, scale_out, zero_point, dtype)
+
+    def __init__(self, scale_a, scale_b, scale_out, zero_point, dtype, arithmetic):
+        scale_a, scale_b, scale_out = (np.asarray(s, dtype=np.float32) for s in (scale_a, scale_b, scale_out))
+        self.zero_point, self.dtype, self.onnxruntime = zero_point, dtype, arithmetic.onnxruntime
+        if self.onnxruntime:
+            with np.errstate(over="ignore"):  # extreme scales overflow to inf in float32, as in MLAS
+                self.multiplier = (scale_a * scale_b) / scale_out
+        else:
+            self.scale_in, self.scale_out = scale_a.astype(np.float64) * scale_b.astype(np.float64), scale_out
+
+    def __call__(self, acc: np.ndarray) -> np.ndarray:
+        if self.onnxruntime:
+            return requantize_onnxruntime(acc, self.multiplier, self.zero_point, self.dtype)
+        return requantize_product_exact(acc, self.scale_in, self.scale_out, self.zero_point, self.dtype)
