@@ -3,10 +3,11 @@
 DirectML documents ``Output = clamp(round(value / OutputScale) + OutputZeroPoint, Min, Max)`` with
 round-half-to-even. Two ways to evaluate it:
 
-- ``requantize_exact``: the correctly rounded ideal value. The kernels pass a float64 estimate and
-  a callback that compares the exact rational value with ``n + 1/2`` using Python integers; only
-  elements whose estimate lies within a few float64 ulps of a half-integer are re-checked, so the
-  common case is pure numpy and ties (exact halves, frequent with power-of-two scales) round to even.
+- the correctly rounded ideal value: ``round_half_even_exact`` takes an estimate and a callback
+  that compares the exact rational value with ``n + 1/2`` using Python integers, for the elements
+  whose estimate lies too close to a half-integer; so the common case is pure numpy and ties
+  (exact halves, frequent with power-of-two scales) round to even. The quantized products reach
+  it through :class:`Requantizer`, QLinearAdd through its table.
 - ``requantize_onnxruntime``: MLAS's ``MlasRequantizeOutput``: ``float32(acc) * float32 multiplier``,
   clamped to ``[Min - zp, Max - zp]``, rounded half to even by ``cvtps2dq``, plus ``zp``.
 """
@@ -88,21 +89,15 @@ def round_half_even_exact(estimate: np.ndarray, compare_with_half, largest: floa
     return rounded
 
 
-def requantize_product_exact(acc: np.ndarray, scale_in: np.ndarray, scale_out: np.ndarray, zero_point, dtype) -> np.ndarray:
-    """``clamp(round(acc * scale_in / scale_out) + zp)`` correctly rounded, ties to even.
-
-    ``acc`` holds exact integers; ``scale_in`` is a float64 array (a product of two float32
-    scales, which float64 holds exactly) and ``scale_out`` a float array, both broadcastable to
-    ``acc``. This is DirectML's quantized convolution / matrix multiply output. Estimates beyond
-    the output range, clamped to one step outside it first, saturate whatever their rounding.
-    """
-    lo, hi = quant_range(dtype)
-    zero_point = np.asarray(zero_point, dtype=np.float64)
-    scale_in = np.asarray(scale_in, dtype=np.float64)
-    scale_out = np.asarray(scale_out, dtype=np.float64)
-    estimate = np.multiply(acc, scale_in / scale_out, dtype=np.float64)
-    np.clip(estimate, lo - 1 - zero_point, hi + 1 - zero_point, out=estimate)
-    largest = float(max(hi + 1 - zero_point.min(initial=0), zero_point.max(initial=0) + 1 - lo))
+def _requantize_float64(acc, ratio, scale_in, scale_out, zero_point, dtype) -> np.ndarray:
+    """The float64 and exact tiers of DirectML's rounding (:class:`Requantizer`): ``acc * ratio``
+    correctly rounded; with ``dtype``, clamped and shifted into it (None: the rounded values
+    before the zero point and saturation)."""
+    estimate = np.multiply(acc, ratio, dtype=np.float64)
+    if dtype is not None:
+        lo, hi = quant_range(dtype)
+        np.clip(estimate, lo - 1 - zero_point, hi + 1 - zero_point, out=estimate)
+    largest = float(np.abs(estimate).max(initial=1.0))
 
     def compare_with_half(index, twice_half):
         in_num, in_den = ratios(scale_in)
@@ -116,7 +111,8 @@ def requantize_product_exact(acc: np.ndarray, scale_in: np.ndarray, scale_out: n
         exact_acc = to_object(pick(acc))
         return 2 * exact_acc * pick(in_num) * pick(out_den) - twice_half * pick(in_den) * pick(out_num)
 
-    return saturate(round_half_even_exact(estimate, compare_with_half, largest), zero_point, dtype)
+    rounded = round_half_even_exact(estimate, compare_with_half, largest)
+    return rounded if dtype is None else saturate(rounded, zero_point, dtype)
 
 
 def saturate(rounded: np.ndarray, zero_point, dtype) -> np.ndarray:
@@ -155,19 +151,50 @@ class Requantizer:
     ``acc`` holds the integer core's exact sums (bias included; int32, or float32 when they are
     exact in it; a float32 ``acc`` may be overwritten). The scales (float32) and the zero point
     broadcast to ``acc``. onnxruntime: MLAS, ``float32(acc)`` times the float32 multiplier
-    ``float32(scale_a * scale_b) / scale_out``; DirectML: the correctly rounded ideal value.
+    ``float32(scale_a * scale_b) / scale_out``.
+
+    DirectML: the correctly rounded ideal value, in three tiers, each for the elements the one
+    before cannot settle: a float32 estimate (relative error under 2^-21 while the ratio is a
+    normal float32: 4.6e-5 within the output range), rounded where it lies more than 2^-12 from a
+    half-integer; a float64 estimate; exact integers (ties). Outside the output range the
+    estimate's error does not matter: those values saturate whatever their rounding.
     """
 
     def __init__(self, scale_a, scale_b, scale_out, zero_point, dtype, arithmetic):
         scale_a, scale_b, scale_out = (np.asarray(s, dtype=np.float32) for s in (scale_a, scale_b, scale_out))
         self.zero_point, self.dtype, self.onnxruntime = zero_point, dtype, arithmetic.onnxruntime
-        if self.onnxruntime:
-            with np.errstate(over="ignore"):  # extreme scales overflow to inf in float32, as in MLAS
-                self.multiplier = (scale_a * scale_b) / scale_out
-        else:
-            self.scale_in, self.scale_out = scale_a.astype(np.float64) * scale_b.astype(np.float64), scale_out
+        with np.errstate(over="ignore"):  # extreme scales overflow to inf in float32, as in MLAS
+            self.multiplier = (scale_a * scale_b) / scale_out
+        self.scale_in, self.scale_out = scale_a.astype(np.float64) * scale_b.astype(np.float64), scale_out
+        self.ratio = self.scale_in / scale_out.astype(np.float64)
+        with np.errstate(over="ignore"):
+            ratio32 = self.ratio.astype(np.float32)
+        normal = np.isfinite(ratio32) & ((np.abs(ratio32) >= np.finfo(np.float32).tiny) | (self.ratio == 0))
+        self.ratio32 = ratio32 if np.all(normal) else None
 
     def __call__(self, acc: np.ndarray) -> np.ndarray:
         if self.onnxruntime:
             return requantize_onnxruntime(acc, self.multiplier, self.zero_point, self.dtype)
-        return requantize_product_exact(acc, self.scale_in, self.scale_out, self.zero_point, self.dtype)
+        if self.ratio32 is None:
+            return _requantize_float64(acc, self.ratio, self.scale_in, self.scale_out, self.zero_point, self.dtype)
+        estimate = np.multiply(acc, self.ratio32, dtype=np.float32)
+        rounded = np.rint(estimate)
+        distance = np.subtract(estimate, rounded, out=estimate)
+        np.abs(distance, out=distance)
+        suspect = np.flatnonzero(distance >= 0.5 - _FLOAT32_MARGIN)
+        if suspect.size:
+            where = np.unravel_index(suspect, rounded.shape)
+
+            def at(array):
+                return np.broadcast_to(array, rounded.shape)[where]
+
+            rounded.reshape(-1)[suspect] = _requantize_float64(at(acc), at(self.ratio), at(self.scale_in), at(self.scale_out), 0, None)
+        lo, hi = quant_range(self.dtype)
+        zero_point = np.asarray(self.zero_point, dtype=np.float32)
+        np.clip(rounded, lo - zero_point, hi - zero_point, out=rounded)
+        if zero_point.any():
+            rounded += zero_point
+        return rounded.astype(self.dtype)
+
+
+_FLOAT32_MARGIN = 2.0**-12  # > 5x the float32 estimate's error within the output range (|value| <= 257)
