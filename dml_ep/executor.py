@@ -37,6 +37,7 @@ class Executor:
         self.engine = get_engine(engine)
         self._last_run = None  # (entries, value infos) of the last run
         self._fallback_sessions = {}
+        self._fed = {}
         self._last_readers = _last_readers(planner)
         self._partitions = fallback_partitions(planner)
         self._partition_of = {id(planner.nodes[i]): group for group in self._partitions.values() for i in group}
@@ -131,7 +132,7 @@ class Executor:
     def run_partition(self, group: tuple[int, ...], values: dict) -> dict[str, np.ndarray]:
         """The outputs of fallback nodes (one, or a partition: those read after it), from one
         onnxruntime run. Inputs that lie channels last in memory go in as they lie."""
-        inputs = [name for name in self._partition_io(group)[0] if name not in self.planner.constants]
+        inputs = self._partition_inputs(group)
         channels_last = frozenset(name for name in inputs if is_channels_last(values[name]) and f"{name}.nhwc" not in self.planner.static)
         session, outputs, fetched = self._partition_session(group, channels_last)
         feeds = {name: values[name] for name in inputs if name not in channels_last}
@@ -144,6 +145,13 @@ class Executor:
                                 f"{ort_message(exc, with_node=False)}", node=self.planner.nodes[group[0]]) from None
         return {name: result.transpose(0, 3, 1, 2) if fetch != name else result
                 for name, fetch, result in zip(outputs, fetched, results)}
+
+    def _partition_inputs(self, group: tuple[int, ...]) -> list[str]:
+        """The values fallback nodes are fed at each run (worked out once)."""
+        inputs = self._fed.get(group)
+        if inputs is None:
+            inputs = self._fed[group] = [name for name in self._partition_io(group)[0] if name not in self.planner.constants]
+        return inputs
 
     def _partition_io(self, group: tuple[int, ...]) -> tuple[list[str], list[str]]:
         """What fallback nodes read from outside (their subgraphs' outer-scope values included) and

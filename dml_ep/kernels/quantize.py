@@ -135,7 +135,8 @@ def requantize_onnxruntime(acc: np.ndarray, multiplier, zero_point, dtype) -> np
     lo, hi = quant_range(dtype)
     zero_point = np.asarray(zero_point, dtype=np.float32)
     multiplier = np.asarray(multiplier, dtype=np.float32)
-    in_place = acc.dtype == np.float32 and acc.flags.writeable and acc.shape == np.broadcast_shapes(acc.shape, multiplier.shape)
+    in_place = acc.dtype == np.float32 and acc.flags.writeable and multiplier.ndim <= acc.ndim and all(
+        m in (1, a) for m, a in zip(multiplier.shape[::-1], acc.shape[::-1]))
     scaled = np.multiply(acc, multiplier, out=acc if in_place else None, dtype=np.float32)
     np.clip(scaled, lo - zero_point, hi - zero_point, out=scaled)
     np.rint(scaled, out=scaled)
