@@ -136,7 +136,7 @@ def check_model(proto: onnx.ModelProto) -> None:
         if limit is not None and opset.version > limit:
             raise ModelError(f"unsupported opset {opset.domain or 'ai.onnx'} {opset.version} (newest known: {limit})")
     try:
-        onnx.checker.check_model(_outputs_typed(proto))
+        onnx.checker.check_model(_outputs_typed(skeleton(proto)))
     except Exception as exc:  # ValidationError, and others on malformed external data and similar
         raise ModelError(f"the model fails onnx.checker: {_checker_message(exc)}") from None
     for value in graph_inputs(proto.graph):
@@ -251,6 +251,41 @@ def outer_scope_inputs(node: onnx.NodeProto) -> list[str]:
             names += [n for n in (*inner.input, *outer_scope_inputs(inner)) if n and n not in defined]
             defined.update(inner.output)
     return list(dict.fromkeys(names))
+
+
+def copy_without(message, *fields: str):
+    """A copy of a protobuf message without the named fields (a model without its graph, a graph
+    without its initializers): the weights are not copied to be thrown away."""
+    copy = type(message)()
+    for field, value in message.ListFields():
+        if field.name in fields:
+            continue
+        if getattr(field, "is_repeated", None) or getattr(field, "label", None) == 3:  # LABEL_REPEATED
+            getattr(copy, field.name).extend(value)
+        elif field.type == field.TYPE_MESSAGE:
+            getattr(copy, field.name).CopyFrom(value)
+        else:
+            setattr(copy, field.name, value)
+    return copy
+
+
+SMALL_CONSTANT = 1024  # elements: shape-like constants, whose values inference may read
+
+
+def skeleton(model: onnx.ModelProto, added=()) -> onnx.ModelProto:
+    """The model without copies of its weights: an initializer (of the model, or ``added``) of
+    more than ``SMALL_CONSTANT`` elements stands as a graph input of its type and shape, all that
+    onnx's checker and onnxruntime's type and shape inference need of it."""
+    copy = copy_without(model, "graph")
+    graph = copy.graph
+    graph.CopyFrom(copy_without(model.graph, "initializer"))
+    declared = {value.name for value in graph.input}
+    for tensor in [*model.graph.initializer, *added]:
+        if np.prod(tensor.dims, dtype=np.int64) <= SMALL_CONSTANT:
+            graph.initializer.append(tensor)
+        elif tensor.name not in declared:
+            graph.input.append(onnx.helper.make_tensor_value_info(tensor.name, tensor.data_type, tensor.dims))
+    return copy
 
 
 def constants(graph: onnx.GraphProto) -> dict[str, np.ndarray]:

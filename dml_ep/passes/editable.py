@@ -128,13 +128,11 @@ class EditableGraph:
     # --- result ----------------------------------------------------------------------------
 
     def to_model(self) -> onnx.ModelProto:
-        """The rewritten model: the nodes in order, with the constants the passes added as initializers."""
-        model = onnx.ModelProto()
-        model.CopyFrom(self.model)
-        graph = model.graph
-        graph.initializer.extend(onnx.numpy_helper.from_array(self.constants[name], name) for name in self.added_constants)
-        del graph.node[:]
-        graph.node.extend(self.nodes)
+        """The rewritten model, the nodes in order, with the constants the passes added; its weights
+        are not copied into it (see ``graph.skeleton``): their values are in ``constants``."""
+        model = graph_module.skeleton(self.model, [onnx.numpy_helper.from_array(self.constants[n], n) for n in self.added_constants])
+        del model.graph.node[:]
+        model.graph.node.extend(self.nodes)
         imported = {o.domain for o in model.opset_import}
         if "com.microsoft" not in imported and any(n.domain == "com.microsoft" for n in self.nodes):
             model.opset_import.append(onnx.helper.make_opsetid("com.microsoft", 1))
@@ -161,9 +159,10 @@ def _copy(node: onnx.NodeProto) -> onnx.NodeProto:
 
 
 def _element_types(model: onnx.ModelProto) -> dict[str, np.dtype]:
-    """Element types of the model's values, as far as onnx's type inference knows them."""
+    """Element types of the model's values, as far as onnx's type inference knows them (run on
+    the model without copies of its weights)."""
     try:
-        inferred = onnx.shape_inference.infer_shapes(model)
+        inferred = onnx.shape_inference.infer_shapes(graph_module.skeleton(model))
     except Exception:  # contrib ops and the like: the declared types are what there is
         inferred = model
     graph = inferred.graph
