@@ -21,7 +21,7 @@ from .arithmetic import Arithmetic
 from .engines import get_engine
 from .errors import FallbackError, OutOfMemoryError, ShapeError
 from .graph import node_reads, ort_message, type_proto, value_info_of
-from .kernels import run_kernel
+from .kernels import prepare_kernel, run_kernel
 from .plan import DmlNode, FallbackNode, Plan, PlanEntry
 from .planner import Planner
 from .reference import cpu_session
@@ -64,8 +64,12 @@ class Executor:
         return other
 
     def prepare(self, plan: Plan) -> None:
-        """Make the fallback sessions of ``plan`` now: like onnxruntime loading a model, refuse a
-        node whose types or attributes are invalid before the first run."""
+        """Make the sessions of ``plan`` now, as onnxruntime does loading a model: the kernels'
+        engine sessions for their weights, and the fallback sessions (refusing a node whose types
+        or attributes are invalid before the first run)."""
+        for entry in plan.dml_nodes:
+            constants = {field: binding for field, binding in entry.inputs.items() if isinstance(binding, np.ndarray)}
+            prepare_kernel(entry.desc, constants, self.arithmetic, self.engine, entry.cache)
         for entry in plan.fallback_nodes:
             self._partition_session(self._partition_of.get(id(entry.node)) or (self._index[id(entry.node)],))
 

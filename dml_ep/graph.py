@@ -275,17 +275,36 @@ SMALL_CONSTANT = 1024  # elements: shape-like constants, whose values inference 
 def skeleton(model: onnx.ModelProto, added=()) -> onnx.ModelProto:
     """The model without copies of its weights: an initializer (of the model, or ``added``) of
     more than ``SMALL_CONSTANT`` elements stands as a graph input of its type and shape, all that
-    onnx's checker and onnxruntime's type and shape inference need of it."""
+    onnx's checker and onnxruntime's type and shape inference need of it. Nothing of ``model`` is
+    shared with it (keeping it does not keep the model alive)."""
     copy = copy_without(model, "graph")
     graph = copy.graph
     graph.CopyFrom(copy_without(model.graph, "initializer"))
-    declared = {value.name for value in graph.input}
+    stand_in = set(stand_ins(model.graph, added))
     for tensor in [*model.graph.initializer, *added]:
-        if np.prod(tensor.dims, dtype=np.int64) <= SMALL_CONSTANT:
-            graph.initializer.append(tensor)
-        elif tensor.name not in declared:
+        if tensor.name in stand_in:
             graph.input.append(onnx.helper.make_tensor_value_info(tensor.name, tensor.data_type, tensor.dims))
+        elif np.prod(tensor.dims, dtype=np.int64) <= SMALL_CONSTANT:
+            graph.initializer.append(tensor)
     return copy
+
+
+def stand_ins(graph: onnx.GraphProto, added=()) -> list[str]:
+    """The initializers :func:`skeleton` turns into graph inputs: the large ones not declared as inputs."""
+    declared = {value.name for value in graph.input}
+    return [t.name for t in [*graph.initializer, *added] if np.prod(t.dims, dtype=np.int64) > SMALL_CONSTANT and t.name not in declared]
+
+
+def with_weights(skeleton: onnx.ModelProto, constants: dict[str, np.ndarray], initializers: list[str], stand_in: list[str]) -> onnx.ModelProto:
+    """The model a :func:`skeleton` was made from, its initializers (named in order) back from
+    ``constants``; the graph inputs that stood in for them (``stand_in``) removed."""
+    model = copy_without(skeleton, "graph")
+    model.graph.CopyFrom(copy_without(skeleton.graph, "initializer", "input"))
+    removed = set(stand_in)
+    model.graph.input.extend(value for value in skeleton.graph.input if value.name not in removed)
+    kept = {tensor.name: tensor for tensor in skeleton.graph.initializer}
+    model.graph.initializer.extend(kept[name] if name in kept else numpy_helper.from_array(constants[name], name) for name in initializers)
+    return model
 
 
 def constants(graph: onnx.GraphProto) -> dict[str, np.ndarray]:
@@ -308,6 +327,15 @@ def graph_inputs(graph: onnx.GraphProto) -> list[onnx.ValueInfoProto]:
     """Inputs the caller feeds (initializers listed as inputs are not fed)."""
     initialized = {t.name for t in graph.initializer}
     return [i for i in graph.input if i.name not in initialized]
+
+
+def detached(messages: list) -> list:
+    """Copies of protobuf messages: keeping a part of a model keeps the whole model (its weights
+    too) alive, keeping a copy does not."""
+    copies = [type(message)() for message in messages]
+    for copy, message in zip(copies, messages):
+        copy.CopyFrom(message)
+    return copies
 
 
 def declared_shape(value: onnx.ValueInfoProto, symbolic=1) -> tuple:

@@ -35,7 +35,7 @@ class Planner:
         self.feature_level = DML_FEATURE_LEVEL.parse(feature_level)
         self.qdq_rules = qdq_rules
         self.provider = provider
-        self.declared = graph_module.graph_inputs(model.graph)
+        self.declared = graph_module.detached(graph_module.graph_inputs(model.graph))
         graph = EditableGraph(model)
         if qdq_rules is not None:
             qdq_transformer(graph, qdq_rules, provider)

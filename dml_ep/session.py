@@ -12,6 +12,7 @@ import dataclasses
 import warnings
 
 import numpy as np
+import onnx
 
 from . import graph
 from .arithmetic import Arithmetic
@@ -96,19 +97,29 @@ class InferenceSession:
         qdq_rules: str | None = DEFAULT_RULE_SET,
         engine: str | None = None,
     ):
-        self.model = graph.load_model(path_or_bytes)
+        model = graph.load_model(path_or_bytes)
         self.arithmetic = Arithmetic(arithmetic, u8s8_saturation)
         self.feature_level = feature_level
         self.qdq_rules = qdq_rules
         self._sess_options = sess_options
-        self._declared = graph.graph_inputs(self.model.graph)
-        self.planner = Planner(self.model, feature_level, qdq_rules=qdq_rules)
+        self._declared = graph.detached(graph.graph_inputs(model.graph))
+        self._initializers = [tensor.name for tensor in model.graph.initializer]
+        self._stand_ins = graph.stand_ins(model.graph)
+        self._skeleton = graph.skeleton(model)  # the weights live on in the planner's constants only
+        self.planner = Planner(model, feature_level, qdq_rules=qdq_rules)
+        del model
         self.executor = Executor(self.planner, self.arithmetic, engine)
         self.set_providers(providers, provider_options)
         self._loaded_plan = None
         if self._cpu_session is None and all(not graph.symbolic_dims(v) for v in self._declared if v.type.HasField("tensor_type")):
             self._loaded_plan = self.planner.plan_for_shapes()
             self.executor.prepare(self._loaded_plan)
+
+    @property
+    def model(self) -> onnx.ModelProto:
+        """The model, rebuilt on request from its skeleton and the planner's constants, so that a
+        session holds one copy of the weights."""
+        return graph.with_weights(self._skeleton, self.planner.constants, self._initializers, self._stand_ins)
 
     def set_providers(self, providers=None, provider_options=None) -> None:
         """Choose the execution providers, as onnxruntime's ``set_providers``."""
@@ -140,15 +151,15 @@ class InferenceSession:
         return self._sess_options
 
     def get_modelmeta(self) -> ModelMetadata:
-        model = self.model
+        model = self._skeleton
         version = model.model_version if model.HasField("model_version") else 2**63 - 1  # onnxruntime's "none"
         return ModelMetadata(model.producer_name, model.graph.name, model.domain, model.doc_string, model.graph.doc_string,
                              version, {p.key: p.value for p in model.metadata_props})
 
     def get_overridable_initializers(self) -> list[NodeArg]:
         """Initializers also listed as graph inputs (onnxruntime lets a run feed them)."""
-        initialized = {t.name for t in self.model.graph.initializer}
-        return [self._node_arg(v) for v in self.model.graph.input if v.name in initialized]
+        initialized, stand_ins = set(self._initializers), set(self._stand_ins)
+        return [self._node_arg(v) for v in self._skeleton.graph.input if v.name in initialized and v.name not in stand_ins]
 
     def end_profiling(self) -> str:
         """dml_ep does not profile: like onnxruntime without profiling enabled, no file."""
@@ -161,7 +172,7 @@ class InferenceSession:
         node is a fallback."""
         if self._cpu_session is not None:
             reason = "the session's providers do not include DmlExecutionProvider"
-            entries = [FallbackNode(n, reason, Origin((), (n,))) for n in self.model.graph.node]
+            entries = [FallbackNode(n, reason, Origin((), (n,))) for n in self._skeleton.graph.node]
             return self.planner.plan_of(entries, dict(self.planner.static))
         if self.executor.plan is None and self._loaded_plan is None:
             self._loaded_plan = self.planner.plan_for_shapes()
@@ -171,7 +182,7 @@ class InferenceSession:
         return [self._node_arg(v) for v in self._declared]
 
     def get_outputs(self) -> list[NodeArg]:
-        return [self._node_arg(v) for v in self.model.graph.output]
+        return [self._node_arg(v) for v in self._skeleton.graph.output]
 
     def _node_arg(self, value) -> NodeArg:
         """As declared; what the model leaves out (an output's type or shape), as onnxruntime infers it."""
@@ -185,7 +196,7 @@ class InferenceSession:
     def run(self, output_names, input_feed: dict, run_options=None) -> list:
         """Like onnxruntime: ``output_names`` None for all outputs; returns a list of arrays."""
         feeds = self.check_feeds(input_feed)
-        known = [o.name for o in self.model.graph.output]
+        known = [o.name for o in self._skeleton.graph.output]
         names = known if not output_names else list(output_names)
         for name in names:
             if name not in known:

@@ -45,18 +45,19 @@ def qdq_targets(model: onnx.ModelProto) -> list[onnx.NodeProto]:
 def test_qdq_conv_matmul_add_run_on_directml(built, name):
     model = onnx.load(built(name, "qdq"))
     plan = plan_model(model)
-    entry_of = {id(n): e for e in plan.entries for n in e.origin.nodes}
+    # origins hold copies of the user's nodes (so a plan keeps no model alive): match by content
+    entry_of = {n.SerializeToString(): e for e in plan.entries for n in e.origin.nodes}
     targets = qdq_targets(model)
     assert targets
     for node in targets:
-        entry = entry_of[id(node)]
+        entry = entry_of[node.SerializeToString()]
         assert isinstance(entry, DmlNode), f"{node.name}: {entry.summary()}"
         assert entry.operator == OPERATOR[node.op_type]
         assert node.name == entry.node.name  # the rewritten node keeps the target's name
     assert plan.summary()["dml"]["macs_percent"] >= 99.0
     for node in model.graph.node:
         if node.op_type in ("Mul", "Gemm"):
-            entry = entry_of[id(node)]
+            entry = entry_of[node.SerializeToString()]
             assert not isinstance(entry, DmlNode) and entry.node.op_type == node.op_type
             assert "is for CPU nodes only" in entry.reason and entry.origin.cpu_rule in ("2DQ", "Gemm")
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from .. import operator_descs as od
 from .activation import activation
+from . import convolution, matrix_multiply
 from .convolution import quantized_linear_convolution
 from .elementwise import element_wise_add1, quantized_linear_add
 from .matrix_multiply import quantized_linear_matrix_multiply
@@ -23,6 +24,20 @@ KERNELS = {
 }
 
 
+# Kernels with work to do once per node (engine sessions for their weights, multipliers).
+PREPARE = {
+    od.DML_QUANTIZED_LINEAR_CONVOLUTION_OPERATOR_DESC: convolution.prepared,
+    od.DML_QUANTIZED_LINEAR_MATRIX_MULTIPLY_OPERATOR_DESC: matrix_multiply.prepared,
+}
+
+
 def run_kernel(desc, tensors: dict, arithmetic, engine, cache: dict):
     """Execute one desc on its input buffers."""
     return KERNELS[type(desc)](desc, tensors, arithmetic, engine, cache)
+
+
+def prepare_kernel(desc, constants: dict, arithmetic, engine, cache: dict) -> None:
+    """Do a kernel's once-per-node work before its first run, from the buffers bound at
+    initialization (``constants``)."""
+    if type(desc) in PREPARE:
+        PREPARE[type(desc)](desc, constants, arithmetic, engine, cache)

@@ -6,7 +6,8 @@ DirectML: ``Output = Quantize(Dequantize(A) x Dequantize(B), OutputScale, Output
 ``acc = sum_k (a - za) * (b - zb)``.
 
 The integer core reads A and B through their descs and gives ``acc`` exactly on the session's
-integer engine (``dml_ep.engines``), B prepared once per engine when it is bound at initialization.
+integer engine (``dml_ep.engines``), B prepared once per engine when it is bound at initialization
+(a batch dimension that repeats one matrix, zero strides, is computed once and broadcast).
 A per-row A zero point, which the engines do not take, is applied after as
 ``za * sum_k (b - zb)``. Then the shared requantize step (``quantize.Requantizer``).
 """
@@ -27,39 +28,28 @@ def _distinct(x: np.ndarray) -> np.ndarray:
     return x[tuple(slice(0, 1) if stride == 0 else slice(None) for stride in x.strides[:2])]
 
 
-def matrix_multiply_accumulator(desc, tensors: dict, engine, cache: dict) -> np.ndarray:
-    """The integer core: the exact ``sum_k (a - za) * (b - zb)`` as [batch, channel, M, N] (int32,
-    or float32 where that holds every sum exactly)."""
-    a = as4d(view(tensors["ATensor"], desc.ATensor))
+def _matrix_b(desc, tensors: dict) -> np.ndarray:
+    """B through its desc, each repeated batch matrix once; one [K, N] matrix where every batch
+    reads the same one (the engines take per-column zero points for it)."""
     b = _distinct(as4d(view(tensors["BTensor"], desc.BTensor)))
-    if b.shape[:2] == (1, 1):
-        b = b[0, 0]  # one matrix: the engines take per-column zero points for it
-    za = parameter4d(tensors, desc, "AZeroPointTensor")  # {1,1,1,1} or {1,1,M,1}
-    zb = parameter4d(tensors, desc, "BZeroPointTensor").astype(np.int64)  # {1,1,1,1} or {1,1,1,N}
-    zb = zb.reshape(()) if zb.size == 1 else np.broadcast_to(zb.reshape(-1), b.shape[:-2] + zb.shape[-1:])
-    constant = bool(desc.BTensor.Flags & DML_TENSOR_FLAGS.OWNED_BY_DML)
-    key = ("b", engine.name, b.ndim, zb.tobytes())
-    if key not in cache:
-        cache[key] = engine.product(np.ascontiguousarray(b), zb, constant)
-    per_row = za.size > 1
-    a_zero_point = 0 if per_row else int(za.reshape(-1)[0])
-    a_distinct = _distinct(a)
-    acc = cache[key](a_distinct, a_zero_point) if constant else cache[key](a_distinct, a_zero_point, b)
-    if per_row:
-        b_sums = np.subtract(b, np.expand_dims(zb, -2) if zb.ndim else zb, dtype=np.int64).sum(axis=-2, keepdims=True)
-        acc = (acc - za.astype(np.int64) * b_sums).astype(np.int32)
-    return np.broadcast_to(acc, np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + acc.shape[-2:])
+    return b[0, 0] if b.shape[:2] == (1, 1) else b
 
 
-def quantized_linear_matrix_multiply(desc, tensors: dict, arithmetic, engine, cache: dict) -> np.ndarray:
-    acc = matrix_multiply_accumulator(desc, tensors, engine, cache)
-    if arithmetic.saturates_u8s8(desc.ATensor, desc.BTensor):
-        a = as4d(view(tensors["ATensor"], desc.ATensor))
-        b = as4d(view(tensors["BTensor"], desc.BTensor))
-        acc = acc + u8s8.matmul_correction(a, b)
-    key = ("requantize", arithmetic)
-    if key not in cache:
-        cache[key] = quantize.Requantizer(
+class PreparedMatrixMultiply:
+    """What one matrix multiply desc needs at each run, worked out once per node, engine and
+    arithmetic: zero points, B as the engine's product where it is bound at initialization
+    (OWNED_BY_DML), and the requantize step."""
+
+    def __init__(self, desc, tensors: dict, arithmetic, engine):
+        self.desc, self.engine = desc, engine
+        za = parameter4d(tensors, desc, "AZeroPointTensor")  # {1,1,1,1} or {1,1,M,1}
+        self.per_row = za.size > 1
+        self.a_zero_point = za.astype(np.int64) if self.per_row else int(za.reshape(-1)[0])
+        self.b_zero_point = parameter4d(tensors, desc, "BZeroPointTensor").astype(np.int64)  # {1,1,1,1} or {1,1,1,N}
+        self.constant = bool(desc.BTensor.Flags & DML_TENSOR_FLAGS.OWNED_BY_DML)
+        self.product = self._product(_matrix_b(desc, tensors)) if self.constant else None
+        self.saturates_u8s8 = arithmetic.saturates_u8s8(desc.ATensor, desc.BTensor)
+        self.requantize = quantize.Requantizer(
             parameter4d(tensors, desc, "AScaleTensor"),
             parameter4d(tensors, desc, "BScaleTensor"),
             parameter4d(tensors, desc, "OutputScaleTensor"),
@@ -67,4 +57,55 @@ def quantized_linear_matrix_multiply(desc, tensors: dict, arithmetic, engine, ca
             desc.OutputTensor.DataType.numpy(),
             arithmetic,
         )
-    return cache[key](acc).reshape(desc.OutputTensor.Sizes)
+
+    def _zero_point(self, b: np.ndarray) -> np.ndarray:
+        """B's zero point as the engines take it: a scalar, or per column of each matrix of ``b``."""
+        zb = self.b_zero_point
+        return zb.reshape(()) if zb.size == 1 else np.broadcast_to(zb.reshape(-1), b.shape[:-2] + zb.shape[-1:])
+
+    def _product(self, b: np.ndarray):
+        return self.engine.product(np.ascontiguousarray(b), self._zero_point(b), self.constant)
+
+    def accumulate(self, tensors: dict) -> np.ndarray:
+        """The integer core: the exact ``sum_k (a - za) * (b - zb)`` as [batch, channel, M, N]
+        (int32, or float32 where that holds every sum exactly)."""
+        desc = self.desc
+        a = as4d(view(tensors["ATensor"], desc.ATensor))
+        b = _matrix_b(desc, tensors)
+        a_zero_point = 0 if self.per_row else self.a_zero_point
+        if self.product is not None:
+            acc = self.product(_distinct(a), a_zero_point)
+        else:  # B bound at run time
+            acc = self._product(b)(_distinct(a), a_zero_point, np.ascontiguousarray(b))
+        if self.per_row:  # sum_k (a - za) (b - zb) = sum_k a (b - zb) - za sum_k (b - zb)
+            zb = self._zero_point(b)
+            b_sums = np.subtract(b, np.expand_dims(zb, -2) if zb.ndim else zb, dtype=np.int64).sum(axis=-2, keepdims=True)
+            acc = (acc - self.a_zero_point * b_sums).astype(np.int32)
+        return np.broadcast_to(acc, np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + acc.shape[-2:])
+
+    def __call__(self, tensors: dict) -> np.ndarray:
+        acc = self.accumulate(tensors)
+        if self.saturates_u8s8:
+            a = as4d(view(tensors["ATensor"], self.desc.ATensor))
+            b = as4d(view(tensors["BTensor"], self.desc.BTensor))
+            acc = acc + u8s8.matmul_correction(a, b)
+        return self.requantize(acc).reshape(self.desc.OutputTensor.Sizes)
+
+
+def prepared(desc, tensors: dict, arithmetic, engine, cache: dict) -> PreparedMatrixMultiply:
+    """The node's PreparedMatrixMultiply for this engine and arithmetic, made once."""
+    key = ("prepared", engine.name, arithmetic)
+    if key not in cache:
+        cache[key] = PreparedMatrixMultiply(desc, tensors, arithmetic, engine)
+    return cache[key]
+
+
+def matrix_multiply_accumulator(desc, tensors: dict, engine, cache: dict) -> np.ndarray:
+    """The integer core alone (compare's ideal values use it): see :meth:`PreparedMatrixMultiply.accumulate`."""
+    from ..arithmetic import Arithmetic
+
+    return prepared(desc, tensors, Arithmetic("directml"), engine, cache).accumulate(tensors)
+
+
+def quantized_linear_matrix_multiply(desc, tensors: dict, arithmetic, engine, cache: dict) -> np.ndarray:
+    return prepared(desc, tensors, arithmetic, engine, cache)(tensors)

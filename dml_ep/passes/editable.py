@@ -35,7 +35,7 @@ class EditableGraph:
 
     def __init__(self, model: onnx.ModelProto):
         self.model = model
-        order = graph_module.topological_order(model.graph)
+        order = graph_module.detached(graph_module.topological_order(model.graph))  # the user's nodes, for origins
         self.nodes = [_copy(n) for n in order]
         self.constants = graph_module.constants(model.graph)
         self.graph_outputs = {o.name for o in model.graph.output}
