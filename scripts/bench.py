@@ -1,15 +1,19 @@
 """Benchmark dml_ep against onnxruntime CPU (and onnx's ReferenceEvaluator) in one run.
 
-    python scripts/bench.py [MODEL ...] [--repeat N] [--arithmetic directml|onnxruntime] [--json FILE]
+    python scripts/bench.py [MODEL ...] [--repeat N] [--arithmetic directml|onnxruntime]
+                            [--engine onnxruntime|numpy] [--profile] [--json FILE]
 
-Default models: the shipped ones plus a quantized ResNet-50 built by scripts/make_models.py into
-its cache. Runtimes are timed interleaved after a warm-up, on the same inputs; the table gives
-medians and the dml_ep / onnxruntime ratio, never a lone absolute time. onnxruntime runs with
-intra-op threads = cores and thread spinning off: spinning threads would keep both cores busy after
-each onnxruntime run and slow the dml_ep run that follows it. Peak memory is each
-runtime's peak RSS in a child process that loads the model and runs it once. Single-node models
-(QLinearConv, QLinearMatMul, float Add) are also timed against onnx's ReferenceEvaluator, the other
-pure-Python peer (it cannot run com.microsoft QLinearAdd, so whole models mostly fall outside it).
+Default models: the shipped ones plus a quantized ResNet-50, QOperator and QDQ, built by
+scripts/make_models.py into its cache. Runtimes are timed interleaved after a warm-up, on the same
+inputs; the table gives medians and the dml_ep / onnxruntime ratio, never a lone absolute time,
+and dml_ep's time per DirectML operator of the model (for a sub-millisecond model, its per-node
+overhead). onnxruntime runs with intra-op threads = cores and thread spinning off: spinning
+threads would keep both cores busy after each onnxruntime run and slow the dml_ep run that follows
+it. Peak memory and thread count are each runtime's peak RSS and threads in a child process that
+loads the model and runs it once. Single-node models (QLinearConv, QLinearMatMul, float Add) are
+also timed against onnx's ReferenceEvaluator, the other pure-Python peer (it cannot run
+com.microsoft QLinearAdd, so whole models mostly fall outside it). ``--profile`` adds where
+dml_ep's time goes in each model, per DirectML operator type and fallback, in the same run.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import onnx
 from onnx import TensorProto, helper
 
 import dml_ep
+from dml_ep.engines import ENGINES, default_engine
 from dml_ep.inputs import random_inputs
 from dml_ep.reference import cpu_session
 
@@ -40,8 +45,11 @@ def default_models() -> list[Path]:
     from make_models import build_models
 
     cache = ROOT / ".cache" / "models"
-    built = build_models(cache, ["resnet50"]) if not (cache / "resnet50.onnx").exists() else {"resnet50": cache / "resnet50.onnx"}
-    return SHIPPED + [Path(built["resnet50"])]
+    paths = [cache / "resnet50.onnx", cache / "resnet50.qdq.onnx"]
+    for path, quant_format in zip(paths, ("qoperator", "qdq")):
+        if not path.exists():
+            build_models(cache, ["resnet50"], quant_format=quant_format)
+    return SHIPPED + paths
 
 
 def single_node_models() -> dict[str, onnx.ModelProto]:
@@ -113,45 +121,84 @@ def summarize(times: dict[str, list[float]]) -> dict:
 _PEAK_CHILD = """
 import sys, numpy as np, onnx
 from dml_ep.inputs import random_inputs
-kind, path, arithmetic = sys.argv[1:4]
+kind, path, arithmetic, engine = sys.argv[1:5]
 if kind == "ort":
     from dml_ep.reference import cpu_session
-    session = cpu_session(onnx.load(path))
+    session = cpu_session(onnx.load(path), spinning=False)
 else:
     import dml_ep
-    session = dml_ep.InferenceSession(path, arithmetic=arithmetic)
+    session = dml_ep.InferenceSession(path, arithmetic=arithmetic, engine=engine)
 feeds = random_inputs(onnx.load(path), seed=0)
 session.run(None, feeds)
-print(next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM")) / 1024)
+threads = len(os.listdir("/proc/self/task"))
+print(next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM")) / 1024, threads)
 """
 
 
-def peak_memory_mb(kind: str, path: Path, arithmetic: str) -> float | None:
-    """Peak RSS (MiB) of a child process that loads the model and runs it once."""
-    result = subprocess.run([sys.executable, "-c", _PEAK_CHILD, kind, str(path), arithmetic], capture_output=True, text=True)
-    return float(result.stdout.strip()) if result.returncode == 0 else None
+def peak_memory(kind: str, path: Path, arithmetic: str, engine: str) -> tuple[float | None, int | None]:
+    """Peak RSS (MiB) and threads of a child process that loads the model and runs it once."""
+    child = "import os\n" + _PEAK_CHILD
+    result = subprocess.run([sys.executable, "-c", child, kind, str(path), arithmetic, engine], capture_output=True, text=True)
+    if result.returncode:
+        return None, None
+    peak, threads = result.stdout.split()
+    return float(peak), int(threads)
 
 
-def bench_model(path: Path, repeat: int, arithmetic: str, threads: int) -> dict:
+def bench_model(path: Path, repeat: int, arithmetic: str, threads: int, engine: str, profile: bool) -> dict:
     model = onnx.load(str(path))
     feeds = random_inputs(model, seed=0)
     ort_session = cpu_session(model, threads=threads, spinning=False)
-    dml_session = dml_ep.InferenceSession(model, arithmetic=arithmetic)
+    dml_session = dml_ep.InferenceSession(model, arithmetic=arithmetic, engine=engine)
     times = time_interleaved({"ort": lambda: ort_session.run(None, feeds), "dml_ep": lambda: dml_session.run(None, feeds)}, repeat)
-    return {
-        "model": path.stem,
-        **summarize(times),
-        "ort_peak_mb": peak_memory_mb("ort", path, arithmetic),
-        "dml_ep_peak_mb": peak_memory_mb("dml_ep", path, arithmetic),
-    }
+    row = {"model": path.stem, **summarize(times)}
+    operators = len(dml_session.plan.dml_nodes)
+    row["dml_ep_us_per_dml_node"] = row["dml_ep_ms"] * 1e3 / operators if operators else None
+    (row["ort_peak_mb"], row["ort_threads"]), (row["dml_ep_peak_mb"], row["dml_ep_threads"]) = (
+        peak_memory(kind, path, arithmetic, engine) for kind in ("ort", "dml_ep"))
+    if profile:
+        row["profile_ms"] = profile_run(dml_session, feeds, repeat)
+    return row
 
 
-def bench_node(name: str, model: onnx.ModelProto, repeat: int, arithmetic: str, threads: int) -> dict:
+def profile_run(session, feeds: dict, repeat: int) -> dict[str, float]:
+    """Milliseconds per run in each DirectML operator type and in the CPU fallback (its
+    partitions and single nodes), and the rest (planning, bookkeeping), medians over ``repeat`` runs."""
+    executor = session.executor
+    spent = {}
+
+    def timed(method, label):
+        def wrapper(entry_or_group, values):
+            start = time.perf_counter()
+            try:
+                return method(entry_or_group, values)
+            finally:
+                key = label(entry_or_group)
+                spent[key] = spent.get(key, 0.0) + time.perf_counter() - start
+        return wrapper
+
+    executor.run_dml = timed(executor.run_dml, lambda entry: entry.operator.replace("DML_OPERATOR_", ""))
+    executor.run_partition = timed(executor.run_partition, lambda group: "CPU fallback")
+    runs = {}
+    try:
+        for _ in range(repeat):
+            spent.clear()
+            start = time.perf_counter()
+            session.run(None, feeds)
+            total = time.perf_counter() - start
+            for key, seconds in [*spent.items(), ("other (planning, bookkeeping)", total - sum(spent.values())), ("total", total)]:
+                runs.setdefault(key, []).append(seconds * 1e3)
+    finally:
+        del executor.run_dml, executor.run_partition
+    return {key: statistics.median(values) for key, values in runs.items()}
+
+
+def bench_node(name: str, model: onnx.ModelProto, repeat: int, arithmetic: str, threads: int, engine: str) -> dict:
     from onnx.reference import ReferenceEvaluator
 
     feeds = random_inputs(model, seed=0)
     ort_session = cpu_session(model, threads=threads, spinning=False)
-    dml_session = dml_ep.InferenceSession(model, arithmetic=arithmetic)
+    dml_session = dml_ep.InferenceSession(model, arithmetic=arithmetic, engine=engine)
     reference = ReferenceEvaluator(model)
     times = time_interleaved(
         {
@@ -169,14 +216,21 @@ def format_table(rows: list[dict]) -> str:
     def cell(value, fmt):
         return "-" if value is None else format(value, fmt)
 
-    lines = [f"{'model':34s} {'ort ms':>9s} {'dml_ep ms':>10s} {'ratio':>7s} {'ratio IQR':>13s} {'ort MB':>8s} {'dml_ep MB':>10s} {'refeval ms':>11s} {'x faster':>9s}"]
+    lines = [f"{'model':34s} {'ort ms':>9s} {'dml_ep ms':>10s} {'ratio':>7s} {'ratio IQR':>13s} {'us/DML op':>10s} "
+             f"{'ort MB':>7s} {'dml_ep MB':>10s} {'threads':>8s} {'refeval ms':>11s} {'x faster':>9s}"]
     for row in rows:
         iqr = "{:.2f}-{:.2f}".format(*row["ratio_iqr"])
+        threads = "-" if row.get("ort_threads") is None else f"{row['ort_threads']}/{row['dml_ep_threads']}"
         lines.append(
             f"{row['model']:34s} {row['ort_ms']:9.2f} {row['dml_ep_ms']:10.2f} {row['ratio']:7.2f} {iqr:>13s} "
-            f"{cell(row.get('ort_peak_mb'), '8.0f'):>8s} {cell(row.get('dml_ep_peak_mb'), '10.0f'):>10s} "
+            f"{cell(row.get('dml_ep_us_per_dml_node'), '10.0f'):>10s} "
+            f"{cell(row.get('ort_peak_mb'), '7.0f'):>7s} {cell(row.get('dml_ep_peak_mb'), '10.0f'):>10s} {threads:>8s} "
             f"{cell(row.get('reference_ms'), '11.1f'):>11s} {cell(row.get('reference_speedup'), '9.1f'):>9s}"
         )
+    for row in rows:
+        if "profile_ms" in row:
+            parts = ", ".join(f"{key} {ms:.2f}" for key, ms in row["profile_ms"].items())
+            lines.append(f"profile {row['model']} (ms per run): {parts}")
     return "\n".join(lines)
 
 
@@ -185,18 +239,20 @@ def main(argv=None) -> int:
     parser.add_argument("models", nargs="*", type=Path)
     parser.add_argument("--repeat", type=int, default=20)
     parser.add_argument("--arithmetic", default="onnxruntime", choices=dml_ep.ARITHMETICS)
+    parser.add_argument("--engine", default=default_engine(), choices=ENGINES, help="dml_ep's integer engine (default: %(default)s)")
     parser.add_argument("--threads", type=int, default=os.cpu_count(), help="onnxruntime intra-op threads")
+    parser.add_argument("--profile", action="store_true", help="also show where dml_ep's time goes in each model")
     parser.add_argument("--no-nodes", action="store_true", help="skip the single-node benchmarks")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     rows = []
     for path in args.models or default_models():
-        rows.append(bench_model(path, args.repeat, args.arithmetic, args.threads))
+        rows.append(bench_model(path, args.repeat, args.arithmetic, args.threads, args.engine, args.profile))
         print(f"  {path.stem}: done", file=sys.stderr)
     if not args.no_nodes:
         for name, model in single_node_models().items():
-            rows.append(bench_node(name, model, args.repeat, args.arithmetic, args.threads))
-    print(f"arithmetic={args.arithmetic}, onnxruntime intra-op threads={args.threads}, repeats={args.repeat}")
+            rows.append(bench_node(name, model, args.repeat, args.arithmetic, args.threads, args.engine))
+    print(f"arithmetic={args.arithmetic}, engine={args.engine}, onnxruntime intra-op threads={args.threads}, repeats={args.repeat}")
     print(format_table(rows))
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2))

@@ -48,6 +48,7 @@ class PreparedMatrixMultiply:
         self.b_zero_point = parameter4d(tensors, desc, "BZeroPointTensor").astype(np.int64)  # {1,1,1,1} or {1,1,1,N}
         self.constant = bool(desc.BTensor.Flags & DML_TENSOR_FLAGS.OWNED_BY_DML)
         self.product = self._product(_matrix_b(desc, tensors)) if self.constant else None
+        self.products = {}  # B bound at run time: by its batch shape
         self.saturates_u8s8 = arithmetic.saturates_u8s8(desc.ATensor, desc.BTensor)
         self.requantize = quantize.Requantizer(
             parameter4d(tensors, desc, "AScaleTensor"),
@@ -73,10 +74,13 @@ class PreparedMatrixMultiply:
         a = as4d(view(tensors["ATensor"], desc.ATensor))
         b = _matrix_b(desc, tensors)
         a_zero_point = 0 if self.per_row else self.a_zero_point
-        if self.product is not None:
+        if self.constant:
             acc = self.product(_distinct(a), a_zero_point)
-        else:  # B bound at run time
-            acc = self._product(b)(_distinct(a), a_zero_point, np.ascontiguousarray(b))
+        else:  # B bound at run time: a product (session) per batch shape of B, fed B at each run
+            product = self.products.get(b.shape[:-2])
+            if product is None:
+                product = self.products[b.shape[:-2]] = self._product(b)
+            acc = product(_distinct(a), a_zero_point, np.ascontiguousarray(b))
         if self.per_row:  # sum_k (a - za) (b - zb) = sum_k a (b - zb) - za sum_k (b - zb)
             zb = self._zero_point(b)
             b_sums = np.subtract(b, np.expand_dims(zb, -2) if zb.ndim else zb, dtype=np.int64).sum(axis=-2, keepdims=True)
