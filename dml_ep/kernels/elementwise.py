@@ -45,15 +45,14 @@ def constant_over_span(desc_a, desc_b) -> tuple[bool, bool]:
 
 
 def quantized_linear_add(desc, tensors: dict, options, engine, cache: dict) -> np.ndarray:
-    """The output is a function of the two 8-bit codes only: a 256 x 256 table per set of scales and
-    zero points (kept in the node's ``cache``), then one gather over the output."""
+    """The output is a function of the two 8-bit codes only: a 256 x 256 table per arithmetic (kept
+    in the node's ``cache``), then one gather over the output."""
     a = view(tensors["ATensor"], desc.ATensor)
     b = view(tensors["BTensor"], desc.BTensor)
-    scales = tuple(np.float32(scalar(tensors, desc, f)) for f in ("AScaleTensor", "BScaleTensor", "OutputScaleTensor"))
-    zero_points = tuple(scalar(tensors, desc, f) for f in ("AZeroPointTensor", "BZeroPointTensor", "OutputZeroPointTensor"))
-    key = ("table", options.mode, scales, zero_points)
+    key = ("table", options.mode)  # scales and zero points are constants (the importer sees to it)
     if key not in cache:
-        cache.clear()
+        scales = tuple(np.float32(scalar(tensors, desc, f)) for f in ("AScaleTensor", "BScaleTensor", "OutputScaleTensor"))
+        zero_points = tuple(scalar(tensors, desc, f) for f in ("AZeroPointTensor", "BZeroPointTensor", "OutputZeroPointTensor"))
         codes_a = np.arange(256, dtype=np.uint8).view(a.dtype)[:, None]  # indexed by the code's byte
         codes_b = np.arange(256, dtype=np.uint8).view(b.dtype)[None, :]
         add = _onnxruntime_add if options.onnxruntime else _directml_add
