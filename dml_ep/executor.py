@@ -21,6 +21,7 @@ from .arithmetic import Arithmetic
 from .engines import get_engine
 from .errors import FallbackError, OutOfMemoryError, ShapeError
 from .graph import node_reads, ort_message, type_proto, value_info_of
+from .enums import DML_OPERATOR_TYPE
 from .kernels import prepare_kernel, run_kernel
 from .plan import DmlNode, FallbackNode, Plan, PlanEntry
 from .planner import Planner
@@ -70,8 +71,16 @@ class Executor:
         for entry in plan.dml_nodes:
             constants = {field: binding for field, binding in entry.inputs.items() if isinstance(binding, np.ndarray)}
             prepare_kernel(entry.desc, constants, self.arithmetic, self.engine, entry.cache)
-        for entry in plan.fallback_nodes:
-            self._partition_session(self._partition_of.get(id(entry.node)) or (self._index[id(entry.node)],))
+        channels_last = set()  # the values expected to lie channels last: the sessions are made for them
+        for entry in plan.entries:
+            if isinstance(entry, DmlNode):
+                if entry.desc.OPERATOR_TYPE == DML_OPERATOR_TYPE.QUANTIZED_LINEAR_CONVOLUTION or entry.inputs.get("ATensor") in channels_last:
+                    channels_last.add(entry.output)
+                continue
+            group = self._partition_of.get(id(entry.node)) or (self._index[id(entry.node)],)
+            inputs = frozenset(self._partition_inputs(group)) & channels_last
+            self._partition_session(group, inputs)
+            channels_last.update(self._to_nhwc(group))
 
     def run(self, feeds: dict[str, np.ndarray], keep_all: bool = False) -> dict[str, np.ndarray]:
         """Plan and execute every node on the tensors that reach it; returns the graph outputs, or
@@ -169,6 +178,11 @@ class Executor:
         later = {name for index, read in enumerate(planner.reads) if index not in group for name in read}
         return inputs, [name for node in nodes for name in node.output if name in later or name in self._graph_outputs]
 
+    def _to_nhwc(self, group: tuple[int, ...]) -> set[str]:
+        """The outputs of fallback nodes that leave them channels last: the 4-D ones."""
+        static = self.planner.static
+        return {name for name in self._partition_io(group)[1] if len(static[name].shape or ()) == 4 and f"{name}.nhwc" not in static}
+
     def _partition_session(self, group: tuple[int, ...], channels_last: frozenset = frozenset()):
         """The session of fallback nodes for inputs in these layouts, made once; with its outputs
         and the names to fetch them by (4-D outputs come channels last: ``<name>.nhwc``)."""
@@ -178,7 +192,7 @@ class Executor:
             planner = self.planner
             inputs, outputs = self._partition_io(group)
             nodes = [planner.nodes[i] for i in group]
-            to_nhwc = {name for name in outputs if len(planner.static[name].shape or ()) == 4 and f"{name}.nhwc" not in planner.static}
+            to_nhwc = self._to_nhwc(group)
             model = fallback_model(nodes, inputs, outputs, planner, channels_last, to_nhwc)
             try:
                 session = fallback_session(model, nodes[0])

@@ -1,0 +1,151 @@
+"""The integer engines: both give the exact ``sum (a - za) * (b - zb) + bias``, whatever the operand
+types, zero-point shapes and host; the choice of engine changes no result."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import dml_ep
+from dml_ep import engines
+from dml_ep.engines import ENGINES, get_engine
+from dml_ep.errors import DmlEpError
+from dml_ep.inputs import random_inputs
+from dml_ep.reference import cpu_session
+from onnx_builders import qlinear_conv
+
+ROOT = Path(__file__).resolve().parent.parent
+SHIPPED = sorted((ROOT / "models").glob("*.onnx"))
+CODES = {np.uint8: (0, 256), np.int8: (-128, 128)}
+
+
+def exact(a, za, b, zb, bias=None):
+    """The hand reference: int64 arithmetic on small matrices."""
+    zb = np.asarray(zb, np.int64)
+    centred_b = b.astype(np.int64) - (np.expand_dims(zb, -2) if zb.ndim else zb)
+    acc = np.matmul(a.astype(np.int64) - int(za), centred_b)
+    return acc if bias is None else acc + np.asarray(bias, np.int64)
+
+
+def codes(rng, dtype, shape):
+    return rng.integers(*CODES[dtype], shape).astype(dtype)
+
+
+@pytest.fixture(params=["numpy", "onnxruntime u8s8", "onnxruntime u8u8"])
+def engine(request, monkeypatch):
+    """Each engine; onnxruntime's both ways: uint8 x int8 (where the host probe allows it) and
+    uint8 x uint8 with int8 weights shifted (what a saturating host gets)."""
+    name, _, operands = request.param.partition(" ")
+    chosen = get_engine(name)
+    if operands:
+        monkeypatch.setattr(chosen, "signed_b", operands == "u8s8")
+    return chosen
+
+
+@pytest.mark.parametrize("a_type", [np.uint8, np.int8])
+@pytest.mark.parametrize("b_type", [np.uint8, np.int8])
+def test_products_are_exact(engine, a_type, b_type):
+    rng = np.random.default_rng(0)
+    a = codes(rng, a_type, (3, 5, 300))
+    cases = [
+        (codes(rng, b_type, (300, 7)), codes(rng, b_type, 7), None, True),  # per-column zero points
+        (codes(rng, b_type, (300, 7)), codes(rng, b_type, ()), rng.integers(-5000, 5000, 7).astype(np.int32), True),
+        (codes(rng, b_type, (3, 300, 7)), codes(rng, b_type, (3, 7)), None, True),  # batched, per column
+        (codes(rng, b_type, (3, 300, 7)), codes(rng, b_type, ()), None, False),  # B bound at run time
+    ]
+    za = int(codes(rng, a_type, ()))
+    for b, zb, bias, constant in cases:
+        product = engine.product(b, zb, constant, bias)
+        got = product(a, za) if constant else product(a, za, b)
+        np.testing.assert_array_equal(got, exact(a, za, b, zb, bias))
+
+
+def test_saturating_pairs_are_exact(engine):
+    """255 x 127 pairs, which onnxruntime's AVX2 u8s8 kernel saturates: every engine path is exact."""
+    a = np.full((2, 64), 255, np.uint8)
+    b = np.tile(np.array([[127], [-128]], np.int8), (32, 3))
+    product = engine.product(b, np.int8(0))
+    np.testing.assert_array_equal(product(a, 0), exact(a, 0, b, 0))
+
+
+def test_float32_only_where_every_sum_fits_it(engine):
+    """A product comes back as float32 only where |sum| < 2^24 for any input codes; else int32."""
+    rng = np.random.default_rng(1)
+    small = codes(rng, np.int8, (64, 4))
+    large = np.full((600, 4), 127, np.int8)  # 600 * 255 * 128 > 2^24
+    a = np.full((2, 600), 255, np.uint8)
+    for b, expected in ((small, np.float32), (large, np.int32)):
+        result = engine.product(b, np.int8(-1))(a[:, : b.shape[0]], 0)
+        assert result.dtype == expected
+        np.testing.assert_array_equal(result, exact(a[:, : b.shape[0]], 0, b, -1))
+
+
+def test_unknown_engine_is_a_typed_error():
+    with pytest.raises(DmlEpError, match="unknown engine 'blas'"):
+        get_engine("blas")
+
+
+def test_engine_comes_from_the_environment(monkeypatch):
+    monkeypatch.setenv("DML_EP_ENGINE", "numpy")
+    assert get_engine().name == "numpy"
+    monkeypatch.delenv("DML_EP_ENGINE")
+    assert get_engine().name == "onnxruntime"
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.stem)
+@pytest.mark.parametrize("arithmetic", ["directml", "onnxruntime"])
+def test_engines_give_the_same_outputs(path, arithmetic):
+    model = onnx.load(path)
+    feeds = random_inputs(model, seed=3)
+    outputs = [dml_ep.InferenceSession(model, arithmetic=arithmetic, engine=name).run(None, feeds) for name in ENGINES]
+    for ours, theirs in zip(*outputs):
+        np.testing.assert_array_equal(ours, theirs)
+
+
+def test_cli_takes_the_engine(tmp_path):
+    for name in ENGINES:
+        done = subprocess.run([sys.executable, "-m", "dml_ep.cli", "compare", str(SHIPPED[0]), "--reference", "ort-exact",
+                               "--arithmetic", "onnxruntime", "--engine", name], capture_output=True, text=True)
+        assert done.returncode == 0, done.stdout + done.stderr
+    refused = subprocess.run([sys.executable, "-m", "dml_ep.cli", "run", str(SHIPPED[0]), "--engine", "blas"], capture_output=True, text=True)
+    assert refused.returncode == 2 and "--engine" in refused.stderr
+
+
+def test_engine_sessions_sleep_instead_of_spinning():
+    options = engines._session_options()
+    assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
+    assert options.get_session_config_entry("session.use_env_allocators") == "1"
+
+
+def test_a_users_onnxruntime_session_is_untouched_by_ours():
+    """The shared arena is opt-in: sessions the host program makes afterwards work as before."""
+    x = np.full((1, 2, 4, 4), 200, np.uint8)
+    w = np.ones((2, 2, 1, 1), np.int8)
+    model, feeds = qlinear_conv(x, np.float32(0.1), np.uint8(0), w, np.float32(0.1), np.int8(0), np.float32(0.5), np.uint8(0))
+    ours = dml_ep.InferenceSession(model, arithmetic="onnxruntime").run(None, feeds)[0]
+    theirs = cpu_session(model).run(None, feeds)[0]
+    np.testing.assert_array_equal(ours, theirs)
+
+
+def test_conv_filter_bound_at_run_time(engine):
+    """A QLinearConv whose filter is a graph input (not a constant) runs through a product fed at each run."""
+    rng = np.random.default_rng(2)
+    node = helper.make_node("QLinearConv", ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz"], ["y"], pads=[1, 1, 1, 1])
+    graph = helper.make_graph(
+        [node], "conv",
+        [helper.make_tensor_value_info("x", TensorProto.UINT8, [1, 3, 6, 6]), helper.make_tensor_value_info("w", TensorProto.INT8, [4, 3, 3, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.UINT8, [1, 4, 6, 6])],
+        [numpy_helper.from_array(np.float32(v), n) for n, v in (("xs", 0.05), ("ws", 0.02), ("ys", 0.1))]
+        + [numpy_helper.from_array(np.uint8(7), "xz"), numpy_helper.from_array(np.int8(0), "wz"), numpy_helper.from_array(np.uint8(3), "yz")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    session = dml_ep.InferenceSession(model, arithmetic="onnxruntime", engine=engine.name)
+    reference = cpu_session(model, "ort-exact")
+    for _ in range(2):
+        feeds = {"x": codes(rng, np.uint8, (1, 3, 6, 6)), "w": codes(rng, np.int8, (4, 3, 3, 3))}
+        np.testing.assert_array_equal(session.run(None, feeds)[0], reference.run(None, feeds)[0])
+    assert session.plan.entries[0].operator == "DML_OPERATOR_QUANTIZED_LINEAR_CONVOLUTION"

@@ -1,0 +1,93 @@
+"""CPU fallback partitions: connected nodes that always fall back run as one onnxruntime session,
+taking channels-last tensors as they lie; a run that keeps every value runs each node alone."""
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import dml_ep
+from dml_ep.executor import fallback_partitions
+from dml_ep.plan import DmlNode, FallbackNode
+from dml_ep.planner import Planner
+from dml_ep.reference import cpu_session
+
+
+def const(name, value):
+    return numpy_helper.from_array(np.asarray(value), name)
+
+
+def conv(x, name, w_name):
+    return helper.make_node("QLinearConv", [x, "s", "z", w_name, "ws", "wz", "s", "z"], [name], pads=[1, 1, 1, 1])
+
+
+def conv_pool_conv_model():
+    """Quantize -> QLinearConv -> [MaxPool -> Transpose -> MaxPool] -> QLinearConv -> Dequantize."""
+    rng = np.random.default_rng(0)
+    nodes = [
+        helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"]),
+        conv("q", "c1", "w1"),
+        helper.make_node("MaxPool", ["c1"], ["m1"], kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("Transpose", ["m1"], ["t"], perm=[0, 1, 3, 2]),
+        helper.make_node("MaxPool", ["t"], ["m2"], kernel_shape=[1, 1]),
+        conv("m2", "c2", "w2"),
+        helper.make_node("DequantizeLinear", ["c2", "s", "z"], ["y"]),
+    ]
+    initializers = [const("s", np.float32(0.05)), const("z", np.uint8(10)), const("ws", np.float32(0.01)), const("wz", np.int8(0)),
+                    const("w1", rng.integers(-60, 60, (4, 4, 3, 3)).astype(np.int8)),
+                    const("w2", rng.integers(-60, 60, (4, 4, 3, 3)).astype(np.int8))]
+    graph = helper.make_graph(nodes, "partitions", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 4, 4])], initializers)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+
+
+@pytest.mark.parametrize("arithmetic", ["onnxruntime", "directml"])
+def test_a_partition_runs_as_one_session_and_matches_onnxruntime(arithmetic):
+    model = conv_pool_conv_model()
+    feeds = {"x": np.random.default_rng(1).uniform(0, 10, (1, 4, 8, 8)).astype(np.float32)}
+    session = dml_ep.InferenceSession(model, arithmetic=arithmetic)
+    ours = session.run(None, feeds)[0]
+    if arithmetic == "onnxruntime":
+        np.testing.assert_array_equal(ours, cpu_session(model, "ort-exact").run(None, feeds)[0])
+    groups = [key[0] for key in session.executor._fallback_sessions]
+    assert (2, 3, 4) in groups  # MaxPool, Transpose, MaxPool: one session
+    assert [type(e) for e in session.plan.entries] == [FallbackNode, DmlNode, FallbackNode, FallbackNode, FallbackNode, DmlNode, FallbackNode]
+    # the convolution's channels-last output entered the partition as it lies
+    (session_of_group, _, _), = [v for k, v in session.executor._fallback_sessions.items() if k[0] == (2, 3, 4)]
+    assert [i.name for i in session_of_group.get_inputs()] == ["c1.nhwc"]
+
+
+def test_keeping_every_value_runs_each_fallback_node_alone():
+    model = conv_pool_conv_model()
+    feeds = {"x": np.random.default_rng(2).uniform(0, 10, (1, 4, 8, 8)).astype(np.float32)}
+    session = dml_ep.InferenceSession(model, arithmetic="onnxruntime")
+    whole = session.run(None, feeds)[0]
+    values = session.executor.run(feeds, keep_all=True)
+    np.testing.assert_array_equal(values["y"], whole)
+    assert {"m1", "t", "m2"} <= values.keys()  # every value, from single-node sessions
+    assert {key[0] for key in session.executor._fallback_sessions} >= {(2,), (3,), (4,)}
+
+
+def test_partitions_are_connected_runs_in_execution_order():
+    rng = np.random.default_rng(3)
+    nodes = [
+        helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"]),
+        helper.make_node("MaxPool", ["q"], ["a"], kernel_shape=[1, 1]),  # two unconnected branches,
+        helper.make_node("AveragePool", ["x"], ["b"], kernel_shape=[1, 1]),  # consecutive
+        helper.make_node("Relu", ["b"], ["c"]),
+        conv("a", "d", "w"),
+        helper.make_node("DequantizeLinear", ["d", "s", "z"], ["e"]),
+        helper.make_node("Add", ["e", "c"], ["y"]),
+    ]
+    initializers = [const("s", np.float32(0.05)), const("z", np.uint8(10)), const("ws", np.float32(0.01)), const("wz", np.int8(0)),
+                    const("w", rng.integers(-60, 60, (4, 4, 3, 3)).astype(np.int8))]
+    graph = helper.make_graph(nodes, "runs", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 5, 5])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 5, 5])], initializers)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    # QuantizeLinear+MaxPool connected, AveragePool+Relu connected; the conv ends the run; the
+    # DequantizeLinear after it is alone (Add maps to DirectML).
+    planner = Planner(model)
+    groups = {tuple(planner.nodes[i].op_type for i in group) for group in fallback_partitions(planner).values()}
+    assert groups == {("QuantizeLinear", "MaxPool"), ("AveragePool", "Relu")}
+    feeds = {"x": rng.uniform(0, 10, (1, 4, 5, 5)).astype(np.float32)}
+    ours = dml_ep.InferenceSession(model, arithmetic="onnxruntime").run(None, feeds)[0]
+    np.testing.assert_allclose(ours, cpu_session(model, "ort-exact").run(None, feeds)[0], rtol=1e-6)
