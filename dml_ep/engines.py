@@ -35,6 +35,7 @@ from .kernels.integer_gemm import FLOAT32_EXACT, exact_matmul, weight_blocks
 ENGINES = ("onnxruntime", "numpy")
 INT8_SHIFT = 128  # int8 code + 128 = the same value's uint8 code, one XOR of the sign bit
 WIDEST_INPUT = 255  # |a - za| for uint8 codes (int8 ones are shifted into uint8 first)
+SMALL_PRODUCT = 1 << 22  # multiply-adds per call under which a product runs single-threaded
 
 
 def default_engine() -> str:
@@ -77,7 +78,7 @@ class NumpyEngine:
 
     name = "numpy"
 
-    def product(self, b: np.ndarray, b_zero_point, constant: bool = True, bias=None) -> "NumpyProduct":
+    def product(self, b: np.ndarray, b_zero_point, constant: bool = True, bias=None, rows=None) -> "NumpyProduct":
         return NumpyProduct(b, b_zero_point, constant, bias)
 
 
@@ -115,10 +116,14 @@ class OnnxruntimeEngine:
         from .arithmetic import host_saturates_u8s8
 
         self.signed_b = not host_saturates_u8s8()
-        self.options = _session_options()
+        self.options = {threads: _session_options(threads) for threads in {1, os.cpu_count() or 1}}
 
-    def product(self, b: np.ndarray, b_zero_point, constant: bool = True, bias=None) -> "OnnxruntimeProduct":
-        return OnnxruntimeProduct(self, b, b_zero_point, constant, bias)
+    def product(self, b: np.ndarray, b_zero_point, constant: bool = True, bias=None, rows=None) -> "OnnxruntimeProduct":
+        """``rows``, the rows of A a call is expected to bring, sizes the session's thread pool: a
+        product of fewer than ``SMALL_PRODUCT`` multiply-adds runs on the calling thread alone
+        (waking a pool costs more than it saves, and each pool is a thread)."""
+        small = rows is not None and rows * b.shape[-2] * b.shape[-1] < SMALL_PRODUCT
+        return OnnxruntimeProduct(self, b, b_zero_point, constant, bias, self.options[1 if small else max(self.options)])
 
 
 class OnnxruntimeProduct:
@@ -131,7 +136,7 @@ class OnnxruntimeProduct:
     is float32, else after.
     """
 
-    def __init__(self, engine: OnnxruntimeEngine, b: np.ndarray, b_zero_point, constant: bool, bias=None):
+    def __init__(self, engine: OnnxruntimeEngine, b: np.ndarray, b_zero_point, constant: bool, bias, options):
         self.b_dtype = b.dtype
         self.signed_b = engine.signed_b
         zero_point = np.asarray(b_zero_point, np.int64)
@@ -160,7 +165,7 @@ class OnnxruntimeProduct:
         output = helper.make_tensor_value_info("y", TensorProto.FLOAT if self.to_float else TensorProto.INT32, None)
         graph = helper.make_graph([node], "integer_product", inputs, [output], initializers)
         model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid("com.microsoft", 1)])
-        self.session = ort.InferenceSession(model.SerializeToString(), engine.options, providers=["CPUExecutionProvider"])
+        self.session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
 
     def _b_codes(self, codes: np.ndarray) -> np.ndarray:
         """B's codes (or zero points) as the engine multiplies them: int8 kept where exact, else uint8."""
@@ -182,16 +187,16 @@ class OnnxruntimeProduct:
         return acc
 
 
-def _session_options() -> ort.SessionOptions:
-    """Options for the engine's sessions, one per prepared operand: a pool of as many threads as
-    cores (the GEMMs are most of the work), which sleep between runs instead of spinning: dozens
-    of pools spinning would take the cores from each other and from the numpy work between two
-    GEMMs. (onnxruntime's global thread pool would share one pool, but once set it refuses every
-    session of the process that has a pool of its own, the user's included.) Their outputs come
-    from one shared memory arena (:func:`_shared_arena`) instead of an arena per session."""
+def _session_options(threads: int) -> ort.SessionOptions:
+    """Options for the engine's sessions, one per prepared operand: a pool of ``threads`` (as many
+    as cores for the GEMMs that are most of the work), which sleep between runs instead of
+    spinning: dozens of pools spinning would take the cores from each other and from the numpy
+    work between two GEMMs. (onnxruntime's global thread pool would share one pool, but once set
+    it refuses every session of the process that has a pool of its own, the user's included.)
+    Their outputs come from one shared memory arena (:func:`_shared_arena`), not one per session."""
     options = ort.SessionOptions()
     options.log_severity_level = 4
-    options.intra_op_num_threads = os.cpu_count() or 1
+    options.intra_op_num_threads = threads
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     _shared_arena()
     options.add_session_config_entry("session.use_env_allocators", "1")

@@ -116,7 +116,7 @@ def test_cli_takes_the_engine(tmp_path):
 
 
 def test_engine_sessions_sleep_instead_of_spinning():
-    options = engines._session_options()
+    options = engines._session_options(2)
     assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
     assert options.get_session_config_entry("session.use_env_allocators") == "1"
 

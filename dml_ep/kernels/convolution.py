@@ -94,7 +94,8 @@ class PreparedConvolution:
     def _product(self, tensors: dict):
         b, b_zero_point = filter_matrix(self.desc, tensors)
         b = np.ascontiguousarray(b)
-        return self.engine.product(b, b_zero_point, self.constant, self.bias if self.bias_in_product else None), b
+        rows = int(np.prod(self.desc.OutputTensor.Sizes)) // self.desc.OutputTensor.Sizes[1]  # N * OH * OW
+        return self.engine.product(b, b_zero_point, self.constant, self.bias if self.bias_in_product else None, rows), b
 
     def accumulate(self, tensors: dict) -> np.ndarray:
         """The integer core: the exact ``sum (x - zx) * (w - zw) + bias`` over each window, as

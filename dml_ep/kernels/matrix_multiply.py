@@ -65,7 +65,8 @@ class PreparedMatrixMultiply:
         return zb.reshape(()) if zb.size == 1 else np.broadcast_to(zb.reshape(-1), b.shape[:-2] + zb.shape[-1:])
 
     def _product(self, b: np.ndarray):
-        return self.engine.product(np.ascontiguousarray(b), self._zero_point(b), self.constant)
+        rows = int(np.prod(self.desc.OutputTensor.Sizes)) // self.desc.OutputTensor.Sizes[-1]  # batches * M
+        return self.engine.product(np.ascontiguousarray(b), self._zero_point(b), self.constant, rows=rows)
 
     def accumulate(self, tensors: dict) -> np.ndarray:
         """The integer core: the exact ``sum_k (a - za) * (b - zb)`` as [batch, channel, M, N]
