@@ -19,9 +19,9 @@ import onnx
 
 from .arithmetic import Arithmetic
 from .engines import get_engine
+from .enums import DML_OPERATOR_TYPE
 from .errors import FallbackError, OutOfMemoryError, ShapeError
 from .graph import node_reads, ort_message, type_proto, value_info_of
-from .enums import DML_OPERATOR_TYPE
 from .kernels import prepare_kernel, run_kernel
 from .plan import DmlNode, FallbackNode, Plan, PlanEntry
 from .planner import Planner

@@ -131,21 +131,28 @@ def test_a_users_onnxruntime_session_is_untouched_by_ours():
     np.testing.assert_array_equal(ours, theirs)
 
 
-def test_conv_filter_bound_at_run_time(engine):
-    """A QLinearConv whose filter is a graph input (not a constant) runs through a product fed at each run."""
+@pytest.mark.parametrize("runtime", ["w", "b", "w b"])
+def test_conv_filter_or_bias_bound_at_run_time(engine, runtime):
+    """A QLinearConv whose filter or bias is a graph input (not a constant): one product, fed the
+    filter at each run; the bias added after it."""
     rng = np.random.default_rng(2)
-    node = helper.make_node("QLinearConv", ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz"], ["y"], pads=[1, 1, 1, 1])
+    node = helper.make_node("QLinearConv", ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "b"], ["y"], pads=[1, 1, 1, 1])
+    w, b = codes(rng, np.int8, (4, 3, 3, 3)), rng.integers(-3000, 3000, 4).astype(np.int32)
     graph = helper.make_graph(
         [node], "conv",
-        [helper.make_tensor_value_info("x", TensorProto.UINT8, [1, 3, 6, 6]), helper.make_tensor_value_info("w", TensorProto.INT8, [4, 3, 3, 3])],
+        [helper.make_tensor_value_info("x", TensorProto.UINT8, [1, 3, 6, 6])]
+        + [helper.make_tensor_value_info(name, dtype, shape) for name, dtype, shape in
+           (("w", TensorProto.INT8, [4, 3, 3, 3]), ("b", TensorProto.INT32, [4])) if name in runtime.split()],
         [helper.make_tensor_value_info("y", TensorProto.UINT8, [1, 4, 6, 6])],
         [numpy_helper.from_array(np.float32(v), n) for n, v in (("xs", 0.05), ("ws", 0.02), ("ys", 0.1))]
-        + [numpy_helper.from_array(np.uint8(7), "xz"), numpy_helper.from_array(np.int8(0), "wz"), numpy_helper.from_array(np.uint8(3), "yz")],
+        + [numpy_helper.from_array(np.uint8(7), "xz"), numpy_helper.from_array(np.int8(0), "wz"), numpy_helper.from_array(np.uint8(3), "yz")]
+        + [numpy_helper.from_array(value, name) for name, value in (("w", w), ("b", b)) if name not in runtime.split()],
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
     session = dml_ep.InferenceSession(model, arithmetic="onnxruntime", engine=engine.name)
     reference = cpu_session(model, "ort-exact")
     for _ in range(2):
-        feeds = {"x": codes(rng, np.uint8, (1, 3, 6, 6)), "w": codes(rng, np.int8, (4, 3, 3, 3))}
+        feeds = {"x": codes(rng, np.uint8, (1, 3, 6, 6)), "w": codes(rng, np.int8, (4, 3, 3, 3)), "b": rng.integers(-3000, 3000, 4).astype(np.int32)}
+        feeds = {name: value for name, value in feeds.items() if name == "x" or name in runtime.split()}
         np.testing.assert_array_equal(session.run(None, feeds)[0], reference.run(None, feeds)[0])
     assert session.plan.entries[0].operator == "DML_OPERATOR_QUANTIZED_LINEAR_CONVOLUTION"

@@ -69,18 +69,21 @@ def im2col(x_nhwc: np.ndarray, desc, kernel: tuple[int, int], pad_code) -> np.nd
 class PreparedConvolution:
     """What one convolution desc needs at each run, worked out once per node, engine and
     arithmetic: its scalar parameters, the filter as the engine's product (with the bias, where
-    both are bound at initialization (OWNED_BY_DML)), and the requantize step."""
+    both are bound at initialization (OWNED_BY_DML)), and the requantize step. The product is
+    shared by the node's arithmetics (``products``, the node's cache)."""
 
-    def __init__(self, desc, tensors: dict, arithmetic, engine):
-        self.desc, self.engine = desc, engine
+    def __init__(self, desc, tensors: dict, arithmetic, engine, products: dict):
+        self.desc, self.engine, self.products = desc, engine, products
         self.kernel = tuple(desc.FilterTensor.Sizes[-2:])
+        self.rows = int(np.prod(desc.OutputTensor.Sizes)) // desc.OutputTensor.Sizes[1]  # N * OH * OW
         self.zero_point = int(scalar(tensors, desc, "InputZeroPointTensor"))
         self.pad_code = np.array(self.zero_point).astype(desc.InputTensor.DataType.numpy())
         self.constant = bool(desc.FilterTensor.Flags & DML_TENSOR_FLAGS.OWNED_BY_DML)
-        self.bias_constant = desc.BiasTensor is None or bool(desc.BiasTensor.Flags & DML_TENSOR_FLAGS.OWNED_BY_DML)
-        self.bias = None if desc.BiasTensor is None else channels_last(tensors, desc, "BiasTensor")
-        self.bias_in_product = self.bias is not None and self.bias_constant and desc.GroupCount == 1
-        self.product = self._product(tensors)[0] if self.constant and self.bias_constant else None
+        bias_constant = desc.BiasTensor is not None and bool(desc.BiasTensor.Flags & DML_TENSOR_FLAGS.OWNED_BY_DML)
+        self.bias = channels_last(tensors, desc, "BiasTensor") if bias_constant else None
+        self.bias_in_product = self.constant and bias_constant and desc.GroupCount == 1
+        if self.constant:
+            self._product(tensors)
         self.saturates_u8s8 = arithmetic.saturates_u8s8(desc.InputTensor, desc.FilterTensor)
         self.requantize = quantize.Requantizer(
             scalar(tensors, desc, "InputScaleTensor"),
@@ -92,10 +95,14 @@ class PreparedConvolution:
         )
 
     def _product(self, tensors: dict):
-        b, b_zero_point = filter_matrix(self.desc, tensors)
-        b = np.ascontiguousarray(b)
-        rows = int(np.prod(self.desc.OutputTensor.Sizes)) // self.desc.OutputTensor.Sizes[1]  # N * OH * OW
-        return self.engine.product(b, b_zero_point, self.constant, self.bias if self.bias_in_product else None, rows), b
+        """The engine's product for the filter: made once (a filter bound at run time is fed to
+        it at each run)."""
+        key = ("product", self.engine.name)
+        if key not in self.products:
+            b, b_zero_point = filter_matrix(self.desc, tensors)
+            bias = self.bias if self.bias_in_product else None
+            self.products[key] = self.engine.product(np.ascontiguousarray(b), b_zero_point, self.constant, bias, self.rows)
+        return self.products[key]
 
     def accumulate(self, tensors: dict) -> np.ndarray:
         """The integer core: the exact ``sum (x - zx) * (w - zw) + bias`` over each window, as
@@ -103,15 +110,14 @@ class PreparedConvolution:
         desc = self.desc
         x = read4d(tensors, desc, "InputTensor")
         columns = im2col(x.transpose(0, 2, 3, 1), desc, self.kernel, self.pad_code)
-        if self.product is not None:
-            acc = self.product(columns, self.zero_point)
-        else:  # a filter or bias bound at run time
-            product, b = self._product(tensors)
-            acc = product(columns, self.zero_point) if self.constant else product(columns, self.zero_point, b)
+        if self.constant:
+            acc = self._product(tensors)(columns, self.zero_point)
+        else:  # a filter bound at run time
+            acc = self._product(tensors)(columns, self.zero_point, np.ascontiguousarray(filter_matrix(desc, tensors)[0]))
         if desc.GroupCount > 1:
             acc = acc.transpose(1, 0, 2).reshape(acc.shape[1], -1)
-        if self.bias is not None and not self.bias_in_product:
-            acc = acc + (self.bias if self.bias_constant else channels_last(tensors, desc, "BiasTensor"))
+        if desc.BiasTensor is not None and not self.bias_in_product:
+            acc = acc + (self.bias if self.bias is not None else channels_last(tensors, desc, "BiasTensor"))
         return acc.reshape(x.shape[0], *desc.OutputTensor.Sizes[-2:], -1)
 
     def __call__(self, tensors: dict) -> np.ndarray:
@@ -126,7 +132,7 @@ def prepared(desc, tensors: dict, arithmetic, engine, cache: dict) -> PreparedCo
     """The node's PreparedConvolution for this engine and arithmetic, made once."""
     key = ("prepared", engine.name, arithmetic)
     if key not in cache:
-        cache[key] = PreparedConvolution(desc, tensors, arithmetic, engine)
+        cache[key] = PreparedConvolution(desc, tensors, arithmetic, engine, cache)
     return cache[key]
 
 

@@ -37,18 +37,19 @@ def _matrix_b(desc, tensors: dict) -> np.ndarray:
 
 class PreparedMatrixMultiply:
     """What one matrix multiply desc needs at each run, worked out once per node, engine and
-    arithmetic: zero points, B as the engine's product where it is bound at initialization
-    (OWNED_BY_DML), and the requantize step."""
+    arithmetic: zero points, B as the engine's product (its session made once; a B bound at run
+    time is fed to it at each run), and the requantize step. Products are shared by the node's
+    arithmetics (``products``, the node's cache)."""
 
-    def __init__(self, desc, tensors: dict, arithmetic, engine):
-        self.desc, self.engine = desc, engine
+    def __init__(self, desc, tensors: dict, arithmetic, engine, products: dict):
+        self.desc, self.engine, self.products = desc, engine, products
         za = parameter4d(tensors, desc, "AZeroPointTensor")  # {1,1,1,1} or {1,1,M,1}
         self.per_row = za.size > 1
         self.a_zero_point = za.astype(np.int64) if self.per_row else int(za.reshape(-1)[0])
         self.b_zero_point = parameter4d(tensors, desc, "BZeroPointTensor").astype(np.int64)  # {1,1,1,1} or {1,1,1,N}
         self.constant = bool(desc.BTensor.Flags & DML_TENSOR_FLAGS.OWNED_BY_DML)
-        self.product = self._product(_matrix_b(desc, tensors)) if self.constant else None
-        self.products = {}  # B bound at run time: by its batch shape
+        if self.constant:
+            self._product(_matrix_b(desc, tensors))
         self.saturates_u8s8 = arithmetic.saturates_u8s8(desc.ATensor, desc.BTensor)
         self.requantize = quantize.Requantizer(
             parameter4d(tensors, desc, "AScaleTensor"),
@@ -65,8 +66,12 @@ class PreparedMatrixMultiply:
         return zb.reshape(()) if zb.size == 1 else np.broadcast_to(zb.reshape(-1), b.shape[:-2] + zb.shape[-1:])
 
     def _product(self, b: np.ndarray):
-        rows = int(np.prod(self.desc.OutputTensor.Sizes)) // self.desc.OutputTensor.Sizes[-1]  # batches * M
-        return self.engine.product(np.ascontiguousarray(b), self._zero_point(b), self.constant, rows=rows)
+        """The engine's product for B (one per batch shape of a B bound at run time)."""
+        key = ("product", self.engine.name, None if self.constant else b.shape[:-2])
+        if key not in self.products:
+            rows = int(np.prod(self.desc.OutputTensor.Sizes)) // self.desc.OutputTensor.Sizes[-1]  # batches * M
+            self.products[key] = self.engine.product(np.ascontiguousarray(b), self._zero_point(b), self.constant, rows=rows)
+        return self.products[key]
 
     def accumulate(self, tensors: dict) -> np.ndarray:
         """The integer core: the exact ``sum_k (a - za) * (b - zb)`` as [batch, channel, M, N]
@@ -76,12 +81,9 @@ class PreparedMatrixMultiply:
         b = _matrix_b(desc, tensors)
         a_zero_point = 0 if self.per_row else self.a_zero_point
         if self.constant:
-            acc = self.product(_distinct(a), a_zero_point)
-        else:  # B bound at run time: a product (session) per batch shape of B, fed B at each run
-            product = self.products.get(b.shape[:-2])
-            if product is None:
-                product = self.products[b.shape[:-2]] = self._product(b)
-            acc = product(_distinct(a), a_zero_point, np.ascontiguousarray(b))
+            acc = self._product(b)(_distinct(a), a_zero_point)
+        else:
+            acc = self._product(b)(_distinct(a), a_zero_point, np.ascontiguousarray(b))
         if self.per_row:  # sum_k (a - za) (b - zb) = sum_k a (b - zb) - za sum_k (b - zb)
             zb = self._zero_point(b)
             b_sums = np.subtract(b, np.expand_dims(zb, -2) if zb.ndim else zb, dtype=np.int64).sum(axis=-2, keepdims=True)
@@ -101,7 +103,7 @@ def prepared(desc, tensors: dict, arithmetic, engine, cache: dict) -> PreparedMa
     """The node's PreparedMatrixMultiply for this engine and arithmetic, made once."""
     key = ("prepared", engine.name, arithmetic)
     if key not in cache:
-        cache[key] = PreparedMatrixMultiply(desc, tensors, arithmetic, engine)
+        cache[key] = PreparedMatrixMultiply(desc, tensors, arithmetic, engine, cache)
     return cache[key]
 
 
