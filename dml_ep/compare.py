@@ -49,8 +49,7 @@ from .executor import Executor
 from .graph import load_model, ort_message
 from .importer import DEFAULT_FEATURE_LEVEL
 from .engines import get_engine
-from .kernels.convolution import convolution_accumulator
-from .kernels.matrix_multiply import matrix_multiply_accumulator
+from .kernels import integer_core
 from .kernels.parameters import parameter4d, read4d, scalar
 from .operator_descs import OperatorDesc
 from .passes import CPU, DEFAULT_RULE_SET
@@ -544,13 +543,13 @@ def ideal_values(desc: OperatorDesc, tensors: dict, index: np.ndarray) -> list[F
     """
     engine = get_engine("numpy")  # the kernels' integer core, on the engine that needs no session
     if isinstance(desc, od.DML_QUANTIZED_LINEAR_CONVOLUTION_OPERATOR_DESC):
-        acc = np.moveaxis(convolution_accumulator(desc, tensors, engine, {}), -1, 1).astype(np.int64)  # sum (x - zx) * (w - zw)
+        acc = np.moveaxis(integer_core(desc, tensors, engine), -1, 1).astype(np.int64)  # sum (x - zx) * (w - zw)
         if desc.BiasTensor is not None:
             acc += parameter4d(tensors, desc, "BiasTensor").astype(np.int64)
         terms = [(acc, scalar(tensors, desc, "InputScaleTensor") * parameter4d(tensors, desc, "FilterScaleTensor"))]
         output_scale = scalar(tensors, desc, "OutputScaleTensor")
     elif isinstance(desc, od.DML_QUANTIZED_LINEAR_MATRIX_MULTIPLY_OPERATOR_DESC):
-        acc = matrix_multiply_accumulator(desc, tensors, engine, {})  # sum (a - za) * (b - zb)
+        acc = integer_core(desc, tensors, engine)  # sum (a - za) * (b - zb)
         terms = [(acc, parameter4d(tensors, desc, "AScaleTensor") * parameter4d(tensors, desc, "BScaleTensor"))]
         output_scale = parameter4d(tensors, desc, "OutputScaleTensor")
     elif isinstance(desc, od.DML_ELEMENT_WISE_QUANTIZED_LINEAR_ADD_OPERATOR_DESC):

@@ -59,6 +59,6 @@ def apply_activation(activation: od.ActivationDesc, x: np.ndarray) -> np.ndarray
     return np.asarray(result, dtype=np.float32).astype(x.dtype, copy=False)
 
 
-def activation(desc: od.ActivationDesc, tensors: dict, options, engine, cache: dict) -> np.ndarray:
+def activation(desc: od.ActivationDesc, tensors: dict, options, cache: dict) -> np.ndarray:
     """A standalone activation operator (InputTensor to OutputTensor)."""
     return apply_activation(desc, view(tensors["InputTensor"], desc.InputTensor)).reshape(desc.OutputTensor.Sizes)

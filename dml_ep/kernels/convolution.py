@@ -17,6 +17,7 @@ convolution reads it without a transpose.
 from __future__ import annotations
 
 import numpy as np
+
 from ..enums import DML_TENSOR_FLAGS
 from . import quantize, u8s8
 from .parameters import parameter4d, read4d, scalar
@@ -126,26 +127,6 @@ class PreparedConvolution:
             x = read4d(tensors, self.desc, "InputTensor")
             acc = acc + u8s8.convolution_correction(self.desc, x, tensors, self.zero_point)
         return self.requantize(acc).transpose(0, 3, 1, 2)
-
-
-def prepared(desc, tensors: dict, arithmetic, engine, cache: dict) -> PreparedConvolution:
-    """The node's PreparedConvolution for this engine and arithmetic, made once."""
-    key = ("prepared", engine.name, arithmetic)
-    if key not in cache:
-        cache[key] = PreparedConvolution(desc, tensors, arithmetic, engine, cache)
-    return cache[key]
-
-
-def convolution_accumulator(desc, tensors: dict, engine, cache: dict) -> np.ndarray:
-    """The integer core alone (compare's ideal values use it): see :meth:`PreparedConvolution.accumulate`."""
-    from ..arithmetic import Arithmetic
-
-    return prepared(desc, tensors, Arithmetic("directml"), engine, cache).accumulate(tensors)
-
-
-def quantized_linear_convolution(desc, tensors: dict, arithmetic, engine, cache: dict) -> np.ndarray:
-    """Run the convolution desc on raw input buffers (a dict keyed by the desc's field names)."""
-    return prepared(desc, tensors, arithmetic, engine, cache)(tensors)
 
 
 def channels_last(tensors: dict, desc, field: str) -> np.ndarray:

@@ -44,7 +44,7 @@ def constant_over_span(desc_a, desc_b) -> tuple[bool, bool]:
     return True, True
 
 
-def quantized_linear_add(desc, tensors: dict, options, engine, cache: dict) -> np.ndarray:
+def quantized_linear_add(desc, tensors: dict, options, cache: dict) -> np.ndarray:
     """The output is a function of the two 8-bit codes only: a 256 x 256 table per arithmetic (kept
     in the node's ``cache``), then one gather over the output."""
     a = view(tensors["ATensor"], desc.ATensor)
@@ -104,7 +104,7 @@ def _onnxruntime_add(desc, a, b, sa, sb, sc, za, zb, zc) -> np.ndarray:
     return np.clip(rounded, lo, hi).astype(out_dtype)
 
 
-def element_wise_add1(desc, tensors: dict, options, engine, cache: dict) -> np.ndarray:
+def element_wise_add1(desc, tensors: dict, options, cache: dict) -> np.ndarray:
     a = view(tensors["ATensor"], desc.ATensor)
     b = view(tensors["BTensor"], desc.BTensor)
     with np.errstate(over="ignore", invalid="ignore"):  # IEEE: overflow to infinity, inf - inf is NaN

@@ -97,22 +97,3 @@ class PreparedMatrixMultiply:
             b = as4d(view(tensors["BTensor"], self.desc.BTensor))
             acc = acc + u8s8.matmul_correction(a, b)
         return self.requantize(acc).reshape(self.desc.OutputTensor.Sizes)
-
-
-def prepared(desc, tensors: dict, arithmetic, engine, cache: dict) -> PreparedMatrixMultiply:
-    """The node's PreparedMatrixMultiply for this engine and arithmetic, made once."""
-    key = ("prepared", engine.name, arithmetic)
-    if key not in cache:
-        cache[key] = PreparedMatrixMultiply(desc, tensors, arithmetic, engine, cache)
-    return cache[key]
-
-
-def matrix_multiply_accumulator(desc, tensors: dict, engine, cache: dict) -> np.ndarray:
-    """The integer core alone (compare's ideal values use it): see :meth:`PreparedMatrixMultiply.accumulate`."""
-    from ..arithmetic import Arithmetic
-
-    return prepared(desc, tensors, Arithmetic("directml"), engine, cache).accumulate(tensors)
-
-
-def quantized_linear_matrix_multiply(desc, tensors: dict, arithmetic, engine, cache: dict) -> np.ndarray:
-    return prepared(desc, tensors, arithmetic, engine, cache)(tensors)
