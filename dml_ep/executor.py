@@ -195,7 +195,7 @@ class Executor:
             to_nhwc = self._to_nhwc(group)
             model = fallback_model(nodes, inputs, outputs, planner, channels_last, to_nhwc)
             try:
-                session = fallback_session(model, nodes[0])
+                session = fallback_session(model, nodes[0], optimize=len(nodes) == 1)
             except FallbackError:
                 if len(nodes) > 1:
                     for index in group:  # name the node onnxruntime refuses
@@ -262,12 +262,17 @@ def _last_readers(planner: Planner) -> dict[int, list[str]]:
     return readers
 
 
-def fallback_session(model: onnx.ModelProto, node: onnx.NodeProto):
+def fallback_session(model: onnx.ModelProto, node: onnx.NodeProto, optimize: bool = True):
     """An onnxruntime session of fallback nodes: made once, it refuses a node whose types or
     attributes are invalid as onnxruntime loading the model would. Its thread pool has a thread
-    per core and sleeps between runs (spinning pools would take the cores from dml_ep's kernels)."""
+    per core and sleeps between runs (spinning pools would take the cores from dml_ep's kernels).
+
+    A partition's session runs without onnxruntime's graph optimizations: they would fuse its
+    nodes (DequantizeLinear -> Mul -> QuantizeLinear into QLinearMul by the CPU EP's QDQ rules, a
+    constant Add into a Conv's bias), and the numbers would no longer be those of the nodes run
+    one by one, as the real EP runs them. A single node keeps them (its layout transposes cancel)."""
     try:
-        return cpu_session(model, threads=os.cpu_count() or 1, spinning=False)
+        return cpu_session(model, threads=os.cpu_count() or 1, spinning=False, optimize=optimize)
     except Exception as exc:  # onnxruntime's InvalidGraph, Fail, ...
         raise FallbackError(f"onnxruntime refuses this fallback node: {ort_message(exc, with_node=False)}", node=node) from None
 

@@ -2,11 +2,13 @@
 taking channels-last tensors as they lie; a run that keeps every value runs each node alone."""
 
 import numpy as np
+import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import dml_ep
 from dml_ep.executor import fallback_partitions
+from dml_ep.inputs import random_inputs
 from dml_ep.plan import DmlNode, FallbackNode
 from dml_ep.planner import Planner
 from dml_ep.reference import cpu_session
@@ -91,3 +93,17 @@ def test_partitions_are_connected_runs_in_execution_order():
     feeds = {"x": rng.uniform(0, 10, (1, 4, 5, 5)).astype(np.float32)}
     ours = dml_ep.InferenceSession(model, arithmetic="onnxruntime").run(None, feeds)[0]
     np.testing.assert_allclose(ours, cpu_session(model, "ort-exact").run(None, feeds)[0], rtol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["transformer_block", "squeezenet"])
+def test_partitions_give_the_numbers_of_nodes_run_one_by_one(built, name):
+    """QDQ models leave DequantizeLinear -> Mul/Gemm -> QuantizeLinear groups to the CPU EP: a
+    partition must not let onnxruntime fuse them (into QLinearMul, QGemm), which rounds otherwise."""
+    model = onnx.load(built(name, "qdq"))
+    feeds = random_inputs(model, seed=4)
+    session = dml_ep.InferenceSession(model, arithmetic="onnxruntime")
+    assert any(len(key[0]) > 1 for key in session.executor._fallback_sessions)  # there are partitions
+    whole = session.run(None, feeds)
+    alone = session.executor.run(feeds, keep_all=True)
+    for output, value in zip(session.get_outputs(), whole):
+        np.testing.assert_array_equal(value, alone[output.name])
