@@ -16,14 +16,6 @@ import numpy as np
 FLOAT32_EXACT = float(2**24)
 
 
-def uniform_blocks(k: int, max_abs_a: float, max_abs_b: float) -> list[slice]:
-    """Equal K-blocks, each short enough for the worst case ``k * max|a| * max|b| <= 2^24``."""
-    longest = max(int(FLOAT32_EXACT // max(max_abs_a * max_abs_b, 1.0)), 1)
-    count = -(-k // longest)
-    edges = np.linspace(0, k, count + 1).round().astype(int)
-    return [slice(int(lo), int(hi)) for lo, hi in zip(edges[:-1], edges[1:])]
-
-
 def weight_blocks(weights: np.ndarray, max_abs_x: float) -> list[slice]:
     """K-blocks for ``weights [..., rows, K] @ x [..., K, cols]`` with ``|x| <= max_abs_x``.
 

@@ -28,12 +28,6 @@ def quant_range(dtype) -> tuple[int, int]:
     return int(info.min), int(info.max)
 
 
-def max_abs_code(dtype) -> int:
-    """The largest magnitude of a code of an 8-bit type: 255 for uint8, 128 for int8."""
-    lo, hi = quant_range(dtype)
-    return max(-lo, hi)
-
-
 def ratio(value) -> tuple[int, int]:
     """A float as an exact integer ratio (numerator, positive denominator)."""
     return Fraction(float(value)).as_integer_ratio()
