@@ -110,12 +110,15 @@ def _requantize_float64(acc, ratio, scale_in, scale_out, zero_point, dtype) -> n
 
 
 def saturate(rounded: np.ndarray, zero_point, dtype) -> np.ndarray:
-    """``clamp(rounded + zero_point, Min, Max)`` in the output type (``rounded`` may be overwritten)."""
+    """``clamp(rounded + zero_point, Min, Max)`` in the output type. ``rounded`` (integers in a
+    float array, which this overwrites) is clamped to ``[Min - zp, Max - zp]`` first, so the
+    shift is exact in its own float type."""
     lo, hi = quant_range(dtype)
-    shifted = np.add(rounded, zero_point, out=rounded if rounded.dtype == np.float64 and rounded.flags.writeable
-                     and np.shape(zero_point) in ((), rounded.shape) else None, dtype=np.float64)
-    np.clip(shifted, lo, hi, out=shifted)
-    return shifted.astype(dtype)
+    zero_point = np.asarray(zero_point, dtype=rounded.dtype)
+    np.clip(rounded, lo - zero_point, hi - zero_point, out=rounded)
+    if zero_point.any():
+        rounded += zero_point
+    return rounded.astype(dtype)
 
 
 def requantize_onnxruntime(acc: np.ndarray, multiplier, zero_point, dtype) -> np.ndarray:
@@ -123,20 +126,15 @@ def requantize_onnxruntime(acc: np.ndarray, multiplier, zero_point, dtype) -> np
     writeable float32 one is scaled in place).
 
     ``multiplier`` is the float32 ``scale_in / scale_out`` (broadcastable); ``zero_point`` too.
-    At most four passes: scale, clamp, round and shift into the output type. Clamping before
-    rounding gives what rounding first would, the bounds being integers.
+    At most four passes: scale, round, clamp and shift into the output type. Rounding before
+    clamping gives what MLAS's clamping first gives, the bounds being integers.
     """
-    lo, hi = quant_range(dtype)
-    zero_point = np.asarray(zero_point, dtype=np.float32)
     multiplier = np.asarray(multiplier, dtype=np.float32)
     in_place = acc.dtype == np.float32 and acc.flags.writeable and multiplier.ndim <= acc.ndim and all(
         m in (1, a) for m, a in zip(multiplier.shape[::-1], acc.shape[::-1]))
     scaled = np.multiply(acc, multiplier, out=acc if in_place else None, dtype=np.float32)
-    np.clip(scaled, lo - zero_point, hi - zero_point, out=scaled)
     np.rint(scaled, out=scaled)
-    if zero_point.any():
-        scaled += zero_point
-    return scaled.astype(dtype)
+    return saturate(scaled, zero_point, dtype)
 
 
 class Requantizer:
@@ -184,12 +182,7 @@ class Requantizer:
                 return np.broadcast_to(array, rounded.shape)[where]
 
             rounded.reshape(-1)[suspect] = _requantize_float64(at(acc), at(self.ratio), at(self.scale_in), at(self.scale_out), 0, None)
-        lo, hi = quant_range(self.dtype)
-        zero_point = np.asarray(self.zero_point, dtype=np.float32)
-        np.clip(rounded, lo - zero_point, hi - zero_point, out=rounded)
-        if zero_point.any():
-            rounded += zero_point
-        return rounded.astype(self.dtype)
+        return saturate(rounded, self.zero_point, self.dtype)
 
 
 _FLOAT32_MARGIN = 2.0**-12  # > 5x the float32 estimate's error within the output range (|value| <= 257)
