@@ -26,10 +26,10 @@ import functools
 import os
 
 import numpy as np
-import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
 from .errors import DmlEpError
+from .reference import cpu_session
 from .kernels.integer_gemm import FLOAT32_EXACT, exact_matmul, weight_blocks
 
 ENGINES = ("onnxruntime", "numpy")
@@ -116,14 +116,18 @@ class OnnxruntimeEngine:
         from .arithmetic import host_saturates_u8s8
 
         self.signed_b = not host_saturates_u8s8()
-        self.options = {threads: _session_options(threads) for threads in {1, os.cpu_count() or 1}}
 
     def product(self, b: np.ndarray, b_zero_point, constant: bool = True, bias=None, rows=None) -> "OnnxruntimeProduct":
         """``rows``, the rows of A a call is expected to bring, sizes the session's thread pool: a
         product of fewer than ``SMALL_PRODUCT`` multiply-adds runs on the calling thread alone
-        (waking a pool costs more than it saves, and each pool is a thread)."""
+        (waking a pool costs more than it saves, and each pool is a thread), others on a pool of
+        a thread per core. The pools sleep between runs instead of spinning: dozens of pools
+        spinning would take the cores from each other and from the numpy work between two GEMMs.
+        (onnxruntime's global thread pool would share one pool, but once set it refuses every
+        session of the process that has a pool of its own, the user's included.) The sessions'
+        outputs come from one shared memory arena, not an arena per session."""
         small = rows is not None and rows * b.shape[-2] * b.shape[-1] < SMALL_PRODUCT
-        return OnnxruntimeProduct(self, b, b_zero_point, constant, bias, self.options[1 if small else max(self.options)])
+        return OnnxruntimeProduct(self, b, b_zero_point, constant, bias, 1 if small else os.cpu_count() or 1)
 
 
 class OnnxruntimeProduct:
@@ -136,7 +140,7 @@ class OnnxruntimeProduct:
     is float32, else after.
     """
 
-    def __init__(self, engine: OnnxruntimeEngine, b: np.ndarray, b_zero_point, constant: bool, bias, options):
+    def __init__(self, engine: OnnxruntimeEngine, b: np.ndarray, b_zero_point, constant: bool, bias, threads: int):
         self.b_dtype = b.dtype
         self.signed_b = engine.signed_b
         zero_point = np.asarray(b_zero_point, np.int64)
@@ -165,7 +169,7 @@ class OnnxruntimeProduct:
         output = helper.make_tensor_value_info("y", TensorProto.FLOAT if self.to_float else TensorProto.INT32, None)
         graph = helper.make_graph([node], "integer_product", inputs, [output], initializers)
         model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid("com.microsoft", 1)])
-        self.session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+        self.session = cpu_session(model, threads=threads, spinning=False, shared_arena=True)
 
     def _b_codes(self, codes: np.ndarray) -> np.ndarray:
         """B's codes (or zero points) as the engine multiplies them: int8 kept where exact, else uint8."""
@@ -185,34 +189,6 @@ class OnnxruntimeProduct:
         if self.bias is not None:
             acc += self.bias
         return acc
-
-
-def _session_options(threads: int) -> ort.SessionOptions:
-    """Options for the engine's sessions, one per prepared operand: a pool of ``threads`` (as many
-    as cores for the GEMMs that are most of the work), which sleep between runs instead of
-    spinning: dozens of pools spinning would take the cores from each other and from the numpy
-    work between two GEMMs. (onnxruntime's global thread pool would share one pool, but once set
-    it refuses every session of the process that has a pool of its own, the user's included.)
-    Their outputs come from one shared memory arena (:func:`_shared_arena`), not one per session."""
-    options = ort.SessionOptions()
-    options.log_severity_level = 4
-    options.intra_op_num_threads = threads
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    _shared_arena()
-    options.add_session_config_entry("session.use_env_allocators", "1")
-    return options
-
-
-@functools.lru_cache(maxsize=1)
-def _shared_arena() -> None:
-    """Register a CPU arena allocator with onnxruntime's environment, once per process, for the
-    sessions that opt in (``session.use_env_allocators``): only ours do. If one is registered
-    already (by the host program), they share that one."""
-    cpu = ort.OrtMemoryInfo("Cpu", ort.OrtAllocatorType.ORT_ARENA_ALLOCATOR, 0, ort.OrtMemType.DEFAULT)
-    try:
-        ort.create_and_register_allocator(cpu, ort.OrtArenaCfg(0, -1, -1, -1))
-    except Exception:  # noqa: BLE001  onnxruntime raises a plain Fail when one is registered already
-        pass
 
 
 _ENGINES = {"numpy": functools.lru_cache(maxsize=1)(NumpyEngine), "onnxruntime": functools.lru_cache(maxsize=1)(OnnxruntimeEngine)}

@@ -9,6 +9,8 @@ CPUs whose kernels would otherwise saturate pairs of products to int16; and ``"o
 
 from __future__ import annotations
 
+import functools
+
 import onnx
 import onnxruntime as ort
 
@@ -16,12 +18,14 @@ REFERENCES = ("ort", "ort-exact", "ort-unfused")
 
 
 def cpu_session(model, reference: str = "ort", threads: int | None = None, spinning: bool = True,
-                optimize: bool = True) -> ort.InferenceSession:
+                optimize: bool = True, shared_arena: bool = False) -> ort.InferenceSession:
     """An onnxruntime CPU session for a ModelProto or serialized model.
 
     ``spinning=False`` stops its idle threads from spinning after a run, which would otherwise take
     the cores from the numpy/BLAS work that follows in the same process. ``optimize=False`` turns
-    its graph optimizations off (every node of the model stays as it is).
+    its graph optimizations off (every node of the model stays as it is). ``shared_arena`` takes
+    its memory from one arena shared by all such sessions (:func:`_shared_arena`) instead of an
+    arena of its own, which dozens of small sessions would each keep.
     """
     options = ort.SessionOptions()
     options.log_severity_level = 4  # fatal only: its errors reach the caller as exceptions, not as log lines
@@ -31,6 +35,9 @@ def cpu_session(model, reference: str = "ort", threads: int | None = None, spinn
         options.intra_op_num_threads = threads
     if not spinning:
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    if shared_arena:
+        _shared_arena()
+        options.add_session_config_entry("session.use_env_allocators", "1")
     if reference == "ort-exact":
         options.add_session_config_entry("session.x64quantprecision", "1")
     elif reference == "ort-unfused":
@@ -39,3 +46,15 @@ def cpu_session(model, reference: str = "ort", threads: int | None = None, spinn
         raise ValueError(f"unknown reference {reference!r} (choose from {', '.join(REFERENCES)})")
     data = model.SerializeToString() if isinstance(model, onnx.ModelProto) else bytes(model)
     return ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
+
+
+@functools.lru_cache(maxsize=1)
+def _shared_arena() -> None:
+    """Register a CPU arena allocator with onnxruntime's environment, once per process, for the
+    sessions that opt in (``session.use_env_allocators``): only dml_ep's engine sessions do. If one
+    is registered already (by the host program), they share that one."""
+    cpu = ort.OrtMemoryInfo("Cpu", ort.OrtAllocatorType.ORT_ARENA_ALLOCATOR, 0, ort.OrtMemType.DEFAULT)
+    try:
+        ort.create_and_register_allocator(cpu, ort.OrtArenaCfg(0, -1, -1, -1))
+    except Exception:  # noqa: BLE001  onnxruntime raises a plain Fail when one is registered already
+        pass

@@ -1,6 +1,7 @@
 """The integer engines: both give the exact ``sum (a - za) * (b - zb) + bias``, whatever the operand
 types, zero-point shapes and host; the choice of engine changes no result."""
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -11,7 +12,6 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import dml_ep
-from dml_ep import engines
 from dml_ep.engines import ENGINES, get_engine
 from dml_ep.errors import DmlEpError
 from dml_ep.inputs import random_inputs
@@ -116,9 +116,12 @@ def test_cli_takes_the_engine(tmp_path):
 
 
 def test_engine_sessions_sleep_instead_of_spinning():
-    options = engines._session_options(2)
-    assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
-    assert options.get_session_config_entry("session.use_env_allocators") == "1"
+    b = np.ones((64, 64), np.int8)
+    for rows in (1, 10**6):  # on the calling thread, and on a pool
+        options = get_engine("onnxruntime").product(b, np.int8(0), rows=rows).session.get_session_options()
+        assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
+        assert options.get_session_config_entry("session.use_env_allocators") == "1"
+        assert options.intra_op_num_threads == (1 if rows == 1 else os.cpu_count())
 
 
 def test_a_users_onnxruntime_session_is_untouched_by_ours():
