@@ -105,27 +105,40 @@ class PreparedConvolution:
             self.products[key] = self.engine.product(np.ascontiguousarray(b), b_zero_point, self.constant, bias, self.rows)
         return self.products[key]
 
-    def accumulate(self, tensors: dict) -> np.ndarray:
+    def columns(self, tensors: dict) -> np.ndarray:
+        """This run's input as GEMM rows (:func:`im2col`)."""
+        x = read4d(tensors, self.desc, "InputTensor")
+        return im2col(x.transpose(0, 2, 3, 1), self.desc, self.kernel, self.pad_code)
+
+    def accumulate(self, tensors: dict, columns: np.ndarray | None = None) -> np.ndarray:
         """The integer core: the exact ``sum (x - zx) * (w - zw) + bias`` over each window, as
-        [N, OH, OW, OC] (channels last; int32, or float32 where that holds every sum exactly)."""
+        [N, OH, OW, OC] (channels last; int32, or float32 where that holds every sum exactly).
+        ``columns``: this run's :meth:`columns`, where the caller has them."""
         desc = self.desc
-        x = read4d(tensors, desc, "InputTensor")
-        columns = im2col(x.transpose(0, 2, 3, 1), desc, self.kernel, self.pad_code)
+        columns = self.columns(tensors) if columns is None else columns
         if self.constant:
             acc = self._product(tensors)(columns, self.zero_point)
         else:  # a filter bound at run time
             acc = self._product(tensors)(columns, self.zero_point, np.ascontiguousarray(filter_matrix(desc, tensors)[0]))
-        if desc.GroupCount > 1:
-            acc = acc.transpose(1, 0, 2).reshape(acc.shape[1], -1)
+        acc = self._channels_last(acc)
         if desc.BiasTensor is not None and not self.bias_in_product:
             acc = acc + (self.bias if self.bias is not None else channels_last(tensors, desc, "BiasTensor"))
-        return acc.reshape(x.shape[0], *desc.OutputTensor.Sizes[-2:], -1)
+        return acc
+
+    def _channels_last(self, products: np.ndarray) -> np.ndarray:
+        """GEMM results, [N*OH*OW, OC] or per group [G, N*OH*OW, OC/G], as [N, OH, OW, OC]."""
+        if products.ndim == 3:
+            products = products.transpose(1, 0, 2).reshape(products.shape[1], -1)
+        return products.reshape(-1, *self.desc.OutputTensor.Sizes[-2:], products.shape[-1])
 
     def __call__(self, tensors: dict) -> np.ndarray:
-        acc = self.accumulate(tensors)
-        if self.saturates_u8s8:
-            x = read4d(tensors, self.desc, "InputTensor")
-            acc = acc + u8s8.convolution_correction(self.desc, x, tensors, self.zero_point)
+        columns = self.columns(tensors)
+        acc = self.accumulate(tensors, columns)
+        filter_sizes = self.desc.FilterTensor.Sizes
+        depthwise = filter_sizes[1] == 1 and filter_sizes[0] == self.desc.GroupCount
+        if self.saturates_u8s8 and not depthwise:  # MLAS's depthwise kernels are exact
+            # the columns are MLAS's NHWC im2col: K is kernel tap outer, input channel inner
+            acc = acc + self._channels_last(u8s8.matmul_correction(columns, filter_matrix(self.desc, tensors)[0]))
         return self.requantize(acc).transpose(0, 3, 1, 2)
 
 

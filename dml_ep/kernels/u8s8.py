@@ -7,16 +7,13 @@ one plus ``sum_j (sat16(p_j) - p_j)`` over the pairs ``p_j = a[2j]*b[2j] + a[2j+
 
 A pair can only saturate when ``255 * (|b0| + |b1|)`` (sign-aware) leaves int16's range, which
 few weight pairs do; the correction is evaluated for those (pair, column) candidates only.
-For convolution the K order is kernel tap outer, input channel inner (MLAS's NHWC im2col);
-depthwise convolutions use an exact kernel and get no correction.
+A convolution's correction is its GEMM's, on the im2col columns (kernel tap outer, input channel
+inner, as MLAS's NHWC im2col orders K); depthwise convolutions use an exact kernel and get none.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from numpy.lib.stride_tricks import sliding_window_view
-
-from ..tensor_desc import view
 
 _INT16_MIN, _INT16_MAX = -32768, 32767
 
@@ -72,41 +69,3 @@ def sum_batched(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     b_b = np.broadcast_to(b, shape + b.shape[-2:]).reshape(-1, *b.shape[-2:])
     out = np.stack([matmul_correction(x, y) for x, y in zip(a_b, b_b)])
     return out.reshape(shape + out.shape[-2:])
-
-
-def convolution_correction(desc, x: np.ndarray, tensors: dict, input_zero_point: float) -> np.ndarray:
-    """Correction for a grouped (non-depthwise) uint8 x int8 convolution, channels last: [N, OH, OW, OC]
-    (0 for a depthwise convolution)."""
-    w = view(tensors["FilterTensor"], desc.FilterTensor)
-    out_channels, group_channels, kh, kw = w.shape
-    groups = desc.GroupCount
-    if group_channels == 1 and out_channels == groups:
-        return 0  # depthwise: MLAS's depthwise kernels are exact
-    (pt, pl), (pb, pr) = desc.StartPadding, desc.EndPadding
-    padded = np.pad(x.astype(np.int32), ((0, 0), (0, 0), (pt, pb), (pl, pr)), constant_values=int(input_zero_point))
-    (sh, sw), (dh, dw) = desc.Strides, desc.Dilations
-    span = ((kh - 1) * dh + 1, (kw - 1) * dw + 1)
-    windows = sliding_window_view(padded, span, axis=(2, 3))[:, :, ::sh, ::sw, ::dh, ::dw]  # N C OH OW KH KW
-    batch, _, out_h, out_w = windows.shape[:4]
-    group_out = out_channels // groups
-    result = np.zeros((batch, out_h, out_w, out_channels), np.int32)
-    for g in range(groups):  # a Python loop over groups, not pixels: grouped non-depthwise convs have few
-        # B[k = tap * Cg + ic, oc] = w[oc, ic, tap]: MLAS's reordered filter
-        wg = w[g * group_out : (g + 1) * group_out].reshape(group_out, group_channels, kh * kw)
-        b = wg.transpose(2, 1, 0).reshape(kh * kw * group_channels, group_out)
-        pair, column, b0, b1 = _candidate_pairs(b)
-        if pair.size == 0:
-            continue
-
-        def column_of(k_index):
-            tap, ic = np.divmod(k_index, group_channels)
-            picked = windows[:, g * group_channels + ic, :, :, tap // kw, tap % kw]  # cand, N, OH, OW
-            return np.moveaxis(picked, 0, -1)
-
-        k_total = kh * kw * group_channels
-        first = column_of(2 * pair)
-        second_index = 2 * pair + 1
-        second = np.where(second_index < k_total, column_of(np.minimum(second_index, k_total - 1)), 0)
-        corr = _correction(first, second, b0, b1, column, group_out)  # N OH OW group_out
-        result[..., g * group_out : (g + 1) * group_out] = corr
-    return result
