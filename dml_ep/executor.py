@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import os
+from collections import ChainMap
 
 import numpy as np
 import onnx
@@ -105,15 +106,14 @@ class Executor:
                     results = self.run_entry(step[0], values)
                 else:
                     results = self.run_partition(group, values)
-                    # its members' inner values are not fetched: their static types stand in
-                    known = {**planner.static, **infos, **{n: value_info_of(n, v) for n, v in results.items()}}
-                    step = [planner.entry(member, known) for member in group]
             except MemoryError:
                 raise OutOfMemoryError("not enough memory to run this node on this machine", node=planner.nodes[index]) from None
             values.update(results)
             infos.update((name, value_info_of(name, value)) for name, value in results.items())
+            if group is not None:  # its members' inner values are not fetched: their static types stand in
+                step = [planner.entry(member, ChainMap(infos, planner.static)) for member in group]
+                done.update(group)
             entries.extend(step)
-            done.update(group or ())
             if not keep_all:
                 for member in group or (index,):
                     for name in self._last_readers.get(member, ()):
