@@ -1,4 +1,5 @@
-"""The ``dml-ep`` command: ``inspect`` a model's plan, ``run`` it, ``compare`` it with onnxruntime.
+"""The ``dml-ep`` command: ``inspect`` a model's plan, ``run`` it, ``compare`` it with onnxruntime,
+``export`` it as a DxDispatch model to run on real DirectML.
 
 Exit status (``EXIT_STATUS``): 0 on success, 1 when ``compare`` finds an output out of tolerance,
 2 on a usage or input error (one line on stderr, ``dml-ep: error: ...``; for ``compare``, when any
@@ -22,6 +23,7 @@ import time
 
 import numpy as np
 
+from . import dxdispatch
 from .arithmetic import ARITHMETICS
 from .engines import ENGINES
 from .compare import CANDIDATES, FLOAT_ATOL, FLOAT_RTOL, ModelReport, TensorComparison, compare_model, compare_shipped, node_label
@@ -30,7 +32,7 @@ from .graph import graph_inputs, load_model, one_line
 from .importer import DEFAULT_FEATURE_LEVEL
 from .passes import DEFAULT_RULE_SET, RULE_SETS
 from .planner import plan_model
-from .inputs import ASSUMED, input_shapes, load_directory, load_tensor_protos, make_feeds, zoo_layout
+from .inputs import ASSUMED, input_shapes, load_directory, load_tensor_protos, make_feeds, npy_file_names, zoo_layout
 from .plan import DmlNode, node_macs
 from .polygraphy_json import inputs_json, load_inputs, load_run_results, pick_runner, run_results_json
 from .reference import REFERENCES
@@ -56,7 +58,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The three subcommands, sharing --feature-level/--debug and (run, compare) the input options."""
+    """The subcommands, sharing --feature-level/--debug and (run, compare) the input options."""
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--feature-level", default=DEFAULT_FEATURE_LEVEL.label, metavar="L",
                         help="DirectML feature level to target, e.g. 4_0 (default: %(default)s)")
@@ -144,6 +146,15 @@ def build_parser() -> argparse.ArgumentParser:
                                  "('onnxruntime-REFERENCE') as a RunResults file, one iteration per comparison")
     polygraphy.add_argument("--save-inputs", metavar="FILE", help="write the inputs as Polygraphy's input data")
     compare.set_defaults(handler=cmd_compare)
+
+    export = commands.add_parser(
+        "export", parents=[common, feeding, arithmetic], help="write the plan as a DxDispatch model, to run on real DirectML",
+        description="Runs the model with dml_ep on the inputs given (or seeded random ones) and writes its DirectML "
+                    "operators as a DxDispatch model: DIR/model.json, its resources, dml_ep's expected outputs and a "
+                    "README.txt with the DxDispatch command line. Values the CPU fallback makes are stored as resources.")
+    export.add_argument("model", metavar="MODEL")
+    export.add_argument("--dxdispatch", metavar="DIR", required=True, help="the directory to write (must not exist, or be empty)")
+    export.set_defaults(handler=cmd_export)
     return parser
 
 
@@ -247,7 +258,7 @@ def cmd_run(args) -> int:
     if not args.output_dir:
         print(_table(["output", "shape", "dtype"], [[n, list(r.shape), r.dtype] for n, r in results.items()]))
         return 0
-    files = output_files(names)
+    files = npy_file_names(names)
     print(_table(["output", "shape", "dtype", "file"], [[n, list(r.shape), r.dtype, files[n]] for n, r in results.items()]))
     os.makedirs(args.output_dir, exist_ok=True)
     _write_files({
@@ -270,20 +281,25 @@ def _naming_assumed_sizes(sources: dict[str, str]):
         raise
 
 
-def output_files(names: list[str]) -> dict[str, str]:
-    """A distinct ``<name>.npy`` file name per output, with the characters a file name cannot hold
-    replaced by ``_``. Names that end up the same (``o/1`` and ``o_1``, or ``Y`` and ``y`` on a
-    case-insensitive file system) get a numeric suffix, in output order: none overwrites another."""
-    files, taken = {}, set()
-    for name in names:
-        stem = candidate = re.sub(r"[^\w.-]", "_", name)
-        suffix = 1
-        while candidate.casefold() in taken:
-            suffix += 1
-            candidate = f"{stem}_{suffix}"
-        taken.add(candidate.casefold())
-        files[name] = candidate + ".npy"
-    return files
+# --- export --------------------------------------------------------------------------------
+
+
+def cmd_export(args) -> int:
+    """Write the DxDispatch model, then say what it holds and how to run it."""
+    model = load_model(args.model)
+    feeds, sources = make_feeds(model, args.seed, args.input, args.input_dir, dict(args.shape))
+    with _naming_assumed_sizes(sources):
+        made = dxdispatch.export(
+            model, args.dxdispatch, feeds, feature_level=args.feature_level, qdq_rules=args.qdq_rules,
+            arithmetic=args.arithmetic, u8s8_saturation=U8S8_SATURATION[args.u8s8_saturation], engine=args.engine,
+            source=args.model,
+        )
+    operators = sum(len(sequence) for sequence in made.sequences)
+    print(f"wrote {args.dxdispatch}: {operators} DirectML operator(s) in {len(made.sequences)} dispatch sequence(s), "
+          f"{len(made.model['resources'])} resources ({len(made.captured)} captured from the CPU fallback), "
+          f"{len(made.outputs)} output(s) written by DxDispatch, expected values in expected/")
+    print(f"run on DirectML: cd {args.dxdispatch} && {dxdispatch.COMMAND_LINE}   (README.txt says how to diff)")
+    return 0
 
 
 # --- compare -------------------------------------------------------------------------------

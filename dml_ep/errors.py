@@ -78,6 +78,10 @@ class FeatureLevelError(DmlEpError):
     """An unknown DirectML feature level was asked for."""
 
 
+class DxDispatchError(DmlEpError):
+    """A DxDispatch model (JSON and its resource files) cannot be read, written or replayed."""
+
+
 class RealEpError(NodeError):
     """The real DML EP fails on this model where onnxruntime would: dml_ep reports that failure
     instead of running something the real EP cannot."""
@@ -96,4 +100,5 @@ __all__ = [
     "FeedError",
     "FeatureLevelError",
     "RealEpError",
+    "DxDispatchError",
 ]

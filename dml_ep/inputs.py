@@ -1,4 +1,5 @@
-"""Model inputs for the CLI: seeded random arrays, ``.npy`` files, and ONNX test-data directories.
+"""Model inputs for the CLI: seeded random arrays, ``.npy`` files, and ONNX test-data directories;
+and the ``.npy`` file names arrays are written under.
 
 Random inputs cover each element type's whole range (integers uniformly from min to max, so
 quantized inputs hit both saturation ends; floats standard normal), at the shapes given with
@@ -195,6 +196,23 @@ def make_feeds(model: onnx.ModelProto, seed: int = 0, inputs=(), input_dir: str 
             raise FeedError(f"--input {text!r}: no model input named {name!r} (inputs: {', '.join(names)})")
         feeds[name], sources[name] = load_array(path)[1], path
     return feeds, sources
+
+
+def npy_file_names(names: list[str]) -> dict[str, str]:
+    """A distinct ``<name>.npy`` file name per array name (outputs, resources), with the characters
+    a file name cannot hold replaced by ``_``. Names that end up the same (``o/1`` and ``o_1``, or
+    ``Y`` and ``y`` on a case-insensitive file system) get a numeric suffix, in the order given:
+    none overwrites another."""
+    files, taken = {}, set()
+    for name in names:
+        stem = candidate = re.sub(r"[^\w.-]", "_", name)
+        suffix = 1
+        while candidate.casefold() in taken:
+            suffix += 1
+            candidate = f"{stem}_{suffix}"
+        taken.add(candidate.casefold())
+        files[name] = candidate + ".npy"
+    return files
 
 
 def _natural_key(file: str):

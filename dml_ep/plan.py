@@ -1,7 +1,8 @@
 """The importer's product: for every ONNX node, a DirectML desc bound to graph values, or a fallback.
 
 A :class:`DmlNode` binds each tensor field of its desc to a graph value name (bound at execution)
-or to a constant array read from the model once (bound at initialization). A
+or to a constant array read from the model once (bound at initialization), and keeps the names
+of both. A
 :class:`FallbackNode` runs on onnxruntime's CPU EP, as in the real DML EP, and says why.
 """
 
@@ -30,6 +31,7 @@ class DmlNode:
     inputs: dict[str, Union[str, np.ndarray]]
     output: str
     output_shape: tuple[int, ...]
+    names: dict[str, str] = dataclasses.field(default_factory=dict)  # the graph value bound to each field of ``inputs``
     origin: Origin | None = None  # set by the importer
     input_shapes: dict[str, tuple] = dataclasses.field(default_factory=dict)  # of the values bound, set by the planner
     cache: dict = dataclasses.field(default_factory=dict, repr=False)

@@ -10,6 +10,7 @@ import onnx
 from ..enums import DML_FEATURE_LEVEL, DML_TENSOR_DATA_TYPE, DML_TENSOR_FLAGS
 from ..errors import QuantizationParameterError
 from ..graph import ValueInfo
+from ..plan import DmlNode
 from ..tensor_desc import DML_BUFFER_TENSOR_DESC
 
 IMPORTERS = {}
@@ -67,15 +68,13 @@ class NodeContext:
     def optional_constant(self, index: int, what: str):
         return self.constant(index, what) if self.input_name(index) else None
 
-    def binding(self, index: int):
-        """What a desc tensor is bound to: the constant array, or the graph value's name."""
-        name = self.input_name(index)
-        return self.constants.get(name, name)
-
-    def bindings(self, desc, fields_by_input: tuple[str, ...]) -> dict:
-        """Each non-null desc tensor field bound to its node input; ``fields_by_input`` names the
-        desc field of input 0, 1, ... (the node's output is not an input)."""
-        return {field: self.binding(index) for index, field in enumerate(fields_by_input) if getattr(desc, field) is not None}
+    def dml_node(self, desc, fields_by_input: tuple[str, ...], output_shape) -> DmlNode:
+        """The node as ``desc``, each non-null desc tensor field bound to its node input: the
+        constant array, or the graph value's name. ``fields_by_input`` names the desc field of
+        input 0, 1, ... (the node's output is not an input)."""
+        names = {field: self.input_name(index) for index, field in enumerate(fields_by_input) if getattr(desc, field) is not None}
+        inputs = {field: self.constants.get(name, name) for field, name in names.items()}
+        return DmlNode(self.node, desc, inputs, self.node.output[0], tuple(output_shape), names=names)
 
 
 def data_type(dtype) -> DML_TENSOR_DATA_TYPE:

@@ -69,8 +69,7 @@ def qlinear_add(ctx: NodeContext) -> DmlNode:
         OutputZeroPointTensor=None if c_zp is None else tensor(c_type, ones),
         OutputTensor=tensor(c_type, sizes),
     )
-    inputs = ctx.bindings(desc, QUANTIZED_BINARY_INPUTS)
-    return DmlNode(ctx.node, desc, inputs, ctx.node.output[0], out_shape)
+    return ctx.dml_node(desc, QUANTIZED_BINARY_INPUTS, out_shape)
 
 
 def _add1(ctx: NodeContext) -> DmlNode:
@@ -86,8 +85,7 @@ def _add1(ctx: NodeContext) -> DmlNode:
         BTensor=_operand(dtype, b_shape, sizes, ctx.input_name(1) in ctx.constants),
         OutputTensor=tensor(dtype, sizes),
     )
-    inputs = {"ATensor": ctx.binding(0), "BTensor": ctx.binding(1)}
-    return DmlNode(ctx.node, desc, inputs, ctx.node.output[0], out_shape)
+    return ctx.dml_node(desc, ("ATensor", "BTensor"), out_shape)
 
 
 @importer("Add")

@@ -154,5 +154,4 @@ def qlinear_conv(ctx: NodeContext) -> DmlNode:
         EndPadding=tuple(zero1 + end),
         GroupCount=group,
     )
-    inputs = ctx.bindings(desc, FIELDS_BY_INPUT)
-    return DmlNode(ctx.node, desc, inputs, ctx.node.output[0], (batch, out_channels, *out_spatial))
+    return ctx.dml_node(desc, FIELDS_BY_INPUT, (batch, out_channels, *out_spatial))

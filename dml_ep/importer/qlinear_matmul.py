@@ -100,6 +100,5 @@ def qlinear_matmul(ctx: NodeContext) -> DmlNode:
         OutputZeroPointTensor=None if y_zp is None else per_row(y_zp),
         OutputTensor=tensor(y_type, out_batch + (m, n)),
     )
-    inputs = ctx.bindings(desc, QUANTIZED_BINARY_INPUTS)
     out_shape = tuple(batch) + ((m,) if len(a_shape) > 1 else ()) + ((n,) if len(b_shape) > 1 else ())
-    return DmlNode(ctx.node, desc, inputs, ctx.node.output[0], out_shape)
+    return ctx.dml_node(desc, QUANTIZED_BINARY_INPUTS, out_shape)

@@ -1,0 +1,272 @@
+"""A model's DirectML plan written as a DxDispatch model, to run on real DirectML.
+
+``DIR/model.json`` holds a resource per bound tensor, a dispatchable per DirectML operator of the
+plan and the commands: a dispatch per operator in plan order, then a ``writeFile`` of every value
+the dispatches hand on (graph outputs, and values fallback nodes read) to ``output/<name>.npy``.
+Graph inputs, initializers and the values fallback nodes make keep their ONNX names and come from
+``resources/<name>.npy`` (scalars inline); the values the dispatches make start zero-filled.
+
+DxDispatch runs DirectML work only. Each run of DirectML operators between fallback nodes is a
+dispatch sequence, and the tensors fallback nodes make are captured from a dml_ep run on the same
+inputs and stored as resources: DirectML's result for a sequence is compared with dml_ep's from the
+same inputs, and a difference in one does not spread into the next. ``expected/`` holds dml_ep's
+values of what the commands write, and of the graph outputs fallback nodes make; ``README.txt``
+gives the DxDispatch command line and how to diff.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import shutil
+import tempfile
+
+import numpy as np
+
+from ..enums import DML_TENSOR_DATA_TYPE, DML_TENSOR_FLAGS
+from ..errors import DxDispatchError
+from ..graph import load_model
+from ..importer import DEFAULT_FEATURE_LEVEL
+from ..inputs import npy_file_names, random_inputs
+from ..passes import DEFAULT_RULE_SET
+from ..plan import DmlNode, Plan
+from ..report_meta import versions
+from ..session import InferenceSession
+from . import descs
+
+MODEL_FILE = "model.json"
+COMMAND_LINE = "dxdispatch.exe model.json"
+
+
+@dataclasses.dataclass
+class Export:
+    """What an export wrote: the plan it comes from, its dispatch sequences (dispatchable names),
+    the values captured from the CPU fallback, and the output and expected files per value."""
+
+    directory: str
+    plan: Plan
+    model: dict
+    sequences: list[list[str]]
+    captured: list[str]
+    outputs: dict[str, str]  # value name -> output/<file> that DxDispatch writes
+    expected: dict[str, str]  # value name -> expected/<file>
+    values: dict[str, np.ndarray]  # dml_ep's values of ``expected``
+
+
+def export(model, directory: str, feeds: dict | None = None, *, seed: int = 0, shapes: dict | None = None,
+           feature_level=DEFAULT_FEATURE_LEVEL, qdq_rules: str | None = DEFAULT_RULE_SET,
+           arithmetic: str = "directml", u8s8_saturation=None, engine: str | None = None, source: str | None = None) -> Export:
+    """Run ``model`` with dml_ep on ``feeds`` (default: seeded random inputs, of ``shapes``) and write
+    its plan as a DxDispatch model in ``directory``, which must not exist or be empty (nothing of
+    anyone else's is replaced); all files appear at once, or none. The other arguments are those of
+    :class:`~dml_ep.InferenceSession`; ``source`` names the model in README.txt."""
+    _check_new_directory(directory)
+    model = load_model(model)
+    if feeds is None:
+        feeds = random_inputs(model, seed, shapes)
+    session = InferenceSession(model, feature_level=feature_level, arithmetic=arithmetic, u8s8_saturation=u8s8_saturation,
+                               qdq_rules=qdq_rules, engine=engine)
+    values = session.executor.run(session.check_feeds(feeds), keep_all=True)  # every value, as the islands need them
+    plan = session.plan
+    writer = _Writer(plan, values)
+    made = writer.model()
+    exits = writer.exits()
+    graph_outputs = [o.name for o in plan.outputs]
+    expected_names = list(dict.fromkeys(exits + graph_outputs))
+    output_files = npy_file_names(exits)
+    expected_files = npy_file_names(expected_names)
+    made["commands"] += [
+        {"type": "writeFile", "resource": name, "targetPath": f"output/{output_files[name]}", "dimensions": list(values[name].shape) or [1]}
+        for name in exits
+    ]
+    result = Export(
+        directory=directory,
+        plan=plan,
+        model=made,
+        sequences=writer.sequences,
+        captured=writer.captured,
+        outputs={name: f"output/{output_files[name]}" for name in exits},
+        expected={name: f"expected/{expected_files[name]}" for name in expected_names},
+        values={name: np.ascontiguousarray(values[name]) for name in expected_names},
+    )
+    files = {MODEL_FILE: _json_bytes(made), "README.txt": _readme(result, source, arithmetic).encode()}
+    files.update((path, result.values[name]) for name, path in result.expected.items())
+    files.update((path, writer.files[path]) for path in writer.files)
+    _write_directory(directory, files, empty=["output"])
+    return result
+
+
+class _Writer:
+    """Builds the resources, dispatchables and dispatch commands of a plan's DirectML operators."""
+
+    def __init__(self, plan: Plan, values: dict):
+        self.plan, self.values = plan, values
+        self.resources, self.dispatchables, self.commands = {}, {}, []
+        self.files = {}  # resources/<file> -> array
+        self.sequences, self.captured = [], []
+        self.made = set()  # values a dispatch writes
+        self._sizes = {}  # resource -> bytes the descs bound to it span
+        self._sources = {}  # resource -> array it is initialized from
+
+    def model(self) -> dict:
+        previous_was_dml = False
+        names = _dispatchable_names(self.plan.dml_nodes)
+        for entry in self.plan.entries:
+            if not isinstance(entry, DmlNode):
+                previous_was_dml = False
+                continue
+            if not previous_was_dml:
+                self.sequences.append([])
+            previous_was_dml = True
+            self._dispatch(entry, names[id(entry)])
+        sources = self._sources_as_resources()
+        return {"resources": {**sources, **self.resources}, "dispatchables": self.dispatchables, "commands": self.commands}
+
+    def exits(self) -> list[str]:
+        """The values dispatches make that leave DirectML: graph outputs, and inputs of fallback nodes."""
+        read_by_fallback = {name for entry in self.plan.fallback_nodes for name in entry.value_inputs}
+        outputs = {o.name for o in self.plan.outputs}
+        return [entry.output for entry in self.plan.dml_nodes if entry.output in read_by_fallback | outputs]
+
+    def _dispatch(self, entry: DmlNode, name: str) -> None:
+        initialization, execution = {}, {}
+        for field, tensor in entry.desc.tensors().items():
+            value = entry.output if field == "OutputTensor" else entry.names[field]
+            self._bind(value, tensor, made=field == "OutputTensor")
+            owned = tensor.Flags & DML_TENSOR_FLAGS.OWNED_BY_DML
+            (initialization if owned else execution)[field] = value
+        dispatchable = descs.to_dict(entry.desc)
+        if initialization:  # bound when DirectML initializes the operator, as OWNED_BY_DML tensors are
+            dispatchable["bindings"] = initialization
+        self.dispatchables[name] = dispatchable
+        self.commands.append({"type": "dispatch", "dispatchable": name, "bindings": execution})
+        self.sequences[-1].append(name)
+
+    def _bind(self, value: str, tensor, made: bool) -> None:
+        self._sizes[value] = max(self._sizes.get(value, 0), tensor.TotalTensorSizeInBytes)
+        if made:
+            self.made.add(value)
+            count = math.prod(tensor.Sizes)
+            self.resources[value] = {"initialValuesDataType": tensor.DataType.name, "initialValues": {"valueCount": count, "value": 0}}
+            return
+        if value in self.made or value in self._sources:
+            return
+        array = self.plan.constants[value] if value in self.plan.constants else self.values[value]
+        if DML_TENSOR_DATA_TYPE.from_numpy(array.dtype) != tensor.DataType:
+            raise DxDispatchError(f"{value!r} is {array.dtype}, its tensor desc reads {tensor.DataType.name}")
+        self._sources[value] = np.ascontiguousarray(array)
+        if value not in self.plan.constants and value not in {i.name for i in self.plan.inputs}:
+            self.captured.append(value)
+
+    def _sources_as_resources(self) -> dict:
+        """The resources read from arrays: inline scalars, ``.npy`` files for the rest."""
+        resources = {}
+        files = npy_file_names([name for name, array in self._sources.items() if array.size > 1])
+        for name, array in self._sources.items():
+            if array.size * array.itemsize < self._sizes[name] - 3:  # DxDispatch rounds a buffer up to 4 bytes
+                raise DxDispatchError(f"{name!r} holds {array.nbytes} bytes, its tensor descs span {self._sizes[name]}")
+            data_type = DML_TENSOR_DATA_TYPE.from_numpy(array.dtype).name
+            if array.size == 1:
+                value = descs.json_number(array.reshape(-1)[0].item())
+                resources[name] = {"initialValuesDataType": data_type, "initialValues": {"valueCount": 1, "value": value}}
+            else:
+                path = f"resources/{files[name]}"
+                self.files[path] = array
+                resources[name] = {"initialValuesDataType": data_type, "initialValues": {"sourcePath": path}}
+        return resources
+
+
+def _dispatchable_names(entries: list[DmlNode]) -> dict[int, str]:
+    """Each operator's name: its node's, or ``<op type>_<index>``; distinct."""
+    names, taken = {}, set()
+    for index, entry in enumerate(entries):
+        stem = candidate = entry.node.name or f"{entry.node.op_type}_{index}"
+        suffix = 1
+        while candidate in taken:
+            suffix += 1
+            candidate = f"{stem}_{suffix}"
+        taken.add(candidate)
+        names[id(entry)] = candidate
+    return names
+
+
+def _json_bytes(data: dict) -> bytes:
+    return (json.dumps(data, indent=1, allow_nan=False) + "\n").encode()
+
+
+def _readme(result: Export, source: str | None, arithmetic: str) -> str:
+    plan = result.plan
+    levels = sorted({entry.desc.INTRODUCED for entry in plan.dml_nodes})
+    lines = [
+        f"A DxDispatch model of the DirectML operators dml_ep plans for {source or 'a model'}",
+        f"(dml_ep {versions()['dml_ep']}, target {plan.feature_level}, operators from "
+        f"{levels[-1] if levels else '-'}, dml_ep arithmetic {arithmetic!r}).",
+        "",
+        "Run it on Windows with DxDispatch (github.com/microsoft/DirectML, folder DxDispatch), from this",
+        "directory:",
+        "",
+        f"    {COMMAND_LINE}",
+        "",
+        "It writes output/*.npy. expected/ holds dml_ep's values under the same file names; diff them with",
+        "",
+        "    python -c \"import numpy as np, pathlib; [print(p.name, 'equal' if np.array_equal(np.load(p), "
+        "np.load('expected/' + p.name)) else 'DIFFERENT') for p in sorted(pathlib.Path('output').glob('*.npy'))]\"",
+        "",
+        "dml_ep replays this file with its own kernels (no DirectML needed) with",
+        "",
+        "    python -c \"import dml_ep.dxdispatch as d; print(d.load('.').run())\"",
+        "",
+        f"Dispatch sequences ({len(result.sequences)}; the CPU fallback runs between them in the real DML EP):",
+    ]
+    lines += [f"  {index}. {', '.join(names)}" for index, names in enumerate(result.sequences, 1)]
+    if result.captured:
+        lines += ["", "Values the CPU fallback makes, captured from dml_ep's run and read from resources/:",
+                  *(f"  {name}" for name in result.captured)]
+    fallback_outputs = [name for name in result.expected if name not in result.outputs]
+    if fallback_outputs:
+        lines += ["", "Graph outputs the CPU fallback makes (in expected/ only; DxDispatch does not compute them):",
+                  *(f"  {name} -> {result.expected[name]}" for name in fallback_outputs)]
+    lines += ["", "Outputs DxDispatch writes:", *(f"  {name} -> {path}" for name, path in result.outputs.items())]
+    return "\n".join(lines) + "\n"
+
+
+def _check_new_directory(directory: str) -> str:
+    """The absolute path of ``directory``, which must be absent or empty, in a writable directory."""
+    directory = os.path.abspath(directory)
+    if os.path.exists(directory) and (not os.path.isdir(directory) or os.listdir(directory)):
+        what = "a directory that is not empty" if os.path.isdir(directory) else "a file"
+        raise DxDispatchError(f"{directory} is {what}: export writes a new directory (give one that does not exist)")
+    parent = os.path.dirname(directory)
+    if not os.path.isdir(parent):
+        raise DxDispatchError(f"cannot write {directory}: no such directory {parent}")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise DxDispatchError(f"cannot write {directory}: no permission to write in {parent}")
+    return directory
+
+
+def _write_directory(directory: str, files: dict, empty=()) -> None:
+    """Write ``files`` (path -> bytes or array) into ``directory``, which must be absent or empty:
+    staged in a temporary directory beside it, then renamed into place."""
+    directory = _check_new_directory(directory)
+    staging = tempfile.mkdtemp(dir=parent, prefix=".dxdispatch-")
+    try:
+        for folder in empty:
+            os.makedirs(os.path.join(staging, folder), exist_ok=True)
+        for path, data in files.items():
+            target = os.path.join(staging, path)
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            if isinstance(data, np.ndarray):
+                np.save(target, data)
+            else:
+                with open(target, "wb") as f:
+                    f.write(data)
+        if os.path.isdir(directory):
+            os.rmdir(directory)  # empty, checked above
+        os.rename(staging, directory)
+    except OSError as exc:
+        raise DxDispatchError(f"cannot write {directory}: {exc.strerror or exc}") from None
+    finally:
+        if os.path.isdir(staging):
+            shutil.rmtree(staging)

@@ -1,0 +1,251 @@
+"""DxDispatch models read back and executed with dml_ep's kernels: the check that an export says
+what dml_ep ran, without Windows.
+
+The reading follows DxDispatch's own (``DxDispatch/src/model/JsonParsers.cpp``): a resource is a
+typeless buffer, its initial values written at its start (``initialValuesOffsetInBytes`` on) and
+its size the initial values' bytes, or ``sizeInBytes``, rounded up to 4 bytes; a binding reads the
+buffer as its tensor desc's data type, sizes and strides; bindings a dispatchable declares itself
+are bound at initialization (OWNED_BY_DML tensors); commands run in order; ``writeFile`` gives the
+buffer as ``initialValuesDataType`` elements, shaped by its ``dimensions`` (else the whole buffer,
+1-D), and ``print`` the elements of the resource's initial values.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+from ..arithmetic import Arithmetic
+from ..engines import get_engine
+from ..enums import DML_FEATURE_LEVEL, DML_TENSOR_DATA_TYPE
+from ..errors import DescValidationError, DxDispatchError
+from ..kernels import run_kernel
+from .descs import NotModelled, data_type_of, from_dict
+
+FLOAT_WORDS = {"nan": float("nan"), "inf": float("inf"), "-inf": float("-inf")}
+
+
+@dataclasses.dataclass
+class Resource:
+    """A buffer: its bytes, and the type and count of the elements it was initialized with."""
+
+    buffer: bytearray
+    data_type: DML_TENSOR_DATA_TYPE
+    element_count: int
+
+    def elements(self, count: int | None = None) -> np.ndarray:
+        """The buffer as ``data_type`` elements: the first ``count``, else as many as it holds."""
+        dtype = self.data_type.numpy()
+        count = len(self.buffer) // dtype.itemsize if count is None else count
+        return np.frombuffer(self.buffer, dtype=dtype, count=count).copy()
+
+
+@dataclasses.dataclass
+class Dispatchable:
+    """A DirectML operator: its desc (or why dml_ep cannot run it) and its initialization bindings."""
+
+    name: str
+    type: str
+    desc: object | None
+    bindings: dict
+    not_modelled: DxDispatchError | None = None
+    cache: dict = dataclasses.field(default_factory=dict, repr=False)
+
+
+@dataclasses.dataclass
+class DxDispatchModel:
+    """A DxDispatch model as read; :meth:`run` executes its commands."""
+
+    path: str
+    resources: dict[str, Resource]
+    dispatchables: dict[str, Dispatchable]
+    commands: list[dict]
+
+    def run(self, arithmetic: str = "directml", engine: str | None = None) -> dict[str, np.ndarray]:
+        """Execute the commands on fresh copies of the resources; return what ``writeFile`` and
+        ``print`` commands give, by resource name (a later command on a resource replaces an earlier)."""
+        arithmetic, engine = Arithmetic(arithmetic), get_engine(engine)
+        buffers = {name: dataclasses.replace(resource, buffer=bytearray(resource.buffer)) for name, resource in self.resources.items()}
+        results = {}
+        for index, command in enumerate(self.commands):
+            kind = command["type"].lower()
+            resource = buffers.get(command.get("resource"))
+            if kind == "dispatch":
+                self._dispatch(self.dispatchables[command["dispatchable"]], command["bindings"], buffers, arithmetic, engine)
+            elif kind == "writefile":
+                dims = command.get("dimensions")
+                count = None if not dims else math.prod(dims)
+                results[command["resource"]] = resource.elements(count).reshape(dims or -1)
+            else:  # print
+                results[command["resource"]] = resource.elements(resource.element_count)
+        return results
+
+    def _dispatch(self, dispatchable: Dispatchable, bindings: dict, buffers: dict, arithmetic, engine) -> None:
+        where = f"dispatchable {dispatchable.name!r}"
+        if dispatchable.not_modelled is not None:
+            raise dispatchable.not_modelled
+        desc = dispatchable.desc
+        tensors = desc.tensors()
+        bound = {**dispatchable.bindings, **_names(bindings, where)}
+        unknown = sorted(set(bound) - set(tensors))
+        if unknown:
+            raise DxDispatchError(f"{where}: no tensor {unknown[0]!r} to bind (tensors: {', '.join(tensors)})")
+        arrays = {}
+        for field, tensor in tensors.items():
+            if field not in bound:
+                raise DxDispatchError(f"{where}: nothing bound for {field}")
+            buffer = buffers[bound[field]].buffer
+            if len(buffer) < tensor.TotalTensorSizeInBytes:
+                raise DxDispatchError(f"{where}: {field} is bound to {bound[field]!r}, {len(buffer)} bytes, "
+                                      f"less than its TotalTensorSizeInBytes {tensor.TotalTensorSizeInBytes}")
+            arrays[field] = np.frombuffer(buffer, dtype=tensor.DataType.numpy(), count=len(buffer) // tensor.DataType.element_size)
+        output = tensors["OutputTensor"]
+        result = np.reshape(run_kernel(desc, {f: a for f, a in arrays.items() if f != "OutputTensor"}, arithmetic, engine, dispatchable.cache), output.Sizes)
+        target = arrays["OutputTensor"]
+        itemsize = target.itemsize
+        np.copyto(as_strided(target, output.Sizes, [s * itemsize for s in output.element_strides]), result)
+
+
+def _names(bindings, where: str) -> dict[str, str]:
+    """Bind point -> resource name, from a name, ``{"name": ...}`` or a one-element list of either."""
+    if not isinstance(bindings, dict):
+        raise DxDispatchError(f"{where}: bindings must be an object")
+    names = {}
+    for point, source in bindings.items():
+        if isinstance(source, list):
+            if len(source) != 1:
+                raise DxDispatchError(f"{where}: {point} takes one resource, {len(source)} are bound")
+            source = source[0]
+        if isinstance(source, dict):
+            if any(source.get(key) for key in ("elementOffset",)) or "name" not in source:
+                raise DxDispatchError(f"{where}: {point}: only bindings of a whole resource by name are read")
+            source = source["name"]
+        names[point] = source
+    return names
+
+
+def load(path: str) -> DxDispatchModel:
+    """Read a DxDispatch model: a directory's ``model.json``, or a JSON file. Resource files are
+    found beside the JSON file, else from the current directory, as DxDispatch finds them."""
+    file = os.path.join(path, "model.json") if os.path.isdir(path) else path
+    try:
+        with open(file, "rb") as f:
+            data = json.loads(f.read())
+    except OSError as exc:
+        raise DxDispatchError(f"cannot read {file}: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise DxDispatchError(f"{file} is not JSON: {exc}") from None
+    if not isinstance(data, dict) or any(key not in data for key in ("resources", "dispatchables", "commands")):
+        raise DxDispatchError(f"{file}: a DxDispatch model is an object with resources, dispatchables and commands")
+    base = os.path.dirname(os.path.abspath(file))
+    resources = {name: _resource(value, base, f"resource {name!r}") for name, value in data["resources"].items()}
+    dispatchables = {name: _dispatchable(name, value) for name, value in data["dispatchables"].items()}
+    commands = [_command(command, index, resources, dispatchables) for index, command in enumerate(data["commands"])]
+    for dispatchable in dispatchables.values():
+        for field, name in dispatchable.bindings.items():
+            if name not in resources:
+                raise DxDispatchError(f"dispatchable {dispatchable.name!r} binds {field} to {name!r}, which is not a resource")
+    return DxDispatchModel(file, resources, dispatchables, commands)
+
+
+def _resource(value, base: str, where: str) -> Resource:
+    if not isinstance(value, dict) or "initialValues" not in value:
+        raise DxDispatchError(f"{where}: a buffer needs initialValues")
+    if value.get("type", "buffer") != "buffer":
+        raise DxDispatchError(f"{where}: only buffer resources exist")
+    declared = value.get("initialValuesDataType")
+    data_type = None if declared is None else data_type_of(declared, f"{where}.initialValuesDataType")
+    initial = value["initialValues"]
+    if isinstance(initial, dict) and "sourcePath" in initial:
+        array = _read_source(initial["sourcePath"], data_type, base, where)
+    else:
+        if data_type is None or data_type == DML_TENSOR_DATA_TYPE.UNKNOWN:
+            raise DxDispatchError(f"{where}: initialValuesDataType must name the elements' type")
+        array = _initial_values(initial, data_type.numpy(), where)
+    data_type = DML_TENSOR_DATA_TYPE.from_numpy(array.dtype)
+    offset = value.get("initialValuesOffsetInBytes", 0)
+    size = max(value.get("sizeInBytes", 0), offset + array.nbytes)
+    if value.get("sizeInBytes", size) < offset + array.nbytes:
+        raise DxDispatchError(f"{where}: sizeInBytes {value['sizeInBytes']} is less than the {offset + array.nbytes} bytes of its initial values")
+    buffer = bytearray((size + 3) & ~3)  # DirectML's 4-byte alignment
+    buffer[offset:offset + array.nbytes] = array.tobytes()
+    return Resource(buffer, data_type, array.size)
+
+
+def _initial_values(initial, dtype: np.dtype, where: str) -> np.ndarray:
+    """An array, constant (``valueCount``, ``value``) or sequence (``valueStart``, ``valueDelta``) initializer."""
+    def number(x):
+        return FLOAT_WORDS[x] if isinstance(x, str) and x in FLOAT_WORDS and dtype.kind == "f" else x
+
+    try:
+        if isinstance(initial, list):
+            return np.array([number(x) for x in initial], dtype=dtype)
+        count = initial["valueCount"]
+        if "value" in initial:
+            return np.full(count, number(initial["value"]), dtype=dtype)
+        return (number(initial["valueStart"]) + number(initial["valueDelta"]) * np.arange(count, dtype=np.float64)).astype(dtype)
+    except (KeyError, TypeError, ValueError, OverflowError) as exc:
+        raise DxDispatchError(f"{where}: initialValues are not an array, constant or sequence initializer of {dtype} ({exc})") from None
+
+
+def _read_source(path: str, data_type, base: str, where: str) -> np.ndarray:
+    """A ``.npy`` file (its own type; C order, as DxDispatch reads) or raw bytes of ``data_type``."""
+    file = next((p for p in (os.path.join(base, path), path) if os.path.isfile(p)), None)
+    if file is None:
+        raise DxDispatchError(f"{where}: no file {path!r} beside the model or in the current directory")
+    try:
+        if not file.lower().endswith(".npy"):
+            if data_type is None or data_type == DML_TENSOR_DATA_TYPE.UNKNOWN:
+                raise DxDispatchError(f"{where}: raw data in {path!r} needs initialValuesDataType")
+            return np.fromfile(file, dtype=data_type.numpy())
+        array = np.load(file, allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        raise DxDispatchError(f"{where}: cannot read {path!r}: {exc}") from None
+    if array.flags.f_contiguous and not array.flags.c_contiguous:
+        raise DxDispatchError(f"{where}: {path!r} is in Fortran order, which DxDispatch does not read")
+    file_type = DML_TENSOR_DATA_TYPE.from_numpy(array.dtype)
+    if file_type == DML_TENSOR_DATA_TYPE.UNKNOWN:
+        raise DxDispatchError(f"{where}: {path!r} holds {array.dtype}, which has no DirectML data type")
+    if data_type is not None and data_type != file_type:
+        raise DxDispatchError(f"{where}: {path!r} holds {file_type.name}, initialValuesDataType says {data_type.name}")
+    return array.reshape(-1)
+
+
+def _dispatchable(name: str, value) -> Dispatchable:
+    where = f"dispatchable {name!r}"
+    if not isinstance(value, dict):
+        raise DxDispatchError(f"{where}: must be an object")
+    kind = str(value.get("type", value.get("Type", "")))
+    bindings = _names(value.get("bindings", {}), where)
+    try:
+        desc = from_dict(value)
+        desc.validate(max(DML_FEATURE_LEVEL))
+    except NotModelled as exc:
+        return Dispatchable(name, kind, None, bindings, NotModelled(f"{where}: {exc}"))
+    except (DxDispatchError, DescValidationError) as exc:
+        raise type(exc)(f"{where}: {exc}") from None
+    return Dispatchable(name, kind, desc, bindings)
+
+
+def _command(command, index: int, resources: dict, dispatchables: dict) -> dict:
+    where = f"command {index}"
+    if not isinstance(command, dict) or not isinstance(command.get("type"), str):
+        raise DxDispatchError(f"{where}: a command is an object with a type")
+    kind = command["type"].lower()
+    if kind == "dispatch":
+        if command.get("dispatchable") not in dispatchables:
+            raise DxDispatchError(f"{where}: no dispatchable {command.get('dispatchable')!r}")
+        for point, name in _names(command.get("bindings", {}), where).items():
+            if name not in resources:
+                raise DxDispatchError(f"{where}: binds {point} to {name!r}, which is not a resource")
+    elif kind in ("print", "writefile"):
+        if command.get("resource") not in resources:
+            raise DxDispatchError(f"{where}: no resource {command.get('resource')!r}")
+    else:
+        raise DxDispatchError(f"{where}: unknown command type {command['type']!r} (dispatch, print, writeFile)")
+    return command
