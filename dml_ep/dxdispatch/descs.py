@@ -127,6 +127,8 @@ def _desc_from_dict(op_type: DML_OPERATOR_TYPE, data, where: str, fused: bool = 
         if name not in data:
             if not _optional(cls, name, kind):
                 raise DxDispatchError(f"{at}: missing")
+            if field.default is dataclasses.MISSING:
+                values[name] = None
             continue
         values[name] = _field_from_dict(kind, data[name], at)
     try:

@@ -250,7 +250,7 @@ def _write_directory(directory: str, files: dict, empty=()) -> None:
     """Write ``files`` (path -> bytes or array) into ``directory``, which must be absent or empty:
     staged in a temporary directory beside it, then renamed into place."""
     directory = _check_new_directory(directory)
-    staging = tempfile.mkdtemp(dir=parent, prefix=".dxdispatch-")
+    staging = tempfile.mkdtemp(dir=os.path.dirname(directory), prefix=".dxdispatch-")
     try:
         for folder in empty:
             os.makedirs(os.path.join(staging, folder), exist_ok=True)
