@@ -228,6 +228,17 @@ def test_quantized_matrix_multiply_with_per_column_parameters_and_b_bound_at_exe
     np.testing.assert_array_equal(replayed["y"], direct_outputs(model, feeds)["y"], strict=True)
 
 
+def test_a_scalar_output_is_written_as_one_element(tmp_path):
+    """DxDispatch's writeFile takes ``dimensions`` of positive sizes: a 0-d output is [1], in
+    expected/ too, so that the diff compares like with like."""
+    rng = np.random.default_rng(6)
+    a, b = rng.integers(0, 256, 16, dtype=np.uint8), rng.integers(-128, 128, 16, dtype=np.int8)
+    model, feeds = qlinear_matmul(a, np.float32(0.02), np.uint8(100), b, np.float32(0.01), np.int8(0), np.float32(0.5), np.uint8(128))
+    made, replayed = export_and_replay(model, tmp_path / "out", feeds)
+    assert made.model["commands"][-1]["dimensions"] == [1] and replayed["y"].shape == (1,)
+    assert replayed["y"][0] == direct_outputs(model, feeds)["y"][()]
+
+
 def test_quantized_add_broadcasts_with_zero_strides(tmp_path):
     rng = np.random.default_rng(3)
     a = rng.integers(0, 256, (2, 3, 4, 5), dtype=np.uint8)

@@ -45,14 +45,13 @@ class Export:
     """What an export wrote: the plan it comes from, its dispatch sequences (dispatchable names),
     the values captured from the CPU fallback, and the output and expected files per value."""
 
-    directory: str
     plan: Plan
     model: dict
     sequences: list[list[str]]
     captured: list[str]
     outputs: dict[str, str]  # value name -> output/<file> that DxDispatch writes
     expected: dict[str, str]  # value name -> expected/<file>
-    values: dict[str, np.ndarray]  # dml_ep's values of ``expected``
+    values: dict[str, np.ndarray]  # dml_ep's values of ``expected``, shaped as DxDispatch writes them
 
 
 def export(model, directory: str, feeds: dict | None = None, *, seed: int = 0, shapes: dict | None = None,
@@ -71,27 +70,28 @@ def export(model, directory: str, feeds: dict | None = None, *, seed: int = 0, s
     values = session.executor.run(session.check_feeds(feeds), keep_all=True)  # every value, as the islands need them
     plan = session.plan
     writer = _Writer(plan, values)
-    made = writer.model()
+    model_json = writer.model()
     exits = writer.exits()
     graph_outputs = [o.name for o in plan.outputs]
     expected_names = list(dict.fromkeys(exits + graph_outputs))
     output_files = npy_file_names(exits)
     expected_files = npy_file_names(expected_names)
-    made["commands"] += [
-        {"type": "writeFile", "resource": name, "targetPath": f"output/{output_files[name]}", "dimensions": list(values[name].shape) or [1]}
+    dimensions = {name: list(values[name].shape) or [1] for name in exits}  # DxDispatch writes a scalar as [1]
+    model_json["commands"] += [
+        {"type": "writeFile", "resource": name, "targetPath": f"output/{output_files[name]}", "dimensions": dimensions[name]}
         for name in exits
     ]
     result = Export(
-        directory=directory,
         plan=plan,
-        model=made,
+        model=model_json,
         sequences=writer.sequences,
         captured=writer.captured,
         outputs={name: f"output/{output_files[name]}" for name in exits},
         expected={name: f"expected/{expected_files[name]}" for name in expected_names},
-        values={name: np.ascontiguousarray(values[name]) for name in expected_names},
+        values={name: np.asarray(values[name], order="C").reshape(dimensions.get(name, np.shape(values[name])))
+                for name in expected_names},
     )
-    files = {MODEL_FILE: _json_bytes(made), "README.txt": _readme(result, source, arithmetic).encode()}
+    files = {MODEL_FILE: _json_bytes(model_json), "README.txt": _readme(result, source, arithmetic).encode()}
     files.update((path, result.values[name]) for name, path in result.expected.items())
     files.update((path, writer.files[path]) for path in writer.files)
     _write_directory(directory, files, empty=["output"])
@@ -121,6 +121,11 @@ class _Writer:
                 self.sequences.append([])
             previous_was_dml = True
             self._dispatch(entry, names[id(entry)])
+        for name in self.made:  # a buffer as large as the largest desc bound to it spans
+            resource = self.resources[name]
+            count, data_type = resource["initialValues"]["valueCount"], DML_TENSOR_DATA_TYPE[resource["initialValuesDataType"]]
+            if self._sizes[name] > (count * data_type.element_size + 3) & ~3:  # DxDispatch rounds up to 4 bytes
+                resource["sizeInBytes"] = self._sizes[name]
         sources = self._sources_as_resources()
         return {"resources": {**sources, **self.resources}, "dispatchables": self.dispatchables, "commands": self.commands}
 
@@ -156,7 +161,7 @@ class _Writer:
         array = self.plan.constants[value] if value in self.plan.constants else self.values[value]
         if DML_TENSOR_DATA_TYPE.from_numpy(array.dtype) != tensor.DataType:
             raise DxDispatchError(f"{value!r} is {array.dtype}, its tensor desc reads {tensor.DataType.name}")
-        self._sources[value] = np.ascontiguousarray(array)
+        self._sources[value] = np.asarray(array, order="C")
         if value not in self.plan.constants and value not in {i.name for i in self.plan.inputs}:
             self.captured.append(value)
 
@@ -201,8 +206,8 @@ def _readme(result: Export, source: str | None, arithmetic: str) -> str:
     levels = sorted({entry.desc.INTRODUCED for entry in plan.dml_nodes})
     lines = [
         f"A DxDispatch model of the DirectML operators dml_ep plans for {source or 'a model'}",
-        f"(dml_ep {versions()['dml_ep']}, target {plan.feature_level}, operators from "
-        f"{levels[-1] if levels else '-'}, dml_ep arithmetic {arithmetic!r}).",
+        f"(dml_ep {versions()['dml_ep']}, planned for {plan.feature_level}; its operators need "
+        f"{levels[-1] if levels else '-'} or later; dml_ep arithmetic {arithmetic!r}).",
         "",
         "Run it on Windows with DxDispatch (github.com/microsoft/DirectML, folder DxDispatch), from this",
         "directory:",

@@ -72,7 +72,7 @@ class DxDispatchModel:
         arithmetic, engine = Arithmetic(arithmetic), get_engine(engine)
         buffers = {name: dataclasses.replace(resource, buffer=bytearray(resource.buffer)) for name, resource in self.resources.items()}
         results = {}
-        for index, command in enumerate(self.commands):
+        for command in self.commands:
             kind = command["type"].lower()
             resource = buffers.get(command.get("resource"))
             if kind == "dispatch":
@@ -169,9 +169,10 @@ def _resource(value, base: str, where: str) -> Resource:
         array = _initial_values(initial, data_type.numpy(), where)
     data_type = DML_TENSOR_DATA_TYPE.from_numpy(array.dtype)
     offset = value.get("initialValuesOffsetInBytes", 0)
-    size = max(value.get("sizeInBytes", 0), offset + array.nbytes)
-    if value.get("sizeInBytes", size) < offset + array.nbytes:
-        raise DxDispatchError(f"{where}: sizeInBytes {value['sizeInBytes']} is less than the {offset + array.nbytes} bytes of its initial values")
+    needed = offset + array.nbytes
+    size = value.get("sizeInBytes", needed)
+    if size < needed:
+        raise DxDispatchError(f"{where}: sizeInBytes {size} is less than the {needed} bytes of its initial values")
     buffer = bytearray((size + 3) & ~3)  # DirectML's 4-byte alignment
     buffer[offset:offset + array.nbytes] = array.tobytes()
     return Resource(buffer, data_type, array.size)
