@@ -32,6 +32,8 @@ DESC_CLASSES = {
     )
 }
 
+MODELLED = ", ".join(str(t) for t, cls in DESC_CLASSES.items() if not issubclass(cls, od.ActivationDesc))
+
 
 class NotModelled(DxDispatchError):
     """A DirectML operator that DxDispatch knows and dml_ep does not model."""
@@ -100,14 +102,12 @@ def from_dict(dispatchable: dict) -> od.OperatorDesc:
     return _desc_from_dict(op_type, desc, str(op_type))
 
 
-def operator_type(text) -> DML_OPERATOR_TYPE | str:
+def operator_type(text) -> DML_OPERATOR_TYPE:
     """``DML_OPERATOR_X`` or ``X`` as dml_ep's enum member; NotModelled when dml_ep has no desc for it."""
     name = str(text).removeprefix("DML_OPERATOR_")
     member = DML_OPERATOR_TYPE.__members__.get(name)
     if member not in DESC_CLASSES:
-        raise NotModelled(f"DML_OPERATOR_{name} is not modelled by dml_ep (it runs "
-                          f"{', '.join(str(t) for t in DESC_CLASSES if not t.name.startswith(('ACTIVATION', 'ELEMENT_WISE_CLIP')))} "
-                          "and fused activations)")
+        raise NotModelled(f"DML_OPERATOR_{name} is not modelled by dml_ep (it models {MODELLED} and the activations)")
     return member
 
 
@@ -131,10 +131,7 @@ def _desc_from_dict(op_type: DML_OPERATOR_TYPE, data, where: str, fused: bool = 
                 values[name] = None
             continue
         values[name] = _field_from_dict(kind, data[name], at)
-    try:
-        return cls(**values)
-    except TypeError as exc:
-        raise DxDispatchError(f"{where}: {exc}") from None
+    return cls(**values)
 
 
 def _kind(field: dataclasses.Field) -> str:
