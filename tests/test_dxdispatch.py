@@ -415,6 +415,14 @@ def test_cli_export_with_inputs_and_feature_level(built, tmp_path):
     assert replayed and all(np.array_equal(value, expected[name]) for name, value in replayed.items())
 
 
+def test_cli_export_of_a_model_with_nothing_on_directml_says_so(tmp_path):
+    model, _ = add(np.ones(3, np.int32), np.ones(3, np.int32))  # int32 Add: no DirectML operator dml_ep models
+    onnx.save(model, tmp_path / "int_add.onnx")
+    result = dml_ep_cli("export", tmp_path / "int_add.onnx", "--dxdispatch", tmp_path / "out")
+    assert result.returncode == 2 and result.stderr.count("\n") == 1
+    assert "no node of this model runs on DirectML" in result.stderr and not (tmp_path / "out").exists()
+
+
 def test_cli_export_never_replaces_what_is_there(tmp_path):
     target = tmp_path / "taken"
     target.mkdir()

@@ -69,6 +69,9 @@ def export(model, directory: str, feeds: dict | None = None, *, seed: int = 0, s
                                qdq_rules=qdq_rules, engine=engine)
     values = session.executor.run(session.check_feeds(feeds), keep_all=True)  # every value, as the islands need them
     plan = session.plan
+    if not plan.dml_nodes:
+        raise DxDispatchError(f"no node of this model runs on DirectML at {plan.feature_level} "
+                              f"({len(plan.fallback_nodes)} on the CPU fallback): there is nothing for DxDispatch to run")
     writer = _Writer(plan, values)
     model_json = writer.model()
     exits = writer.exits()
