@@ -58,7 +58,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The subcommands, sharing --feature-level/--debug and (run, compare) the input options."""
+    """The subcommands, sharing --feature-level/--debug and (run, compare, export) the input options."""
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--feature-level", default=DEFAULT_FEATURE_LEVEL.label, metavar="L",
                         help="DirectML feature level to target, e.g. 4_0 (default: %(default)s)")
