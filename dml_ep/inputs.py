@@ -203,16 +203,22 @@ def npy_file_names(names: list[str]) -> dict[str, str]:
     a file name cannot hold replaced by ``_``. Names that end up the same (``o/1`` and ``o_1``, or
     ``Y`` and ``y`` on a case-insensitive file system) get a numeric suffix, in the order given:
     none overwrites another."""
-    files, taken = {}, set()
-    for name in names:
-        stem = candidate = re.sub(r"[^\w.-]", "_", name)
-        suffix = 1
-        while candidate.casefold() in taken:
+    stems = distinct_names([re.sub(r"[^\w.-]", "_", name) for name in names], key=str.casefold)
+    return {name: stem + ".npy" for name, stem in zip(names, stems)}
+
+
+def distinct_names(stems: list[str], key=str) -> list[str]:
+    """The stems made distinct, in the order given, by a numeric suffix (``x``, ``x_2``, ...) on
+    those that ``key`` (``str.casefold`` for file names) finds taken already."""
+    names, taken = [], set()
+    for stem in stems:
+        candidate, suffix = stem, 1
+        while key(candidate) in taken:
             suffix += 1
             candidate = f"{stem}_{suffix}"
-        taken.add(candidate.casefold())
-        files[name] = candidate + ".npy"
-    return files
+        taken.add(key(candidate))
+        names.append(candidate)
+    return names
 
 
 def _natural_key(file: str):

@@ -18,7 +18,7 @@ import math
 from .. import operator_descs as od
 from ..enums import DML_OPERATOR_TYPE, DML_TENSOR_DATA_TYPE, DML_TENSOR_FLAGS
 from ..errors import DxDispatchError
-from ..tensor_desc import DML_BUFFER_TENSOR_DESC, calc_buffer_tensor_size
+from ..tensor_desc import DML_BUFFER_TENSOR_DESC, calc_buffer_tensor_size, packed_strides
 
 # The desc class of each operator dml_ep models.
 DESC_CLASSES = {
@@ -81,6 +81,9 @@ def _fields_to_dict(desc: od.OperatorDesc) -> dict:
     return out
 
 
+FLOAT_WORDS = {"nan": float("nan"), "inf": float("inf"), "-inf": float("-inf")}  # DxDispatch's strings for floats
+
+
 def json_number(value):
     """Infinite and NaN floats as the strings DxDispatch reads ("inf", "-inf", "nan")."""
     if isinstance(value, float) and not math.isfinite(value):
@@ -104,9 +107,9 @@ def from_dict(dispatchable: dict) -> od.OperatorDesc:
 
 def operator_type(text) -> DML_OPERATOR_TYPE:
     """``DML_OPERATOR_X`` or ``X`` as dml_ep's enum member; NotModelled when dml_ep has no desc for it."""
-    name = str(text).removeprefix("DML_OPERATOR_")
-    member = DML_OPERATOR_TYPE.__members__.get(name)
+    member = _member(DML_OPERATOR_TYPE, "DML_OPERATOR_", text)
     if member not in DESC_CLASSES:
+        name = str(text).removeprefix("DML_OPERATOR_")
         raise NotModelled(f"DML_OPERATOR_{name} is not modelled by dml_ep (it models {MODELLED} and the activations)")
     return member
 
@@ -156,9 +159,7 @@ def _field_from_dict(kind: str, value, where: str):
     if kind == "int":
         return _integer(value, where)
     if kind.startswith("tuple[int"):
-        if not isinstance(value, list):
-            raise DxDispatchError(f"{where}: expected a list of integers, not {value!r}")
-        return tuple(_integer(v, f"{where}[{i}]") for i, v in enumerate(value))
+        return _integers(value, where)
     if kind == "float":
         return _float(value, where)
     if kind.startswith("Optional[tuple[float"):  # DML_SCALE_BIAS
@@ -210,7 +211,7 @@ def tensor_from_dict(value, where: str) -> DML_BUFFER_TENSOR_DESC:
         Flags=_flags(value.get("Flags", "NONE"), f"{where}.Flags"),
         DimensionCount=count,
         Sizes=sizes,
-        Strides=None if strides == DML_BUFFER_TENSOR_DESC.create(data_type, sizes).element_strides else strides,
+        Strides=None if strides == packed_strides(sizes) else strides,
         TotalTensorSizeInBytes=total,
         GuaranteedBaseOffsetAlignment=_integer(value.get("GuaranteedBaseOffsetAlignment", 0), f"{where}.GuaranteedBaseOffsetAlignment"),
     )
@@ -218,7 +219,7 @@ def tensor_from_dict(value, where: str) -> DML_BUFFER_TENSOR_DESC:
 
 def data_type_of(text, where: str) -> DML_TENSOR_DATA_TYPE:
     """``DML_TENSOR_DATA_TYPE_X`` or ``X``."""
-    member = DML_TENSOR_DATA_TYPE.__members__.get(str(text).removeprefix("DML_TENSOR_DATA_TYPE_"))
+    member = _member(DML_TENSOR_DATA_TYPE, "DML_TENSOR_DATA_TYPE_", text)
     if member is None:
         raise DxDispatchError(f"{where}: unknown data type {text!r}")
     return member
@@ -228,11 +229,17 @@ def _flags(value, where: str) -> DML_TENSOR_FLAGS:
     """One flag name, or a list of them (full or short spelling)."""
     flags = DML_TENSOR_FLAGS.NONE
     for name in value if isinstance(value, list) else [value]:
-        member = DML_TENSOR_FLAGS.__members__.get(str(name).removeprefix("DML_TENSOR_FLAG_"))
+        member = _member(DML_TENSOR_FLAGS, "DML_TENSOR_FLAG_", name)
         if member is None:
             raise DxDispatchError(f"{where}: unknown tensor flag {name!r} (NONE, OWNED_BY_DML)")
         flags |= member
     return flags
+
+
+def _member(enum, prefix: str, text):
+    """The member named ``text``, written in full (``prefix`` + name) or by its name alone, as
+    DxDispatch reads every enum; None when there is none."""
+    return enum.__members__.get(str(text).removeprefix(prefix))
 
 
 def _integer(value, where: str) -> int:
@@ -248,8 +255,8 @@ def _integers(value, where: str) -> tuple[int, ...]:
 
 
 def _float(value, where: str) -> float:
-    if isinstance(value, str) and value in ("nan", "inf", "-inf"):
-        return float(value)
+    if isinstance(value, str) and value in FLOAT_WORDS:
+        return FLOAT_WORDS[value]
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise DxDispatchError(f"{where}: expected a number, not {value!r}")
     return float(value)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import os
 import shutil
 import tempfile
@@ -29,7 +28,7 @@ from ..enums import DML_TENSOR_DATA_TYPE, DML_TENSOR_FLAGS
 from ..errors import DxDispatchError
 from ..graph import load_model
 from ..importer import DEFAULT_FEATURE_LEVEL
-from ..inputs import npy_file_names, random_inputs
+from ..inputs import distinct_names, npy_file_names, random_inputs
 from ..passes import DEFAULT_RULE_SET
 from ..plan import DmlNode, Plan
 from ..report_meta import versions
@@ -112,6 +111,7 @@ class _Writer:
         self.made = set()  # values a dispatch writes
         self._sizes = {}  # resource -> bytes the descs bound to it span
         self._sources = {}  # resource -> array it is initialized from
+        self._graph_inputs = {value.name for value in plan.inputs}
 
     def model(self) -> dict:
         previous_was_dml = False
@@ -156,8 +156,8 @@ class _Writer:
         self._sizes[value] = max(self._sizes.get(value, 0), tensor.TotalTensorSizeInBytes)
         if made:
             self.made.add(value)
-            count = math.prod(tensor.Sizes)
-            self.resources[value] = {"initialValuesDataType": tensor.DataType.name, "initialValues": {"valueCount": count, "value": 0}}
+            self.resources[value] = {"initialValuesDataType": tensor.DataType.name,
+                                     "initialValues": {"valueCount": tensor.element_count, "value": 0}}
             return
         if value in self.made or value in self._sources:
             return
@@ -165,7 +165,7 @@ class _Writer:
         if DML_TENSOR_DATA_TYPE.from_numpy(array.dtype) != tensor.DataType:
             raise DxDispatchError(f"{value!r} is {array.dtype}, its tensor desc reads {tensor.DataType.name}")
         self._sources[value] = np.asarray(array, order="C")
-        if value not in self.plan.constants and value not in {i.name for i in self.plan.inputs}:
+        if value not in self.plan.constants and value not in self._graph_inputs:
             self.captured.append(value)
 
     def _sources_as_resources(self) -> dict:
@@ -188,16 +188,8 @@ class _Writer:
 
 def _dispatchable_names(entries: list[DmlNode]) -> dict[int, str]:
     """Each operator's name: its node's, or ``<op type>_<index>``; distinct."""
-    names, taken = {}, set()
-    for index, entry in enumerate(entries):
-        stem = candidate = entry.node.name or f"{entry.node.op_type}_{index}"
-        suffix = 1
-        while candidate in taken:
-            suffix += 1
-            candidate = f"{stem}_{suffix}"
-        taken.add(candidate)
-        names[id(entry)] = candidate
-    return names
+    stems = [entry.node.name or f"{entry.node.op_type}_{index}" for index, entry in enumerate(entries)]
+    return {id(entry): name for entry, name in zip(entries, distinct_names(stems))}
 
 
 def _json_bytes(data: dict) -> bytes:

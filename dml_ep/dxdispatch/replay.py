@@ -25,9 +25,7 @@ from ..engines import get_engine
 from ..enums import DML_FEATURE_LEVEL, DML_TENSOR_DATA_TYPE
 from ..errors import DescValidationError, DxDispatchError
 from ..kernels import run_kernel
-from .descs import NotModelled, data_type_of, from_dict
-
-FLOAT_WORDS = {"nan": float("nan"), "inf": float("inf"), "-inf": float("-inf")}
+from .descs import FLOAT_WORDS, NotModelled, data_type_of, from_dict
 
 
 @dataclasses.dataclass
@@ -122,7 +120,7 @@ def _names(bindings, where: str) -> dict[str, str]:
                 raise DxDispatchError(f"{where}: {point} takes one resource, {len(source)} are bound")
             source = source[0]
         if isinstance(source, dict):
-            if any(source.get(key) for key in ("elementOffset",)) or "name" not in source:
+            if source.get("elementOffset") or "name" not in source:
                 raise DxDispatchError(f"{where}: {point}: only bindings of a whole resource by name are read")
             source = source["name"]
         names[point] = source
