@@ -40,8 +40,8 @@ class Executor:
         self._last_run = None  # (entries, value infos) of the last run
         self._fallback_sessions = {}
         self._fed = {}
-        self._last_readers = _last_readers(planner)
         self._partitions = fallback_partitions(planner)
+        self._last_readers = _last_readers(planner, self._partitions)
         self._partition_of = {id(planner.nodes[i]): group for group in self._partitions.values() for i in group}
         self._index = {id(node): index for index, node in enumerate(planner.nodes)}
         self._graph_outputs = set(planner.output_names)
@@ -115,9 +115,8 @@ class Executor:
                 done.update(group)
             entries.extend(step)
             if not keep_all:
-                for member in group or (index,):
-                    for name in self._last_readers.get(member, ()):
-                        values.pop(name, None)
+                for name in self._last_readers.get(index, ()):
+                    values.pop(name, None)
         self._last_run = (entries, infos)
         for name in self._graph_outputs & values.keys():  # as onnxruntime returns them
             value = values[name]
@@ -248,17 +247,23 @@ def fallback_partitions(planner: Planner) -> dict[int, tuple[int, ...]]:
     return groups
 
 
-def _last_readers(planner: Planner) -> dict[int, list[str]]:
-    """For each node index, the intermediate values it is the last to read (graph outputs stay)."""
+def _last_readers(planner: Planner, partitions: dict[int, tuple[int, ...]]) -> dict[int, list[str]]:
+    """For each step of a run, the intermediate values no later step reads (graph outputs stay).
+    A partition runs whole at its first node's step, so its members read at that step: freeing
+    follows the order nodes execute in, not their indices (partitions may interleave)."""
+    step = list(range(len(planner.nodes)))
+    for first, group in partitions.items():
+        for member in group:
+            step[member] = first
     keep = set(planner.output_names)
     last = {}
     for index, reads in enumerate(planner.reads):
         for name in reads:
-            last[name] = index
+            last[name] = max(last.get(name, -1), step[index])
     readers = {}
-    for name, index in last.items():
+    for name, at in last.items():
         if name not in keep:
-            readers.setdefault(index, []).append(name)
+            readers.setdefault(at, []).append(name)
     return readers
 
 

@@ -107,3 +107,24 @@ def test_partitions_give_the_numbers_of_nodes_run_one_by_one(built, name):
     alone = session.executor.run(feeds, keep_all=True)
     for output, value in zip(session.get_outputs(), whole):
         np.testing.assert_array_equal(value, alone[output.name])
+
+
+def test_partitions_free_values_in_execution_order():
+    """A partition (nodes 0, 2, 3 in execution order) runs whole at its first node, before node 1;
+    x, read last by index in the partition, must live until node 1 has run (it was freed: KeyError)."""
+    nodes = [
+        helper.make_node("Sigmoid", ["x"], ["a1"], name="a1"),
+        helper.make_node("Abs", ["a1"], ["a2"], name="a2"),
+        helper.make_node("Mul", ["a2", "x"], ["a3"], name="a3"),
+        helper.make_node("Neg", ["x"], ["b1"], name="b1"),
+    ]
+    info = helper.make_tensor_value_info
+    graph = helper.make_graph(nodes, "interleaved", [info("x", TensorProto.FLOAT, [1, 4])],
+                              [info("a3", TensorProto.FLOAT, None), info("b1", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    assert sorted(fallback_partitions(Planner(model)).values()) == [(0, 2, 3)]
+    feeds = {"x": np.linspace(-2, 2, 4, dtype=np.float32).reshape(1, 4)}
+    ours = dml_ep.InferenceSession(model).run(None, feeds)
+    theirs = cpu_session(model).run(None, feeds)
+    for a, b in zip(ours, theirs):
+        np.testing.assert_array_equal(a, b)
