@@ -24,6 +24,7 @@ from .enums import DML_OPERATOR_TYPE
 from .errors import FallbackError, OutOfMemoryError, ShapeError
 from .graph import node_reads, ort_message, type_proto, value_info_of
 from .kernels import prepare_kernel, run_kernel
+from .passes.dml_fusion import unfused
 from .plan import DmlNode, FallbackNode, Plan, PlanEntry
 from .planner import Planner
 from .reference import cpu_session
@@ -169,13 +170,17 @@ class Executor:
         """What fallback nodes read from outside (their subgraphs' outer-scope values included) and
         what they give: a single node all its outputs, a partition those read after it."""
         planner = self.planner
-        nodes = [planner.nodes[i] for i in group]
+        nodes = self._cpu_nodes(group)
         produced = {name for node in nodes for name in node.output if name}
         inputs = [name for name in dict.fromkeys(n for node in nodes for n in node_reads(node)) if name not in produced]
         if len(group) == 1:
-            return inputs, [name for name in nodes[0].output if name]
+            return inputs, [name for name in planner.nodes[group[0]].output if name]
         later = {name for index, read in enumerate(planner.reads) if index not in group for name in read}
         return inputs, [name for node in nodes for name in node.output if name in later or name in self._graph_outputs]
+
+    def _cpu_nodes(self, group: tuple[int, ...]) -> list[onnx.NodeProto]:
+        """The ONNX nodes onnxruntime runs for these nodes: a DML-internal fused node unfused."""
+        return [node for index in group for node in unfused(self.planner.nodes[index])]
 
     def _to_nhwc(self, group: tuple[int, ...]) -> set[str]:
         """The outputs of fallback nodes that leave them channels last: the 4-D ones."""
@@ -190,13 +195,12 @@ class Executor:
         if made is None:
             planner = self.planner
             inputs, outputs = self._partition_io(group)
-            nodes = [planner.nodes[i] for i in group]
             to_nhwc = self._to_nhwc(group)
-            model = fallback_model(nodes, inputs, outputs, planner, channels_last, to_nhwc)
+            model = fallback_model(self._cpu_nodes(group), inputs, outputs, planner, channels_last, to_nhwc)
             try:
-                session = fallback_session(model, nodes[0], optimize=len(nodes) == 1)
+                session = fallback_session(model, planner.nodes[group[0]], optimize=len(group) == 1)
             except FallbackError:
-                if len(nodes) > 1:
+                if len(group) > 1:
                     for index in group:  # name the node onnxruntime refuses
                         self._partition_session((index,))
                 raise

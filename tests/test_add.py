@@ -95,3 +95,23 @@ def test_zero_dimensional_output():
     a, b = operands((), (), np.float32)
     model, feeds = add(a, b)
     check_both_modes(model, feeds)
+
+
+@pytest.mark.parametrize("activation, attributes", [("Relu", {}), ("LeakyRelu", {"alpha": 0.3})])
+def test_a_fused_add_meeting_an_empty_batch_runs_unfused_on_onnxruntime(activation, attributes):
+    """Batch 0 sends the fused Add + activation to the CPU fallback: onnxruntime runs the Add and
+    the activation (it cannot run the DML EP's internal DmlFusedAdd) and returns shape [0, 5]."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    nodes = [helper.make_node("Add", ["x", "b"], ["s"]), helper.make_node(activation, ["s"], ["y"], **attributes)]
+    graph = helper.make_graph(nodes, "fused", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 5])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 5])],
+                              [numpy_helper.from_array(np.arange(5, dtype=np.float32) - 2, "b")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    session = dml_ep.InferenceSession(model)
+    for batch in (0, 3):
+        x = np.linspace(-3, 3, batch * 5, dtype=np.float32).reshape(batch, 5)
+        ours = session.run(None, {"x": x})[0]
+        np.testing.assert_array_equal(ours, run_ort(model, {"x": x}, "ort"))
+        assert ours.shape == (batch, 5)
+        assert session.plan.entries[0].node.op_type == "DmlFusedAdd"

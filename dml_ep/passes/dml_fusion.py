@@ -53,3 +53,31 @@ def fused_node(node: onnx.NodeProto, activation: onnx.NodeProto, opset: int) -> 
         renamed.CopyFrom(attribute)
         renamed.name = "fused_" + attribute.name
     return fused
+
+
+def unfused(node: onnx.NodeProto) -> list[onnx.NodeProto]:
+    """The two ONNX nodes a fused node stands for (the inverse of :func:`fused_node`), for where
+    onnxruntime runs it: an internal node never reaches onnxruntime."""
+    if node.domain != DML_DOMAIN:
+        return [node]
+    op_type = next(op for op, fused in FUSED_OP_TYPES.items() if fused == node.op_type)
+    own = [a for a in node.attribute if not a.name.startswith("fused_")]
+    moved = [a for a in node.attribute if a.name.startswith("fused_") and a.name not in FUSED_MARKERS]
+    inner = f"{node.output[0]}.before_{_attribute(node, 'fused_activation')}"
+    first = onnx.helper.make_node(op_type, list(node.input), [inner], name=node.name)
+    first.attribute.extend(own)
+    activation = onnx.helper.make_node(_attribute(node, "fused_activation"), [inner], list(node.output), name=f"{node.name}.activation",
+                                       domain=_attribute(node, "fused_activation_domain"))
+    for attribute in moved:
+        renamed = activation.attribute.add()
+        renamed.CopyFrom(attribute)
+        renamed.name = attribute.name.removeprefix("fused_")
+    return [first, activation]
+
+
+FUSED_MARKERS = {"fused_activation", "fused_activation_domain", "fused_activation_since_version"}
+
+
+def _attribute(node: onnx.NodeProto, name: str):
+    value = onnx.helper.get_attribute_value(next(a for a in node.attribute if a.name == name))
+    return value.decode() if isinstance(value, bytes) else value
