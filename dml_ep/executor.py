@@ -3,10 +3,10 @@ kernels, fallback nodes on onnxruntime's CPU EP.
 
 Fallback nodes run in onnxruntime sessions made when first needed, with their constant inputs as
 initializers and their other inputs' shapes left open, so every model onnxruntime runs, dml_ep
-runs, whatever shapes reach it. As the real EP hands the CPU EP whole subgraphs, connected nodes
-that fall back whatever their shapes (no DirectML operator is modelled for their op) and follow
-each other in execution order share one session (:func:`fallback_partitions`); a run that keeps
-every value (compare's node-by-node view) runs each node on its own.
+runs, whatever shapes reach it. Nodes that fall back whatever their shapes (no DirectML operator
+is modelled for their op) and follow each other in execution order share one session
+(:func:`fallback_partitions`); a run that keeps every value (compare's node-by-node view) runs
+each node on its own. The sessions share one thread pool (:func:`fallback_session`).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from .errors import FallbackError, OutOfMemoryError, ShapeError
 from .graph import node_reads, ort_message, type_proto, value_info_of
 from .kernels import prepare_kernel, run_kernel
 from .passes.dml_fusion import unfused
-from .plan import DmlNode, FallbackNode, Plan, PlanEntry
+from .plan import DmlNode, FallbackNode, Plan, PlanEntry, macs_inputs
 from .planner import Planner
 from .reference import cpu_session
 
@@ -44,6 +44,12 @@ class Executor:
         self._partitions = fallback_partitions(planner)
         self._last_readers = _last_readers(planner, self._partitions)
         self._partition_of = {id(planner.nodes[i]): group for group in self._partitions.values() for i in group}
+        self._readers = {}  # value name -> indices of the nodes reading it
+        for index, reads in enumerate(planner.reads):
+            for name in reads:
+                self._readers.setdefault(name, []).append(index)
+        self._io = {}
+        self._pooled = 0  # fallback sessions made with a thread pool
         self._index = {id(node): index for index, node in enumerate(planner.nodes)}
         self._graph_outputs = set(planner.output_names)
 
@@ -74,12 +80,16 @@ class Executor:
             constants = {field: binding for field, binding in entry.inputs.items() if isinstance(binding, np.ndarray)}
             prepare_kernel(entry.desc, constants, self.arithmetic, self.engine, entry.cache)
         channels_last = set()  # the values expected to lie channels last: the sessions are made for them
+        made = set()
         for entry in plan.entries:
             if isinstance(entry, DmlNode):
                 if entry.desc.OPERATOR_TYPE == DML_OPERATOR_TYPE.QUANTIZED_LINEAR_CONVOLUTION or entry.inputs.get("ATensor") in channels_last:
                     channels_last.add(entry.output)
                 continue
             group = self._partition_of.get(id(entry.node)) or (self._index[id(entry.node)],)
+            if group in made:
+                continue
+            made.add(group)
             inputs = frozenset(self._partition_inputs(group)) & channels_last
             self._partition_session(group, inputs)
             channels_last.update(self._to_nhwc(group))
@@ -109,7 +119,7 @@ class Executor:
                     results = self.run_partition(group, values)
             except MemoryError:
                 raise OutOfMemoryError("not enough memory to run this node on this machine", node=planner.nodes[index]) from None
-            values.update(results)
+            values.update((name, value) for name, value in results.items() if keep_all or name in self._readers or name in self._graph_outputs)
             infos.update((name, value_info_of(name, value)) for name, value in results.items())
             if group is not None:  # its members' inner values are not fetched: their static types stand in
                 step = [planner.entry(member, ChainMap(infos, planner.static)) for member in group]
@@ -168,15 +178,24 @@ class Executor:
 
     def _partition_io(self, group: tuple[int, ...]) -> tuple[list[str], list[str]]:
         """What fallback nodes read from outside (their subgraphs' outer-scope values included) and
-        what they give: a single node all its outputs, a partition those read after it."""
+        what they give: a single node all its outputs; a partition those read after it, and those
+        a MAC count needs the shapes of (:data:`dml_ep.plan.SHAPES_FOR_MACS`). Worked out once."""
+        made = self._io.get(group)
+        if made is not None:
+            return made
         planner = self.planner
         nodes = self._cpu_nodes(group)
         produced = {name for node in nodes for name in node.output if name}
         inputs = [name for name in dict.fromkeys(n for node in nodes for n in node_reads(node)) if name not in produced]
         if len(group) == 1:
-            return inputs, [name for name in planner.nodes[group[0]].output if name]
-        later = {name for index, read in enumerate(planner.reads) if index not in group for name in read}
-        return inputs, [name for node in nodes for name in node.output if name in later or name in self._graph_outputs]
+            outputs = [name for name in planner.nodes[group[0]].output if name]
+        else:
+            members = set(group)
+            measured = {name for index in group for name in macs_inputs(planner.nodes[index])}
+            outputs = [name for node in nodes for name in node.output if name and (
+                name in measured or name in self._graph_outputs or any(i not in members for i in self._readers.get(name, ())))]
+        made = self._io[group] = (inputs, outputs)
+        return made
 
     def _cpu_nodes(self, group: tuple[int, ...]) -> list[onnx.NodeProto]:
         """The ONNX nodes onnxruntime runs for these nodes: a DML-internal fused node unfused."""
@@ -196,14 +215,17 @@ class Executor:
             planner = self.planner
             inputs, outputs = self._partition_io(group)
             to_nhwc = self._to_nhwc(group)
-            model = fallback_model(self._cpu_nodes(group), inputs, outputs, planner, channels_last, to_nhwc)
+            nodes = self._cpu_nodes(group)
+            model = fallback_model(nodes, inputs, outputs, planner, channels_last, to_nhwc)
+            pooled = self._pooled < POOLED_SESSIONS and any(macs_inputs(node)[1:] for node in nodes)
             try:
-                session = fallback_session(model, planner.nodes[group[0]], optimize=len(group) == 1)
+                session = fallback_session(model, planner.nodes[group[0]], optimize=len(group) == 1, pooled=pooled)
             except FallbackError:
                 if len(group) > 1:
                     for index in group:  # name the node onnxruntime refuses
                         self._partition_session((index,))
                 raise
+            self._pooled += pooled
             made = self._fallback_sessions[key] = (session, outputs, [f"{n}.nhwc" if n in to_nhwc else n for n in outputs])
         return made
 
@@ -215,39 +237,20 @@ def is_channels_last(x) -> bool:
 
 def fallback_partitions(planner: Planner) -> dict[int, tuple[int, ...]]:
     """Groups of two or more nodes that fall back whatever their shapes, to run as one onnxruntime
-    session each: the runs of such nodes consecutive in execution order, split into their
-    connected parts. Keyed by each group's first node index.
+    session each: the runs of such nodes consecutive in execution order, keyed by their first
+    node index. One session per run, connected or not, keeps the sessions few on wide graphs.
 
     Consecutive nodes take their outside inputs from nodes run before them, so a group never
     waits on a DirectML node that waits on it.
     """
-    groups, run, producer = {}, [], {}
-
-    def close_run():
-        parent = {index: index for index in run}
-
-        def root(index):
-            while parent[index] != index:
-                index = parent[index]
-            return index
-
-        for index in run:
-            for name in planner.reads[index]:
-                if producer.get(name) in parent:
-                    parent[root(index)] = root(producer[name])
-        parts = {}
-        for index in run:
-            parts.setdefault(root(index), []).append(index)
-        groups.update((part[0], tuple(part)) for part in parts.values() if len(part) > 1)
-        run.clear()
-
-    for index, node in enumerate(planner.nodes):
-        if planner.never_maps[index]:
+    groups, run = {}, []
+    for index in range(len(planner.nodes) + 1):
+        if index < len(planner.nodes) and planner.never_maps[index]:
             run.append(index)
-        else:
-            close_run()
-        producer.update((name, index) for name in node.output if name)
-    close_run()
+            continue
+        if len(run) > 1:
+            groups[run[0]] = tuple(run)
+        run = []
     return groups
 
 
@@ -271,17 +274,22 @@ def _last_readers(planner: Planner, partitions: dict[int, tuple[int, ...]]) -> d
     return readers
 
 
-def fallback_session(model: onnx.ModelProto, node: onnx.NodeProto, optimize: bool = True):
+POOLED_SESSIONS = 8  # fallback sessions per model that get a thread pool: those with matrix products first
+
+
+def fallback_session(model: onnx.ModelProto, node: onnx.NodeProto, optimize: bool = True, pooled: bool = False):
     """An onnxruntime session of fallback nodes: made once, it refuses a node whose types or
-    attributes are invalid as onnxruntime loading the model would. Its thread pool has a thread
-    per core and sleeps between runs (spinning pools would take the cores from dml_ep's kernels).
+    attributes are invalid as onnxruntime loading the model would. A ``pooled`` session has a
+    thread per core that sleeps between runs (spinning pools would take the cores from dml_ep's
+    kernels); the others run on the caller's thread, so that thousands of fallback sessions do not
+    make thousands of threads. All share one memory arena.
 
     A partition's session runs without onnxruntime's graph optimizations: they would fuse its
     nodes (DequantizeLinear -> Mul -> QuantizeLinear into QLinearMul by the CPU EP's QDQ rules, a
     constant Add into a Conv's bias), and the numbers would no longer be those of the nodes run
     one by one, as the real EP runs them. A single node keeps them (its layout transposes cancel)."""
     try:
-        return cpu_session(model, threads=os.cpu_count() or 1, spinning=False, optimize=optimize)
+        return cpu_session(model, threads=(os.cpu_count() or 1) if pooled else 1, spinning=False, optimize=optimize, shared_arena=True)
     except Exception as exc:  # onnxruntime's InvalidGraph, Fail, ...
         raise FallbackError(f"onnxruntime refuses this fallback node: {ort_message(exc, with_node=False)}", node=node) from None
 

@@ -132,6 +132,15 @@ class Plan:
         }
 
 
+def macs_inputs(node: onnx.NodeProto) -> list[str]:
+    """The values whose shapes :func:`node_macs` reads for ``node`` (none for an op it counts as 0)."""
+    if node.op_type in CONV_WEIGHT_INPUT:
+        return [node.output[0], node.input[CONV_WEIGHT_INPUT[node.op_type]]]
+    if node.op_type in MATMUL_A_INPUT:
+        return [node.output[0], node.input[0]]
+    return node.output[:1] if node.op_type in ELEMENT_WISE else []
+
+
 def node_macs(node: onnx.NodeProto, values: dict[str, "ValueInfo"]) -> int:
     """A node's multiply-accumulates from the value shapes, by one rule on DirectML and the fallback
     (so MACs move with a node between them): convolutions N*OC*OH*OW*(C/G)*KH*KW, matmul-like

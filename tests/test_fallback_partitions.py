@@ -1,4 +1,4 @@
-"""CPU fallback partitions: connected nodes that always fall back run as one onnxruntime session,
+"""CPU fallback partitions: consecutive nodes that always fall back run as one onnxruntime session,
 taking channels-last tensors as they lie; a run that keeps every value runs each node alone."""
 
 import numpy as np
@@ -69,7 +69,7 @@ def test_keeping_every_value_runs_each_fallback_node_alone():
     assert {key[0] for key in session.executor._fallback_sessions} >= {(2,), (3,), (4,)}
 
 
-def test_partitions_are_connected_runs_in_execution_order():
+def test_partitions_are_the_runs_in_execution_order():
     rng = np.random.default_rng(3)
     nodes = [
         helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"]),
@@ -85,11 +85,11 @@ def test_partitions_are_connected_runs_in_execution_order():
     graph = helper.make_graph(nodes, "runs", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 5, 5])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 5, 5])], initializers)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
-    # QuantizeLinear+MaxPool connected, AveragePool+Relu connected; the conv ends the run; the
-    # DequantizeLinear after it is alone (Add maps to DirectML).
+    # QuantizeLinear, MaxPool, AveragePool and Relu run consecutively (two unconnected branches,
+    # one session); the conv ends the run; the DequantizeLinear after it is alone (Add maps to DirectML).
     planner = Planner(model)
     groups = {tuple(planner.nodes[i].op_type for i in group) for group in fallback_partitions(planner).values()}
-    assert groups == {("QuantizeLinear", "MaxPool"), ("AveragePool", "Relu")}
+    assert groups == {("QuantizeLinear", "AveragePool", "MaxPool", "Relu")}
     feeds = {"x": rng.uniform(0, 10, (1, 4, 5, 5)).astype(np.float32)}
     ours = dml_ep.InferenceSession(model, arithmetic="onnxruntime").run(None, feeds)[0]
     np.testing.assert_allclose(ours, cpu_session(model, "ort-exact").run(None, feeds)[0], rtol=1e-6)
@@ -110,8 +110,10 @@ def test_partitions_give_the_numbers_of_nodes_run_one_by_one(built, name):
 
 
 def test_partitions_free_values_in_execution_order():
-    """A partition (nodes 0, 2, 3 in execution order) runs whole at its first node, before node 1;
-    x, read last by index in the partition, must live until node 1 has run (it was freed: KeyError)."""
+    """A sentence-encoder export crashed (KeyError) when partitions were connected parts: nodes 0, 2
+    and 3 ran whole at node 0, before node 1, and x, read last by index in that partition, was
+    freed before node 1 read it. Partitions are whole runs now, and values are freed after the last
+    step that reads them in execution order."""
     nodes = [
         helper.make_node("Sigmoid", ["x"], ["a1"], name="a1"),
         helper.make_node("Abs", ["a1"], ["a2"], name="a2"),
@@ -122,7 +124,7 @@ def test_partitions_free_values_in_execution_order():
     graph = helper.make_graph(nodes, "interleaved", [info("x", TensorProto.FLOAT, [1, 4])],
                               [info("a3", TensorProto.FLOAT, None), info("b1", TensorProto.FLOAT, None)])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
-    assert sorted(fallback_partitions(Planner(model)).values()) == [(0, 2, 3)]
+    assert sorted(fallback_partitions(Planner(model)).values()) == [(0, 1, 2, 3)]
     feeds = {"x": np.linspace(-2, 2, 4, dtype=np.float32).reshape(1, 4)}
     ours = dml_ep.InferenceSession(model).run(None, feeds)
     theirs = cpu_session(model).run(None, feeds)
