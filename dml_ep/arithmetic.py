@@ -20,6 +20,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from .enums import DML_TENSOR_DATA_TYPE
 from .errors import DmlEpError
+from .graph import internal_model
 from .kernels.u8s8 import matmul_correction
 from .reference import cpu_session
 
@@ -59,8 +60,7 @@ def host_saturates_u8s8() -> bool:
         [helper.make_tensor_value_info("y", TensorProto.INT32, None)],
         [numpy_helper.from_array(b, "b")],
     )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 10)])
-    y = cpu_session(model, threads=1).run(None, {"a": a})[0]
+    y = cpu_session(internal_model(graph, 10), threads=1).run(None, {"a": a})[0]
     return np.array_equal(y, a.astype(np.int32) @ b + matmul_correction(a, b))
 
 

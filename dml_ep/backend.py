@@ -14,11 +14,12 @@ import onnx
 from onnx.backend.base import Backend, BackendRep, Device, DeviceType, namedtupledict
 
 from .errors import FeedError, ModelError
+from .graph import INTERNAL_MAX_OPSET, internal_model
 from .session import InferenceSession
 
 _SESSION_KWARGS = ("feature_level", "arithmetic", "u8s8_saturation", "engine")
-# run_node's default ai.onnx opset: one for which onnxruntime 1.32 has every kernel we exercise.
-NODE_OPSET = 23
+# run_node's default ai.onnx opset: the newest the oldest supported onnxruntime loads.
+NODE_OPSET = INTERNAL_MAX_OPSET
 
 
 class DmlEpRep(BackendRep):
@@ -83,11 +84,8 @@ class DmlEpBackend(Backend):
                 onnx.helper.make_tensor_value_info(name, onnx.helper.np_dtype_to_tensor_dtype(np.dtype(dtype)), shape)
                 for name, (dtype, shape) in zip(outputs, outputs_info)
             ]
-        opsets = [onnx.helper.make_opsetid("", opset)]
-        if node.domain not in ("", "ai.onnx"):
-            opsets.append(onnx.helper.make_opsetid(node.domain, 1))
         graph = onnx.helper.make_graph([node], f"run_node_{node.op_type}", graph_inputs, graph_outputs)
-        model = onnx.helper.make_model(graph, opset_imports=opsets)
+        model = internal_model(graph, opset, [node.domain] if node.domain not in ("", "ai.onnx") else [])
         if outputs_info is None:
             model = onnx.shape_inference.infer_shapes(model, strict_mode=True)
             untyped = [o.name for o in model.graph.output if not o.type.HasField("tensor_type")]

@@ -29,6 +29,7 @@ import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
 from .errors import DmlEpError
+from .graph import internal_model
 from .reference import cpu_session
 from .kernels.integer_gemm import FLOAT32_EXACT, exact_matmul, weight_blocks
 
@@ -168,8 +169,7 @@ class OnnxruntimeProduct:
             node = helper.make_node("MatMulInteger", ["a", "b", "a_zero_point", "b_zero_point"], ["y"])
         output = helper.make_tensor_value_info("y", TensorProto.FLOAT if self.to_float else TensorProto.INT32, None)
         graph = helper.make_graph([node], "integer_product", inputs, [output], initializers)
-        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid("com.microsoft", 1)])
-        self.session = cpu_session(model, threads=threads, spinning=False, shared_arena=True)
+        self.session = cpu_session(internal_model(graph, 13, ["com.microsoft"]), threads=threads, spinning=False, shared_arena=True)
 
     def _b_codes(self, codes: np.ndarray) -> np.ndarray:
         """B's codes (or zero points) as the engine multiplies them: int8 kept where exact, else uint8."""

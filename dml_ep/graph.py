@@ -50,9 +50,23 @@ def value_info_of(name: str, value) -> ValueInfo:
 
 
 MIN_IR_VERSION = 3
+# onnxruntime 1.17, the oldest dml_ep supports, is built on onnx 1.15: it refuses a model of a newer
+# IR version ("Unsupported model IR version: 10, max supported IR version: 9") or ai.onnx opset.
+INTERNAL_IR_VERSION = 9
+INTERNAL_MAX_OPSET = 20
 # The newest opsets the installed onnx knows (its checker validates them); onnxruntime runs the
 # fallback nodes and says itself when it has no kernel for an op at that version.
 MAX_OPSET = {"": onnx.defs.onnx_opset_version(), "ai.onnx": onnx.defs.onnx_opset_version(), "com.microsoft": 1}
+
+
+def internal_model(graph: onnx.GraphProto, opset: int, domains=()) -> onnx.ModelProto:
+    """A model of dml_ep's own for onnxruntime, of IR version ``INTERNAL_IR_VERSION`` (onnx would
+    stamp its newest, which older onnxruntimes refuse), or the one a newer ai.onnx ``opset`` needs;
+    ``domains`` are imported at version 1."""
+    opsets = [onnx.helper.make_opsetid("", opset)]
+    ir_version = max(INTERNAL_IR_VERSION, onnx.helper.find_min_ir_version_for(opsets, ignore_unknown=True))
+    opsets += [onnx.helper.make_opsetid(domain, 1) for domain in domains]
+    return onnx.helper.make_model(graph, opset_imports=opsets, ir_version=ir_version)
 
 
 def load_model(model) -> onnx.ModelProto:
