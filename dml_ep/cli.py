@@ -32,7 +32,7 @@ from .graph import graph_inputs, load_model, one_line
 from .importer import DEFAULT_FEATURE_LEVEL
 from .passes import DEFAULT_RULE_SET, RULE_SETS
 from .planner import plan_model
-from .inputs import ASSUMED, input_shapes, load_directory, load_tensor_protos, make_feeds, npy_file_names, zoo_layout
+from .inputs import ASSUMED, INTEGERS, input_shapes, load_directory, load_tensor_protos, make_feeds, npy_file_names, zoo_layout
 from .plan import DmlNode, node_macs
 from .polygraphy_json import inputs_json, load_inputs, load_run_results, pick_runner, run_results_json
 from .reference import REFERENCES
@@ -78,6 +78,11 @@ def build_parser() -> argparse.ArgumentParser:
                          help="inputs from <name>.npy or input_<i>.pb files (ONNX test data)")
     feeding.add_argument("--seed", type=_non_negative, default=0,
                          help="seed of the random inputs given neither way (default: %(default)s)")
+    feeding.add_argument("--val-range", action="append", default=[], metavar="NAME=LO,HI",
+                         help="the inclusive range of an input's random values (also Polygraphy's NAME:[LO,HI], and "
+                              "[LO,HI] for every input not named; repeatable); default: integers of 32 and 64 bits in "
+                              "[0, 1], or within the data of a Gather they index; of 8 and 16 bits, their whole type; "
+                              "floats standard normal")
     arithmetic = argparse.ArgumentParser(add_help=False)
     arithmetic.add_argument("--arithmetic", choices=ARITHMETICS, default="directml",
                          help="dml_ep's arithmetic (default: %(default)s)")
@@ -195,7 +200,7 @@ def cmd_inspect(args) -> int:
     shapes = dict(args.shape)
     input_shapes(model, shapes)  # checks them
     if args.input or args.input_dir:  # planned from the tensors of a run on these inputs
-        feeds, _ = make_feeds(model, args.seed, args.input, args.input_dir, shapes)
+        feeds, _ = make_feeds(model, args.seed, args.input, args.input_dir, shapes, args.val_range)
         session = InferenceSession(model, feature_level=args.feature_level, qdq_rules=args.qdq_rules)
         session.run(None, feeds)
         plan = session.plan
@@ -247,7 +252,7 @@ def cmd_run(args) -> int:
     if args.output_dir:
         _check_writable(args.output_dir, directory=True)
     model = load_model(args.model)
-    feeds, sources = make_feeds(model, args.seed, args.input, args.input_dir, dict(args.shape))
+    feeds, sources = make_feeds(model, args.seed, args.input, args.input_dir, dict(args.shape), args.val_range)
     session = InferenceSession(
         model, feature_level=args.feature_level, arithmetic=args.arithmetic,
         u8s8_saturation=U8S8_SATURATION[args.u8s8_saturation], qdq_rules=args.qdq_rules, engine=args.engine,
@@ -268,15 +273,22 @@ def cmd_run(args) -> int:
     return 0
 
 
+INDEX_OUT_OF_RANGE = re.compile(r"out of (data )?bounds|out of range|invalid indi", re.IGNORECASE)  # onnxruntime's Gather*, Scatter*
+
+
 @contextlib.contextmanager
 def _naming_assumed_sizes(sources: dict[str, str]):
-    """A node error on random inputs that took symbolic dimensions as 1 says so: the sizes, not
-    the model, may be what is wrong."""
+    """A node error on random inputs says what of them may be wrong, not the model: an index out
+    of range, the random integers (their range); else the symbolic dimensions taken as 1."""
     try:
         yield
     except NodeError as error:
+        integers = [f"{name} ({source})" for name, source in sources.items() if INTEGERS in source]
         assumed = [f"{name} ({source})" for name, source in sources.items() if ASSUMED in source]
-        if assumed:
+        if integers and INDEX_OUT_OF_RANGE.search(str(error)):
+            error.args = (f"{error} (random inputs {'; '.join(integers)}: give their values with "
+                          "--val-range NAME=LO,HI or --input NAME=FILE)",)
+        elif assumed:
             error.args = (f"{error} (random inputs {'; '.join(assumed)}: give the shapes with --shape NAME=D0,D1,...)",)
         raise
 
@@ -287,7 +299,7 @@ def _naming_assumed_sizes(sources: dict[str, str]):
 def cmd_export(args) -> int:
     """Write the DxDispatch model, then say what it holds and how to run it."""
     model = load_model(args.model)
-    feeds, sources = make_feeds(model, args.seed, args.input, args.input_dir, dict(args.shape))
+    feeds, sources = make_feeds(model, args.seed, args.input, args.input_dir, dict(args.shape), args.val_range)
     with _naming_assumed_sizes(sources):
         made = dxdispatch.export(
             model, args.dxdispatch, feeds, feature_level=args.feature_level, qdq_rules=args.qdq_rules,
@@ -500,7 +512,7 @@ def case_feeds(case: Case, model, args) -> tuple[dict, dict]:
         return case.feeds, dict.fromkeys(case.feeds, args.load_inputs)
     if case.data_set:  # every input from the data set: a missing one is an error, not random
         return load_directory(case.data_set, [v.name for v in graph_inputs(model.graph)])
-    return make_feeds(model, args.seed, args.input, args.input_dir, dict(args.shape))
+    return make_feeds(model, args.seed, args.input, args.input_dir, dict(args.shape), args.val_range)
 
 
 def save_polygraphy(args, cases: list[Case], reports: list[ModelReport], feeds: list[dict], errors: list) -> None:

@@ -1,9 +1,12 @@
 """Model inputs for the CLI: seeded random arrays, ``.npy`` files, and ONNX test-data directories;
 and the ``.npy`` file names arrays are written under.
 
-Random inputs cover each element type's whole range (integers uniformly from min to max, so
-quantized inputs hit both saturation ends; floats standard normal), at the shapes given with
-``--shape``, else the declared ones with symbolic dimensions as 1.
+Random inputs are drawn at the shapes given with ``--shape``, else the declared ones with symbolic
+dimensions as 1, in the ranges :func:`value_ranges` picks: 8- and 16-bit integers (the types
+QuantizeLinear makes) over the whole type, so that quantized inputs hit both saturation ends; wider
+integers (token ids, masks, indices) in Polygraphy's default ``[0, 1]``; an integer input that
+indexes a Gather of constant data within that data's size; floats standard normal; or the range
+given with ``--val-range`` (Polygraphy's option, inclusive bounds as there).
 A directory holds ``<input name>.npy`` files, or ``input_<i>.pb`` TensorProtos as in the ONNX
 test data (``test_data_set_0/input_0.pb``), matched by the TensorProto's name, else by position;
 :func:`zoo_layout` finds a model and its data sets in a directory laid out as the ONNX model zoo.
@@ -57,30 +60,175 @@ def _shape_text(name: str, shape: tuple[int, ...]) -> str:
     return f"{name}={','.join(map(str, shape))}"
 
 
-def random_inputs(model: onnx.ModelProto, seed: int = 0, shapes: dict[str, tuple[int, ...]] | None = None) -> dict[str, np.ndarray]:
+def random_inputs(model: onnx.ModelProto, seed: int = 0, shapes: dict[str, tuple[int, ...]] | None = None,
+                  ranges: dict[str, tuple] | None = None) -> dict[str, np.ndarray]:
     """One seeded random array per graph input, at its shape in ``shapes``, else its declared
-    shape (symbolic dims as 1)."""
+    shape (symbolic dims as 1), with values in its range in ``ranges`` (as :func:`value_ranges`
+    gives them; by default, ``value_ranges(model)``)."""
     rng = np.random.default_rng(seed)
     feeds = {}
     sizes = input_shapes(model, shapes)
+    ranges = value_ranges(model) if ranges is None else ranges
     for value in graph.graph_inputs(model.graph):
         if not value.type.HasField("tensor_type"):
             raise FeedError(f"input {value.name!r}: cannot make random values of a {value.type.WhichOneof('value')}; give the inputs of this model from Python")
         dtype = graph.element_dtype(value)
         shape = sizes[value.name]
         _check_size(value.name, shape, dtype)
-        if dtype in (np.float32, np.float64):
+        bounds = ranges.get(value.name)
+        if dtype.kind == "f" and bounds is not None:
+            low, high = bounds
+            feeds[value.name] = (rng.random(shape) * (high - low) + low).astype(dtype)  # as Polygraphy: [low, high)
+        elif dtype in (np.float32, np.float64):
             feeds[value.name] = rng.standard_normal(shape, dtype=dtype)
         elif dtype.kind == "f":  # float16: numpy draws normals in float32 and float64 only
             feeds[value.name] = rng.standard_normal(shape, dtype=np.float32).astype(dtype)
-        elif dtype.kind in "iu":
-            info = np.iinfo(dtype)
-            feeds[value.name] = rng.integers(info.min, info.max, size=shape, dtype=dtype, endpoint=True)
-        elif dtype.kind == "b":
-            feeds[value.name] = rng.integers(0, 1, size=shape, dtype=bool, endpoint=True)
+        elif dtype.kind in "iub":
+            low, high = bounds if bounds is not None else DEFAULT_INTEGER_RANGE
+            feeds[value.name] = rng.integers(low, high, size=shape, dtype=dtype, endpoint=True)
         else:
             raise FeedError(f"input {value.name!r}: cannot make random values of type {dtype}; give it with --input")
     return feeds
+
+
+DEFAULT_INTEGER_RANGE = (0, 1)  # Polygraphy's DataLoader default val_range, (0.0, 1.0), cast to int for integer inputs
+FULL_RANGE_BITS = 16  # integers this narrow (QuantizeLinear's types) are drawn over their whole range
+_VALUE_KEEPING = {"Cast", "Identity", "Reshape", "Squeeze", "Unsqueeze", "Flatten", "Expand", "Transpose"}  # input 0's values reach the output
+_SHAPE_KEEPING = {"Cast", "Identity", "DequantizeLinear"}  # input 0's shape is the output's
+
+
+def value_ranges(model: onnx.ModelProto, given: dict[str | None, tuple] | None = None) -> dict[str, tuple | None]:
+    """The inclusive ``(low, high)`` each graph input's random values are drawn in: the one
+    ``given`` for its name (``--val-range``; the key None for every input not named), else integers
+    of 8 or 16 bits over their whole type, wider ones in :data:`DEFAULT_INTEGER_RANGE`, either
+    within the data size of the Gathers they index (:func:`gather_sizes`); booleans ``(0, 1)``;
+    floats None, standard normal. A given range must fit the input's type."""
+    given = given or {}
+    values = graph.graph_inputs(model.graph)
+    names = [value.name for value in values]
+    for name, bounds in given.items():
+        if name is not None and name not in names:
+            raise FeedError(f"--val-range {_range_text(name, bounds)}: no model input named {name!r} (inputs: {', '.join(names)})")
+    sizes = gather_sizes(model.graph)
+    ranges = {}
+    for value in values:
+        if not value.type.HasField("tensor_type"):
+            continue
+        dtype = graph.element_dtype(value)
+        key = value.name if value.name in given else None  # None: the range of every input not named
+        if key in given:
+            ranges[value.name] = _fitting(value.name, given[key], dtype, key)
+        elif dtype.kind in "iu":
+            info = np.iinfo(dtype)
+            low, high = (info.min, info.max) if info.bits <= FULL_RANGE_BITS else DEFAULT_INTEGER_RANGE
+            if value.name in sizes:
+                low, high = max(low, 0), min(info.max, sizes[value.name] - 1)
+            ranges[value.name] = (int(low), int(high))
+        elif dtype.kind == "b":
+            ranges[value.name] = (0, 1)
+        else:
+            ranges[value.name] = None
+    return ranges
+
+
+def _fitting(name: str, bounds: tuple, dtype: np.dtype, key: str | None) -> tuple:
+    """``bounds`` as the input's type holds them, or a FeedError naming what does not fit."""
+    where = f"--val-range {_range_text(key, bounds)}"
+    low, high = bounds
+    if dtype.kind == "f":
+        limit = float(np.finfo(dtype).max)
+        if not -limit <= low <= high <= limit:
+            raise FeedError(f"{where}: input {name!r} is {dtype}, whose finite values lie in [{-limit:g}, {limit:g}]")
+        return float(low), float(high)
+    if dtype.kind not in "iub":
+        raise FeedError(f"{where}: cannot make random values of type {dtype} for input {name!r}; give it with --input")
+    if any(isinstance(bound, float) and not bound.is_integer() for bound in bounds):
+        raise FeedError(f"{where}: input {name!r} is {dtype}: give integer bounds")
+    low, high = int(low), int(high)
+    smallest, largest = (0, 1) if dtype.kind == "b" else (int(np.iinfo(dtype).min), int(np.iinfo(dtype).max))
+    if not smallest <= low <= high <= largest:
+        raise FeedError(f"{where}: input {name!r} is {dtype}, whose values lie in [{smallest}, {largest}]")
+    return low, high
+
+
+def gather_sizes(graph_proto: onnx.GraphProto) -> dict[str, int]:
+    """For each graph input whose values are the indices (input 1) of a Gather, directly or through
+    nodes that keep them (Cast, Reshape, Unsqueeze...), and whose data is constant (an initializer
+    or Constant node, maybe through a DequantizeLinear or Cast): the smallest size of such data
+    along the gathered axis, so that indices drawn in ``[0, size - 1]`` are in range."""
+    shapes = {tensor.name: tuple(tensor.dims) for tensor in graph_proto.initializer}
+    producers, consumers = {}, {}
+    for node in graph_proto.node:
+        if node.domain not in ("", "ai.onnx"):
+            continue
+        if node.op_type == "Constant" and len(node.attribute) == 1 and node.attribute[0].name == "value":
+            shapes[node.output[0]] = tuple(node.attribute[0].t.dims)
+        producers.update((output, node) for output in node.output)
+        for index, name in enumerate(node.input):
+            consumers.setdefault(name, []).append((node, index))
+
+    def data_shape(name: str) -> tuple | None:
+        node = producers.get(name)
+        if name in shapes or node is None or node.op_type not in _SHAPE_KEEPING:
+            return shapes.get(name)
+        return data_shape(node.input[0])
+
+    sizes = {}
+    for value in graph.graph_inputs(graph_proto):
+        reached, seen = [value.name], set()
+        while reached:
+            name = reached.pop()
+            seen.add(name)
+            for node, index in consumers.get(name, ()):
+                if node.op_type in _VALUE_KEEPING and index == 0 and node.output[0] not in seen:
+                    reached.append(node.output[0])
+                elif node.op_type == "Gather" and index == 1:
+                    shape = data_shape(node.input[0])
+                    axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
+                    if shape and -len(shape) <= axis < len(shape) and shape[axis] > 0:
+                        sizes[value.name] = min(sizes.get(value.name, shape[axis]), shape[axis])
+    return sizes
+
+
+def parse_val_range(text: str) -> tuple[str | None, tuple]:
+    """``NAME=LO,HI`` from ``--val-range``, or Polygraphy's ``NAME:[LO,HI]``, or ``[LO,HI]`` for
+    every input not named (the name None): inclusive bounds, ints or floats."""
+    name, bounds = None, text
+    if text.endswith("]") and "[" in text:
+        cut = text.rindex("[")
+        name, bounds = text[:cut] or None, text[cut + 1:-1]
+        if name is not None:
+            if name[-1] not in ":=" or len(name) == 1:
+                raise FeedError(f"--val-range {text!r}: expected NAME=LO,HI, NAME:[LO,HI] or [LO,HI]")
+            name = name[:-1]
+    else:
+        name, sep, bounds = text.rpartition("=")
+        if not sep or not name:
+            raise FeedError(f"--val-range {text!r}: expected NAME=LO,HI, NAME:[LO,HI] or [LO,HI]")
+    parts = bounds.split(",")
+    numbers = [_number(part.strip()) for part in parts]
+    if len(numbers) != 2 or None in numbers:
+        raise FeedError(f"--val-range {text!r}: the range is two numbers, LO,HI")
+    low, high = numbers
+    if not (math.isfinite(low) and math.isfinite(high)):
+        raise FeedError(f"--val-range {text!r}: the bounds must be finite")
+    if low > high:
+        raise FeedError(f"--val-range {text!r}: LO {low} is above HI {high}")
+    return name, (low, high)
+
+
+def _number(text: str) -> int | float | None:
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return None
+
+
+def _range_text(name: str | None, bounds: tuple) -> str:
+    low, high = bounds
+    return f"{name}={low},{high}" if name is not None else f"[{low},{high}]"
 
 
 def _check_size(name: str, shape: tuple[int, ...], dtype: np.dtype) -> None:
@@ -173,18 +321,22 @@ def parse_input_argument(text: str) -> tuple[str, str]:
 
 
 ASSUMED = "taken as 1"  # how a source says that a random input took its symbolic dimensions as 1
+INTEGERS = "integers in"  # how a source says that a random input holds integers, and their range
 
 
 def make_feeds(model: onnx.ModelProto, seed: int = 0, inputs=(), input_dir: str | None = None,
-               shapes=None) -> tuple[dict[str, np.ndarray], dict[str, str]]:
-    """Feeds for every graph input: random ones (of ``shapes``), replaced by those from
-    ``input_dir``, then ``--input``; and where each came from, for the reports: its file, or
-    ``random (seed N)``."""
-    feeds = random_inputs(model, seed, shapes)
+               shapes=None, val_ranges=()) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+    """Feeds for every graph input: random ones (of ``shapes``, in the ``--val-range`` texts
+    ``val_ranges``, else :func:`value_ranges`' defaults), replaced by those from ``input_dir``, then
+    ``--input``; and where each came from, for the reports: its file, or ``random (seed N)``, with
+    the range of integers narrower than their type (``random (seed N), integers in [0, 99]``)."""
+    ranges = value_ranges(model, dict(parse_val_range(text) for text in val_ranges))
+    feeds = random_inputs(model, seed, shapes, ranges)
     sources = {}
     for value in graph.graph_inputs(model.graph):
         assumed = [] if shapes and value.name in shapes else graph.symbolic_dims(value)
-        sources[value.name] = f"random (seed {seed})" + (f", {', '.join(assumed)} {ASSUMED}" if assumed else "")
+        sources[value.name] = f"random (seed {seed})" + _drawn(feeds[value.name].dtype, ranges.get(value.name)) + \
+            (f", {', '.join(assumed)} {ASSUMED}" if assumed else "")
     names = list(feeds)
     if input_dir is not None:
         arrays, files = load_directory(input_dir, names)
@@ -196,6 +348,18 @@ def make_feeds(model: onnx.ModelProto, seed: int = 0, inputs=(), input_dir: str 
             raise FeedError(f"--input {text!r}: no model input named {name!r} (inputs: {', '.join(names)})")
         feeds[name], sources[name] = load_array(path)[1], path
     return feeds, sources
+
+
+def _drawn(dtype: np.dtype, bounds: tuple | None) -> str:
+    """What a source adds about a random input's values: the range of integers, unless their whole
+    type, or of floats drawn uniformly (``--val-range``); nothing for standard normal floats and
+    booleans."""
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        return "" if bounds == (info.min, info.max) else f", {INTEGERS} [{bounds[0]}, {bounds[1]}]"
+    if dtype.kind == "f" and bounds is not None:
+        return f", uniform in [{bounds[0]:g}, {bounds[1]:g})"
+    return ""
 
 
 def npy_file_names(names: list[str]) -> dict[str, str]:
