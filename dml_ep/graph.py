@@ -400,9 +400,25 @@ def static_values(model: onnx.ModelProto, input_shapes=None) -> dict[str, ValueI
         message = ort_message(exc)
         raise ModelError(f"the model is invalid (onnxruntime rejects it): {message}{_inputs_of(model.graph, message)}") from None
     values = {arg.name: value_info(arg.name, arg.type, arg.shape) for arg in (*session.get_inputs(), *session.get_outputs())}
+    inputs = {arg.name for arg in session.get_inputs()}
+    rank_0 = [name for name, info in values.items() if info.shape == () and name not in inputs]
+    if rank_0:  # onnxruntime says [] for a scalar and for a rank it does not know: onnx's inference tells them apart
+        scalars = _inferred_scalars(probe)
+        values.update((name, values[name]._replace(shape=None)) for name in rank_0 if name not in scalars)
     for tensor in model.graph.initializer:
         values.setdefault(tensor.name, ValueInfo(tensor.name, np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type)), tuple(tensor.dims)))
     return values
+
+
+def _inferred_scalars(probe: onnx.ModelProto) -> set[str]:
+    """The values onnx's shape inference knows to be scalars in ``probe`` (its declarations of
+    intermediate and output shapes dropped): only those are planned as rank 0 before a run."""
+    try:
+        inferred = onnx.shape_inference.infer_shapes(skeleton(probe))
+    except Exception:  # noqa: BLE001  contrib ops and the like: no value is known to be a scalar
+        return set()
+    return {value.name for value in (*inferred.graph.value_info, *inferred.graph.output)
+            if value.type.HasField("tensor_type") and value.type.tensor_type.HasField("shape") and not value.type.tensor_type.shape.dim}
 
 
 def value_info(name: str, ort_type: str, shape) -> ValueInfo:
