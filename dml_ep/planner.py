@@ -18,10 +18,14 @@ from . import graph as graph_module
 from .enums import DML_FEATURE_LEVEL
 from .errors import DmlEpError, NodeError, RealEpError
 from .importer import DEFAULT_FEATURE_LEVEL, NodeImporter, opset_versions
-from .passes import DEFAULT_RULE_SET, DML, RULE_SETS, EditableGraph, dml_operator_fusion, qdq_transformer
+from .passes import (DEFAULT_RULE_SET, DML, RULE_SETS, EditableGraph, constant_folding, constant_nodes_to_initializers,
+                     dml_operator_fusion, qdq_transformer)
 from .graph import ValueInfo, value_info_of
 from .plan import DmlNode, Plan, PlanEntry
 from .real_ep import has_dml_kernel
+
+
+ALL_OPTIMIZATIONS = 99  # onnxruntime's GraphOptimizationLevel.ORT_ENABLE_ALL; 0 DISABLE_ALL, 1 BASIC, 2 EXTENDED
 
 
 class Planner:
@@ -29,7 +33,8 @@ class Planner:
     made per node for the input shapes a run brings (:meth:`entry`)."""
 
     def __init__(self, model: onnx.ModelProto, feature_level=DEFAULT_FEATURE_LEVEL, *,
-                 qdq_rules: str | None = DEFAULT_RULE_SET, provider: str = DML):
+                 qdq_rules: str | None = DEFAULT_RULE_SET, provider: str = DML, optimization_level: int = ALL_OPTIMIZATIONS,
+                 int8_allowed: bool = False):
         if qdq_rules is not None and qdq_rules not in RULE_SETS:
             raise DmlEpError(f"unknown QDQ rule set {qdq_rules!r} (choose from {', '.join(RULE_SETS)})")
         self.feature_level = DML_FEATURE_LEVEL.parse(feature_level)
@@ -37,13 +42,16 @@ class Planner:
         self.provider = provider
         self.declared = graph_module.detached(graph_module.graph_inputs(model.graph))
         graph = EditableGraph(model)
-        if qdq_rules is not None:
-            qdq_transformer(graph, qdq_rules, provider)
+        constant_nodes_to_initializers(graph)  # as onnxruntime builds its graph, whatever the level
+        if optimization_level >= 1:
+            constant_folding(graph, skip_dequantize_linear=qdq_rules is not None)
+        if qdq_rules is not None and optimization_level >= 1:
+            qdq_transformer(graph, qdq_rules, provider, int8_allowed, level=optimization_level)
         self.model = graph.to_model()  # as the QDQ passes left it (fallback sessions take its opsets)
         self.constants = graph.constants
         self.static = graph_module.static_values(self.model)
         self._importer = NodeImporter(self.constants, self.feature_level, opset_versions(self.model))
-        if provider == DML:
+        if provider == DML and optimization_level >= 2:  # DmlOperatorFusionTransformer is a Level-2 transformer
             dml_operator_fusion(graph, self._maps_by_type)
         self.nodes = list(graph.nodes)
         self.origins = [graph.origin(n) for n in self.nodes]
@@ -130,10 +138,11 @@ class Planner:
 
 
 def plan_model(model: onnx.ModelProto, feature_level=DEFAULT_FEATURE_LEVEL, input_shapes=None, *,
-               qdq_rules: str | None = DEFAULT_RULE_SET, provider: str = DML) -> Plan:
+               qdq_rules: str | None = DEFAULT_RULE_SET, provider: str = DML, optimization_level: int = ALL_OPTIMIZATIONS) -> Plan:
     """Plan a checked model for ``input_shapes`` (see :meth:`Planner.plan_for_shapes`).
     ``qdq_rules`` names the onnxruntime release whose QDQ rules apply (see
     :data:`dml_ep.passes.RULE_SETS`); None turns them off, as ``session.disable_quant_qdq=1`` does.
     ``provider=CPU`` plans the graph onnxruntime's CPU EP runs instead (its rules, no DML fusion),
     which compare uses to explain the differences between two onnxruntime configurations."""
-    return Planner(model, feature_level, qdq_rules=qdq_rules, provider=provider).plan_for_shapes(input_shapes)
+    return Planner(model, feature_level, qdq_rules=qdq_rules, provider=provider,
+                   optimization_level=optimization_level).plan_for_shapes(input_shapes)

@@ -22,7 +22,7 @@ from .importer import DEFAULT_FEATURE_LEVEL
 from .passes import DEFAULT_RULE_SET
 from .passes import Origin
 from .plan import FallbackNode, Plan
-from .planner import Planner
+from .planner import ALL_OPTIMIZATIONS, Planner
 from .reference import cpu_session
 from .tensor_desc import MAX_ELEMENTS
 
@@ -74,7 +74,10 @@ class InferenceSession:
     ``provider_options`` the options of each): with "DmlExecutionProvider" (the default) dml_ep
     runs DirectML where it maps a node and the CPU EP elsewhere; "CPUExecutionProvider" alone runs
     everything on onnxruntime's CPU EP, as onnxruntime would; an unknown provider is skipped with a
-    warning, as onnxruntime does. ``sess_options`` is kept for ``get_session_options``.
+    warning, as onnxruntime does. ``sess_options`` (onnxruntime's SessionOptions) shapes the graph
+    as in onnxruntime: ``graph_optimization_level`` (ORT_DISABLE_ALL: no folding, no QDQ fusion, no
+    DML operator fusion; ORT_ENABLE_BASIC: folding but no QDQ fusion), ``session.disable_quant_qdq``
+    and ``session.qdqisint8allowed``; with the CPU EP alone, onnxruntime runs with them as given.
     ``feature_level`` is the DirectML feature level to target (default: the highest known).
     ``arithmetic`` is ``"directml"`` or ``"onnxruntime"`` (see :mod:`dml_ep.arithmetic`);
     ``u8s8_saturation`` overrides the host detection for the latter. ``qdq_rules`` names the
@@ -106,7 +109,9 @@ class InferenceSession:
         self._initializers = [tensor.name for tensor in model.graph.initializer]
         self._stand_ins = graph.stand_ins(model.graph)
         self._skeleton = graph.skeleton(model)  # the weights live on in the planner's constants only
-        self.planner = Planner(model, feature_level, qdq_rules=qdq_rules)
+        level, disable_qdq, int8_allowed = graph_options(sess_options)
+        self.planner = Planner(model, feature_level, qdq_rules=None if disable_qdq else qdq_rules, optimization_level=level,
+                               int8_allowed=int8_allowed)
         del model
         self.executor = Executor(self.planner, self.arithmetic, engine)
         self.set_providers(providers, provider_options)
@@ -135,7 +140,7 @@ class InferenceSession:
             chosen[name] = {key: str(value) for key, value in (options or {}).items()}
         chosen.setdefault(CPU_PROVIDER, {})  # onnxruntime always keeps the CPU EP last
         self._providers = chosen
-        self._cpu_session = None if DML_PROVIDER in chosen else cpu_session(self.model)
+        self._cpu_session = None if DML_PROVIDER in chosen else _user_cpu_session(self.model, self._sess_options)
 
     def get_providers(self) -> list[str]:
         return list(self._providers)
@@ -226,6 +231,31 @@ class InferenceSession:
         if missing:
             raise FeedError(f"missing input {missing[0]!r}")
         return {name: _checked_feed(name, value, input_feed[name]) for name, value in expected.items()}
+
+
+def graph_options(sess_options) -> tuple[int, bool, bool]:
+    """What of onnxruntime's SessionOptions changes the graph an EP receives: the optimization
+    level (Level-1 folding, Level-2 QDQ fusions and the DML EP's operator fusion),
+    ``session.disable_quant_qdq`` and ``session.qdqisint8allowed``."""
+    if sess_options is None:
+        return ALL_OPTIMIZATIONS, False, False
+
+    def entry(key: str) -> str:
+        try:
+            return sess_options.get_session_config_entry(key)
+        except Exception:  # noqa: BLE001  onnxruntime raises when the entry was never set
+            return ""
+
+    return int(sess_options.graph_optimization_level), entry("session.disable_quant_qdq") == "1", entry("session.qdqisint8allowed") == "1"
+
+
+def _user_cpu_session(model: onnx.ModelProto, sess_options):
+    """onnxruntime's CPU EP with the user's SessionOptions, as onnxruntime itself would run."""
+    if sess_options is None:
+        return cpu_session(model)
+    import onnxruntime
+
+    return onnxruntime.InferenceSession(model.SerializeToString(), sess_options, providers=[CPU_PROVIDER])
 
 
 def _checked_feed(name: str, value, feed):

@@ -13,6 +13,7 @@ Split rule, and the quantization of a float weight by WeightBiasQuantization.
 
 from __future__ import annotations
 
+from .constant_folding import constant_folding, constant_nodes_to_initializers
 from .dml_fusion import dml_operator_fusion
 from .editable import EditableGraph, Origin
 from .ensure_unique_dq import ensure_unique_dq_for_node_unit
@@ -28,19 +29,25 @@ __all__ = [
     "EditableGraph",
     "Origin",
     "RULE_SETS",
+    "constant_folding",
+    "constant_nodes_to_initializers",
     "dml_operator_fusion",
     "qdq_transformer",
 ]
 
 
-def qdq_transformer(graph: EditableGraph, rule_set: str = DEFAULT_RULE_SET, provider: str = DML, int8_allowed: bool = False) -> bool:
+def qdq_transformer(graph: EditableGraph, rule_set: str = DEFAULT_RULE_SET, provider: str = DML, int8_allowed: bool = False,
+                    level: int = 2) -> bool:
     """onnxruntime's QDQ passes, with the rules of release range ``rule_set`` (a key of
-    :data:`RULE_SETS`), for a graph whose nodes run on ``provider``; True if anything changed."""
+    :data:`RULE_SETS`), for a graph whose nodes run on ``provider``; True if anything changed.
+    At optimization ``level`` 1 (ORT_ENABLE_BASIC) only the Level-1 passes run: no QDQ group is fused."""
     rules = RULE_SETS[rule_set]
     opset = graph.opset()
     changed = ensure_unique_dq_for_node_unit(graph)
     if rules.weight_bias_quantization:
         changed |= weight_bias_quantization(graph)
+    if level < 2:
+        return changed
     if provider in rules.relu_clip_providers:
         changed |= relu_clip_quant_fusion(graph)
     changed |= qdq_selector_action_transformer(graph, rules, provider, opset, int8_allowed)
