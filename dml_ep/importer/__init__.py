@@ -1,7 +1,7 @@
 """Rewritten ONNX nodes -> plan entries: each node becomes a DirectML desc or a fallback with its reason.
 
 One importer function per ONNX op (a registry filled by ``@importer``); an importer raises
-``Fallback(reason)`` for what DirectML cannot take, and dml_ep's typed errors for what is invalid.
+``Fallback(reason, real_ep)`` for what DirectML cannot take (and what the real EP does with it), and dml_ep's typed errors for what is invalid.
 A desc that breaks DirectML's tables at the target feature level falls back, naming the rule.
 """
 
@@ -17,7 +17,7 @@ from ..errors import DescValidationError, NodeError
 from ..passes.editable import Origin
 from ..graph import ValueInfo
 from ..plan import DmlNode, FallbackNode, PlanEntry
-from ..real_ep import not_modelled_reason
+from ..real_ep import ASSIGNED_TO_DML, not_modelled_reason
 from . import elementwise, qlinear_conv, qlinear_matmul  # noqa: F401  (fill the registry)
 from .common import IMPORTERS, Fallback, NodeContext
 
@@ -44,13 +44,16 @@ class NodeImporter:
             return FallbackNode(node, not_modelled_reason(node, origin), origin)
         empty = next((n for n in node.input if n in values and values[n].shape and 0 in values[n].shape), None)
         if empty is not None:  # the real EP's operators skip empty tensors; dml_ep leaves them to the CPU EP
-            return FallbackNode(node, f"input {empty!r} is empty (shape {list(values[empty].shape)}); DirectML sizes are at least 1", origin)
+            return FallbackNode(node, f"input {empty!r} is empty (shape {list(values[empty].shape)}); DirectML sizes are at least 1; "
+                                      "on DirectML in the real EP, whose operators skip empty tensors", origin)
         ctx = NodeContext(node, values, self.constants, self.feature_level, self.opsets.get(domain, 1))
         try:
             entry = fn(ctx)
             entry.desc.validate(self.feature_level)
-        except (Fallback, DescValidationError) as reason:  # DirectML cannot take it: onnxruntime runs it
+        except Fallback as reason:  # DirectML cannot take it: onnxruntime runs it
             return FallbackNode(node, str(reason), origin)
+        except DescValidationError as reason:  # not at this feature level
+            return FallbackNode(node, f"{reason}; {ASSIGNED_TO_DML} on a device below that feature level", origin)
         except NodeError as error:  # invalid: name the model's own nodes too
             raise error.made_by(origin) from None
         entry.origin = origin

@@ -11,13 +11,18 @@ from ..enums import DML_FEATURE_LEVEL, DML_TENSOR_DATA_TYPE, DML_TENSOR_FLAGS
 from ..errors import QuantizationParameterError
 from ..graph import ValueInfo
 from ..plan import DmlNode
+from ..real_ep import ASSIGNED_TO_DML, ON_CPU, ON_DML
 from ..tensor_desc import DML_BUFFER_TENSOR_DESC
 
 IMPORTERS = {}
 
 
 class Fallback(Exception):
-    """Raised by an importer: the node runs on onnxruntime's CPU EP, for the reason given."""
+    """Raised by an importer: the node runs on onnxruntime's CPU EP, for the reason given;
+    ``real_ep`` says what the real DML EP does with it (:data:`dml_ep.real_ep.ON_DML`, ``ON_CPU``)."""
+
+    def __init__(self, reason: str, real_ep: str):
+        super().__init__(f"{reason}; {real_ep}")
 
 
 def importer(op_type: str, domain: str = ""):
@@ -62,7 +67,7 @@ class NodeContext:
         """
         name = self.input_name(index)
         if name not in self.constants:
-            raise Fallback(f"{what} {name!r} is not a constant initializer")
+            raise Fallback(f"{what} {name!r} is not a constant initializer", ON_DML)
         return self.constants[name]
 
     def optional_constant(self, index: int, what: str):
@@ -81,7 +86,7 @@ def data_type(dtype) -> DML_TENSOR_DATA_TYPE:
     """DirectML's data type for a numpy dtype, or Fallback when DirectML has none."""
     dml_type = DML_TENSOR_DATA_TYPE.from_numpy(dtype)
     if dml_type == DML_TENSOR_DATA_TYPE.UNKNOWN:
-        raise Fallback(f"element type {np.dtype(dtype)} has no DirectML tensor data type")
+        raise Fallback(f"element type {np.dtype(dtype)} has no DirectML tensor data type", ON_CPU)
     return dml_type
 
 
@@ -112,7 +117,7 @@ def check_scale(ctx: NodeContext, index: int, scale: np.ndarray, allowed_sizes: 
     scale = np.asarray(scale)
     if scale.dtype != np.float32:
         if scale.dtype == np.float16:  # valid ONNX (QLinearMatMul-21), but DirectML's scales are FLOAT32
-            raise Fallback(f"scale {name!r} is float16; DirectML's quantized operators take FLOAT32 scales")
+            raise Fallback(f"scale {name!r} is float16; DirectML's quantized operators take FLOAT32 scales", ASSIGNED_TO_DML)
         raise QuantizationParameterError(f"scale must be float32, not {scale.dtype}", node=ctx.node, tensor=name)
     if scale.size not in allowed_sizes or not _one_axis(scale.shape):
         sizes = " or ".join(str(s) for s in allowed_sizes)
@@ -162,5 +167,5 @@ def output_type(ctx: NodeContext) -> np.dtype:
 
 def _quantized(dtype: np.dtype, what: str) -> np.dtype:
     if dtype not in (np.dtype(np.uint8), np.dtype(np.int8)):
-        raise Fallback(f"{what} type {dtype} is not supported (INT8, UINT8)")
+        raise Fallback(f"{what} type {dtype} is not supported (INT8, UINT8)", ON_CPU)
     return dtype

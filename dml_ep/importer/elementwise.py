@@ -24,6 +24,7 @@ from ..operator_descs import (
     QUANTIZED_BINARY_INPUTS,
 )
 from ..plan import DmlNode
+from ..real_ep import ASSIGNED_TO_DML, ON_CPU, ON_DML, ON_DML_AS
 from ..tensor_desc import broadcast_shapes, broadcast_strides, left_pad
 from .common import Fallback, NodeContext, check_scale, check_zero_point, importer, output_type, quantized_type, tensor
 
@@ -37,7 +38,7 @@ def _broadcast(ctx: NodeContext, a_shape, b_shape) -> tuple[tuple[int, ...], tup
     except ValueError:
         raise ShapeError(f"input shapes {list(a_shape)} and {list(b_shape)} do not broadcast", node=ctx.node) from None
     if len(out_shape) > MAX_DIMENSIONS:
-        raise Fallback(f"{len(out_shape)} dimensions (DirectML supports at most {MAX_DIMENSIONS})")
+        raise Fallback(f"{len(out_shape)} dimensions (DirectML supports at most {MAX_DIMENSIONS})", ASSIGNED_TO_DML)
     return out_shape, left_pad(out_shape, max(4, len(out_shape)))
 
 
@@ -75,7 +76,8 @@ def qlinear_add(ctx: NodeContext) -> DmlNode:
 def _add1(ctx: NodeContext) -> DmlNode:
     dtype = ctx.info(0).dtype
     if dtype not in (np.dtype(np.float32), np.dtype(np.float16)):
-        raise Fallback(f"element type {dtype} is not supported by ELEMENT_WISE_ADD1 (FLOAT32, FLOAT16)")
+        real_ep = ON_DML_AS.format("ELEMENT_WISE_ADD") if dtype.kind in "iu" else ON_CPU
+        raise Fallback(f"element type {dtype} is not supported by ELEMENT_WISE_ADD1 (FLOAT32, FLOAT16)", real_ep)
     if ctx.info(1).dtype != dtype:
         raise ShapeError(f"input types differ: {dtype} and {ctx.info(1).dtype}", node=ctx.node)
     a_shape, b_shape = ctx.info(0).shape, ctx.info(1).shape
@@ -91,16 +93,16 @@ def _add1(ctx: NodeContext) -> DmlNode:
 @importer("Add")
 def add(ctx: NodeContext) -> DmlNode:
     if ctx.opset < 7:
-        raise Fallback(f"Add-{ctx.opset} (legacy broadcast attribute) is not mapped; the DML EP registers Add 7, 13, 14")
+        raise Fallback(f"Add-{ctx.opset} (legacy broadcast attribute) is not mapped; the DML EP registers Add 7, 13, 14", ON_CPU)
     return _add1(ctx)
 
 
 @importer("Sum")
 def sum_(ctx: NodeContext) -> DmlNode:
     if ctx.opset < 8:
-        raise Fallback(f"Sum-{ctx.opset} is not mapped (Sum 8 and 13 with two inputs)")
+        raise Fallback(f"Sum-{ctx.opset} is not mapped (Sum 8 and 13 with two inputs)", ON_CPU)
     if len(ctx.node.input) != 2:
-        raise Fallback(f"Sum with {len(ctx.node.input)} inputs (only a two-input Sum is one DirectML operator)")
+        raise Fallback(f"Sum with {len(ctx.node.input)} inputs (only a two-input Sum is one DirectML operator)", ON_DML_AS.format("ELEMENT_WISE_ADD, once per input"))
     return _add1(ctx)
 
 
@@ -109,7 +111,7 @@ def sum_(ctx: NodeContext) -> DmlNode:
 def fused_add(ctx: NodeContext) -> DmlNode:
     """Add or two-input Sum with the activation the DML EP's fusion folded into it (passes/dml_fusion.py)."""
     if ctx.node.op_type == "DmlFusedSum" and len(ctx.node.input) != 2:
-        raise Fallback(f"Sum with {len(ctx.node.input)} inputs (only a two-input Sum is one DirectML operator)")
+        raise Fallback(f"Sum with {len(ctx.node.input)} inputs (only a two-input Sum is one DirectML operator)", ON_DML_AS.format("ELEMENT_WISE_ADD, once per input"))
     entry = _add1(ctx)
     entry.desc = dataclasses.replace(entry.desc, FusedActivation=fused_activation(ctx))
     return entry
@@ -122,4 +124,4 @@ def fused_activation(ctx: NodeContext):
         return DML_ACTIVATION_RELU_OPERATOR_DESC()
     if activation == "LeakyRelu":
         return DML_ACTIVATION_LEAKY_RELU_OPERATOR_DESC(Alpha=float(np.float32(ctx.attr("fused_alpha", 0.01))))
-    raise Fallback(f"fused activation {activation!r} is not modelled by dml_ep (Relu, LeakyRelu)")
+    raise Fallback(f"fused activation {activation!r} is not modelled by dml_ep (Relu, LeakyRelu)", ON_DML)

@@ -15,6 +15,7 @@ import numpy as np
 from ..errors import InvalidAttributeError, ShapeError
 from ..operator_descs import DML_QUANTIZED_LINEAR_CONVOLUTION_OPERATOR_DESC, convolution_output_sizes
 from ..plan import DmlNode
+from ..real_ep import ASSIGNED_TO_DML
 from .common import (
     Fallback,
     NodeContext,
@@ -79,7 +80,7 @@ def qlinear_conv(ctx: NodeContext) -> DmlNode:
     w_type = quantized_type(ctx, W, "filter")
     rank = len(x_info.shape)
     if rank not in (3, 4):
-        raise Fallback(f"{rank - 2}-D convolution is not supported (DirectML's QUANTIZED_LINEAR_CONVOLUTION is 1-D or 2-D)")
+        raise Fallback(f"{rank - 2}-D convolution is not supported (DirectML's QUANTIZED_LINEAR_CONVOLUTION is 1-D or 2-D)", ASSIGNED_TO_DML)
     if len(w_info.shape) != rank:
         raise ShapeError(f"filter has {len(w_info.shape)} dimensions, input has {rank}", node=ctx.node, tensor=ctx.input_name(W))
     spatial = rank - 2

@@ -13,6 +13,7 @@ import numpy as np
 from ..errors import ShapeError
 from ..operator_descs import DML_QUANTIZED_LINEAR_MATRIX_MULTIPLY_OPERATOR_DESC, QUANTIZED_BINARY_INPUTS
 from ..plan import DmlNode
+from ..real_ep import ASSIGNED_TO_DML
 from ..tensor_desc import broadcast_shapes, broadcast_strides
 from .common import Fallback, NodeContext, check_scale, check_zero_point, importer, output_type, parameter_tensor, quantized_type, tensor
 
@@ -26,7 +27,7 @@ def _fold_batch(batch: tuple[int, ...], a_batch, b_batch) -> tuple:
     lead = len(batch) - 1
     for operand in (a_batch, b_batch):
         if operand[:lead] != batch[:lead] and any(d != 1 for d in operand[:lead]):
-            raise Fallback(f"batch broadcasting over {len(batch)} batch dimensions does not fold into DirectML's 4-D")
+            raise Fallback(f"batch broadcasting over {len(batch)} batch dimensions does not fold into DirectML's 4-D", ASSIGNED_TO_DML)
 
     def fold(dims):
         return (int(np.prod(dims[:lead])), dims[lead])
@@ -43,7 +44,7 @@ def _per_column(parameter, n: int):
         return parameter
     rows = np.asarray(parameter).reshape(-1, n)
     if np.any(rows != rows[0]):
-        raise Fallback(f"B quantization parameters differ between batches (shape {list(np.shape(parameter))}); DirectML's are {{1,1,1,N}}")
+        raise Fallback(f"B quantization parameters differ between batches (shape {list(np.shape(parameter))}); DirectML's are {{1,1,1,N}}", ASSIGNED_TO_DML)
     return rows[0]
 
 
