@@ -105,6 +105,8 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("model", metavar="MODEL")
     show.add_argument("--json", metavar="FILE", help="also write the plan, with every desc, as JSON (- for stdout)")
     show.add_argument("--descs", action="store_true", help="also print each DirectML operator's desc, field by field")
+    show.add_argument("--nodes", action="store_true", help="also print every node: where it runs or why it falls back, the nodes "
+                                                           "onnxruntime's rewrites made, those planned only when run")
     show.set_defaults(handler=cmd_inspect)
 
     run = commands.add_parser("run", parents=[common, feeding, arithmetic], help="run a model with dml_ep")
@@ -190,9 +192,15 @@ def main(argv=None) -> int:
 # --- inspect -------------------------------------------------------------------------------
 
 
+INSPECT_WIDTH = 160  # the longest line of inspect's summary (--nodes, --descs and the JSON keep whole names)
+PENDING_SHOWN = 5  # pending nodes the summary names
+
+
 def cmd_inspect(args) -> int:
-    """One row per plan entry, the nodes onnxruntime's rewrites made and what they stand for, then
-    node counts and estimated MACs on DirectML vs the fallback."""
+    """A summary of the plan: node counts and estimated MACs by op type and by fallback reason, the
+    totals on DirectML vs the fallback, the nodes planned only when run; with ``--nodes``, one row
+    per plan entry, the nodes onnxruntime's rewrites made and what they stand for; with ``--descs``,
+    each DirectML operator's desc."""
     if args.json:
         _check_writable(args.json)
     out = _text_output(args)
@@ -216,32 +224,168 @@ def cmd_inspect(args) -> int:
          **({"desc": entry.desc.to_dict()} if isinstance(entry, DmlNode) else {"reason": entry.reason})}
         for entry in plan.entries
     ]
-    print(_table(["node", "op type", "runs on", "rule"], [[r["node"], r["op_type"], r["runs_on"], r["rule"] or ""] for r in rows]), file=out)
-    rewritten = [r for r in rows if r["rule"]]
-    if rewritten:
-        print(f"\nmade by onnxruntime's graph rewrites (QDQ rules {plan.qdq_rules or 'off'}), from the model's nodes:", file=out)
-        print("\n".join(f"  {r['node']} ({r['op_type']}) <- {r['rule']}: {', '.join(r['from']) or '-'}" for r in rewritten), file=out)
+    summary = plan.summary()
+    by_op_type, by_reason = _by_op_type(plan, rows), _by_reason(plan)
+    print(_ascii_if_needed("\n".join(_inspect_summary(plan, rows, summary, by_op_type, by_reason)), out), file=out)
+    if args.nodes:
+        table = _table(["node", "op type", "runs on", "rule"], [[r["node"], r["op_type"], r["runs_on"], r["rule"] or ""] for r in rows])
+        print("\n" + table, file=out)
+        rewritten = [r for r in rows if r["rule"]]
+        if rewritten:
+            print(f"\nmade by onnxruntime's graph rewrites (QDQ rules {plan.qdq_rules or 'off'}), from the model's nodes:", file=out)
+            print("\n".join(f"  {r['node']} ({r['op_type']}) <- {r['rule']}: {', '.join(r['from']) or '-'}" for r in rewritten), file=out)
+        if plan.pending:
+            print("\nplanned only when run, their input shapes depend on data:", file=out)
+            print("\n".join(f"  {node_label(n)} ({n.op_type})" for n in plan.pending), file=out)
     if args.descs:
         for row, entry in zip(rows, plan.entries):
             if isinstance(entry, DmlNode):
                 print(f"\n{row['node']}: {entry.operator}", file=out)
                 print("\n".join("  " + line for line in entry.desc.describe()), file=out)
-    summary = plan.summary()
-    print(f"\n{summary['feature_level']}: {summary['dml']['nodes']} of the model's {summary['model_nodes']} node(s) on DirectML "
-          f"({summary['dml']['operators']} operator(s)), {summary['fallback']['nodes']} on the CPU fallback", file=out)
-    sizes = ", ".join(f"{dim}={size}" for dim, size in plan.assumed.items())
-    print(f"estimated MACs: {summary['dml']['macs']:,} on DirectML ({summary['dml']['macs_percent']:.1f}%), "
-          f"{summary['fallback']['macs']:,} on the fallback" + (f", with the symbolic dimensions taken as {sizes}" if sizes else ""), file=out)
-    if sizes:
-        print(f"symbolic dimensions {', '.join(plan.assumed)} were taken as {sizes}: give the shapes you run with "
-              "(--shape NAME=D0,D1,... or --input)", file=out)
-    if plan.pending:
-        print(f"{len(plan.pending)} node(s) are planned only when run, their input shapes depend on data: "
-              f"{', '.join(node_label(n) for n in plan.pending)} (give --input to plan from a run)", file=out)
     if args.json:
         _write_files({args.json: _json_writer(report_meta(model=args.model, input_shapes=shapes, assumed=plan.assumed,
-                                                          pending=[node_label(n) for n in plan.pending], nodes=rows, summary=summary))})
+                                                          pending=[node_label(n) for n in plan.pending], nodes=rows, summary=summary,
+                                                          by_op_type=by_op_type, by_reason=by_reason))})
     return 0
+
+
+def _by_op_type(plan, rows: list[dict]) -> list[dict]:
+    """Plan entries counted by op type and where they run (a DirectML operator, or ``fallback``),
+    most MACs first."""
+    total = sum(r["macs"] for r in rows)
+    groups = {}
+    for row, entry in zip(rows, plan.entries):
+        key = (row["op_type"], entry.summary() if isinstance(entry, DmlNode) else "fallback")
+        group = groups.setdefault(key, {"op_type": key[0], "runs_on": key[1], "nodes": 0, "macs": 0})
+        group["nodes"] += 1
+        group["macs"] += row["macs"]
+    for group in groups.values():
+        group["macs_percent"] = 100.0 * group["macs"] / total if total else 0.0
+    return sorted(groups.values(), key=lambda g: (-g["macs"], -g["nodes"]))
+
+
+def _by_reason(plan) -> list[dict]:
+    """Fallback entries counted by reason, most MACs first. Unless the plan fused a QDQ group, a
+    reason goes without the note on why no QDQ rule fused its node, when no rule would on any
+    provider (the note stays in ``--nodes`` and the JSON's rows)."""
+    qdq = _qdq_rewritten(plan)
+    groups = {}
+    for entry in plan.fallback_nodes:
+        reason, note = entry.reason, entry.origin.note
+        if note and not qdq and entry.origin.cpu_rule is None:
+            reason = reason.removesuffix(f" ({note})")
+        group = groups.setdefault(reason, {"reason": reason, "nodes": 0, "macs": 0})
+        group["nodes"] += 1
+        group["macs"] += node_macs(entry.node, plan.values)
+    return sorted(groups.values(), key=lambda g: (-g["macs"], -g["nodes"]))
+
+
+def _qdq_rewritten(plan) -> int:
+    """How many plan entries onnxruntime's QDQ passes made (not counting the DML EP's activation fusion)."""
+    from .passes.dml_fusion import NAME as DML_FUSION
+
+    return sum(1 for e in plan.entries if set(e.origin.rules) - {DML_FUSION})
+
+
+def _inspect_summary(plan, rows: list[dict], summary: dict, by_op_type: list[dict], by_reason: list[dict]) -> list[str]:
+    """inspect's default report, no line over INSPECT_WIDTH: long names shortened with an ellipsis."""
+    head = summary["feature_level"]
+    if _qdq_rewritten(plan):
+        head += f", onnxruntime's QDQ rules {plan.qdq_rules}"
+    head += f": {len(rows)} node(s) planned"
+    rewritten = sum(1 for r in rows if r["rule"])
+    if rewritten:
+        head += f", {rewritten} made by onnxruntime's graph rewrites (--nodes lists them)"
+    lines = [head]
+    total = sum(r["macs"] for r in rows)
+    if by_op_type:
+        lines += [""] + _fitted_table(
+            ["op type", "nodes", "runs on", "MACs", "% of MACs"],
+            [[g["op_type"], g["nodes"], f"DirectML ({g['runs_on']})" if g["runs_on"] != "fallback" else "CPU fallback",
+              f"{g['macs']:,}", f"{g['macs_percent']:.1f}%" if total else "-"] for g in by_op_type],
+            numeric={1, 3, 4}, shrink=[(0, _shorten_middle), (2, _shorten_end)])
+    if by_reason:
+        lines += [""] + _fitted_table(["fallback reason", "nodes", "MACs"],
+                                      [[g["reason"], g["nodes"], f"{g['macs']:,}"] for g in by_reason],
+                                      numeric={1, 2}, shrink=[(0, _shorten_end)])
+    lines += ["", f"{summary['feature_level']}: {summary['dml']['nodes']} of the model's {summary['model_nodes']} node(s) on DirectML "
+                  f"({summary['dml']['operators']} operator(s)), {summary['fallback']['nodes']} on the CPU fallback"]
+    macs = (f"estimated MACs: {summary['dml']['macs']:,} on DirectML ({summary['dml']['macs_percent']:.1f}%), "
+            f"{summary['fallback']['macs']:,} on the fallback")
+    sizes = [f"{dim}={size}" for dim, size in plan.assumed.items()]
+    if sizes:
+        macs += ", with the symbolic dimensions taken as "
+        lines.append(macs + _fit_list(sizes, INSPECT_WIDTH - len(macs)))
+        advice = ": give the shapes you run with (--shape NAME=D0,D1,... or --input)"
+        note = f"symbolic dimensions {', '.join(plan.assumed)} were taken as {', '.join(sizes)}{advice}"
+        if len(note) > INSPECT_WIDTH:
+            note = f"{len(sizes)} symbolic dimensions were taken as "
+            note += _fit_list(sizes, INSPECT_WIDTH - len(note) - len(advice)) + advice
+        lines.append(note)
+    else:
+        lines.append(macs)
+    if plan.pending:
+        lines.append(f"{len(plan.pending)} node(s) are planned only when run, their input shapes depend on data "
+                     "(give --input to plan from a run; --nodes lists them):")
+        lines.append("  " + _fit_list([node_label(n) for n in plan.pending], INSPECT_WIDTH - 2, most=PENDING_SHOWN))
+    return lines
+
+
+def _fitted_table(header: list[str], rows: list[list], numeric: set[int], shrink: list[tuple]) -> list[str]:
+    """``rows`` under ``header``, columns two spaces apart, the ``numeric`` ones right-aligned; the
+    columns of ``shrink`` (index, shortener), in that order, shortened as far as it takes for no
+    line to pass INSPECT_WIDTH (none below its header or 16 characters)."""
+    cells = [list(header)] + [[str(c) for c in row] for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
+    for column, shorten in shrink:
+        over = sum(widths) + 2 * (len(widths) - 1) - INSPECT_WIDTH
+        if over <= 0:
+            break
+        widths[column] = max(widths[column] - over, len(header[column]), 16)
+        for row in cells[1:]:
+            row[column] = shorten(row[column], widths[column])
+    return ["  ".join(c.rjust(w) if i in numeric else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths))).rstrip()
+            for row in cells]
+
+
+def _fit_list(items: list[str], width: int, most: int | None = None) -> str:
+    """``items`` joined by ", ", as many as fit in ``width`` (at most ``most``, each then shortened
+    in the middle to share the width), then "and N more" for the others."""
+    count = min(len(items), most or len(items))
+    room = width - (len(f" and {len(items)} more") if len(items) > 1 else 0)
+    each = max(16, room // max(count, 1) - 2 if most else room)
+    shown = []
+    for index, item in enumerate(items[:count]):
+        more = len(items) - index - 1
+        candidate = shown + [_shorten_middle(item, each)]
+        if shown and len(", ".join(candidate) + (f" and {more} more" if more else "")) > width:
+            break
+        shown = candidate
+    more = len(items) - len(shown)
+    return ", ".join(shown) + (f" and {more} more" if more else "")
+
+
+def _shorten_middle(text: str, width: int) -> str:
+    """``text`` in ``width`` characters, its middle replaced by an ellipsis if too long (names
+    differ at both ends)."""
+    if len(text) <= width:
+        return text
+    keep = width - 1
+    return text[:keep - keep // 2] + "…" + text[len(text) - keep // 2:]
+
+
+def _shorten_end(text: str, width: int) -> str:
+    """``text`` in ``width`` characters, its end replaced by an ellipsis if too long."""
+    return text if len(text) <= width else text[:width - 1] + "…"
+
+
+def _ascii_if_needed(text: str, out) -> str:
+    """``text`` with its ellipses as "~" (as wide) where ``out``'s encoding has none."""
+    try:
+        "…".encode(getattr(out, "encoding", None) or "utf-8")
+        return text
+    except (UnicodeEncodeError, LookupError):
+        return text.replace("…", "~")
 
 
 # --- run -----------------------------------------------------------------------------------
