@@ -1,8 +1,11 @@
 """A graph the passes edit in place, and where each of its nodes came from in the user's model.
 
-Nodes are held as a Python list in topological order (a replacement takes its target's place, so
-the order stays valid). Every node carries an :class:`Origin`: the rule that made it and the nodes
-of the user's file it stands for, so that plans, reports and errors name what the user wrote.
+Nodes are kept in topological order (a replacement takes its target's place, so the order stays
+valid) by :class:`NodeOrder`, and indexed by the values they read and write by :class:`NodeIndex`:
+every query and edit costs the size of the nodes it touches, so that a pass stays linear in the
+size of the graph however many of its nodes it rewrites. Every node carries an :class:`Origin`:
+the rule that made it and the nodes of the user's file it stands for, so that plans, reports and
+errors name what the user wrote.
 """
 
 from __future__ import annotations
@@ -13,6 +16,9 @@ import numpy as np
 import onnx
 
 from .. import graph as graph_module
+from .names import Names
+from .node_index import NodeIndex
+from .node_order import NodeOrder
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,23 +42,31 @@ class EditableGraph:
     def __init__(self, model: onnx.ModelProto):
         self.model = model
         order = graph_module.detached(graph_module.topological_order(model.graph))  # the user's nodes, for origins
-        self.nodes = [_copy(n) for n in order]
+        nodes = [_copy(n) for n in order]
         self.constants = graph_module.constants(model.graph)
         self.graph_outputs = {o.name for o in model.graph.output}
         self.graph_inputs = {i.name for i in model.graph.input}
         self.types = _element_types(model)
-        self.origins = {id(n): Origin((), (original,)) for n, original in zip(self.nodes, order)}
+        self.origins = {id(n): Origin((), (original,)) for n, original in zip(nodes, order)}
         self.added_constants: list[str] = []
-        self._index = None
+        self._order = NodeOrder(nodes)
+        self._index = NodeIndex(Names(self.graph_inputs, self.constants))
+        for node in nodes:
+            self._index.add(node)
+
+    @property
+    def nodes(self) -> list[onnx.NodeProto]:
+        """The nodes in topological order (a new list: edit the graph through its methods)."""
+        return self._order.nodes()
 
     # --- queries ---------------------------------------------------------------------------
 
     def producer(self, name: str) -> onnx.NodeProto | None:
-        return self._indexes()[0].get(name)
+        return self._index.producer(name)
 
     def consumers(self, name: str) -> list[onnx.NodeProto]:
-        """The nodes reading ``name``, once per input slot (a node reading it twice is listed twice)."""
-        return self._indexes()[1].get(name, [])
+        """The nodes reading ``name`` in order, once per input slot (a node reading it twice is listed twice)."""
+        return sorted(self._index.readers(name), key=self._order.key)
 
     def dtype(self, name: str) -> np.dtype | None:
         if name in self.constants:
@@ -67,9 +81,9 @@ class EditableGraph:
         domains = ("", "ai.onnx") if domain in ("", "ai.onnx") else (domain,)
         return next((o.version for o in self.model.opset_import if o.domain in domains), 1)
 
-    def position(self, node: onnx.NodeProto) -> int | None:
-        """Where ``node`` (this very object: protobuf's == compares contents) stands; None once removed."""
-        return next((i for i, n in enumerate(self.nodes) if n is node), None)
+    def __contains__(self, node: onnx.NodeProto) -> bool:
+        """Whether ``node`` (this very object: protobuf's == compares contents) is still in the graph."""
+        return node in self._order
 
     def origin(self, node: onnx.NodeProto) -> Origin:
         return self.origins[id(node)]
@@ -79,13 +93,16 @@ class EditableGraph:
     def replace(self, removed: list[onnx.NodeProto], new: onnx.NodeProto | None, rule: str, at: onnx.NodeProto) -> None:
         """Remove ``removed`` and put ``new`` where ``at`` was; ``new`` stands for them all."""
         if new is not None:
-            origins = [self.origins[id(n)] for n in sorted(removed, key=self.position)]
+            origins = [self.origins[id(n)] for n in sorted(removed, key=self._order.key)]
             rules = tuple(dict.fromkeys(r for o in origins for r in o.rules)) + (rule,)
             self.origins[id(new)] = Origin(rules, tuple(n for o in origins for n in o.nodes))
-            self.nodes[self.position(at)] = new
-        gone = {id(n) for n in removed if n is not at or new is None}
-        self.nodes = [n for n in self.nodes if id(n) not in gone]
-        self._index = None
+            self._index.remove(at)
+            self._order.replace(at, new)
+        for node in {id(n): n for n in removed if n is not at or new is None}.values():
+            self._index.remove(node)
+            self._order.remove(node)
+        if new is not None:
+            self._index.add(new)
 
     def note(self, node: onnx.NodeProto, text: str, cpu_rule: str | None = None) -> None:
         """Record why no rule fused ``node`` (and the CPU-only rule that would have)."""
@@ -93,26 +110,23 @@ class EditableGraph:
 
     def insert_before(self, at: onnx.NodeProto, new: onnx.NodeProto, origin: Origin, dtype: np.dtype | None) -> None:
         """Add ``new`` right before ``at`` (it must read nothing ``at`` makes)."""
-        self._insert(self.position(at), new, origin, dtype)
+        self._order.insert_before(at, new)
+        self._added(new, origin, dtype)
 
     def insert_after(self, at: onnx.NodeProto, new: onnx.NodeProto, origin: Origin, dtype: np.dtype | None) -> None:
         """Add ``new`` right after ``at`` (it reads what ``at`` reads)."""
-        self._insert(self.position(at) + 1, new, origin, dtype)
+        self._order.insert_after(at, new)
+        self._added(new, origin, dtype)
 
-    def _insert(self, index: int, new: onnx.NodeProto, origin: Origin, dtype: np.dtype | None) -> None:
-        self.nodes.insert(index, new)
+    def _added(self, new: onnx.NodeProto, origin: Origin, dtype: np.dtype | None) -> None:
+        self._index.add(new)
         self.origins[id(new)] = origin
         if dtype is not None:
             self.types[new.output[0]] = dtype
-        self._index = None
 
     def unique_name(self, base: str) -> str:
-        taken = {name for n in self.nodes for name in (*n.input, *n.output, n.name)} | self.graph_inputs | set(self.constants)
-        name, count = base, 0
-        while name in taken:
-            count += 1
-            name = f"{base}_{count}"
-        return name
+        """``base``, or ``base_1``, ``base_2``, ...: the first that no node, graph input or constant uses."""
+        return self._index.names.fresh(base)
 
     def add_constant(self, base: str, array: np.ndarray) -> str:
         """A new initializer named after ``base``; returns its name."""
@@ -121,9 +135,10 @@ class EditableGraph:
         self.added_constants.append(name)
         return name
 
-    def changed(self) -> None:
-        """Say that a node was edited in place (its inputs or outputs rewired)."""
-        self._index = None
+    def changed(self, node: onnx.NodeProto) -> None:
+        """Say that ``node`` was edited in place (its inputs or outputs rewired)."""
+        self._index.remove(node)
+        self._index.add(node)
 
     # --- result ----------------------------------------------------------------------------
 
@@ -137,19 +152,6 @@ class EditableGraph:
         if "com.microsoft" not in imported and any(n.domain == "com.microsoft" for n in self.nodes):
             model.opset_import.append(onnx.helper.make_opsetid("com.microsoft", 1))
         return model
-
-    def _indexes(self):
-        if self._index is None:
-            producers, consumers = {}, {}
-            for node in self.nodes:
-                for name in node.output:
-                    if name:
-                        producers[name] = node
-                for name in node.input:
-                    if name:
-                        consumers.setdefault(name, []).append(node)
-            self._index = producers, consumers
-        return self._index
 
 
 def _copy(node: onnx.NodeProto) -> onnx.NodeProto:

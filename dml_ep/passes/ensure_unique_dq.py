@@ -35,6 +35,6 @@ def ensure_unique_dq_for_node_unit(graph: EditableGraph) -> bool:
             origin = graph.origin(dq)
             graph.insert_after(dq, copy, dataclasses.replace(origin, rules=(*origin.rules, NAME)), graph.dtype(name))
             node.input[index] = copy.output[0]
-            graph.changed()
+            graph.changed(node)
             changed = True
     return changed

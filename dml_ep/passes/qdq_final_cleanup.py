@@ -19,7 +19,7 @@ NAME = "QDQFinalCleanupTransformer"
 def qdq_final_cleanup(graph: EditableGraph) -> bool:
     changed = False
     for dq in [n for n in graph.nodes if is_dq(n)]:
-        if graph.position(dq) is None or dq.output[0] in graph.graph_outputs:
+        if dq not in graph or dq.output[0] in graph.graph_outputs:
             continue
         consumers = graph.consumers(dq.output[0])
         if len(consumers) != 1 or not is_q(consumers[0]) or not is_qdq_pair_supported(graph, consumers[0], dq):
@@ -33,6 +33,7 @@ def qdq_final_cleanup(graph: EditableGraph) -> bool:
         else:
             for reader in graph.consumers(result):
                 reader.input[:] = [source if name == result else name for name in reader.input]
+                graph.changed(reader)
             graph.replace([dq, q], None, NAME, at=q)
         changed = True
     return changed
@@ -46,6 +47,7 @@ def _write_graph_output(graph: EditableGraph, dq, q, source: str, result: str) -
         return
     for reader in graph.consumers(source):
         reader.input[:] = [result if name == source else name for name in reader.input]
+        graph.changed(reader)
     producer.output[:] = [result if name == source else name for name in producer.output]
     renamed = onnx.NodeProto()
     renamed.CopyFrom(producer)

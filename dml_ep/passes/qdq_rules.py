@@ -124,7 +124,7 @@ def qdq_selector_action_transformer(graph: EditableGraph, rule_set: RuleSet, pro
     """
     changed = False
     for target in list(graph.nodes):
-        if graph.position(target) is None:  # removed as part of an earlier group
+        if target not in graph:  # removed as part of an earlier group
             continue
         notes, other_provider_rule = [], None
         for rule in rule_set.rules:

@@ -49,7 +49,7 @@ def weight_bias_quantization(graph: EditableGraph) -> bool:
         )
         graph.insert_before(node, bias_dq, Origin((NAME,), ()), np.dtype(np.float32))
         node.input[2] = bias_dq.output[0]
-        graph.changed()
+        graph.changed(node)
         changed = True
     return changed
 

@@ -1,0 +1,51 @@
+"""Which node writes each value and which nodes read it, kept up to date node by node.
+
+Rebuilding the index after every edit made a pass over a model with thousands of QDQ groups
+quadratic; here an edit costs the size of the nodes it adds, removes or rewires. Each node is
+taken out of the index as it was put in (its names are remembered), so that a node rewired in
+place is re-indexed correctly however it was edited.
+"""
+
+from __future__ import annotations
+
+import onnx
+
+from .names import Names
+
+
+class NodeIndex:
+    """Producers and readers of each value name, and the uses of every name (in ``names``)."""
+
+    def __init__(self, names: Names):
+        self.names = names
+        self._indexed: dict[int, tuple[tuple[str, ...], tuple[str, ...], str]] = {}  # id -> inputs, outputs, name
+        self._producers: dict[str, onnx.NodeProto] = {}
+        self._readers: dict[str, dict[int, onnx.NodeProto]] = {}
+
+    def add(self, node: onnx.NodeProto) -> None:
+        inputs, outputs = tuple(node.input), tuple(node.output)
+        self._indexed[id(node)] = inputs, outputs, node.name
+        self.names.add((*inputs, *outputs, node.name))
+        for name in filter(None, outputs):
+            self._producers[name] = node
+        for name in filter(None, inputs):
+            self._readers.setdefault(name, {})[id(node)] = node
+
+    def remove(self, node: onnx.NodeProto) -> None:
+        inputs, outputs, node_name = self._indexed.pop(id(node))
+        self.names.remove((*inputs, *outputs, node_name))
+        for name in filter(None, outputs):
+            if self._producers.get(name) is node:
+                del self._producers[name]
+        for name in filter(None, inputs):
+            readers = self._readers[name]
+            readers.pop(id(node), None)
+            if not readers:
+                del self._readers[name]
+
+    def producer(self, name: str) -> onnx.NodeProto | None:
+        return self._producers.get(name)
+
+    def readers(self, name: str) -> list[onnx.NodeProto]:
+        """The nodes reading ``name``, once per input slot, in no particular order."""
+        return [node for node in self._readers.get(name, {}).values() for read in self._indexed[id(node)][0] if read == name]

@@ -1,0 +1,54 @@
+"""Planning and session preparation grow linearly with the number of nodes (issue 17 point 10).
+
+Each test times the same work at N and 4N nodes, on scripts/scale_bench.py's graphs: linear code
+takes about 4 times as long, quadratic code about 16. The bound of 8 tells them apart on any
+machine, where an absolute time would not.
+"""
+
+import importlib.util
+import time
+from pathlib import Path
+
+import dml_ep
+from dml_ep.planner import Planner
+
+ROOT = Path(__file__).resolve().parent.parent
+LINEAR = 8  # largest time ratio accepted for 4x the nodes
+
+
+def _scale_bench():
+    spec = importlib.util.spec_from_file_location("scale_bench", ROOT / "scripts" / "scale_bench.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+scale_bench = _scale_bench()
+
+
+def _growth(build, work, n: int) -> float:
+    """How many times longer ``work`` takes on ``build(4 * n)`` than on ``build(n)`` (the best of
+    three runs each, after a warm-up, so that a stray pause does not count)."""
+    small, large = build(n), build(4 * n)
+    work(build(10))
+
+    def seconds(model):
+        times = []
+        for _ in range(3):
+            start = time.perf_counter()
+            work(model)
+            times.append(time.perf_counter() - start)
+        return min(times)
+
+    return seconds(large) / seconds(small)
+
+
+def test_planning_a_weight_dq_shared_by_many_conv_groups_is_linear():
+    # EnsureUniqueDQForNodeUnit copies the weight DQ once per Conv, then every group is rewritten.
+    growth = _growth(scale_bench.shared_dq, Planner, 400)
+    assert growth < LINEAR, f"planning 4x the nodes took {growth:.1f}x as long"
+
+
+def test_preparing_a_session_of_chained_fallback_nodes_is_linear():
+    growth = _growth(scale_bench.fallback_chain, dml_ep.InferenceSession, 500)
+    assert growth < LINEAR, f"preparing 4x the nodes took {growth:.1f}x as long"
