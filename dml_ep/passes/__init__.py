@@ -1,7 +1,8 @@
 """The graph rewrites onnxruntime applies before the DML EP sees a graph, each a small named pass.
 
 Every pass edits an :class:`EditableGraph` in place and returns whether it changed anything.
-:func:`qdq_transformer` runs onnxruntime's QDQ passes in its order (inference_session.cc,
+:func:`constant_nodes_to_initializers` and :func:`constant_folding` do what onnxruntime does loading
+a model (Level 1). :func:`qdq_transformer` runs onnxruntime's QDQ passes in its order (inference_session.cc,
 graph_transformer_utils.cc): EnsureUniqueDQForNodeUnit; WeightBiasQuantization (1.20+);
 ReluQuantFusion/ClipQuantFusion where the release applies them; the QDQ selector-action rules for
 the nodes of one execution provider; QDQFinalCleanupTransformer. The DML EP's own activation
