@@ -12,6 +12,8 @@ session, the executor, the CLI and compare all plan through this module.
 
 from __future__ import annotations
 
+from collections import ChainMap
+
 import onnx
 
 from . import graph as graph_module
@@ -71,7 +73,7 @@ class Planner:
                 if info is None or info.dtype is None or info.shape is None:
                     return False
                 infos[name] = ValueInfo(name, info.dtype, tuple(1 if d is None else d for d in info.shape))
-        return self._importer.maps(node, {**self.static, **infos})
+        return self._importer.maps(node, ChainMap(infos, self.static))
 
     def entry(self, index: int, values: dict[str, ValueInfo]) -> PlanEntry:
         """Node ``index`` planned for the types and shapes of its inputs (``values`` holds at least
@@ -85,7 +87,7 @@ class Planner:
         return entry
 
     def _plan_node(self, node: onnx.NodeProto, origin, inputs: dict[str, ValueInfo]) -> PlanEntry:
-        entry = self._importer.plan_node(node, origin, {**self.static, **inputs})
+        entry = self._importer.plan_node(node, origin, ChainMap(inputs, self.static))  # no copy of every value per node
         if isinstance(entry, DmlNode):
             entry.input_shapes = {field: inputs[b].shape for field, b in entry.inputs.items() if isinstance(b, str)}
         if self.provider == DML and origin.rules and not has_dml_kernel(entry.node):
