@@ -8,22 +8,9 @@ from onnx import TensorProto, helper, numpy_helper
 
 from dml_ep import cli
 from dml_ep.inputs import make_feeds, random_inputs
+from test_cli_files import one_line_error, run_cli
 
 VOCAB, TYPES, HIDDEN = 100, 2, 8
-
-
-def run_cli(capsys, *argv):
-    """``cli.main`` in process; argparse's own exits count as statuses too."""
-    try:
-        status = cli.main([str(a) for a in argv])
-    except SystemExit as exc:
-        status = exc.code
-    out, err = capsys.readouterr()
-    return status, out, err
-
-
-def one_line_error(err: str) -> bool:
-    return err.startswith("dml-ep: error: ") and err.count("\n") == 1 and "Traceback" not in err
 
 
 def text_model() -> onnx.ModelProto:
