@@ -87,9 +87,9 @@ class Executor:
                     channels_last.add(entry.output)
                 continue
             group = self._partition_of.get(id(entry.node)) or (self._index[id(entry.node)],)
-            if group in made:
+            if group[0] in made:  # by its first node: hashing a long group per member would be quadratic
                 continue
-            made.add(group)
+            made.add(group[0])
             inputs = frozenset(self._partition_inputs(group)) & channels_last
             self._partition_session(group, inputs)
             channels_last.update(self._to_nhwc(group))
