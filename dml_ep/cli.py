@@ -31,6 +31,7 @@ from .errors import DmlEpError, FeedError, NodeError
 from .graph import graph_inputs, load_model, one_line
 from .importer import DEFAULT_FEATURE_LEVEL
 from .passes import DEFAULT_RULE_SET, RULE_SETS
+from .passes.dml_fusion import NAME as DML_FUSION
 from .planner import plan_model
 from .inputs import ASSUMED, INTEGERS, input_shapes, load_directory, load_tensor_protos, make_feeds, npy_file_names, zoo_layout
 from .plan import DmlNode, node_macs
@@ -208,9 +209,10 @@ def cmd_inspect(args) -> int:
     shapes = dict(args.shape)
     input_shapes(model, shapes)  # checks them
     if args.input or args.input_dir:  # planned from the tensors of a run on these inputs
-        feeds, _ = make_feeds(model, args.seed, args.input, args.input_dir, shapes, args.val_range)
+        feeds, sources = make_feeds(model, args.seed, args.input, args.input_dir, shapes, args.val_range)
         session = InferenceSession(model, feature_level=args.feature_level, qdq_rules=args.qdq_rules)
-        session.run(None, feeds)
+        with _naming_random_inputs(sources):
+            session.run(None, feeds)
         plan = session.plan
     else:
         plan = plan_model(model, args.feature_level, shapes, qdq_rules=args.qdq_rules)
@@ -282,8 +284,6 @@ def _by_reason(plan) -> list[dict]:
 
 def _qdq_rewritten(plan) -> int:
     """How many plan entries onnxruntime's QDQ passes made (not counting the DML EP's activation fusion)."""
-    from .passes.dml_fusion import NAME as DML_FUSION
-
     return sum(1 for e in plan.entries if set(e.origin.rules) - {DML_FUSION})
 
 
@@ -402,7 +402,7 @@ def cmd_run(args) -> int:
         u8s8_saturation=U8S8_SATURATION[args.u8s8_saturation], qdq_rules=args.qdq_rules, engine=args.engine,
     )
     names = [o.name for o in session.get_outputs()]
-    with _naming_assumed_sizes(sources):
+    with _naming_random_inputs(sources):
         results = dict(zip(names, session.run(None, feeds)))
     if not args.output_dir:
         print(_table(["output", "shape", "dtype"], [[n, list(r.shape), r.dtype] for n, r in results.items()]))
@@ -421,7 +421,7 @@ INDEX_OUT_OF_RANGE = re.compile(r"out of (data )?bounds|out of range|invalid ind
 
 
 @contextlib.contextmanager
-def _naming_assumed_sizes(sources: dict[str, str]):
+def _naming_random_inputs(sources: dict[str, str]):
     """A node error on random inputs says what of them may be wrong, not the model: an index out
     of range, the random integers (their range); else the symbolic dimensions taken as 1."""
     try:
@@ -444,7 +444,7 @@ def cmd_export(args) -> int:
     """Write the DxDispatch model, then say what it holds and how to run it."""
     model = load_model(args.model)
     feeds, sources = make_feeds(model, args.seed, args.input, args.input_dir, dict(args.shape), args.val_range)
-    with _naming_assumed_sizes(sources):
+    with _naming_random_inputs(sources):
         made = dxdispatch.export(
             model, args.dxdispatch, feeds, feature_level=args.feature_level, qdq_rules=args.qdq_rules,
             arithmetic=args.arithmetic, u8s8_saturation=U8S8_SATURATION[args.u8s8_saturation], engine=args.engine,
@@ -481,7 +481,7 @@ def cmd_compare(args) -> int:
             progress("loading")
             model = load_model(case.model)
             feeds, sources = case_feeds(case, model, args)
-            with _naming_assumed_sizes(sources):
+            with _naming_random_inputs(sources):
                 report = compare_model(
                     model,
                     feeds,

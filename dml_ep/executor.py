@@ -6,7 +6,8 @@ initializers and their other inputs' shapes left open, so every model onnxruntim
 runs, whatever shapes reach it. Nodes that fall back whatever their shapes (no DirectML operator
 is modelled for their op) and follow each other in execution order share one session
 (:func:`fallback_partitions`); a run that keeps every value (compare's node-by-node view) runs
-each node on its own. The sessions share one thread pool (:func:`fallback_session`).
+each node on its own. The sessions share one memory arena, and few of them get a thread pool
+(:func:`fallback_session`).
 """
 
 from __future__ import annotations
@@ -179,7 +180,7 @@ class Executor:
     def _partition_io(self, group: tuple[int, ...]) -> tuple[list[str], list[str]]:
         """What fallback nodes read from outside (their subgraphs' outer-scope values included) and
         what they give: a single node all its outputs; a partition those read after it, and those
-        a MAC count needs the shapes of (:data:`dml_ep.plan.SHAPES_FOR_MACS`). Worked out once."""
+        a MAC count needs the shapes of (:func:`dml_ep.plan.macs_inputs`). Worked out once."""
         made = self._io.get(group)
         if made is not None:
             return made

@@ -14,6 +14,8 @@ those Shape nodes stay and run on the CPU fallback.
 
 from __future__ import annotations
 
+from collections import ChainMap
+
 import numpy as np
 import onnx
 from onnx import numpy_helper
@@ -96,7 +98,7 @@ def _evaluate(graph: EditableGraph, nodes: list[onnx.NodeProto]) -> dict[str, np
     values = {}
     for node in nodes:
         try:
-            values.update(_run(graph, [node], {**graph.constants, **values}))
+            values.update(_run(graph, [node], ChainMap(values, graph.constants)))
         except Exception:  # noqa: BLE001
             continue
     return values
