@@ -370,14 +370,14 @@ def element_dtype(value: onnx.ValueInfoProto) -> np.dtype:
 def static_values(model: onnx.ModelProto, input_shapes=None) -> dict[str, ValueInfo]:
     """Every value's type, and its shape as far as onnxruntime's own inference knows it before a run.
 
-    onnxruntime loads the model with every node output exposed (its graph optimizations off, so
-    no node disappears) and says what each output is: its type string, and dimensions where static
+    onnxruntime loads the model with every node output exposed (loads only: no session is
+    initialized, so no node disappears and no kernel is made) and says what each output is: its type string, and dimensions where static
     (None where they depend on a symbolic input dimension or on data). ``input_shapes`` pins input
     shapes first. value_info and the graph outputs' shapes are dropped beforehand: a shape is never
     taken from a declaration. A
     model onnxruntime refuses at load is a ModelError naming the node.
     """
-    from .reference import cpu_session
+    from .reference import loaded_graph
 
     probe = onnx.ModelProto()
     probe.CopyFrom(model)
@@ -395,12 +395,12 @@ def static_values(model: onnx.ModelProto, input_shapes=None) -> dict[str, ValueI
     for node in probe.graph.node:
         probe.graph.output.extend(onnx.helper.make_empty_tensor_value_info(n) for n in node.output if n and n not in listed)
     try:
-        session = cpu_session(probe, optimize=False)
+        inputs_meta, outputs_meta = loaded_graph(probe)
     except Exception as exc:  # onnxruntime's Fail, InvalidGraph, InvalidArgument...
         message = ort_message(exc)
         raise ModelError(f"the model is invalid (onnxruntime rejects it): {message}{_inputs_of(model.graph, message)}") from None
-    values = {arg.name: value_info(arg.name, arg.type, arg.shape) for arg in (*session.get_inputs(), *session.get_outputs())}
-    inputs = {arg.name for arg in session.get_inputs()}
+    values = {arg.name: value_info(arg.name, arg.type, arg.shape) for arg in (*inputs_meta, *outputs_meta)}
+    inputs = {arg.name for arg in inputs_meta}
     rank_0 = [name for name, info in values.items() if info.shape == () and name not in inputs]
     if rank_0:  # onnxruntime says [] for a scalar and for a rank it does not know: onnx's inference tells them apart
         scalars = _inferred_scalars(probe)

@@ -60,6 +60,8 @@ def constant_folding(graph: EditableGraph, skip_dequantize_linear: bool = True) 
             continue
         folded.append(node)
         constant.update(name for name in node.output if name)
+    if not folded:
+        return False
     values = {name: value for name, value in _evaluate(graph, folded).items() if isinstance(value, np.ndarray)}  # tensors only
     folded = [node for node in folded if all(name in values for name in node.output if name)]
     if not folded:
