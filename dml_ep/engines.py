@@ -23,7 +23,9 @@ the arithmetic asks for it. ``DML_EP_ENGINE`` in the environment sets the defaul
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
+import weakref
 
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
@@ -74,12 +76,50 @@ def fits_float32(b: np.ndarray, b_zero_point: np.ndarray, bias) -> bool:
     return bool(column_bound.max(initial=0) < FLOAT32_EXACT)
 
 
-class NumpyEngine:
+def content_key(*arrays) -> tuple:
+    """Arrays by dtype, shape and a digest of their bytes (None stays None): equal keys, equal arrays."""
+    key = []
+    for array in arrays:
+        if array is None:
+            key.append(None)
+            continue
+        array = np.ascontiguousarray(array)
+        key.append((array.dtype.str, array.shape, hashlib.blake2b(array, digest_size=32).digest()))
+    return tuple(key)
+
+
+class Engine:
+    """What both engines share: one product per distinct B, zero point, bias and thread count, for
+    as long as a kernel holds it. quantize_static writes one weight DequantizeLinear for a weight
+    that several nodes read; EnsureUniqueDQForNodeUnit gives each node its copy, and each becomes a
+    node of its own with the same filter: they share one product (one session, one prepacked B)."""
+
+    name: str
+
+    def __init__(self):
+        self._products = weakref.WeakValueDictionary()
+
+    def product(self, b: np.ndarray, b_zero_point, constant: bool = True, bias=None, rows=None):
+        """The product for B (``constant``: B bound now; else B comes with each call, and only its
+        dtype and rank matter). ``rows`` is how many rows of A a call is expected to bring."""
+        threads = self._threads(b, rows)
+        b_key = content_key(b) if constant else (b.dtype.str, b.ndim)
+        key = (b_key, content_key(np.asarray(b_zero_point), None if bias is None else np.asarray(bias)), constant, threads)
+        made = self._products.get(key)
+        if made is None:
+            made = self._products[key] = self._make(b, b_zero_point, constant, bias, threads)
+        return made
+
+    def _threads(self, b: np.ndarray, rows) -> int:
+        return 1
+
+
+class NumpyEngine(Engine):
     """float32 BLAS in exact K-blocks."""
 
     name = "numpy"
 
-    def product(self, b: np.ndarray, b_zero_point, constant: bool = True, bias=None, rows=None) -> "NumpyProduct":
+    def _make(self, b, b_zero_point, constant, bias, threads) -> "NumpyProduct":
         return NumpyProduct(b, b_zero_point, constant, bias)
 
 
@@ -108,7 +148,7 @@ class NumpyProduct:
         return acc.astype(self.dtype)
 
 
-class OnnxruntimeEngine:
+class OnnxruntimeEngine(Engine):
     """onnxruntime's MatMulInteger (MatMulIntegerToFloat with unit scales where float32 is exact)."""
 
     name = "onnxruntime"
@@ -116,9 +156,13 @@ class OnnxruntimeEngine:
     def __init__(self):
         from .arithmetic import host_saturates_u8s8
 
+        super().__init__()
         self.signed_b = not host_saturates_u8s8()
 
-    def product(self, b: np.ndarray, b_zero_point, constant: bool = True, bias=None, rows=None) -> "OnnxruntimeProduct":
+    def _make(self, b, b_zero_point, constant, bias, threads) -> "OnnxruntimeProduct":
+        return OnnxruntimeProduct(self, b, b_zero_point, constant, bias, threads)
+
+    def _threads(self, b: np.ndarray, rows) -> int:
         """``rows``, the rows of A a call is expected to bring, sizes the session's thread pool: a
         product of fewer than ``SMALL_PRODUCT`` multiply-adds runs on the calling thread alone
         (waking a pool costs more than it saves, and each pool is a thread), others on a pool of
@@ -128,7 +172,7 @@ class OnnxruntimeEngine:
         session of the process that has a pool of its own, the user's included.) The sessions'
         outputs come from one shared memory arena, not an arena per session."""
         small = rows is not None and rows * b.shape[-2] * b.shape[-1] < SMALL_PRODUCT
-        return OnnxruntimeProduct(self, b, b_zero_point, constant, bias, 1 if small else os.cpu_count() or 1)
+        return 1 if small else os.cpu_count() or 1
 
 
 class OnnxruntimeProduct:

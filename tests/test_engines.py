@@ -159,3 +159,45 @@ def test_conv_filter_or_bias_bound_at_run_time(engine, runtime):
         feeds = {name: value for name, value in feeds.items() if name == "x" or name in runtime.split()}
         np.testing.assert_array_equal(session.run(None, feeds)[0], reference.run(None, feeds)[0])
     assert session.plan.entries[0].operator == "DML_OPERATOR_QUANTIZED_LINEAR_CONVOLUTION"
+
+
+@pytest.mark.parametrize("name", ENGINES)
+def test_equal_filters_share_one_product(name):
+    """A weight read by many QDQ Conv groups (quantize_static's shared weight DQ, copied per Conv
+    by EnsureUniqueDQForNodeUnit) is one product per engine, not one per node: one session and one
+    prepacked B. Another weight, zero point or bias is another product."""
+    rng = np.random.default_rng(3)
+    b, zb = codes(rng, np.int8, (16, 8)), np.zeros(8, np.int8)
+    engine = get_engine(name)
+    first = engine.product(b, zb, bias=np.arange(8))
+    assert engine.product(b.copy(), zb.copy(), bias=np.arange(8)) is first
+    changed = b.copy()
+    changed[0, 0] ^= 1
+    assert engine.product(changed, zb, bias=np.arange(8)) is not first
+    assert engine.product(b, zb + 1, bias=np.arange(8)) is not first
+    assert engine.product(b, zb, bias=np.arange(8) + 1) is not first
+    assert engine.product(b, zb) is not first
+
+
+def test_a_shared_weight_makes_one_session(monkeypatch):
+    """End to end: scripts/scale_bench.py's shared-dq graph (one weight DQ read by 30 QDQ Conv
+    groups, each one QUANTIZED_LINEAR_CONVOLUTION) makes one integer_product session, and the
+    products still give onnxruntime's numbers."""
+    from onnxruntime.capi import _pybind_state
+    from test_scale import scale_bench
+
+    made = _pybind_state.InferenceSession
+    products = []
+
+    def recording(options, model, is_path, *args):
+        if not is_path and onnx.load_from_string(bytes(model)).graph.name == "integer_product":
+            products.append(model)
+        return made(options, model, is_path, *args)
+
+    monkeypatch.setattr(_pybind_state, "InferenceSession", recording)
+    model = scale_bench.shared_dq(93)
+    feeds = {"x": np.random.default_rng(0).standard_normal((1, 4, 4, 4)).astype(np.float32)}
+    got = dml_ep.InferenceSession(model, engine="onnxruntime").run(None, feeds)[0]
+    want = cpu_session(model).run(None, feeds)[0]
+    assert len(products) == 1
+    np.testing.assert_array_equal(got, want)
