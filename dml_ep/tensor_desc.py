@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 from typing import Sequence
 
 import numpy as np
@@ -36,7 +37,7 @@ def calc_buffer_tensor_size(data_type: DML_TENSOR_DATA_TYPE, sizes: Sequence[int
     """
     element_size = DML_TENSOR_DATA_TYPE(data_type).element_size
     if strides is None:
-        elements = int(np.prod(sizes, dtype=np.int64))
+        elements = math.prod(sizes)
     else:
         elements = sum((size - 1) * stride for size, stride in zip(sizes, strides)) + 1
     return (elements * element_size + 3) & ~3
@@ -56,7 +57,14 @@ class DML_BUFFER_TENSOR_DESC:
 
     @classmethod
     def create(cls, data_type, sizes, strides=None, flags=DML_TENSOR_FLAGS.NONE) -> "DML_BUFFER_TENSOR_DESC":
-        """A desc with TotalTensorSizeInBytes computed; packed strides are stored as None."""
+        """A desc with TotalTensorSizeInBytes computed; packed strides are stored as None.
+
+        Descs are immutable, so equal ones are one object (:func:`_interned`): a graph of
+        thousands of nodes of a few shapes holds a few descs, not three per node."""
+        return _interned(cls, data_type, tuple(sizes), None if strides is None else tuple(strides), flags)
+
+    @classmethod
+    def _make(cls, data_type, sizes, strides, flags) -> "DML_BUFFER_TENSOR_DESC":
         data_type = DML_TENSOR_DATA_TYPE(data_type)
         sizes = tuple(int(s) for s in sizes)
         strides = None if strides is None else tuple(int(s) for s in strides)
@@ -77,7 +85,7 @@ class DML_BUFFER_TENSOR_DESC:
 
     @functools.cached_property
     def element_count(self) -> int:
-        return int(np.prod(self.Sizes, dtype=np.int64))
+        return math.prod(self.Sizes)
 
     @functools.cached_property
     def elements_spanned(self) -> int:
@@ -101,6 +109,11 @@ class DML_BUFFER_TENSOR_DESC:
             "TotalTensorSizeInBytes": self.TotalTensorSizeInBytes,
             "GuaranteedBaseOffsetAlignment": self.GuaranteedBaseOffsetAlignment,
         }
+
+
+@functools.lru_cache(maxsize=4096)
+def _interned(cls, data_type, sizes: tuple, strides: tuple | None, flags) -> DML_BUFFER_TENSOR_DESC:
+    return cls._make(data_type, sizes, strides, flags)
 
 
 def left_pad(shape: Sequence[int], rank: int = 4) -> tuple[int, ...]:

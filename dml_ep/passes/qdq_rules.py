@@ -20,6 +20,7 @@ Rule sets (``RULE_SETS``), read from onnxruntime's source (docs/dml_ep_mapping.m
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Callable
 
 import onnx
@@ -59,6 +60,11 @@ class RuleSet:
     rules: tuple[Rule, ...]
     relu_clip_providers: frozenset[str]  # whose Relu/Clip before a Q is removed when the Q makes it redundant
     weight_bias_quantization: bool  # a float Conv/Gemm bias quantized into int32 + DQ (1.20+)
+
+    @functools.cached_property
+    def by_op_type(self) -> dict[str, tuple[Rule, ...]]:
+        """The rules naming each op type, in table order: a node is matched against those only."""
+        return {op: tuple(r for r in self.rules if op in r.ops) for rule in self.rules for op in rule.ops}
 
 
 def _rules(unary_dml: set[str], *, newer: bool) -> tuple[Rule, ...]:
@@ -127,7 +133,7 @@ def qdq_selector_action_transformer(graph: EditableGraph, rule_set: RuleSet, pro
         if target not in graph:  # removed as part of an earlier group
             continue
         notes, other_provider_rule = [], None
-        for rule in rule_set.rules:
+        for rule in rule_set.by_op_type.get(target.op_type, ()):
             if not rule.covers(target, opset):
                 continue
             group = rule.select(graph, target, int8_allowed)
