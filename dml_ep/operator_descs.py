@@ -9,6 +9,7 @@ feature level, the documented shape rules and the data-type pairings. A broken r
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import ClassVar, Optional
 
 from .enums import DML_FEATURE_LEVEL as FL
@@ -23,6 +24,13 @@ QUANTIZED = frozenset({DT.INT8, DT.UINT8})
 FLOATS = frozenset({DT.FLOAT32, DT.FLOAT16})
 FLOAT32 = frozenset({DT.FLOAT32})
 INT32 = frozenset({DT.INT32})
+
+
+@functools.lru_cache(maxsize=4096)
+def validated(desc: "OperatorDesc", feature_level: FL) -> None:
+    """``desc.validate(feature_level)``, once per distinct desc and level: descs are immutable, and
+    the nodes of a large graph repeat a few of them (a failure is not remembered: it raises again)."""
+    desc.validate(feature_level)
 
 
 @dataclasses.dataclass(frozen=True)

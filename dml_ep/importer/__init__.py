@@ -16,6 +16,7 @@ from ..enums import DML_FEATURE_LEVEL
 from ..errors import DescValidationError, NodeError
 from ..passes.editable import Origin
 from ..graph import ValueInfo
+from ..operator_descs import validated
 from ..plan import DmlNode, FallbackNode, PlanEntry
 from ..real_ep import ASSIGNED_TO_DML, not_modelled_reason
 from . import elementwise, qlinear_conv, qlinear_matmul  # noqa: F401  (fill the registry)
@@ -49,7 +50,7 @@ class NodeImporter:
         ctx = NodeContext(node, values, self.constants, self.feature_level, self.opsets.get(domain, 1))
         try:
             entry = fn(ctx)
-            entry.desc.validate(self.feature_level)
+            validated(entry.desc, self.feature_level)
         except Fallback as reason:  # DirectML cannot take it: onnxruntime runs it
             return FallbackNode(node, str(reason), origin)
         except DescValidationError as reason:  # not at this feature level

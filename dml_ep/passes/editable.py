@@ -42,7 +42,7 @@ class EditableGraph:
     def __init__(self, model: onnx.ModelProto):
         self.model = model
         order = graph_module.detached(graph_module.topological_order(model.graph))  # the user's nodes, for origins
-        nodes = [_copy(n) for n in order]
+        nodes = graph_module.detached(order)  # the passes' to edit
         self.constants = graph_module.constants(model.graph)
         self.graph_outputs = {o.name for o in model.graph.output}
         self.graph_inputs = {i.name for i in model.graph.input}
@@ -152,12 +152,6 @@ class EditableGraph:
         if "com.microsoft" not in imported and any(n.domain == "com.microsoft" for n in self.nodes):
             model.opset_import.append(onnx.helper.make_opsetid("com.microsoft", 1))
         return model
-
-
-def _copy(node: onnx.NodeProto) -> onnx.NodeProto:
-    copy = onnx.NodeProto()
-    copy.CopyFrom(node)
-    return copy
 
 
 def _element_types(model: onnx.ModelProto) -> dict[str, np.dtype]:
