@@ -201,11 +201,12 @@ class InferenceSession:
     def run(self, output_names, input_feed: dict, run_options=None) -> list:
         """Like onnxruntime: ``output_names`` None for all outputs; returns a list of arrays."""
         feeds = self.check_feeds(input_feed)
-        known = [o.name for o in self._skeleton.graph.output]
+        known = self.planner.output_names
         names = known if not output_names else list(output_names)
-        for name in names:
-            if name not in known:
-                raise FeedError(f"unknown output name {name!r} (outputs: {', '.join(sorted(known))})")
+        unknown = set(names).difference(known)  # a set: 10,000 outputs checked against a list was quadratic
+        if unknown:
+            name = next(n for n in names if n in unknown)
+            raise FeedError(f"unknown output name {name!r} (outputs: {', '.join(sorted(known))})")
         if self._cpu_session is not None:
             return self._cpu_session.run(names, feeds)
         values = self.executor.run(feeds)
