@@ -20,6 +20,7 @@ from onnx import external_data_helper, numpy_helper
 from onnx.checker import MAXIMUM_PROTOBUF
 
 from .errors import ModelError
+from .memory import release_freed_memory
 
 
 class ValueInfo(NamedTuple):
@@ -153,6 +154,7 @@ def check_model(proto: onnx.ModelProto) -> None:
         onnx.checker.check_model(_outputs_typed(skeleton(proto)))
     except Exception as exc:  # ValidationError, and others on malformed external data and similar
         raise ModelError(f"the model fails onnx.checker: {_checker_message(exc)}") from None
+    release_freed_memory()  # the checker's C++ copy of the model
     for value in graph_inputs(proto.graph):
         check_input(value)
 
@@ -404,8 +406,8 @@ def static_values(model: onnx.ModelProto, input_shapes=None) -> dict[str, ValueI
     except Exception as exc:  # onnxruntime's Fail, InvalidGraph, InvalidArgument...
         message = ort_message(exc)
         raise ModelError(f"the model is invalid (onnxruntime rejects it): {message}{_inputs_of(model.graph, message)}") from None
-    values = {arg.name: value_info(arg.name, arg.type, arg.shape) for arg in (*inputs_meta, *outputs_meta)}
-    inputs = {arg.name for arg in inputs_meta}
+    values = {name: value_info(name, ort_type, shape) for name, ort_type, shape in (*inputs_meta, *outputs_meta)}
+    inputs = {name for name, _, _ in inputs_meta}
     rank_0 = [name for name, info in values.items() if info.shape == () and name not in inputs]
     if rank_0:  # onnxruntime says [] for a scalar and for a rank it does not know: onnx's inference tells them apart
         scalars = _inferred_scalars(probe)

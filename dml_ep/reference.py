@@ -14,6 +14,8 @@ import functools
 import onnx
 import onnxruntime as ort
 
+from .memory import release_freed_memory
+
 REFERENCES = ("ort", "ort-exact", "ort-unfused")
 
 
@@ -49,7 +51,7 @@ def cpu_session(model, reference: str = "ort", threads: int | None = None, spinn
 
 
 def loaded_graph(model: onnx.ModelProto) -> tuple[list, list]:
-    """The inputs and outputs (NodeArgs: name, type, shape) of the graph onnxruntime builds when it
+    """The inputs and outputs (name, type string, shape) of the graph onnxruntime builds when it
     loads ``model``: resolved, so typed and shaped by its inference, but with no session initialized.
     Initializing would make a kernel and plan memory for every node, three times the time and
     memory, and tell nothing more about the values. Raises what onnxruntime raises at load."""
@@ -58,7 +60,10 @@ def loaded_graph(model: onnx.ModelProto) -> tuple[list, list]:
     options = ort.SessionOptions()
     options.log_severity_level = 4
     session = _pybind_state.InferenceSession(options, model.SerializeToString(), False, False)
-    return session.inputs_meta, session.outputs_meta
+    inputs, outputs = ([(arg.name, arg.type, arg.shape) for arg in args] for args in (session.inputs_meta, session.outputs_meta))
+    del session  # its NodeArgs keep it alive: only plain values leave
+    release_freed_memory()
+    return inputs, outputs
 
 
 @functools.lru_cache(maxsize=1)

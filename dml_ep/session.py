@@ -108,11 +108,11 @@ class InferenceSession:
         self._declared = graph.detached(graph.graph_inputs(model.graph))
         self._initializers = [tensor.name for tensor in model.graph.initializer]
         self._stand_ins = graph.stand_ins(model.graph)
-        self._skeleton = graph.skeleton(model)  # the weights live on in the planner's constants only
         level, disable_qdq, int8_allowed = graph_options(sess_options)
         self.planner = Planner(model, feature_level, qdq_rules=None if disable_qdq else qdq_rules, optimization_level=level,
                                int8_allowed=int8_allowed)
-        del model
+        self._skeleton = graph.skeleton(model)  # made after planning, whose peak it would add to
+        del model  # the weights live on in the planner's constants only
         self.executor = Executor(self.planner, self.arithmetic, engine)
         self.set_providers(providers, provider_options)
         self._loaded_plan = None

@@ -16,6 +16,7 @@ import numpy as np
 import onnx
 
 from .. import graph as graph_module
+from ..memory import release_freed_memory
 from .names import Names
 from .node_index import NodeIndex
 from .node_order import NodeOrder
@@ -167,4 +168,6 @@ def _element_types(model: onnx.ModelProto) -> dict[str, np.dtype]:
         elem_type = value.type.tensor_type.elem_type
         if value.type.HasField("tensor_type") and elem_type:
             types[value.name] = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem_type))
+    del inferred, graph
+    release_freed_memory()  # onnx's copies of the model, in and out of its C++ inference
     return types
