@@ -129,6 +129,11 @@ def broadcast_strides(shape: Sequence[int], target: Sequence[int]) -> tuple[int,
     1 gets stride 0 once anything broadcasts; a shape equal to the target reads packed.
     Raises ValueError when the shapes do not broadcast.
     """
+    return _broadcast_strides(tuple(shape), tuple(target))
+
+
+@functools.lru_cache(maxsize=4096)
+def _broadcast_strides(shape: tuple, target: tuple) -> tuple[int, ...]:
     if len(shape) > len(target):
         raise ValueError(f"shape {list(shape)} has more dimensions than {list(target)}")
     shape = left_pad(shape, len(target))
@@ -146,7 +151,12 @@ def broadcast_desc(data_type, shape: Sequence[int], target: Sequence[int]) -> DM
 
 def broadcast_shapes(*shapes: Sequence[int]) -> tuple[int, ...]:
     """The ONNX multidirectional broadcast of shapes; ValueError when they do not broadcast."""
-    return tuple(np.broadcast_shapes(*[tuple(s) for s in shapes]))
+    return _broadcast_shapes(tuple(tuple(s) for s in shapes))
+
+
+@functools.lru_cache(maxsize=4096)
+def _broadcast_shapes(shapes: tuple) -> tuple[int, ...]:
+    return tuple(np.broadcast_shapes(*shapes))
 
 
 def view(array: np.ndarray, desc: DML_BUFFER_TENSOR_DESC) -> np.ndarray:

@@ -43,7 +43,7 @@ class NodeImporter:
         fn = IMPORTERS.get((domain, node.op_type))
         if fn is None:
             return FallbackNode(node, not_modelled_reason(node, origin), origin)
-        empty = next((n for n in node.input if n in values and values[n].shape and 0 in values[n].shape), None)
+        empty = next((n for n in node.input if 0 in (getattr(values.get(n), "shape", None) or ())), None)
         if empty is not None:  # the real EP's operators skip empty tensors; dml_ep leaves them to the CPU EP
             return FallbackNode(node, f"input {empty!r} is empty (shape {list(values[empty].shape)}); DirectML sizes are at least 1; "
                                       "on DirectML in the real EP, whose operators skip empty tensors", origin)
