@@ -399,8 +399,8 @@ def static_values(model: onnx.ModelProto, input_shapes=None) -> dict[str, ValueI
             for size in input_shapes[value.name]:
                 shape.dim.add().dim_value = int(size)
     listed = {o.name for o in probe.graph.output}
-    for node in probe.graph.node:
-        probe.graph.output.extend(onnx.helper.make_empty_tensor_value_info(n) for n in node.output if n and n not in listed)
+    exposed = [onnx.ValueInfoProto(name=n) for node in probe.graph.node for n in node.output if n and n not in listed]
+    probe.graph.output.extend(exposed)  # one call: an extend per node costs more than the values
     try:
         inputs_meta, outputs_meta = loaded_graph(probe)
     except Exception as exc:  # onnxruntime's Fail, InvalidGraph, InvalidArgument...
