@@ -83,8 +83,8 @@ def content_key(*arrays) -> tuple:
         if array is None:
             key.append(None)
             continue
-        array = np.ascontiguousarray(array)
-        key.append((array.dtype.str, array.shape, hashlib.blake2b(array, digest_size=32).digest()))
+        array = np.asarray(array)
+        key.append((array.dtype.str, array.shape, hashlib.blake2b(np.ascontiguousarray(array), digest_size=32).digest()))
     return tuple(key)
 
 
@@ -104,7 +104,7 @@ class Engine:
         dtype and rank matter). ``rows`` is how many rows of A a call is expected to bring."""
         threads = self._threads(b, rows)
         b_key = content_key(b) if constant else (b.dtype.str, b.ndim)
-        key = (b_key, content_key(np.asarray(b_zero_point), None if bias is None else np.asarray(bias)), constant, threads)
+        key = (b_key, content_key(b_zero_point, bias), constant, threads)
         made = self._products.get(key)
         if made is None:
             made = self._products[key] = self._make(b, b_zero_point, constant, bias, threads)

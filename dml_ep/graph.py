@@ -378,11 +378,11 @@ def static_values(model: onnx.ModelProto, input_shapes=None) -> dict[str, ValueI
     """Every value's type, and its shape as far as onnxruntime's own inference knows it before a run.
 
     onnxruntime loads the model with every node output exposed (loads only: no session is
-    initialized, so no node disappears and no kernel is made) and says what each output is: its type string, and dimensions where static
-    (None where they depend on a symbolic input dimension or on data). ``input_shapes`` pins input
-    shapes first. value_info and the graph outputs' shapes are dropped beforehand: a shape is never
-    taken from a declaration. A
-    model onnxruntime refuses at load is a ModelError naming the node.
+    initialized, so no node disappears and no kernel is made) and says what each output is: its
+    type string, and dimensions where static (None where they depend on a symbolic input dimension
+    or on data). ``input_shapes`` pins input shapes first. value_info and the graph outputs' shapes
+    are dropped beforehand: a shape is never taken from a declaration. A model onnxruntime refuses
+    at load is a ModelError naming the node.
     """
     from .reference import loaded_graph
 

@@ -4,8 +4,11 @@ import importlib.util
 from pathlib import Path
 
 import numpy as np
+import onnx
 import pytest
+from onnxruntime.capi import _pybind_state
 
+from dml_ep import arithmetic, engines
 from dml_ep.executor import Executor
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -49,3 +52,27 @@ def break_dml_node(monkeypatch):
         monkeypatch.setattr(Executor, "run_dml", off_by_one)
 
     return apply
+
+
+@pytest.fixture
+def handed_to_onnxruntime(monkeypatch):
+    """The list of models (ModelProtos) given to onnxruntime during the test: recorded where every
+    session and every load-only graph (graph.static_values) is made, onnxruntime's pybind
+    InferenceSession.
+
+    The probe and the engine are made once per process: their caches are emptied around the test,
+    so that they are made (and recorded) again."""
+    recorded = []
+    made = _pybind_state.InferenceSession
+
+    def recording(options, model, is_path, *args):
+        recorded.append(onnx.load(model, load_external_data=False) if is_path else onnx.load_from_string(bytes(model)))
+        return made(options, model, is_path, *args)
+
+    monkeypatch.setattr(_pybind_state, "InferenceSession", recording)
+    caches = [arithmetic.host_saturates_u8s8, engines._ENGINES["onnxruntime"]]
+    for cache in caches:
+        cache.cache_clear()
+    yield recorded
+    for cache in caches:
+        cache.cache_clear()

@@ -7,7 +7,7 @@ and opsets that onnxruntime 1.17, pyproject's lower bound, loads. Measured with 
 (built on onnx 1.15): "max supported IR version: 9", and for opset 21 "Current official support
 for domain ai.onnx is till opset 20".
 
-The recorder sees every model onnxruntime loads; the models dml_ep derives
+The recorder (conftest's ``handed_to_onnxruntime``) sees every model onnxruntime loads; the models dml_ep derives
 from the user's keep the user's IR version and opsets, and the shipped models (IR version 8,
 opset 17) are within the limits, so anything recorded beyond them is a model of dml_ep's own,
 including one added later.
@@ -19,7 +19,6 @@ import numpy as np
 import onnx
 import pytest
 from onnx import helper
-from onnxruntime.capi import _pybind_state
 
 import dml_ep
 import dml_ep.backend
@@ -31,30 +30,6 @@ SHIPPED = sorted((Path(__file__).resolve().parent.parent / "models").glob("*.onn
 # onnxruntime 1.17's limits (see the module docstring); com.microsoft has only version 1.
 OLDEST_MAX_IR_VERSION = 9
 OLDEST_MAX_OPSET = {"": 20, "ai.onnx": 20, "com.microsoft": 1}
-
-
-@pytest.fixture
-def handed_to_onnxruntime(monkeypatch):
-    """The list of models (ModelProtos) given to onnxruntime during the test: recorded where every
-    session and every load-only graph (graph.static_values) is made, onnxruntime's pybind
-    InferenceSession.
-
-    The probe and the engine are made once per process: their caches are emptied around the test,
-    so that they are made (and recorded) again."""
-    recorded = []
-    made = _pybind_state.InferenceSession
-
-    def recording(options, model, is_path, *args):
-        recorded.append(onnx.load(model, load_external_data=False) if is_path else onnx.load_from_string(bytes(model)))
-        return made(options, model, is_path, *args)
-
-    monkeypatch.setattr(_pybind_state, "InferenceSession", recording)
-    caches = [arithmetic.host_saturates_u8s8, engines._ENGINES["onnxruntime"]]
-    for cache in caches:
-        cache.cache_clear()
-    yield recorded
-    for cache in caches:
-        cache.cache_clear()
 
 
 def too_new(model: onnx.ModelProto) -> list[str]:

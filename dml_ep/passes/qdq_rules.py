@@ -64,7 +64,8 @@ class RuleSet:
     @functools.cached_property
     def by_op_type(self) -> dict[str, tuple[Rule, ...]]:
         """The rules naming each op type, in table order: a node is matched against those only."""
-        return {op: tuple(r for r in self.rules if op in r.ops) for rule in self.rules for op in rule.ops}
+        ops = dict.fromkeys(op for rule in self.rules for op in rule.ops)
+        return {op: tuple(rule for rule in self.rules if op in rule.ops) for op in ops}
 
 
 def _rules(unary_dml: set[str], *, newer: bool) -> tuple[Rule, ...]:
