@@ -391,6 +391,18 @@ def test_float_bias_not_quantized_before_1_20():
     assert "2 of its inputs come from DequantizeLinear, 3 must" in graph.origin(node(graph, "Conv")).note
 
 
+def test_a_node_without_a_dq_input_gets_no_note():
+    """Every selector needs a DQ input: a float Add that only feeds a Q is no QDQ group, and its row
+    carries no QDQ note (a float model's every Add used to get one)."""
+    g = Graph()
+    x = g.input("x", F32, [1, 4])
+    total = g.node("Add", [x, g.const("c", np.ones((1, 4), F32))], "total")
+    g.node("QuantizeLinear", [total, g.const("s", F32(0.1)), g.const("z", U8(128))], "q")
+    g.output("q", U8, [1, 4])
+    graph = rewrite(g.model())
+    assert graph.origin(node(graph, "Add")).note is None
+
+
 def test_float_bias_not_quantized_without_a_q():
     """WeightBiasQuantization needs a no-branch path from the node to a QuantizeLinear; a Conv
     whose output also feeds another node keeps its float bias (and stays unfused)."""

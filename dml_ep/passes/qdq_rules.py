@@ -124,15 +124,17 @@ def qdq_selector_action_transformer(graph: EditableGraph, rule_set: RuleSet, pro
                                     int8_allowed: bool = False) -> bool:
     """Apply the rule set's rules to every node ``provider`` runs, in topological order; True if any fired.
 
-    A node no rule fuses gets a note saying why: the condition that rejected its group, or a rule
-    that would fuse it but is for other providers only, or int8 activations that only CPU nodes
-    get converted, or a redundant Relu/Clip before the Q that only CPU nodes get removed (then the
-    rule is named as ``cpu_rule``: the CPU EP's graph fuses the group).
+    A node that reads a DQ but no rule fuses gets a note saying why: the condition that rejected
+    its group, or a rule that would fuse it but is for other providers only, or int8 activations
+    that only CPU nodes get converted, or a redundant Relu/Clip before the Q that only CPU nodes
+    get removed (then the rule is named as ``cpu_rule``: the CPU EP's graph fuses the group).
     """
     changed = False
     for target in list(graph.nodes):
         if target not in graph:  # removed as part of an earlier group
             continue
+        if not any(selectors.is_dq(graph.producer(name)) for name in target.input if name):
+            continue  # every selector needs a DQ input: a node without one is no QDQ group, and needs no note
         notes, other_provider_rule = [], None
         for rule in rule_set.by_op_type.get(target.op_type, ()):
             if not rule.covers(target, opset):
