@@ -153,11 +153,13 @@ class OnnxruntimeEngine(Engine):
 
     name = "onnxruntime"
 
-    def __init__(self):
+    @functools.cached_property
+    def signed_b(self) -> bool:
+        """Whether B goes in as int8: only where the host does not saturate u8s8 pairs. Measured at
+        the first product, so that a model with none makes no probe session."""
         from .arithmetic import host_saturates_u8s8
 
-        super().__init__()
-        self.signed_b = not host_saturates_u8s8()
+        return not host_saturates_u8s8()
 
     def _make(self, b, b_zero_point, constant, bias, threads) -> "OnnxruntimeProduct":
         return OnnxruntimeProduct(self, b, b_zero_point, constant, bias, threads)

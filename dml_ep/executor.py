@@ -323,6 +323,6 @@ def fallback_model(nodes: list, inputs: list[str], outputs: list[str], planner: 
         graph_outputs.append(onnx.helper.make_empty_tensor_value_info(name))
     graph_name = f"fallback_{nodes[0].name or nodes[0].op_type}"
     graph = onnx.helper.make_graph(list(nodes) + transposes, graph_name, graph_inputs, graph_outputs, initializers)
-    model = onnx.helper.make_model(graph, opset_imports=planner.model.opset_import, ir_version=planner.model.ir_version)
-    model.functions.extend(planner.model.functions)
+    model = onnx.helper.make_model(graph, opset_imports=planner.header.opset_import, ir_version=planner.header.ir_version)
+    model.functions.extend(planner.header.functions)
     return model

@@ -374,7 +374,7 @@ def element_dtype(value: onnx.ValueInfoProto) -> np.dtype:
     return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(value.type.tensor_type.elem_type))
 
 
-def static_values(model: onnx.ModelProto, input_shapes=None) -> dict[str, ValueInfo]:
+def static_values(model: onnx.ModelProto | bytes, input_shapes=None) -> dict[str, ValueInfo]:
     """Every value's type, and its shape as far as onnxruntime's own inference knows it before a run.
 
     onnxruntime loads the model with every node output exposed (loads only: no session is
@@ -382,12 +382,16 @@ def static_values(model: onnx.ModelProto, input_shapes=None) -> dict[str, ValueI
     type string, and dimensions where static (None where they depend on a symbolic input dimension
     or on data). ``input_shapes`` pins input shapes first. value_info and the graph outputs' shapes
     are dropped beforehand: a shape is never taken from a declaration. A model onnxruntime refuses
-    at load is a ModelError naming the node.
+    at load is a ModelError naming the node. Given as bytes, the model is parsed into the probe:
+    no second copy of it is alive while onnxruntime holds its own.
     """
     from .reference import loaded_graph
 
     probe = onnx.ModelProto()
-    probe.CopyFrom(model)
+    if isinstance(model, bytes):
+        probe.ParseFromString(model)
+    else:
+        probe.CopyFrom(model)
     del probe.graph.value_info[:]
     for output in probe.graph.output:  # a declared output shape is a declaration too
         if output.type.HasField("tensor_type"):
@@ -405,14 +409,14 @@ def static_values(model: onnx.ModelProto, input_shapes=None) -> dict[str, ValueI
         inputs_meta, outputs_meta = loaded_graph(probe)
     except Exception as exc:  # onnxruntime's Fail, InvalidGraph, InvalidArgument...
         message = ort_message(exc)
-        raise ModelError(f"the model is invalid (onnxruntime rejects it): {message}{_inputs_of(model.graph, message)}") from None
+        raise ModelError(f"the model is invalid (onnxruntime rejects it): {message}{_inputs_of(probe.graph, message)}") from None
     values = {name: value_info(name, ort_type, shape) for name, ort_type, shape in (*inputs_meta, *outputs_meta)}
     inputs = {name for name, _, _ in inputs_meta}
     rank_0 = [name for name, info in values.items() if info.shape == () and name not in inputs]
     if rank_0:  # onnxruntime says [] for a scalar and for a rank it does not know: onnx's inference tells them apart
         scalars = _inferred_scalars(probe)
         values.update((name, values[name]._replace(shape=None)) for name in rank_0 if name not in scalars)
-    for tensor in model.graph.initializer:
+    for tensor in probe.graph.initializer:
         values.setdefault(tensor.name, ValueInfo(tensor.name, np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type)), tuple(tensor.dims)))
     return values
 

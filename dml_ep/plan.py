@@ -98,7 +98,6 @@ class Plan:
     outputs: list[ValueInfo]
     values: dict[str, ValueInfo]
     constants: dict[str, np.ndarray]
-    model: onnx.ModelProto  # as onnxruntime's QDQ passes left it, its weights standing as graph inputs (graph.skeleton)
     qdq_rules: str | None = None  # the onnxruntime release whose QDQ rules applied; None: off
     pending: list[onnx.NodeProto] = dataclasses.field(default_factory=list)  # shapes known only when run
     assumed: dict[str, int] = dataclasses.field(default_factory=dict)  # symbolic dims taken at a size

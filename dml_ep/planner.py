@@ -44,15 +44,19 @@ class Planner:
         self.provider = provider
         self.declared = graph_module.detached(graph_module.graph_inputs(model.graph))
         graph = EditableGraph(model)
+        self.source = graph.source  # the user's model without its weights (graph.skeleton), whose nodes origins name
         constant_nodes_to_initializers(graph)  # as onnxruntime builds its graph, whatever the level
         if optimization_level >= 1:
             constant_folding(graph, skip_dequantize_linear=qdq_rules is not None)
         if qdq_rules is not None and optimization_level >= 1:
             qdq_transformer(graph, qdq_rules, provider, int8_allowed, level=optimization_level)
-        self.model = graph.to_model()  # as the QDQ passes left it (fallback sessions take its opsets)
+        rewritten = graph.to_model()  # as the QDQ passes left it
+        self.header = graph_module.copy_without(rewritten, "graph")  # opsets, IR version, functions: fallback models take them
+        self._rewritten = rewritten.SerializeToString()  # typed here and for other input shapes; as bytes, a twentieth of the message
+        del rewritten
         self.constants = graph.constants
-        self.static = graph_module.static_values(self.model)
-        self._importer = NodeImporter(self.constants, self.feature_level, opset_versions(self.model))
+        self.static = graph_module.static_values(self._rewritten)
+        self._importer = NodeImporter(self.constants, self.feature_level, opset_versions(self.header))
         if provider == DML and optimization_level >= 2:  # DmlOperatorFusionTransformer is a Level-2 transformer
             dml_operator_fusion(graph, self._maps_by_type)
         self.nodes = list(graph.nodes)
@@ -114,7 +118,7 @@ class Planner:
         values = {**{name: value_info_of(name, array) for name, array in self.constants.items()}, **values}
         inputs = [values[v.name] for v in self.declared]
         outputs = [values.get(name) or self.static[name] for name in self.output_names]
-        return Plan(entries, self.feature_level, inputs, outputs, values, self.constants, self.model, self.qdq_rules,
+        return Plan(entries, self.feature_level, inputs, outputs, values, self.constants, self.qdq_rules,
                     pending=list(pending), assumed=assumed or {})
 
     def plan_for_shapes(self, input_shapes: dict[str, tuple] | None = None) -> Plan:
@@ -129,7 +133,7 @@ class Planner:
                 for dim in graph_module.symbolic_dims(value):
                     assumed[dim] = 1
                 shapes[value.name] = graph_module.declared_shape(value)
-        values = graph_module.static_values(self.model, shapes) if input_shapes or assumed else self.static
+        values = graph_module.static_values(self._rewritten, shapes) if input_shapes or assumed else self.static
         try:
             return self.plan(values, assumed)
         except NodeError as error:

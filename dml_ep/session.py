@@ -111,7 +111,6 @@ class InferenceSession:
         level, disable_qdq, int8_allowed = graph_options(sess_options)
         self.planner = Planner(model, feature_level, qdq_rules=None if disable_qdq else qdq_rules, optimization_level=level,
                                int8_allowed=int8_allowed)
-        self._skeleton = graph.skeleton(model)  # made after planning, whose peak it would add to
         del model  # the weights live on in the planner's constants only
         self.executor = Executor(self.planner, self.arithmetic, engine)
         self.set_providers(providers, provider_options)
@@ -124,7 +123,7 @@ class InferenceSession:
     def model(self) -> onnx.ModelProto:
         """The model, rebuilt on request from its skeleton and the planner's constants, so that a
         session holds one copy of the weights."""
-        return graph.with_weights(self._skeleton, self.planner.constants, self._initializers, self._stand_ins)
+        return graph.with_weights(self.planner.source, self.planner.constants, self._initializers, self._stand_ins)
 
     def set_providers(self, providers=None, provider_options=None) -> None:
         """Choose the execution providers, as onnxruntime's ``set_providers``."""
@@ -156,7 +155,7 @@ class InferenceSession:
         return self._sess_options
 
     def get_modelmeta(self) -> ModelMetadata:
-        model = self._skeleton
+        model = self.planner.source
         version = model.model_version if model.HasField("model_version") else 2**63 - 1  # onnxruntime's "none"
         return ModelMetadata(model.producer_name, model.graph.name, model.domain, model.doc_string, model.graph.doc_string,
                              version, {p.key: p.value for p in model.metadata_props})
@@ -164,7 +163,7 @@ class InferenceSession:
     def get_overridable_initializers(self) -> list[NodeArg]:
         """Initializers also listed as graph inputs (onnxruntime lets a run feed them)."""
         initialized, stand_ins = set(self._initializers), set(self._stand_ins)
-        return [self._node_arg(v) for v in self._skeleton.graph.input if v.name in initialized and v.name not in stand_ins]
+        return [self._node_arg(v) for v in self.planner.source.graph.input if v.name in initialized and v.name not in stand_ins]
 
     def end_profiling(self) -> str:
         """dml_ep does not profile: like onnxruntime without profiling enabled, no file."""
@@ -177,7 +176,7 @@ class InferenceSession:
         node is a fallback."""
         if self._cpu_session is not None:
             reason = "the session's providers do not include DmlExecutionProvider"
-            entries = [FallbackNode(n, reason, Origin((), (n,))) for n in self._skeleton.graph.node]
+            entries = [FallbackNode(n, reason, Origin((), (n,))) for n in self.planner.source.graph.node]
             return self.planner.plan_of(entries, dict(self.planner.static))
         if self.executor.plan is None and self._loaded_plan is None:
             self._loaded_plan = self.planner.plan_for_shapes()
@@ -187,7 +186,7 @@ class InferenceSession:
         return [self._node_arg(v) for v in self._declared]
 
     def get_outputs(self) -> list[NodeArg]:
-        return [self._node_arg(v) for v in self._skeleton.graph.output]
+        return [self._node_arg(v) for v in self.planner.source.graph.output]
 
     def _node_arg(self, value) -> NodeArg:
         """As declared; what the model leaves out (an output's type or shape), as onnxruntime infers it."""

@@ -1,7 +1,7 @@
 """Scale benchmark: dml_ep against onnxruntime CPU on generated graphs of 1,000 to 10,000 nodes.
 
     python scripts/scale_bench.py [--sizes 1000,2000,5000,10000] [--kinds KIND,...] [--timeout S]
-                                  [--plan] [--json FILE]
+                                  [--plan] [--repeat R] [--json FILE]
 
 bench.py times real models, whose few hundred nodes hide costs that grow with the node count:
 4,000 chained fallback nodes took 417 s, and 10,000 independent ones made 10,003 threads (an
@@ -17,9 +17,10 @@ that the time is all per-node overhead, of four kinds:
 
 A small instance of each kind is planned first, to check that it still runs where its name says.
 Each (kind, N, runtime) runs in a fresh child process that creates the session (onnxruntime with
-its defaults and CPUExecutionProvider; dml_ep.InferenceSession) and runs it once: the table gives
-that wall time (imports excluded), the dml_ep / onnxruntime ratio, dml_ep's microseconds per node,
-each child's peak RSS and its thread count after the run. Peak RSS is the child's VmHWM, not
+its defaults and CPUExecutionProvider; dml_ep.InferenceSession) and runs it once; ``--repeat``
+children each (3, the runtimes taking turns, as one 0.02 s run is noise). The table gives the
+medians of that wall time (imports excluded), the dml_ep / onnxruntime ratio, dml_ep's
+microseconds per node, each child's peak RSS and its thread count after the run. Peak RSS is the child's VmHWM, not
 ru_maxrss: Linux carries ru_maxrss across fork and exec, so a child would report this (larger)
 process's peak. A child that fails or passes ``--timeout`` is reported with its error's last line;
 once a runtime times out on a kind, its larger sizes are skipped. ``--plan`` adds a child that only
@@ -143,7 +144,7 @@ def measure(runtime: str, path: Path, shape: list[int], timeout: float) -> dict:
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
-def bench_kind(kind: str, sizes: list[int], directory: Path, timeout: float, plan: bool) -> list[dict]:
+def bench_kind(kind: str, sizes: list[int], directory: Path, timeout: float, plan: bool, repeat: int) -> list[dict]:
     runtimes = ("ort", "dml_ep", "plan") if plan else ("ort", "dml_ep")
     timed_out: dict[str, int] = {}
     rows = []
@@ -153,14 +154,24 @@ def bench_kind(kind: str, sizes: list[int], directory: Path, timeout: float, pla
         onnx.save(model, path)
         shape = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
         row = {"kind": kind, "n": n, "nodes": len(model.graph.node)}
-        for runtime in runtimes:
-            if runtime in timed_out:
-                row[runtime] = {"error": f"skipped (timed out at N={timed_out[runtime]})"}
-                continue
-            row[runtime] = measure(runtime, path, shape, timeout)
-            if row[runtime].get("timeout"):
-                timed_out[runtime] = n
-            print(f"  {kind} N={n} {runtime}: {row[runtime].get('error') or format(row[runtime]['total_s'], '.2f') + ' s'}", file=sys.stderr)
+        runs: dict[str, list[dict]] = {runtime: [] for runtime in runtimes}
+        for _ in range(repeat):  # the runtimes take turns, so that a slow spell of the machine hits both
+            for runtime in runtimes:
+                if runtime in timed_out:
+                    row[runtime] = {"error": f"skipped (timed out at N={timed_out[runtime]})"}
+                    continue
+                if "error" in row.get(runtime, {}):
+                    continue
+                result = measure(runtime, path, shape, timeout)
+                if "error" in result:
+                    row[runtime] = result
+                    timed_out.update({runtime: n} if result.get("timeout") else {})
+                else:
+                    runs[runtime].append(result)
+                print(f"  {kind} N={n} {runtime}: {result.get('error') or format(result['total_s'], '.2f') + ' s'}", file=sys.stderr)
+        for runtime, results in runs.items():
+            if runtime not in row:
+                row[runtime] = {key: np.median([r[key] for r in results]).item() for key in results[0]}
         ort, dml = row["ort"], row["dml_ep"]
         if "error" not in ort and "error" not in dml:
             row["ratio"] = dml["total_s"] / ort["total_s"]
@@ -226,6 +237,7 @@ def main(argv=None) -> int:
     parser.add_argument("--kinds", default=",".join(KINDS), help="graph kinds, comma-separated (default: %(default)s)")
     parser.add_argument("--timeout", type=float, default=300, help="seconds per child process (default: %(default)s)")
     parser.add_argument("--plan", action="store_true", help="also time dml_ep's planning alone")
+    parser.add_argument("--repeat", type=int, default=3, help="fresh children per cell; the table gives their medians (default: %(default)s)")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     sizes = sorted(int(size) for size in args.sizes.split(","))
@@ -237,7 +249,7 @@ def main(argv=None) -> int:
     results = {}
     with tempfile.TemporaryDirectory(prefix="scale_bench-") as directory:
         for kind in kinds:
-            results[kind] = bench_kind(kind, sizes, Path(directory), args.timeout, args.plan)
+            results[kind] = bench_kind(kind, sizes, Path(directory), args.timeout, args.plan, args.repeat)
     print(machine())
     for kind, rows in results.items():
         print(format_table(kind, rows, args.plan))

@@ -42,12 +42,13 @@ class EditableGraph:
 
     def __init__(self, model: onnx.ModelProto):
         self.model = model
-        order = graph_module.detached(graph_module.topological_order(model.graph))  # the user's nodes, for origins
+        self.source = graph_module.skeleton(model)  # the user's model without its weights: origins name its nodes
+        order = graph_module.topological_order(self.source.graph)
         nodes = graph_module.detached(order)  # the passes' to edit
         self.constants = graph_module.constants(model.graph)
         self.graph_outputs = {o.name for o in model.graph.output}
         self.graph_inputs = {i.name for i in model.graph.input}
-        self.types = _element_types(model)
+        self.types = _element_types(self.source)
         self.origins = {id(n): Origin((), (original,)) for n, original in zip(nodes, order)}
         self.added_constants: list[str] = []
         self._order = NodeOrder(nodes)
@@ -155,13 +156,13 @@ class EditableGraph:
         return model
 
 
-def _element_types(model: onnx.ModelProto) -> dict[str, np.dtype]:
+def _element_types(source: onnx.ModelProto) -> dict[str, np.dtype]:
     """Element types of the model's values, as far as onnx's type inference knows them (run on
-    the model without copies of its weights)."""
+    ``source``, the model without copies of its weights)."""
     try:
-        inferred = onnx.shape_inference.infer_shapes(graph_module.skeleton(model))
+        inferred = onnx.shape_inference.infer_shapes(source)
     except Exception:  # contrib ops and the like: the declared types are what there is
-        inferred = model
+        inferred = source
     graph = inferred.graph
     types = {}
     for value in (*graph.input, *graph.value_info, *graph.output):
