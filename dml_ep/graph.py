@@ -403,8 +403,9 @@ def static_values(model: onnx.ModelProto | bytes, input_shapes=None) -> dict[str
             for size in input_shapes[value.name]:
                 shape.dim.add().dim_value = int(size)
     listed = {o.name for o in probe.graph.output}
-    exposed = [onnx.ValueInfoProto(name=n) for node in probe.graph.node for n in node.output if n and n not in listed]
-    probe.graph.output.extend(exposed)  # one call: an extend per node costs more than the values
+    add_output = probe.graph.output.add  # in the probe's arena: a message made on its own takes an arena of its own
+    for name in [n for node in probe.graph.node for n in node.output if n and n not in listed]:
+        add_output(name=name)
     try:
         inputs_meta, outputs_meta = loaded_graph(probe)
     except Exception as exc:  # onnxruntime's Fail, InvalidGraph, InvalidArgument...
