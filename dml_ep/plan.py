@@ -9,7 +9,6 @@ of both. A
 from __future__ import annotations
 
 import dataclasses
-import functools
 from typing import Union
 
 import numpy as np
@@ -20,7 +19,7 @@ from .operator_descs import OperatorDesc
 from .passes.editable import Origin
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(slots=True)  # slots: a plan has an entry per node
 class DmlNode:
     """A node of the rewritten graph executed as one DirectML operator; ``origin`` names the
     user's nodes it stands for (the node itself, or the DQs, target and Q a rule fused, and a fused
@@ -57,19 +56,22 @@ class DmlNode:
         return text
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(slots=True)
 class FallbackNode:
     """An ONNX node left to onnxruntime's CPU execution provider."""
 
     node: onnx.NodeProto
     reason: str
     origin: Origin
+    _reads: list[str] | None = dataclasses.field(default=None, repr=False, compare=False)
 
-    @functools.cached_property
+    @property
     def value_inputs(self) -> list[str]:
         """Its inputs, and the values of the graph around it that its subgraphs read (walked once:
         every run reads them)."""
-        return node_reads(self.node)
+        if self._reads is None:
+            self._reads = node_reads(self.node)
+        return self._reads
 
     @property
     def outputs(self) -> list[str]:

@@ -22,7 +22,7 @@ from .node_index import NodeIndex
 from .node_order import NodeOrder
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, slots=True)  # slots: every node has one
 class Origin:
     """The rules that made a node (in the order they applied; none for a node as the user wrote
     it) and the user's nodes it stands for, in graph order."""
