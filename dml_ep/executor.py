@@ -84,7 +84,7 @@ class Executor:
         made = set()
         for entry in plan.entries:
             if isinstance(entry, DmlNode):
-                if entry.desc.OPERATOR_TYPE == DML_OPERATOR_TYPE.QUANTIZED_LINEAR_CONVOLUTION or entry.inputs.get("ATensor") in channels_last:
+                if entry.desc.OPERATOR_TYPE == DML_OPERATOR_TYPE.QUANTIZED_LINEAR_CONVOLUTION or entry.names.get("ATensor") in channels_last:
                     channels_last.add(entry.output)
                 continue
             group = self._partition_of.get(id(entry.node)) or (self._index[id(entry.node)],)

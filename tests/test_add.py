@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from onnx_builders import add, run_dml, run_ort
+from onnx_builders import Feed, add, run_dml, run_ort, single_node_model
 
 import dml_ep
 from dml_ep.plan import DmlNode
@@ -131,3 +131,11 @@ def test_an_add_dml_ep_does_not_model_says_what_the_real_ep_does(dtype, verdict)
     np.testing.assert_array_equal(session.run(None, feeds)[0], a + a)
     reason = session.plan.entries[0].reason
     assert reason.endswith(verdict) and "ELEMENT_WISE_ADD1" in reason
+
+
+def test_a_constant_first_operand():
+    """Add(constant, x): the executor once looked the bound array up in a set of value names
+    (TypeError: unhashable type) while preparing the session."""
+    c, x = operands((2, 3), (2, 3), np.float32)
+    model, feeds = single_node_model("Add", [c, Feed(x)], np.float32, 2)
+    check_both_modes(model, feeds)
