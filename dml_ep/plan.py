@@ -31,6 +31,7 @@ class DmlNode:
     output: str
     output_shape: tuple[int, ...]
     names: dict[str, str] = dataclasses.field(default_factory=dict)  # the graph value bound to each field of ``inputs``
+    input_index: dict[str, int] = dataclasses.field(default_factory=dict)  # the node input bound to each field, by position
     origin: Origin | None = None  # set by the importer
     input_shapes: dict[str, tuple] = dataclasses.field(default_factory=dict)  # of the values bound, set by the planner
     cache: dict = dataclasses.field(default_factory=dict, repr=False)

@@ -25,6 +25,19 @@ from .common import IMPORTERS, Fallback, NodeContext
 DEFAULT_FEATURE_LEVEL = max(DML_FEATURE_LEVEL)
 
 
+def signature(node: onnx.NodeProto, values: dict[str, ValueInfo], constants: dict[str, np.ndarray]) -> tuple:
+    """All an importer reads of a node: its op and attributes, each input's constant (by name) or
+    type and shape, and its output's type. Nodes of one signature make one desc, so that a model
+    of repeated layers imports each kind of node once."""
+    inputs = tuple(name if name in constants else _type_and_shape(values.get(name)) for name in node.input)
+    output = _type_and_shape(values.get(node.output[0])) if node.output else None
+    return node.domain, node.op_type, tuple(a.SerializeToString() for a in node.attribute), inputs, output
+
+
+def _type_and_shape(info: ValueInfo | None) -> tuple | None:
+    return None if info is None else (info.dtype, info.shape, info.type)
+
+
 def opset_versions(model: onnx.ModelProto) -> dict[str, int]:
     return {("" if o.domain == "ai.onnx" else o.domain): o.version for o in model.opset_import}
 
@@ -36,6 +49,7 @@ class NodeImporter:
     constants: dict[str, np.ndarray]
     feature_level: DML_FEATURE_LEVEL
     opsets: dict[str, int]
+    _made: dict[tuple, DmlNode] = dataclasses.field(default_factory=dict, init=False, repr=False)  # by signature
 
     def plan_node(self, node: onnx.NodeProto, origin: Origin, values: dict[str, ValueInfo]) -> PlanEntry:
         """The node's entry, ``values`` giving the types and shapes of its inputs and the type of its output."""
@@ -47,6 +61,10 @@ class NodeImporter:
         if empty is not None:  # the real EP's operators skip empty tensors; dml_ep leaves them to the CPU EP
             return FallbackNode(node, f"input {empty!r} is empty (shape {list(values[empty].shape)}); DirectML sizes are at least 1; "
                                       "on DirectML in the real EP, whose operators skip empty tensors", origin)
+        key = signature(node, values, self.constants)
+        made = self._made.get(key)
+        if made is not None:
+            return self._rebound(made, node, origin)
         ctx = NodeContext(node, values, self.constants, self.feature_level, self.opsets.get(domain, 1))
         try:
             entry = fn(ctx)
@@ -58,7 +76,16 @@ class NodeImporter:
         except NodeError as error:  # invalid: name the model's own nodes too
             raise error.made_by(origin) from None
         entry.origin = origin
+        self._made[key] = entry
         return entry
+
+    def _rebound(self, made: DmlNode, node: onnx.NodeProto, origin: Origin) -> DmlNode:
+        """``made``, the entry of a node of the same signature, for ``node``: its desc shared, its
+        fields bound to ``node``'s inputs."""
+        names = {field: node.input[index] if index < len(node.input) else "" for field, index in made.input_index.items()}
+        inputs = {field: self.constants.get(name, name) for field, name in names.items()}
+        return DmlNode(node, made.desc, inputs, node.output[0], made.output_shape, names=names, origin=origin,
+                       input_index=made.input_index)
 
     def never_maps(self, node: onnx.NodeProto) -> bool:
         """Whether ``node`` falls back whatever its shapes: no DirectML operator is modelled for its op."""

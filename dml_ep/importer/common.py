@@ -77,9 +77,10 @@ class NodeContext:
         """The node as ``desc``, each non-null desc tensor field bound to its node input: the
         constant array, or the graph value's name. ``fields_by_input`` names the desc field of
         input 0, 1, ... (the node's output is not an input)."""
-        names = {field: self.input_name(index) for index, field in enumerate(fields_by_input) if getattr(desc, field) is not None}
+        input_index = {field: index for index, field in enumerate(fields_by_input) if getattr(desc, field) is not None}
+        names = {field: self.input_name(index) for field, index in input_index.items()}
         inputs = {field: self.constants.get(name, name) for field, name in names.items()}
-        return DmlNode(self.node, desc, inputs, self.node.output[0], tuple(output_shape), names=names)
+        return DmlNode(self.node, desc, inputs, self.node.output[0], tuple(output_shape), names=names, input_index=input_index)
 
 
 def data_type(dtype) -> DML_TENSOR_DATA_TYPE:
