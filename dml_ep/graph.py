@@ -8,6 +8,7 @@ makes each node's desc from the shapes of the tensors that reach it.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import stat
@@ -189,8 +190,26 @@ def _graphs(graph: onnx.GraphProto):
 
 
 def subgraphs(node: onnx.NodeProto) -> list[onnx.GraphProto]:
-    """The graphs a node's attributes hold (If branches, Loop and Scan bodies)."""
-    return [g for attribute in node.attribute for g in ((attribute.g,) if attribute.HasField("g") else attribute.graphs)]
+    """The graphs a node's attributes hold (If branches, Loop and Scan bodies). An ai.onnx op whose
+    schema has no graph attribute is answered without reading its attributes (onnx's checker
+    refuses attributes its schema does not have)."""
+    if node.domain in ("", "ai.onnx") and node.op_type not in _ops_with_graphs():
+        return []
+    return [g for attribute in attributes(node) for g in ((attribute.g,) if attribute.HasField("g") else attribute.graphs)]
+
+
+@functools.lru_cache(maxsize=1)
+def _ops_with_graphs() -> frozenset[str]:
+    """The ai.onnx ops with a graph attribute in some version: If, Loop, Scan, SequenceMap."""
+    kinds = {onnx.defs.OpSchema.AttrType.GRAPH, onnx.defs.OpSchema.AttrType.GRAPHS}
+    return frozenset(s.name for s in onnx.defs.get_all_schemas_with_history()
+                     if s.domain == "" and any(a.type in kinds for a in s.attributes.values()))
+
+
+def attributes(node: onnx.NodeProto):
+    """A node's attributes, read without touching an empty ``node.attribute``: protobuf (upb) gives
+    a repeated field that is read storage of its own, for good (350 bytes a node, 3.4 MB on 10,000)."""
+    return node.attribute if any(field.name == "attribute" for field, _ in node.ListFields()) else ()
 
 
 def check_input(value: onnx.ValueInfoProto) -> None:

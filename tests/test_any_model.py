@@ -13,6 +13,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import dml_ep
+from dml_ep import graph as graph_module
 from dml_ep.errors import ModelError, ShapeError
 from dml_ep.plan import DmlNode
 from dml_ep.reference import cpu_session
@@ -138,6 +139,17 @@ def test_if_branch_reading_outer_scope_values():
                  [numpy_helper.from_array(np.array([10, 20], np.float32), "c")])
     for cond in (True, False):
         assert_same(model, {"x0": np.array([-1, 3], np.float32), "cond": np.array(cond)})
+
+
+def test_the_values_a_contrib_nodes_subgraph_reads_are_its_inputs():
+    """Subgraphs are looked for in the attributes of control-flow ops and of every op outside
+    ai.onnx (the attributes of other ai.onnx ops are not read: their schemas have no graph)."""
+    decoder = helper.make_graph([helper.make_node("Add", ["step", "outer"], ["next"])], "decoder",
+                                [helper.make_tensor_value_info("step", TensorProto.FLOAT, [1])],
+                                [helper.make_tensor_value_info("next", TensorProto.FLOAT, [1])])
+    contrib = helper.make_node("GreedySearch", ["ids"], ["seq"], domain="com.microsoft", decoder=decoder)
+    assert graph_module.node_reads(contrib) == ["ids", "outer"]
+    assert graph_module.node_reads(helper.make_node("Add", ["a", "b"], ["c"])) == ["a", "b"]
 
 
 def test_zero_size_input_left_to_fallback_nodes():

@@ -15,7 +15,7 @@ import onnx
 from ..enums import DML_FEATURE_LEVEL
 from ..errors import DescValidationError, NodeError
 from ..passes.editable import Origin
-from ..graph import ValueInfo
+from ..graph import ValueInfo, attributes
 from ..operator_descs import validated
 from ..plan import DmlNode, FallbackNode, PlanEntry
 from ..real_ep import ASSIGNED_TO_DML, not_modelled_reason
@@ -31,7 +31,7 @@ def signature(node: onnx.NodeProto, values: dict[str, ValueInfo], constants: dic
     of repeated layers imports each kind of node once."""
     inputs = tuple(name if name in constants else _type_and_shape(values.get(name)) for name in node.input)
     output = _type_and_shape(values.get(node.output[0])) if node.output else None
-    return node.domain, node.op_type, tuple(a.SerializeToString() for a in node.attribute), inputs, output
+    return node.domain, node.op_type, tuple(a.SerializeToString() for a in attributes(node)), inputs, output
 
 
 def _type_and_shape(info: ValueInfo | None) -> tuple | None:

@@ -9,7 +9,7 @@ import onnx
 
 from ..enums import DML_FEATURE_LEVEL, DML_TENSOR_DATA_TYPE, DML_TENSOR_FLAGS
 from ..errors import QuantizationParameterError
-from ..graph import ValueInfo
+from ..graph import ValueInfo, attributes
 from ..plan import DmlNode
 from ..real_ep import ASSIGNED_TO_DML, ON_CPU, ON_DML
 from ..tensor_desc import DML_BUFFER_TENSOR_DESC
@@ -46,7 +46,7 @@ class NodeContext:
     opset: int
 
     def attr(self, name: str, default=None):
-        for attribute in self.node.attribute:
+        for attribute in attributes(self.node):
             if attribute.name == name:
                 value = onnx.helper.get_attribute_value(attribute)
                 return value.decode() if isinstance(value, bytes) else value
