@@ -20,7 +20,7 @@ from ..operator_descs import validated
 from ..plan import DmlNode, FallbackNode, PlanEntry
 from ..real_ep import ASSIGNED_TO_DML, not_modelled_reason
 from . import elementwise, qlinear_conv, qlinear_matmul  # noqa: F401  (fill the registry)
-from .common import IMPORTERS, Fallback, NodeContext
+from .common import IMPORTERS, Fallback, NodeContext, bound
 
 DEFAULT_FEATURE_LEVEL = max(DML_FEATURE_LEVEL)
 
@@ -82,10 +82,9 @@ class NodeImporter:
     def _rebound(self, made: DmlNode, node: onnx.NodeProto, origin: Origin) -> DmlNode:
         """``made``, the entry of a node of the same signature, for ``node``: its desc shared, its
         fields bound to ``node``'s inputs."""
-        names = {field: node.input[index] if index < len(node.input) else "" for field, index in made.input_index.items()}
-        inputs = {field: self.constants.get(name, name) for field, name in names.items()}
-        return DmlNode(node, made.desc, inputs, node.output[0], made.output_shape, names=names, origin=origin,
-                       input_index=made.input_index)
+        entry = bound(node, made.desc, made.input_index, made.output_shape, self.constants)
+        entry.origin = origin
+        return entry
 
     def never_maps(self, node: onnx.NodeProto) -> bool:
         """Whether ``node`` falls back whatever its shapes: no DirectML operator is modelled for its op."""

@@ -78,9 +78,15 @@ class NodeContext:
         constant array, or the graph value's name. ``fields_by_input`` names the desc field of
         input 0, 1, ... (the node's output is not an input)."""
         input_index = {field: index for index, field in enumerate(fields_by_input) if getattr(desc, field) is not None}
-        names = {field: self.input_name(index) for field, index in input_index.items()}
-        inputs = {field: self.constants.get(name, name) for field, name in names.items()}
-        return DmlNode(self.node, desc, inputs, self.node.output[0], tuple(output_shape), names=names, input_index=input_index)
+        return bound(self.node, desc, input_index, tuple(output_shape), self.constants)
+
+
+def bound(node: onnx.NodeProto, desc, input_index: dict[str, int], output_shape: tuple, constants: dict[str, np.ndarray]) -> DmlNode:
+    """``node`` as ``desc``, each field of ``input_index`` bound to the node input at that position:
+    the constant array, or the graph value's name (an omitted input binds "")."""
+    names = {field: node.input[index] if index < len(node.input) else "" for field, index in input_index.items()}
+    inputs = {field: constants.get(name, name) for field, name in names.items()}
+    return DmlNode(node, desc, inputs, node.output[0], output_shape, names=names, input_index=input_index)
 
 
 def data_type(dtype) -> DML_TENSOR_DATA_TYPE:
