@@ -105,7 +105,6 @@ class InferenceSession:
         self.feature_level = feature_level
         self.qdq_rules = qdq_rules
         self._sess_options = sess_options
-        self._declared = graph.detached(graph.graph_inputs(model.graph))
         self._initializers = [tensor.name for tensor in model.graph.initializer]
         self._stand_ins = graph.stand_ins(model.graph)
         level, disable_qdq, int8_allowed = graph_options(sess_options)
@@ -115,7 +114,7 @@ class InferenceSession:
         self.executor = Executor(self.planner, self.arithmetic, engine)
         self.set_providers(providers, provider_options)
         self._loaded_plan = None
-        if self._cpu_session is None and all(not graph.symbolic_dims(v) for v in self._declared if v.type.HasField("tensor_type")):
+        if self._cpu_session is None and all(not graph.symbolic_dims(v) for v in self.planner.declared if v.type.HasField("tensor_type")):
             self._loaded_plan = self.planner.plan_for_shapes()
             self.executor.prepare(self._loaded_plan)
 
@@ -183,7 +182,7 @@ class InferenceSession:
         return self.executor.plan or self._loaded_plan
 
     def get_inputs(self) -> list[NodeArg]:
-        return [self._node_arg(v) for v in self._declared]
+        return [self._node_arg(v) for v in self.planner.declared]
 
     def get_outputs(self) -> list[NodeArg]:
         return [self._node_arg(v) for v in self.planner.source.graph.output]
@@ -223,7 +222,7 @@ class InferenceSession:
         A list feed of a tensor input becomes an array of the input's type, as in onnxruntime."""
         if not isinstance(input_feed, dict):
             raise FeedError(f"input_feed must be a dict of name to array, not {type(input_feed).__name__}")
-        expected = {v.name: v for v in self._declared}
+        expected = {v.name: v for v in self.planner.declared}
         unknown = [name for name in input_feed if name not in expected]
         if unknown:
             raise FeedError(f"unknown input name {unknown[0]!r} (inputs: {', '.join(expected)})")
