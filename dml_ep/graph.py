@@ -193,17 +193,14 @@ def subgraphs(node: onnx.NodeProto) -> list[onnx.GraphProto]:
     """The graphs a node's attributes hold (If branches, Loop and Scan bodies). An ai.onnx op whose
     schema has no graph attribute is answered without reading its attributes (onnx's checker
     refuses attributes its schema does not have)."""
-    if node.domain in ("", "ai.onnx") and node.op_type not in _ops_with_graphs():
+    if node.domain in ("", "ai.onnx") and node.op_type not in OPS_WITH_GRAPHS:
         return []
     return [g for attribute in attributes(node) for g in ((attribute.g,) if attribute.HasField("g") else attribute.graphs)]
 
 
-@functools.lru_cache(maxsize=1)
-def _ops_with_graphs() -> frozenset[str]:
-    """The ai.onnx ops with a graph attribute in some version: If, Loop, Scan, SequenceMap."""
-    kinds = {onnx.defs.OpSchema.AttrType.GRAPH, onnx.defs.OpSchema.AttrType.GRAPHS}
-    return frozenset(s.name for s in onnx.defs.get_all_schemas_with_history()
-                     if s.domain == "" and any(a.type in kinds for a in s.attributes.values()))
+# The ai.onnx ops with a graph attribute in some version (a test checks it against onnx's schemas:
+# reading them all costs a session 15 ms).
+OPS_WITH_GRAPHS = frozenset({"If", "Loop", "Scan", "SequenceMap"})
 
 
 def attributes(node: onnx.NodeProto):
@@ -273,7 +270,8 @@ def topological_order(graph: onnx.GraphProto) -> list[onnx.NodeProto]:
 
 def node_reads(node: onnx.NodeProto) -> list[str]:
     """Every value a node reads: its inputs, then the outer-scope values its subgraphs read."""
-    return [n for n in dict.fromkeys((*node.input, *outer_scope_inputs(node))) if n]
+    outer = outer_scope_inputs(node)
+    return [n for n in dict.fromkeys((*node.input, *outer) if outer else node.input) if n]
 
 
 def outer_scope_inputs(node: onnx.NodeProto) -> list[str]:
@@ -307,14 +305,17 @@ def copy_without(message, *fields: str):
 SMALL_CONSTANT = 1024  # elements: shape-like constants, whose values inference may read
 
 
-def skeleton(model: onnx.ModelProto, added=()) -> onnx.ModelProto:
+def skeleton(model: onnx.ModelProto, added=(), nodes=None) -> onnx.ModelProto:
     """The model without copies of its weights: an initializer (of the model, or ``added``) of
     more than ``SMALL_CONSTANT`` elements stands as a graph input of its type and shape, all that
-    onnx's checker and onnxruntime's type and shape inference need of it. Nothing of ``model`` is
-    shared with it (keeping it does not keep the model alive)."""
+    onnx's checker and onnxruntime's type and shape inference need of it. ``nodes``, if given,
+    replace the model's. Nothing of ``model`` is shared with it (keeping it does not keep the
+    model alive)."""
     copy = copy_without(model, "graph")
     graph = copy.graph
-    graph.CopyFrom(copy_without(model.graph, "initializer"))
+    graph.CopyFrom(copy_without(model.graph, "initializer") if nodes is None else copy_without(model.graph, "initializer", "node"))
+    if nodes is not None:
+        graph.node.extend(nodes)
     stand_in = set(stand_ins(model.graph, added))
     for tensor in [*model.graph.initializer, *added]:
         if tensor.name in stand_in:
@@ -455,11 +456,18 @@ def _inferred_scalars(probe: onnx.ModelProto) -> set[str]:
 def value_info(name: str, ort_type: str, shape) -> ValueInfo:
     """A ValueInfo from onnxruntime's type string ("tensor(uint8)", "seq(tensor(float))") and
     NodeArg shape (symbolic or unknown dimensions as None)."""
-    match = re.fullmatch(r"tensor\((\w+)\)", ort_type)
-    if match is None:  # a sequence, map or optional: only onnxruntime's fallback nodes read it
+    is_tensor, dtype = _tensor_element_type(ort_type)
+    if not is_tensor:  # a sequence, map or optional: only onnxruntime's fallback nodes read it
         return ValueInfo(name, None, None, ort_type)
     dims = tuple(d if isinstance(d, int) and d >= 0 else None for d in shape) if shape is not None else None
-    return ValueInfo(name, _ORT_ELEMENT_TYPES.get(match[1]), dims, ort_type)
+    return ValueInfo(name, dtype, dims, ort_type)
+
+
+@functools.lru_cache(maxsize=None)
+def _tensor_element_type(ort_type: str) -> tuple[bool, np.dtype | None]:
+    """Whether onnxruntime's type string is a tensor's, and its element type (parsed once per string)."""
+    match = re.fullmatch(r"tensor\((\w+)\)", ort_type)
+    return (False, None) if match is None else (True, _ORT_ELEMENT_TYPES.get(match[1]))
 
 
 def type_proto(ort_type: str) -> onnx.TypeProto:

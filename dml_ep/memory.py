@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ctypes
+import functools
+import gc
 
 
 def release_freed_memory() -> None:
@@ -22,3 +24,21 @@ def _find_malloc_trim():
 
 
 _malloc_trim = _find_malloc_trim()
+
+
+def paused_gc(function):
+    """``function`` with Python's cyclic garbage collector paused while it runs. Loading and
+    planning a model make hundreds of thousands of small objects (protobuf wrappers, names,
+    tuples), nearly none of them in cycles; each collection they trigger walks them all, and a
+    full one every object of the process: 15 % of a 2,000-node session's creation, for nothing.
+    Cycles made meanwhile are collected after. (Mercurial's ``util.nogc`` does the same.)"""
+    @functools.wraps(function)
+    def paused(*args, **kwargs):
+        if not gc.isenabled():  # paused already, by a caller or by the host program
+            return function(*args, **kwargs)
+        gc.disable()
+        try:
+            return function(*args, **kwargs)
+        finally:
+            gc.enable()
+    return paused

@@ -19,6 +19,7 @@ from .arithmetic import Arithmetic
 from .errors import FeedError
 from .executor import Executor
 from .importer import DEFAULT_FEATURE_LEVEL
+from .memory import paused_gc
 from .passes import DEFAULT_RULE_SET
 from .passes import Origin
 from .plan import FallbackNode, Plan
@@ -87,6 +88,7 @@ class InferenceSession:
     :mod:`dml_ep.engines`): both exact, so it changes speed, never results.
     """
 
+    @paused_gc
     def __init__(
         self,
         path_or_bytes,

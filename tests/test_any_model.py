@@ -152,6 +152,15 @@ def test_the_values_a_contrib_nodes_subgraph_reads_are_its_inputs():
     assert graph_module.node_reads(helper.make_node("Add", ["a", "b"], ["c"])) == ["a", "b"]
 
 
+
+
+def test_the_ops_searched_for_subgraphs_are_those_whose_schemas_have_a_graph():
+    """The list is typed out (onnx's schema list is slow to read): it must hold every ai.onnx op
+    with a graph attribute in any version of the installed onnx."""
+    kinds = {onnx.defs.OpSchema.AttrType.GRAPH, onnx.defs.OpSchema.AttrType.GRAPHS}
+    with_graphs = {s.name for s in onnx.defs.get_all_schemas_with_history()
+                   if s.domain == "" and any(a.type in kinds for a in s.attributes.values())}
+    assert graph_module.OPS_WITH_GRAPHS == with_graphs
 def test_zero_size_input_left_to_fallback_nodes():
     model = make([helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Add", ["r", "b"], ["y"])],
                  [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3]), helper.make_tensor_value_info("b", TensorProto.FLOAT, [3])],

@@ -11,6 +11,7 @@ errors name what the user wrote.
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import numpy as np
 import onnx
@@ -48,13 +49,17 @@ class EditableGraph:
         self.constants = graph_module.constants(model.graph)
         self.graph_outputs = {o.name for o in model.graph.output}
         self.graph_inputs = {i.name for i in model.graph.input}
-        self.types = _element_types(self.source)
         self.origins = {id(n): Origin((), (original,)) for n, original in zip(nodes, order)}
         self.added_constants: list[str] = []
         self._order = NodeOrder(nodes)
         self._index = NodeIndex(Names(self.graph_inputs, self.constants))
         for node in nodes:
             self._index.add(node)
+
+    @functools.cached_property
+    def types(self) -> dict[str, np.dtype]:
+        """Element types of the values, inferred when a pass first asks (most ask only in QDQ groups)."""
+        return _element_types(self.source)
 
     @property
     def nodes(self) -> list[onnx.NodeProto]:
@@ -147,9 +152,7 @@ class EditableGraph:
     def to_model(self) -> onnx.ModelProto:
         """The rewritten model, the nodes in order, with the constants the passes added; its weights
         are not copied into it (see ``graph.skeleton``): their values are in ``constants``."""
-        model = graph_module.skeleton(self.model, [onnx.numpy_helper.from_array(self.constants[n], n) for n in self.added_constants])
-        del model.graph.node[:]
-        model.graph.node.extend(self.nodes)
+        model = graph_module.skeleton(self.model, [onnx.numpy_helper.from_array(self.constants[n], n) for n in self.added_constants], self.nodes)
         imported = {o.domain for o in model.opset_import}
         if "com.microsoft" not in imported and any(n.domain == "com.microsoft" for n in self.nodes):
             model.opset_import.append(onnx.helper.make_opsetid("com.microsoft", 1))
