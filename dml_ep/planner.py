@@ -20,6 +20,7 @@ from . import graph as graph_module
 from .enums import DML_FEATURE_LEVEL
 from .errors import DmlEpError, NodeError, RealEpError
 from .importer import DEFAULT_FEATURE_LEVEL, NodeImporter, opset_versions
+from .memory import paused_gc
 from .passes import (DEFAULT_RULE_SET, DML, RULE_SETS, EditableGraph, constant_folding, constant_nodes_to_initializers,
                      dml_operator_fusion, qdq_transformer)
 from .graph import ValueInfo, value_info_of
@@ -34,6 +35,7 @@ class Planner:
     """What planning does once per model: the graph rewrites and the static types. Entries are
     made per node for the input shapes a run brings (:meth:`entry`)."""
 
+    @paused_gc
     def __init__(self, model: onnx.ModelProto, feature_level=DEFAULT_FEATURE_LEVEL, *,
                  qdq_rules: str | None = DEFAULT_RULE_SET, provider: str = DML, optimization_level: int = ALL_OPTIMIZATIONS,
                  int8_allowed: bool = False):

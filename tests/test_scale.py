@@ -68,3 +68,30 @@ def test_running_a_graph_of_many_outputs_is_linear():
 
     growth = _growth(scale_bench.fallback_wide, run, 1500)
     assert growth < LINEAR, f"running 4x the outputs took {growth:.1f}x as long"
+
+
+
+def test_the_collector_is_paused_only_while_a_session_is_made(monkeypatch):
+    """Sessions are made with Python's cyclic GC paused (dml_ep.memory.paused_gc): it is on again
+    after, also when the model is refused, and a host program that turned it off keeps it off."""
+    import gc
+
+    import pytest
+
+    import dml_ep.session
+
+    during = []
+    planner = dml_ep.session.Planner
+    monkeypatch.setattr(dml_ep.session, "Planner", lambda *a, **k: during.append(gc.isenabled()) or planner(*a, **k))
+    model = scale_bench.fallback_chain(5).SerializeToString()
+    dml_ep.InferenceSession(model)
+    assert during == [False] and gc.isenabled()
+    with pytest.raises(dml_ep.errors.ModelError):
+        dml_ep.InferenceSession(b"not a model")
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        dml_ep.InferenceSession(model)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
