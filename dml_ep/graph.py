@@ -144,54 +144,22 @@ def _parse(data: bytes, where: str) -> onnx.ModelProto:
 
 
 def check_model(proto: onnx.ModelProto) -> None:
-    """onnx.checker plus the limits dml_ep knows: IR version and opset versions."""
+    """The limits dml_ep knows: IR version, opset versions, graph inputs. The rest of a model's
+    validity is onnxruntime's to judge, when the planner loads it (:func:`static_values`): a model
+    is refused where onnxruntime refuses it, and taken where onnxruntime takes it."""
     if proto.ir_version < MIN_IR_VERSION:
         raise ModelError(f"unsupported IR version {proto.ir_version} (need {MIN_IR_VERSION} or newer)")
     for opset in proto.opset_import:
         limit = MAX_OPSET.get(opset.domain)
         if limit is not None and opset.version > limit:
             raise ModelError(f"unsupported opset {opset.domain or 'ai.onnx'} {opset.version} (newest known: {limit})")
-    try:
-        onnx.checker.check_model(_outputs_typed(skeleton(proto)))
-    except Exception as exc:  # ValidationError, and others on malformed external data and similar
-        raise ModelError(f"the model fails onnx.checker: {_checker_message(exc)}") from None
-    release_freed_memory()  # the checker's C++ copy of the model
     for value in graph_inputs(proto.graph):
         check_input(value)
 
 
-def _outputs_typed(proto: onnx.ModelProto) -> onnx.ModelProto:
-    """The model as onnx.checker will take it: the checker demands a type and a shape on every
-    graph output (subgraphs' too), which onnxruntime infers when missing, so outputs lacking them
-    get a placeholder in a copy checked in their stead."""
-    if not any(_untyped(o) for g in _graphs(proto.graph) for o in g.output):
-        return proto
-    copy = onnx.ModelProto()
-    copy.CopyFrom(proto)
-    for output in (o for g in _graphs(copy.graph) for o in g.output if _untyped(o)):
-        output.type.tensor_type.shape.SetInParent()  # a tensor (of no element type, if it had no type)
-        if not output.type.tensor_type.elem_type:
-            output.type.tensor_type.elem_type = onnx.TensorProto.FLOAT
-    return copy
-
-
-def _untyped(output: onnx.ValueInfoProto) -> bool:
-    """No type, or a tensor type without a shape."""
-    kind = output.type.WhichOneof("value")
-    return kind is None or kind == "tensor_type" and not output.type.tensor_type.HasField("shape")
-
-
-def _graphs(graph: onnx.GraphProto):
-    """A graph and all its subgraphs."""
-    yield graph
-    for node in graph.node:
-        for subgraph in subgraphs(node):
-            yield from _graphs(subgraph)
-
-
 def subgraphs(node: onnx.NodeProto) -> list[onnx.GraphProto]:
     """The graphs a node's attributes hold (If branches, Loop and Scan bodies). An ai.onnx op whose
-    schema has no graph attribute is answered without reading its attributes (onnx's checker
+    schema has no graph attribute is answered without reading its attributes (onnxruntime's load
     refuses attributes its schema does not have)."""
     if node.domain in ("", "ai.onnx") and node.op_type not in OPS_WITH_GRAPHS:
         return []
@@ -223,14 +191,6 @@ def check_input(value: onnx.ValueInfoProto) -> None:
     for axis, dim in enumerate(tensor_type.shape.dim):
         if dim.HasField("dim_value") and dim.dim_value < 0:
             raise ModelError(f"input {value.name!r}: dimension {axis} is {dim.dim_value}, a negative size")
-
-
-def _checker_message(exc: Exception) -> str:
-    """The checker's message on one line, led by the node it names ("node 'n' (Op): rule")."""
-    text = one_line(exc)
-    rule, _, context = text.partition(" ==> Context: Bad node spec for node. ")
-    match = re.fullmatch(r"Name: (\S*) OpType: (\S+)", context)
-    return f"node {match[1]!r} ({match[2]}): {rule}" if match else text
 
 
 def topological_order(graph: onnx.GraphProto) -> list[onnx.NodeProto]:
@@ -500,6 +460,7 @@ for _name, _number in _ONNX_ELEMENT_TYPES.items():
 
 _ORT_NODE_MESSAGES = (
     r"Node \((?P<name>.*?)\) Op \((?P<op>.*?)\) (?P<rule>.*)",
+    r'In Node, \("(?P<name>.*?)", (?P<op>[^,]*), "[^"]*", -?\d+\) : .*? , Error (?P<rule>.*)',  # its load's schema check
     r"Non-zero status code returned while running (?P<op>\S+) node\. Name:'(?P<name>.*?)' Status Message: (?P<rule>.*)",
 )
 
@@ -507,6 +468,7 @@ _ORT_NODE_MESSAGES = (
 def ort_message(exc: Exception, with_node: bool = True) -> str:
     """An onnxruntime error on one line, without its status prefix, led by the node it names (if ``with_node``)."""
     text = re.sub(r"^\[ONNXRuntimeError\] : \d+ : \w+ : (This is an invalid model\. )?", "", one_line(exc))
+    text = re.sub(r"^\S+\.(?:cc|cpp|h):\d+ .*?\) (?=\S)", "", text)  # a source line and a C++ signature lead some
     for pattern in _ORT_NODE_MESSAGES:
         match = re.fullmatch(pattern, text)
         if match:

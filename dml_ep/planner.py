@@ -46,6 +46,7 @@ class Planner:
         self.provider = provider
         self.declared = graph_module.detached(graph_module.graph_inputs(model.graph))
         graph = EditableGraph(model)
+        loaded = graph.loaded  # first: onnxruntime refuses an invalid model here, before any pass reads it
         self.source = graph.source  # the user's model without its weights (graph.skeleton), whose nodes origins name
         constant_nodes_to_initializers(graph)  # as onnxruntime builds its graph, whatever the level
         if optimization_level >= 1:
@@ -57,7 +58,7 @@ class Planner:
         self._rewritten = rewritten.SerializeToString()  # typed here and for other input shapes; as bytes, a twentieth of the message
         del rewritten
         self.constants = graph.constants
-        self.static = graph_module.static_values(self._rewritten)
+        self.static = graph_module.static_values(self._rewritten) if graph.edited else loaded
         self._importer = NodeImporter(self.constants, self.feature_level, opset_versions(self.header))
         if provider == DML and optimization_level >= 2:  # DmlOperatorFusionTransformer is a Level-2 transformer
             dml_operator_fusion(graph, self._maps_by_type)

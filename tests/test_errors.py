@@ -183,9 +183,10 @@ def test_not_a_model_object(model):
         dml_ep.InferenceSession(model)
 
 
-def test_fails_onnx_checker():
+def test_onnxruntime_refuses_an_unknown_op():
+    """Validity beyond dml_ep's own limits is onnxruntime's to judge, as it loads the model."""
     model = relu_graph([helper.make_node("Frobnicate", ["x"], ["y"], name="frob")])
-    with raises(ModelError, "onnx.checker", "node 'frob' (Frobnicate)", "No Op registered"):
+    with raises(ModelError, "onnxruntime rejects it", "node 'frob' (Frobnicate)", "No Op registered"):
         dml_ep.InferenceSession(model.SerializeToString())
 
 
@@ -194,7 +195,7 @@ def test_fails_onnx_checker():
     [
         (onnx.defs.onnx_opset_version() + 1, None, f"unsupported opset ai.onnx {onnx.defs.onnx_opset_version() + 1}"),
         (17, 2, "unsupported IR version 2"),
-        (17, 99, "ir_version 99"),
+        (17, 99, "IR version: 99"),
     ],
 )
 def test_unsupported_versions(opset, ir_version, fragment):
@@ -223,7 +224,7 @@ def test_cycle():
         helper.make_node("Relu", ["a"], ["b"], name="B"),
         helper.make_node("Relu", ["a"], ["y"], name="C"),
     ])  # fmt: skip
-    with raises(ModelError, "name: A OpType: Add", "'b'", "topologically sorted"):
+    with raises(ModelError, "cycle through 'A', 'B'"):
         dml_ep.InferenceSession(model)
     with raises(ModelError, "cycle through 'A', 'B'"):
         graph.topological_order(model.graph)
@@ -231,7 +232,7 @@ def test_cycle():
 
 def test_dangling_input():
     model = relu_graph([helper.make_node("Add", ["x", "ghost"], ["y"], name="A")])
-    with raises(ModelError, "name: A OpType: Add", "'ghost'"):
+    with raises(ModelError, "node 'A' (Add)", "'ghost'"):
         dml_ep.InferenceSession(model)
     with raises(ModelError, "node 'A' (Add)", "input 'ghost' is produced by no node"):
         graph.topological_order(model.graph)

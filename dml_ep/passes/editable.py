@@ -17,7 +17,6 @@ import numpy as np
 import onnx
 
 from .. import graph as graph_module
-from ..memory import release_freed_memory
 from .names import Names
 from .node_index import NodeIndex
 from .node_order import NodeOrder
@@ -55,11 +54,18 @@ class EditableGraph:
         self._index = NodeIndex(Names(self.graph_inputs, self.constants))
         for node in nodes:
             self._index.add(node)
+        self.edited = False  # whether a pass changed the graph: onnxruntime's view of it then changes too
+
+    @functools.cached_property
+    def loaded(self) -> dict[str, graph_module.ValueInfo]:
+        """Every value as onnxruntime sees it loading the model as given (graph.static_values):
+        loading is where onnxruntime refuses an invalid model, so the planner asks first."""
+        return graph_module.static_values(self.source)
 
     @functools.cached_property
     def types(self) -> dict[str, np.dtype]:
-        """Element types of the values, inferred when a pass first asks (most ask only in QDQ groups)."""
-        return _element_types(self.source)
+        """Element types of the values: onnxruntime's, which knows contrib ops too."""
+        return {name: info.dtype for name, info in self.loaded.items() if info.dtype is not None}
 
     @property
     def nodes(self) -> list[onnx.NodeProto]:
@@ -99,6 +105,7 @@ class EditableGraph:
 
     def replace(self, removed: list[onnx.NodeProto], new: onnx.NodeProto | None, rule: str, at: onnx.NodeProto) -> None:
         """Remove ``removed`` and put ``new`` where ``at`` was; ``new`` stands for them all."""
+        self.edited = True
         if new is not None:
             origins = [self.origins[id(n)] for n in sorted(removed, key=self._order.key)]
             rules = tuple(dict.fromkeys(r for o in origins for r in o.rules)) + (rule,)
@@ -126,6 +133,7 @@ class EditableGraph:
         self._added(new, origin, dtype)
 
     def _added(self, new: onnx.NodeProto, origin: Origin, dtype: np.dtype | None) -> None:
+        self.edited = True
         self._index.add(new)
         self.origins[id(new)] = origin
         if dtype is not None:
@@ -138,12 +146,14 @@ class EditableGraph:
     def add_constant(self, base: str, array: np.ndarray) -> str:
         """A new initializer named after ``base``; returns its name."""
         name = self.unique_name(base)
+        self.edited = True
         self.constants[name] = array
         self.added_constants.append(name)
         return name
 
     def changed(self, node: onnx.NodeProto) -> None:
         """Say that ``node`` was edited in place (its inputs or outputs rewired)."""
+        self.edited = True
         self._index.remove(node)
         self._index.add(node)
 
@@ -158,20 +168,3 @@ class EditableGraph:
             model.opset_import.append(onnx.helper.make_opsetid("com.microsoft", 1))
         return model
 
-
-def _element_types(source: onnx.ModelProto) -> dict[str, np.dtype]:
-    """Element types of the model's values, as far as onnx's type inference knows them (run on
-    ``source``, the model without copies of its weights)."""
-    try:
-        inferred = onnx.shape_inference.infer_shapes(source)
-    except Exception:  # contrib ops and the like: the declared types are what there is
-        inferred = source
-    graph = inferred.graph
-    types = {}
-    for value in (*graph.input, *graph.value_info, *graph.output):
-        elem_type = value.type.tensor_type.elem_type
-        if value.type.HasField("tensor_type") and elem_type:
-            types[value.name] = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem_type))
-    del inferred, graph
-    release_freed_memory()  # onnx's copies of the model, in and out of its C++ inference
-    return types
