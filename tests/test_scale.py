@@ -95,3 +95,19 @@ def test_the_collector_is_paused_only_while_a_session_is_made(monkeypatch):
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_onnxruntime_loads_a_model_again_only_when_a_pass_edited_it(monkeypatch):
+    """The planner's first load of the model (its validation and element types) also types the
+    graph it plans when no pass changed it; a QDQ model, which the passes rewrite, is loaded again."""
+    import dml_ep.reference
+
+    loads = []
+    loaded_graph = dml_ep.reference.loaded_graph
+    monkeypatch.setattr(dml_ep.reference, "loaded_graph", lambda model: loads.append(len(model.graph.node)) or loaded_graph(model))
+    Planner(scale_bench.fallback_chain(6))
+    assert loads == [6]
+    loads.clear()
+    model = scale_bench.shared_dq(15)
+    planner = Planner(model)
+    assert len(loads) == 2 and loads[0] == len(model.graph.node) and len(planner.nodes) < loads[0] == 15
