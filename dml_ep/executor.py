@@ -26,7 +26,7 @@ from .errors import FallbackError, OutOfMemoryError, ShapeError
 from .graph import node_reads, ort_message, type_proto, value_info_of
 from .kernels import prepare_kernel, run_kernel
 from .passes.dml_fusion import unfused
-from .plan import DmlNode, FallbackNode, Plan, PlanEntry, macs_inputs
+from .plan import DmlNode, Plan, PlanEntry, macs_inputs
 from .planner import Planner
 from .reference import cpu_session
 

@@ -21,7 +21,6 @@ from onnx import external_data_helper, numpy_helper
 from onnx.checker import MAXIMUM_PROTOBUF
 
 from .errors import ModelError
-from .memory import release_freed_memory
 
 
 class ValueInfo(NamedTuple):
@@ -56,7 +55,7 @@ MIN_IR_VERSION = 3
 # IR version ("Unsupported model IR version: 10, max supported IR version: 9") or ai.onnx opset.
 INTERNAL_IR_VERSION = 9
 INTERNAL_MAX_OPSET = 20
-# The newest opsets the installed onnx knows (its checker validates them); onnxruntime runs the
+# The newest opsets the installed onnx knows (the passes read their schemas); onnxruntime runs the
 # fallback nodes and says itself when it has no kernel for an op at that version.
 MAX_OPSET = {"": onnx.defs.onnx_opset_version(), "ai.onnx": onnx.defs.onnx_opset_version(), "com.microsoft": 1}
 
@@ -72,7 +71,8 @@ def internal_model(graph: onnx.GraphProto, opset: int, domains=()) -> onnx.Model
 
 
 def load_model(model) -> onnx.ModelProto:
-    """A checked ModelProto from a path, bytes or a ModelProto; ModelError says what is wrong.
+    """A ModelProto from a path, bytes or a ModelProto, within dml_ep's limits (:func:`check_model`);
+    ModelError says what is wrong.
 
     External data is read from the model file's folder, never outside it (onnx refuses locations
     that leave it); a model given without its path cannot have any.
@@ -268,7 +268,7 @@ SMALL_CONSTANT = 1024  # elements: shape-like constants, whose values inference 
 def skeleton(model: onnx.ModelProto, added=(), nodes=None) -> onnx.ModelProto:
     """The model without copies of its weights: an initializer (of the model, or ``added``) of
     more than ``SMALL_CONSTANT`` elements stands as a graph input of its type and shape, all that
-    onnx's checker and onnxruntime's type and shape inference need of it. ``nodes``, if given,
+    onnxruntime's loading and type and shape inference need of it. ``nodes``, if given,
     replace the model's. Nothing of ``model`` is shared with it (keeping it does not keep the
     model alive)."""
     copy = copy_without(model, "graph")

@@ -1,4 +1,5 @@
-"""Memory the C++ libraries dml_ep calls free, handed back to the system."""
+"""The process's memory and collector while dml_ep loads a model: what onnxruntime frees goes back
+to the system, and Python's cyclic garbage collector waits until the planning is done."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ import gc
 
 
 def release_freed_memory() -> None:
-    """Hand the memory a C++ library just freed (onnxruntime's graph, onnx's checker and inference)
-    back to the system. glibc keeps it in its heap, where Python's objects, allocated from arenas
+    """Hand the memory onnxruntime just freed (a graph it loaded) back to the system. glibc keeps
+    it in its heap, where Python's objects, allocated from arenas
     Python maps itself, never reuse it: a 10,000-node model's load left 30 MB on top of everything
     planned after it. A no-op where the C library has no ``malloc_trim``."""
     if _malloc_trim is not None:

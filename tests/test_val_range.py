@@ -6,7 +6,6 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from dml_ep import cli
 from dml_ep.inputs import make_feeds, random_inputs
 from test_cli_files import one_line_error, run_cli
 
