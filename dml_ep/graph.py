@@ -178,8 +178,7 @@ def attributes(node: onnx.NodeProto):
 
 
 def check_input(value: onnx.ValueInfoProto) -> None:
-    """A fed tensor input needs an element type, and its fixed dimensions cannot be negative
-    (onnx.checker accepts both; onnxruntime fails on them)."""
+    """A fed tensor input needs a type and an element type."""
     kind = value.type.WhichOneof("value")
     if kind is None:
         raise ModelError(f"input {value.name!r} has no type")
@@ -188,9 +187,6 @@ def check_input(value: onnx.ValueInfoProto) -> None:
     tensor_type = value.type.tensor_type
     if tensor_type.elem_type == onnx.TensorProto.UNDEFINED:
         raise ModelError(f"input {value.name!r} has an undefined element type")
-    for axis, dim in enumerate(tensor_type.shape.dim):
-        if dim.HasField("dim_value") and dim.dim_value < 0:
-            raise ModelError(f"input {value.name!r}: dimension {axis} is {dim.dim_value}, a negative size")
 
 
 def topological_order(graph: onnx.GraphProto) -> list[onnx.NodeProto]:
@@ -339,15 +335,21 @@ def detached(messages) -> list:
     return list(container)
 
 
+def fixed_size(dim: onnx.TensorShapeProto.Dimension) -> int | None:
+    """A declared dimension's size, None where it is not fixed: symbolic, missing, or negative
+    (exporters write -1 for a free batch size; onnxruntime takes any negative size as unknown)."""
+    return dim.dim_value if dim.HasField("dim_value") and dim.dim_value >= 0 else None
+
+
 def declared_shape(value: onnx.ValueInfoProto, symbolic=1) -> tuple:
-    """The declared shape of a value info; symbolic or missing dimensions become ``symbolic``."""
+    """The declared shape of a value info; dimensions not fixed become ``symbolic``."""
     dims = value.type.tensor_type.shape.dim
-    return tuple(d.dim_value if d.HasField("dim_value") else symbolic for d in dims)
+    return tuple(symbolic if (size := fixed_size(d)) is None else size for d in dims)
 
 
 def symbolic_dims(value: onnx.ValueInfoProto) -> list[str]:
     """The names of a value's dimensions that are not fixed ("?" for an unnamed one)."""
-    return [d.dim_param or "?" for d in value.type.tensor_type.shape.dim if not d.HasField("dim_value")]
+    return [d.dim_param or "?" for d in value.type.tensor_type.shape.dim if fixed_size(d) is None]
 
 
 def element_dtype(value: onnx.ValueInfoProto) -> np.dtype:

@@ -52,7 +52,7 @@ def _check_shape(value: onnx.ValueInfoProto, shape: tuple[int, ...]) -> None:
     if len(shape) != len(dims):
         raise FeedError(f"{where}: rank {len(shape)}, the model declares rank {len(dims)}")
     for axis, (size, dim) in enumerate(zip(shape, dims)):
-        if dim.HasField("dim_value") and size != dim.dim_value:
+        if graph.fixed_size(dim) not in (None, size):
             raise FeedError(f"{where}: dimension {axis} is {size}, the model declares {dim.dim_value}")
 
 

@@ -276,7 +276,7 @@ def _checked_feed(name: str, value, feed):
         if array.ndim != len(dims):
             raise FeedError(f"input {name!r}: rank {array.ndim} (shape {list(array.shape)}), expected rank {len(dims)}")
         for axis, (size, dim) in enumerate(zip(array.shape, dims)):
-            if dim.HasField("dim_value") and size != dim.dim_value:
+            if graph.fixed_size(dim) not in (None, size):
                 raise FeedError(f"input {name!r}: dimension {axis} is {size}, expected {dim.dim_value}")
     if array.size > MAX_ELEMENTS:
         raise FeedError(f"input {name!r}: {array.size} elements, more than a DirectML tensor holds ({MAX_ELEMENTS})")
@@ -286,7 +286,7 @@ def _checked_feed(name: str, value, feed):
 
 
 def _shape(value) -> list:
-    return [d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in value.type.tensor_type.shape.dim]
+    return [(d.dim_param or None) if (size := graph.fixed_size(d)) is None else size for d in value.type.tensor_type.shape.dim]
 
 
 def _type(dtype) -> str:
