@@ -477,7 +477,7 @@ def ort_message(exc: Exception, with_node: bool = True) -> str:
             name, op_type, rule = match["name"], match["op"], match["rule"]
             if not with_node:
                 return rule
-            return f"node {name!r} ({op_type}): {rule}" if name else f"{op_type} node: {rule}"
+            return f"node {name!r} ({op_type}): {rule}" if name else f"{op_type or 'a'} node: {rule}"
     return text
 
 
