@@ -123,7 +123,8 @@ class Executor:
             values.update((name, value) for name, value in results.items() if keep_all or name in self._readers or name in self._graph_outputs)
             infos.update((name, value_info_of(name, value)) for name, value in results.items())
             if group is not None:  # its members' inner values are not fetched: their static types stand in
-                step = [planner.entry(member, ChainMap(infos, planner.static)) for member in group]
+                known = ChainMap(infos, planner.static)
+                step = [planner.entry(member, known) for member in group]
                 done.update(group)
             entries.extend(step)
             if not keep_all:

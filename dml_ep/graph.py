@@ -191,34 +191,32 @@ def check_input(value: onnx.ValueInfoProto) -> None:
 
 def topological_order(graph: onnx.GraphProto) -> list[onnx.NodeProto]:
     """Nodes in an order where every input is produced first; ModelError on cycles and dangling inputs."""
+    nodes = list(graph.node)  # read from protobuf once
     available = {i.name for i in graph.input} | {t.name for t in graph.initializer} | {""}
-    producer = {}
-    for index, node in enumerate(graph.node):
-        for name in node.output:
-            if name:
-                producer[name] = index
-    waiting = [0] * len(graph.node)
-    consumers: dict[int, list[int]] = {}
-    for index, node in enumerate(graph.node):
+    producer = {name: index for index, node in enumerate(nodes) for name in node.output if name}
+    waiting = [0] * len(nodes)
+    consumers: list[list[int]] = [[] for _ in nodes]
+    for index, node in enumerate(nodes):
         for name in node.input:
             if name in available:
                 continue
-            if name not in producer:
+            source = producer.get(name)
+            if source is None:
                 label = node.name or node.op_type
                 raise ModelError(f"node {label!r} ({node.op_type}): input {name!r} is produced by no node and is not a graph input or initializer")
             waiting[index] += 1
-            consumers.setdefault(producer[name], []).append(index)
+            consumers[source].append(index)
     ready = deque(i for i, count in enumerate(waiting) if count == 0)
     order = []
     while ready:
         index = ready.popleft()
-        order.append(graph.node[index])
-        for consumer in consumers.get(index, ()):
+        order.append(nodes[index])
+        for consumer in consumers[index]:
             waiting[consumer] -= 1
             if waiting[consumer] == 0:
                 ready.append(consumer)
-    if len(order) != len(graph.node):
-        stuck = [graph.node[i] for i, count in enumerate(waiting) if count]
+    if len(order) != len(nodes):
+        stuck = [nodes[i] for i, count in enumerate(waiting) if count]
         names = ", ".join(repr(n.name or n.op_type) for n in stuck[:3])
         raise ModelError(f"the graph has a cycle through {names}")
     return order
