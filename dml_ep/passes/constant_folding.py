@@ -42,7 +42,7 @@ def constant_nodes_to_initializers(graph: EditableGraph) -> bool:
             continue
         attribute = node.attribute[0]
         if attribute.name in CONSTANT_VALUES:
-            _add(graph, node.output[0], CONSTANT_VALUES[attribute.name](onnx.helper.get_attribute_value(attribute)))
+            graph.put_constant(node.output[0], CONSTANT_VALUES[attribute.name](onnx.helper.get_attribute_value(attribute)))
             folded.append(node)
     if folded:
         graph.replace(folded, None, NAME, at=folded[0])
@@ -67,7 +67,7 @@ def constant_folding(graph: EditableGraph, skip_dequantize_linear: bool = True) 
     if not folded:
         return False
     for name, array in values.items():
-        _add(graph, name, array)
+        graph.put_constant(name, array)
     graph.replace(folded, None, NAME, at=folded[0])
     return True
 
@@ -118,8 +118,3 @@ def _run(graph: EditableGraph, nodes: list[onnx.NodeProto], constants: dict) -> 
     model = onnx.helper.make_model(model_graph, opset_imports=graph.model.opset_import, ir_version=graph.model.ir_version)
     model.functions.extend(graph.model.functions)
     return dict(zip(outputs, cpu_session(model, optimize=False).run(outputs, {})))
-
-
-def _add(graph: EditableGraph, name: str, array: np.ndarray) -> None:
-    graph.constants[name] = array
-    graph.added_constants.append(name)

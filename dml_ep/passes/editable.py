@@ -146,10 +146,14 @@ class EditableGraph:
     def add_constant(self, base: str, array: np.ndarray) -> str:
         """A new initializer named after ``base``; returns its name."""
         name = self.unique_name(base)
+        self.put_constant(name, array)
+        return name
+
+    def put_constant(self, name: str, array: np.ndarray) -> None:
+        """An initializer named ``name`` (a folded node's output keeps its name)."""
         self.edited = True
         self.constants[name] = array
         self.added_constants.append(name)
-        return name
 
     def changed(self, node: onnx.NodeProto) -> None:
         """Say that ``node`` was edited in place (its inputs or outputs rewired)."""
