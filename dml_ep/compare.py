@@ -42,16 +42,15 @@ from typing import Callable
 import numpy as np
 import onnx
 
-from . import operator_descs as od
 from .arithmetic import Arithmetic
 from .errors import DmlEpError, FeedError, ModelError
 from .executor import Executor
 from .graph import load_model, ort_message
 from .importer import DEFAULT_FEATURE_LEVEL
 from .engines import get_engine
-from .kernels import integer_core
-from .kernels.parameters import parameter4d, read4d, scalar
-from .operator_descs import OperatorDesc
+from .kernels.parameters import parameter4d
+from .operators.base import OperatorDesc
+from .operators.registration import operator_of
 from .passes import CPU, DEFAULT_RULE_SET
 from .passes.qdq_util import is_dq, is_q
 from .plan import DmlNode, Plan, PlanEntry
@@ -539,27 +538,13 @@ def ideal_values(desc: OperatorDesc, tensors: dict, index: np.ndarray) -> list[F
     the dequantized operation divided by the output scale (the zero point, an integer, left out).
 
     Evaluated in exact fractions, since float rounding must not decide what is a tie; each value is
-    ``sum(integer * scale) / OutputScale``, the integers exact in float64. None for other operators.
+    ``sum(integer * scale) / OutputScale``, the integers exact in float64 (the operator's
+    ``exact_value``, from the operator table). None for operators that do not quantize.
     """
-    engine = get_engine("numpy")  # the kernels' integer core, on the engine that needs no session
-    if isinstance(desc, od.DML_QUANTIZED_LINEAR_CONVOLUTION_OPERATOR_DESC):
-        acc = np.moveaxis(integer_core(desc, tensors, engine), -1, 1).astype(np.int64)  # sum (x - zx) * (w - zw)
-        if desc.BiasTensor is not None:
-            acc += parameter4d(tensors, desc, "BiasTensor").astype(np.int64)
-        terms = [(acc, scalar(tensors, desc, "InputScaleTensor") * parameter4d(tensors, desc, "FilterScaleTensor"))]
-        output_scale = scalar(tensors, desc, "OutputScaleTensor")
-    elif isinstance(desc, od.DML_QUANTIZED_LINEAR_MATRIX_MULTIPLY_OPERATOR_DESC):
-        acc = integer_core(desc, tensors, engine)  # sum (a - za) * (b - zb)
-        terms = [(acc, parameter4d(tensors, desc, "AScaleTensor") * parameter4d(tensors, desc, "BScaleTensor"))]
-        output_scale = parameter4d(tensors, desc, "OutputScaleTensor")
-    elif isinstance(desc, od.DML_ELEMENT_WISE_QUANTIZED_LINEAR_ADD_OPERATOR_DESC):
-        terms = [
-            (read4d(tensors, desc, f"{x}Tensor") - scalar(tensors, desc, f"{x}ZeroPointTensor"), scalar(tensors, desc, f"{x}ScaleTensor"))
-            for x in "AB"
-        ]
-        output_scale = scalar(tensors, desc, "OutputScaleTensor")
-    else:
+    exact_value = operator_of(desc).exact_value
+    if exact_value is None:
         return None
+    terms, output_scale = exact_value(desc, tensors, get_engine("numpy"))  # the integer core on the engine that needs no session
     shape = np.broadcast_shapes(*(np.shape(array) for term in terms for array in term), np.shape(output_scale))
 
     def at(array) -> list[Fraction]:

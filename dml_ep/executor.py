@@ -21,10 +21,10 @@ import onnx
 
 from .arithmetic import Arithmetic
 from .engines import get_engine
-from .enums import DML_OPERATOR_TYPE
 from .errors import FallbackError, OutOfMemoryError, ShapeError
 from .graph import node_reads, ort_message, type_proto, value_info_of
-from .kernels import prepare_kernel, run_kernel
+from .kernels.dispatch import prepare_kernel, run_kernel
+from .operators.registration import operator_of
 from .passes.dml_fusion import unfused
 from .plan import DmlNode, Plan, PlanEntry, macs_inputs
 from .planner import Planner
@@ -84,7 +84,7 @@ class Executor:
         made = set()
         for entry in plan.entries:
             if isinstance(entry, DmlNode):
-                if entry.desc.OPERATOR_TYPE == DML_OPERATOR_TYPE.QUANTIZED_LINEAR_CONVOLUTION or entry.names.get("ATensor") in channels_last:
+                if operator_of(entry.desc).output_channels_last or entry.names.get("ATensor") in channels_last:
                     channels_last.add(entry.output)
                 continue
             group = self._partition_of.get(id(entry.node)) or (self._index[id(entry.node)],)

@@ -15,7 +15,7 @@ import numpy as np
 import onnx
 
 from .graph import ValueInfo, node_reads
-from .operator_descs import OperatorDesc
+from .operators.base import OperatorDesc
 from .passes.editable import Origin
 
 

@@ -15,10 +15,10 @@ import math
 import numpy as np
 import pytest
 
-from dml_ep import operator_descs as od
 from dml_ep.enums import DML_TENSOR_DATA_TYPE
-from dml_ep.kernels import run_kernel
-from dml_ep.kernels.activation import apply_activation
+from dml_ep.kernels.dispatch import run_kernel
+from dml_ep.operators import activation as od
+from dml_ep.operators.activation import apply_activation
 from dml_ep.reference import cpu_session
 from dml_ep.tensor_desc import DML_BUFFER_TENSOR_DESC
 from onnx_builders import Feed, single_node_model

@@ -15,24 +15,17 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from .. import operator_descs as od
 from ..enums import DML_OPERATOR_TYPE, DML_TENSOR_DATA_TYPE, DML_TENSOR_FLAGS
 from ..errors import DxDispatchError
+from ..operators.activation import ActivationDesc
+from ..operators.base import OperatorDesc
+from ..operators.registration import OPERATORS
 from ..tensor_desc import DML_BUFFER_TENSOR_DESC, calc_buffer_tensor_size, packed_strides
 
-# The desc class of each operator dml_ep models.
-DESC_CLASSES = {
-    cls.OPERATOR_TYPE: cls
-    for cls in (
-        *od.FUSABLE_ACTIVATIONS,
-        od.DML_QUANTIZED_LINEAR_CONVOLUTION_OPERATOR_DESC,
-        od.DML_QUANTIZED_LINEAR_MATRIX_MULTIPLY_OPERATOR_DESC,
-        od.DML_ELEMENT_WISE_QUANTIZED_LINEAR_ADD_OPERATOR_DESC,
-        od.DML_ELEMENT_WISE_ADD1_OPERATOR_DESC,
-    )
-}
+# The desc class of each operator dml_ep models (the operator table's).
+DESC_CLASSES = {op: entry.desc for op, entry in OPERATORS.items()}
 
-MODELLED = ", ".join(str(t) for t, cls in DESC_CLASSES.items() if not issubclass(cls, od.ActivationDesc))
+MODELLED = ", ".join(str(t) for t, cls in DESC_CLASSES.items() if not issubclass(cls, ActivationDesc))
 
 
 class NotModelled(DxDispatchError):
@@ -42,7 +35,7 @@ class NotModelled(DxDispatchError):
 # --- to DxDispatch ---------------------------------------------------------------------------
 
 
-def to_dict(desc: od.OperatorDesc) -> dict:
+def to_dict(desc: OperatorDesc) -> dict:
     """A dispatchable: ``{"type": "DML_OPERATOR_<NAME>", "desc": {...}}``."""
     return {"type": str(desc.OPERATOR_TYPE), "desc": _fields_to_dict(desc)}
 
@@ -63,7 +56,7 @@ def _flags_name(flags: DML_TENSOR_FLAGS) -> str:
     return "OWNED_BY_DML" if flags & DML_TENSOR_FLAGS.OWNED_BY_DML else "NONE"
 
 
-def _fields_to_dict(desc: od.OperatorDesc) -> dict:
+def _fields_to_dict(desc: OperatorDesc) -> dict:
     out = {}
     for field in dataclasses.fields(desc):
         value = getattr(desc, field.name)
@@ -71,7 +64,7 @@ def _fields_to_dict(desc: od.OperatorDesc) -> dict:
             continue  # a null optional tensor, activation or scale-bias
         if isinstance(value, DML_BUFFER_TENSOR_DESC):
             value = tensor_to_dict(value)
-        elif isinstance(value, od.OperatorDesc):  # a fused activation: its fields inline beside Type
+        elif isinstance(value, OperatorDesc):  # a fused activation: its fields inline beside Type
             value = {"Type": value.OPERATOR_TYPE.name, **_fields_to_dict(value)}
         elif field.name == "ScaleBias":
             value = {"Scale": value[0], "Bias": value[1]}
@@ -94,7 +87,7 @@ def json_number(value):
 # --- from DxDispatch -------------------------------------------------------------------------
 
 
-def from_dict(dispatchable: dict) -> od.OperatorDesc:
+def from_dict(dispatchable: dict) -> OperatorDesc:
     """The desc of a DirectML dispatchable (``type`` and ``desc``; ``Type``/``Desc`` accepted).
 
     Raises :class:`NotModelled` for an operator dml_ep does not model, and
@@ -114,7 +107,7 @@ def operator_type(text) -> DML_OPERATOR_TYPE:
     return member
 
 
-def _desc_from_dict(op_type: DML_OPERATOR_TYPE, data, where: str, fused: bool = False) -> od.OperatorDesc:
+def _desc_from_dict(op_type: DML_OPERATOR_TYPE, data, where: str, fused: bool = False) -> OperatorDesc:
     if not isinstance(data, dict):
         raise DxDispatchError(f"{where}: the desc must be an object, not {type(data).__name__}")
     cls = DESC_CLASSES[op_type]
@@ -169,13 +162,13 @@ def _field_from_dict(kind: str, value, where: str):
     raise DxDispatchError(f"{where}: fields of type {kind} are not read")  # not reached by dml_ep's descs
 
 
-def _activation_from_dict(value, where: str) -> od.ActivationDesc:
+def _activation_from_dict(value, where: str) -> ActivationDesc:
     """``{"Type": "ACTIVATION_X", <fields>}`` or ``{"Type": ..., "Desc": {<fields>}}``."""
     if not isinstance(value, dict) or "Type" not in value:
         raise DxDispatchError(f"{where}: expected an object with a Type")
     op_type = operator_type(value["Type"])
     cls = DESC_CLASSES[op_type]
-    if not issubclass(cls, od.ActivationDesc):
+    if not issubclass(cls, ActivationDesc):
         raise DxDispatchError(f"{where}: {op_type} is not an activation")
     fields = value["Desc"] if set(value) == {"Type", "Desc"} else {k: v for k, v in value.items() if k != "Type"}
     return _desc_from_dict(op_type, fields, where, fused=True)

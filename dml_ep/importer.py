@@ -1,7 +1,9 @@
 """Rewritten ONNX nodes -> plan entries: each node becomes a DirectML desc or a fallback with its reason.
 
-One importer function per ONNX op (a registry filled by ``@importer``); an importer raises
-``Fallback(reason, real_ep)`` for what DirectML cannot take (and what the real EP does with it), and dml_ep's typed errors for what is invalid.
+Each node is matched to a row of the registration table (``dml_ep.operators.registration``: its
+domain, op type and since-version, the row's support query) and imported by the row's importer,
+which raises ``Fallback(reason, real_ep)`` for what DirectML cannot take (and what the real EP
+does with it), and dml_ep's typed errors for what is invalid.
 A desc that breaks DirectML's tables at the target feature level falls back, naming the rule.
 """
 
@@ -12,15 +14,15 @@ import dataclasses
 import numpy as np
 import onnx
 
-from ..enums import DML_FEATURE_LEVEL
-from ..errors import DescValidationError, NodeError
-from ..passes.editable import Origin
-from ..graph import ValueInfo, attributes
-from ..operator_descs import validated
-from ..plan import DmlNode, FallbackNode, PlanEntry
-from ..real_ep import ASSIGNED_TO_DML, not_modelled_reason
-from . import elementwise, qlinear_conv, qlinear_matmul  # noqa: F401  (fill the registry)
-from .common import IMPORTERS, Fallback, NodeContext, bound
+from .enums import DML_FEATURE_LEVEL
+from .errors import DescValidationError, NodeError
+from .passes.editable import Origin
+from .graph import ValueInfo, attributes
+from .operators.base import validated
+from .operators.importing import Fallback, NodeContext, bound
+from .operators.registration import REGISTRATIONS
+from .plan import DmlNode, FallbackNode, PlanEntry
+from .real_ep import ASSIGNED_TO_DML, not_modelled_reason
 
 DEFAULT_FEATURE_LEVEL = max(DML_FEATURE_LEVEL)
 
@@ -54,8 +56,8 @@ class NodeImporter:
     def plan_node(self, node: onnx.NodeProto, origin: Origin, values: dict[str, ValueInfo]) -> PlanEntry:
         """The node's entry, ``values`` giving the types and shapes of its inputs and the type of its output."""
         domain = "" if node.domain == "ai.onnx" else node.domain
-        fn = IMPORTERS.get((domain, node.op_type))
-        if fn is None:
+        row = REGISTRATIONS.get((domain, node.op_type))
+        if row is None:
             return FallbackNode(node, not_modelled_reason(node, origin), origin)
         empty = next((n for n in node.input if 0 in (getattr(values.get(n), "shape", None) or ())), None)
         if empty is not None:  # the real EP's operators skip empty tensors; dml_ep leaves them to the CPU EP
@@ -67,7 +69,7 @@ class NodeImporter:
             return self._rebound(made, node, origin)
         ctx = NodeContext(node, values, self.constants, self.feature_level, self.opsets.get(domain, 1))
         try:
-            entry = fn(ctx)
+            entry = row.import_node(ctx)
             validated(entry.desc, self.feature_level)
         except Fallback as reason:  # DirectML cannot take it: onnxruntime runs it
             return FallbackNode(node, str(reason), origin)
@@ -88,7 +90,7 @@ class NodeImporter:
 
     def never_maps(self, node: onnx.NodeProto) -> bool:
         """Whether ``node`` falls back whatever its shapes: no DirectML operator is modelled for its op."""
-        return ("" if node.domain == "ai.onnx" else node.domain, node.op_type) not in IMPORTERS
+        return ("" if node.domain == "ai.onnx" else node.domain, node.op_type) not in REGISTRATIONS
 
     def maps(self, node: onnx.NodeProto, values: dict[str, ValueInfo]) -> bool:
         """Whether ``node`` becomes a DirectML operator (the DML EP's IsNodeSupportedByDml)."""

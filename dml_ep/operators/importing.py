@@ -1,4 +1,10 @@
-"""What the per-operator importers share: the registry, the node context, and parameter checks."""
+"""What the operator modules' importers share: the node context, the fallback they raise, the
+desc placement helpers and the scale and zero-point checks.
+
+An importer is ``fn(ctx: NodeContext) -> DmlNode``; it raises ``Fallback(reason, real_ep)`` for
+what DirectML cannot take (and what the real EP does with it), and dml_ep's typed errors for what
+is invalid. The registration table (``registration.py``) names the importer of each ONNX op.
+"""
 
 from __future__ import annotations
 
@@ -8,13 +14,13 @@ import numpy as np
 import onnx
 
 from ..enums import DML_FEATURE_LEVEL, DML_TENSOR_DATA_TYPE, DML_TENSOR_FLAGS
-from ..errors import QuantizationParameterError
+from ..errors import QuantizationParameterError, ShapeError
 from ..graph import ValueInfo, attributes
 from ..plan import DmlNode
 from ..real_ep import ASSIGNED_TO_DML, ON_CPU, ON_DML
-from ..tensor_desc import DML_BUFFER_TENSOR_DESC
+from ..tensor_desc import DML_BUFFER_TENSOR_DESC, broadcast_shapes, broadcast_strides, left_pad
 
-IMPORTERS = {}
+MAX_DIMENSIONS = 8  # DML_TENSOR_DIMENSION_COUNT_MAX1
 
 
 class Fallback(Exception):
@@ -23,16 +29,6 @@ class Fallback(Exception):
 
     def __init__(self, reason: str, real_ep: str):
         super().__init__(f"{reason}; {real_ep}")
-
-
-def importer(op_type: str, domain: str = ""):
-    """Register ``fn(ctx) -> DmlNode`` as the importer of ``domain::op_type``."""
-
-    def register(fn):
-        IMPORTERS[(domain, op_type)] = fn
-        return fn
-
-    return register
 
 
 @dataclasses.dataclass
@@ -176,3 +172,20 @@ def _quantized(dtype: np.dtype, what: str) -> np.dtype:
     if dtype not in (np.dtype(np.uint8), np.dtype(np.int8)):
         raise Fallback(f"{what} type {dtype} is not supported (INT8, UINT8)", ON_CPU)
     return dtype
+
+
+def broadcast(ctx: NodeContext, a_shape, b_shape) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """An element-wise node's ONNX output shape and DirectML sizes (right-aligned, at least 4-D):
+    every tensor is read with the output's sizes, ONNX broadcasting a stride of 0."""
+    try:
+        out_shape = broadcast_shapes(a_shape, b_shape)
+    except ValueError:
+        raise ShapeError(f"input shapes {list(a_shape)} and {list(b_shape)} do not broadcast", node=ctx.node) from None
+    if len(out_shape) > MAX_DIMENSIONS:
+        raise Fallback(f"{len(out_shape)} dimensions (DirectML supports at most {MAX_DIMENSIONS})", ASSIGNED_TO_DML)
+    return out_shape, left_pad(out_shape, max(4, len(out_shape)))
+
+
+def operand(dtype, shape, sizes, owned=False) -> DML_BUFFER_TENSOR_DESC:
+    """An element-wise operand of ONNX ``shape`` read with the output's ``sizes`` (zero strides)."""
+    return tensor(dtype, sizes, broadcast_strides(shape, sizes), owned=owned)

@@ -1,6 +1,10 @@
-"""DML_OPERATOR_ELEMENT_WISE_QUANTIZED_LINEAR_ADD and DML_OPERATOR_ELEMENT_WISE_ADD1.
+"""DML_OPERATOR_ELEMENT_WISE_QUANTIZED_LINEAR_ADD (com.microsoft QLinearAdd): desc, import, kernel, exact value.
 
-QUANTIZED_LINEAR_ADD, DirectML: ``Output = clamp(round(((A - za) * sa + (B - zb) * sb) / sc) + zc)``.
+Import, as DmlOperatorQLinearAdd.cpp: A, B and the output are right-aligned to at least 4
+dimensions (at most 8) and read with the output's sizes, ONNX broadcasting a stride of 0; the
+scales and zero points get the same dimension count.
+
+Kernel. DirectML: ``Output = clamp(round(((A - za) * sa + (B - zb) * sb) / sc) + zc)``.
 ``"directml"`` evaluates it in float64 (each product is exact) and settles the elements near a
 half-integer exactly. ``"onnxruntime"`` follows MLAS's AVX2 kernel (qladd_avx2.cpp), on raw codes
 in float32 with ``rAC = sa/sc``, ``rBC = sb/sc`` and ``y = fma(a, rAC, fma(b, rBC, fixed))``,
@@ -13,24 +17,77 @@ over the span (``input0scalar``, checked first) onnxruntime swaps the operands, 
 
 The span is the innermost run of output dimensions (size > 1) over which each input keeps its
 broadcast state (onnxruntime's ``Broadcaster``); it is read off the descs' zero strides.
-
-ADD1: ``FusedActivation(A + B)`` computed in float32 and rounded once to the tensors' type: for
-float16 the sum is not rounded before the activation (DirectML computes float16 in float32 unless
-half-precision computation is allowed; onnxruntime's CPU EP, lacking a float16 LeakyRelu, runs the
-Add and the activation in float32 between casts, which gives the same). A single float16 addition
-is correctly rounded either way. The real DML EP maps an Add with no activation to
-ELEMENT_WISE_ADD; ADD1 without an activation is the same math.
 """
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
+from ..enums import DML_FEATURE_LEVEL as FL
+from ..enums import DML_OPERATOR_TYPE as OP
+from ..kernels import quantize
+from ..kernels.float32_fma import fma32
+from ..kernels.parameters import read4d, scalar
+from ..plan import DmlNode
 from ..tensor_desc import view
-from . import quantize
-from .activation import apply_activation
-from .float32_fma import fma32
-from .parameters import scalar
+from .base import QUANTIZED_BINARY_INPUTS, Operator, QuantizedBinaryDesc
+from .importing import NodeContext, broadcast, check_scale, check_zero_point, operand, output_type, quantized_type, tensor
+
+# --- desc ------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class DML_ELEMENT_WISE_QUANTIZED_LINEAR_ADD_OPERATOR_DESC(QuantizedBinaryDesc):
+    """ELEMENT_WISE_QUANTIZED_LINEAR_ADD (com.microsoft QLinearAdd), DML_FEATURE_LEVEL_4_0 and up."""
+
+    OPERATOR_TYPE = OP.ELEMENT_WISE_QUANTIZED_LINEAR_ADD
+    INTRODUCED = FL.FL_4_0
+    TENSOR_RULES = QuantizedBinaryDesc.tensor_rules(lambda field: {FL.FL_4_0: (1, 8)})
+
+    def validate_shapes(self, feature_level: FL) -> None:
+        tensors = self.tensors()
+        for field, each in tensors.items():
+            if each.DimensionCount != self.ATensor.DimensionCount:
+                self.fail(f"DimensionCount {each.DimensionCount} must equal ATensor's {self.ATensor.DimensionCount}", field)
+            if ("Scale" in field or "ZeroPoint" in field) and each.element_count != 1:
+                self.fail(f"must hold exactly 1 element (sizes {list(each.Sizes)})", field)
+        for field in ("ATensor", "BTensor"):
+            if tensors[field].Sizes != self.OutputTensor.Sizes:
+                self.fail(f"sizes {list(tensors[field].Sizes)} must equal OutputTensor's {list(self.OutputTensor.Sizes)}", field)
+
+
+# --- import from ONNX ------------------------------------------------------------------------
+
+
+def qlinear_add(ctx: NodeContext) -> DmlNode:
+    a_type = quantized_type(ctx, 0, "A")
+    b_type = quantized_type(ctx, 3, "B")
+    a_shape, b_shape = ctx.info(0).shape, ctx.info(3).shape
+    out_shape, sizes = broadcast(ctx, a_shape, b_shape)
+    for index, what in ((1, "A scale"), (4, "B scale"), (6, "output scale")):
+        check_scale(ctx, index, ctx.constant(index, what))
+    a_zp = check_zero_point(ctx, 2, ctx.optional_constant(2, "A zero point"), a_type)
+    b_zp = check_zero_point(ctx, 5, ctx.optional_constant(5, "B zero point"), b_type)
+    c_type = output_type(ctx)
+    c_zp = check_zero_point(ctx, 7, ctx.optional_constant(7, "output zero point"), c_type)
+    ones = (1,) * len(sizes)
+    desc = DML_ELEMENT_WISE_QUANTIZED_LINEAR_ADD_OPERATOR_DESC(
+        ATensor=operand(a_type, a_shape, sizes, ctx.input_name(0) in ctx.constants),
+        AScaleTensor=tensor(np.float32, ones),
+        AZeroPointTensor=None if a_zp is None else tensor(a_type, ones),
+        BTensor=operand(b_type, b_shape, sizes, ctx.input_name(3) in ctx.constants),
+        BScaleTensor=tensor(np.float32, ones),
+        BZeroPointTensor=None if b_zp is None else tensor(b_type, ones),
+        OutputScaleTensor=tensor(np.float32, ones),
+        OutputZeroPointTensor=None if c_zp is None else tensor(c_type, ones),
+        OutputTensor=tensor(c_type, sizes),
+    )
+    return ctx.dml_node(desc, QUANTIZED_BINARY_INPUTS, out_shape)
+
+
+# --- kernel ----------------------------------------------------------------------------------
 
 
 def constant_over_span(desc_a, desc_b) -> tuple[bool, bool]:
@@ -104,11 +161,16 @@ def _onnxruntime_add(desc, a, b, sa, sb, sc, za, zb, zc) -> np.ndarray:
     return np.clip(rounded, lo, hi).astype(out_dtype)
 
 
-def element_wise_add1(desc, tensors: dict, options, cache: dict) -> np.ndarray:
-    a = view(tensors["ATensor"], desc.ATensor)
-    b = view(tensors["BTensor"], desc.BTensor)
-    with np.errstate(over="ignore", invalid="ignore"):  # IEEE: overflow to infinity, inf - inf is NaN
-        out = np.add(a, b, dtype=np.float32)
-        if desc.FusedActivation is not None:
-            out = apply_activation(desc.FusedActivation, out)
-        return out.astype(a.dtype, copy=False)
+# --- exact value (compare) -------------------------------------------------------------------
+
+
+def exact_value(desc, tensors: dict, engine):
+    """``((A - za) * sa + (B - zb) * sb) / sc``."""
+    terms = [
+        (read4d(tensors, desc, f"{x}Tensor") - scalar(tensors, desc, f"{x}ZeroPointTensor"), scalar(tensors, desc, f"{x}ScaleTensor"))
+        for x in "AB"
+    ]
+    return terms, scalar(tensors, desc, "OutputScaleTensor")
+
+
+OPERATORS = (Operator(desc=DML_ELEMENT_WISE_QUANTIZED_LINEAR_ADD_OPERATOR_DESC, kernel=quantized_linear_add, exact_value=exact_value),)

@@ -1,0 +1,44 @@
+"""The kernel dispatch: each desc runs on its operator's kernel, as the operator table names it
+(``dml_ep.operators.registration.OPERATORS``).
+
+Element-wise and activation kernels are ``kernel(desc, tensors, arithmetic, cache) -> array``. The
+quantized products are classes prepared once per node, engine and arithmetic (their constant
+parameters, the engine's product for their weights, the requantize step), then called with the
+tensors of each run; their ``accumulate`` is the integer core alone. ``tensors`` maps the desc's
+tensor field names to raw buffers, read through the desc's sizes and strides; ``engine`` computes
+the quantized products' exact integer sums (``dml_ep.engines``); ``cache`` is the node's own dict.
+"""
+
+from __future__ import annotations
+
+from ..operators.registration import operator_of
+
+
+def prepared(desc, tensors: dict, arithmetic, engine, cache: dict):
+    """The node's prepared quantized product for this engine and arithmetic, made once (from the
+    buffers bound at initialization, which ``tensors`` must hold)."""
+    key = ("prepared", engine.name, arithmetic)
+    if key not in cache:
+        cache[key] = operator_of(desc).prepared(desc, tensors, arithmetic, engine, cache)
+    return cache[key]
+
+
+def run_kernel(desc, tensors: dict, arithmetic, engine, cache: dict):
+    """Execute one desc on its input buffers."""
+    operator = operator_of(desc)
+    if operator.prepared is not None:
+        return prepared(desc, tensors, arithmetic, engine, cache)(tensors)
+    return operator.kernel(desc, tensors, arithmetic, cache)
+
+
+def prepare_kernel(desc, constants: dict, arithmetic, engine, cache: dict) -> None:
+    """Do a kernel's once-per-node work before its first run, from the buffers bound at
+    initialization (``constants``)."""
+    if operator_of(desc).prepared is not None:
+        prepared(desc, constants, arithmetic, engine, cache)
+
+
+def integer_core(desc, tensors: dict, engine):
+    """A quantized product's exact integer sums alone: convolutions channels last, [N, OH, OW, OC];
+    matrix multiplies [batch, channel, M, N]."""
+    return operator_of(desc).prepared.integer_core(desc, tensors, engine)

@@ -1,0 +1,85 @@
+"""The skeleton the quantized products (QUANTIZED_LINEAR_CONVOLUTION, QUANTIZED_LINEAR_MATRIX_MULTIPLY)
+share: an exact integer core, onnxruntime's u8s8 saturation where the arithmetic asks for it, then
+the shared requantize step.
+
+DirectML: ``Output = Quantize(Dequantize(A) (x) Dequantize(B), OutputScale, OutputZeroPoint)``,
+i.e. ``round(acc * AScale * BScale / OutputScale) + OutputZeroPoint`` with ``acc`` the product's
+exact sums of ``(a - za) * (b - zb)``. A subclass says what differs: how A is read (its
+``operand``), the integer core (``accumulate``, on the session's engine: ``dml_ep.engines``), the
+u8s8 correction of that core, the requantize parameters and how the result is laid out.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..arithmetic import Arithmetic
+from ..enums import DML_TENSOR_FLAGS
+from . import quantize
+
+
+class PreparedQuantizedProduct:
+    """What one quantized product desc needs at each run, worked out once per node, engine and
+    arithmetic: its parameters (:meth:`prepare`), B as the engine's product when B is bound at
+    initialization (OWNED_BY_DML), and the requantize step. Engine products are shared by the
+    node's arithmetics (``products``, the node's cache).
+
+    ``A_FIELD`` and ``B_FIELD`` name the desc's activation and weight tensors.
+    """
+
+    A_FIELD: str
+    B_FIELD: str
+
+    def __init__(self, desc, tensors: dict, arithmetic, engine, products: dict):
+        self.desc, self.engine, self.products = desc, engine, products
+        self.constant = bool(getattr(desc, self.B_FIELD).Flags & DML_TENSOR_FLAGS.OWNED_BY_DML)
+        self.prepare(tensors)
+        self.saturates_u8s8 = arithmetic.saturates_u8s8(getattr(desc, self.A_FIELD), getattr(desc, self.B_FIELD))
+        self.requantize = quantize.Requantizer(*self.requantize_parameters(tensors), desc.OutputTensor.DataType.numpy(), arithmetic)
+
+    @classmethod
+    def integer_core(cls, desc, tensors: dict, engine) -> np.ndarray:
+        """The exact integer sums alone (compare's ideal values), prepared for this call only."""
+        return cls(desc, tensors, Arithmetic("directml"), engine, {}).accumulate(tensors)
+
+    def product(self, b: np.ndarray, b_zero_point, bias=None, rows=None, key=()):
+        """The engine's product for B, made once per ``key`` (a B bound at run time is fed to it at
+        each run)."""
+        key = ("product", self.engine.name, *key)
+        if key not in self.products:
+            self.products[key] = self.engine.product(np.ascontiguousarray(b), b_zero_point, self.constant, bias, rows)
+        return self.products[key]
+
+    def __call__(self, tensors: dict) -> np.ndarray:
+        operand = self.operand(tensors)
+        acc = self.accumulate(tensors, operand)
+        if self.saturates_u8s8:
+            acc = acc + self.u8s8_correction(tensors, operand)
+        return self.output(self.requantize(acc))
+
+    # What a quantized product says for itself.
+
+    def prepare(self, tensors: dict) -> None:
+        """The once-per-node parameters; the engine's product when B is constant."""
+        raise NotImplementedError
+
+    def requantize_parameters(self, tensors: dict) -> tuple:
+        """A's scale, B's scale, the output scale and zero point, broadcastable to ``accumulate``'s result."""
+        raise NotImplementedError
+
+    def operand(self, tensors: dict) -> np.ndarray:
+        """This run's A as the integer core and the u8s8 correction read it."""
+        raise NotImplementedError
+
+    def accumulate(self, tensors: dict, operand: np.ndarray | None = None) -> np.ndarray:
+        """The integer core: the exact sums (int32, or float32 where that holds every sum exactly);
+        ``operand``: this run's :meth:`operand`, where the caller has it."""
+        raise NotImplementedError
+
+    def u8s8_correction(self, tensors: dict, operand: np.ndarray) -> np.ndarray:
+        """What onnxruntime's int16 saturation adds to the exact sums (``dml_ep.kernels.u8s8``)."""
+        raise NotImplementedError
+
+    def output(self, requantized: np.ndarray) -> np.ndarray:
+        """The requantized values laid out as the output tensor's sizes."""
+        raise NotImplementedError

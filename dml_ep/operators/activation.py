@@ -1,0 +1,217 @@
+"""DML_OPERATOR_ACTIVATION_* and ELEMENT_WISE_CLIP: the activations, standalone or fused into
+ELEMENT_WISE_ADD1 (CONVOLUTION, GEMM, ... in DirectML): descs, import of a fused activation, kernel.
+
+Each formula is DirectML's, as written on its DML_*_OPERATOR_DESC reference page
+(learn.microsoft.com/windows/win32/api/directml/), evaluated in float32 (float16 tensors are
+computed in float32 and rounded back once). Input/Output are null when fused.
+
+No exact value: the activations do not quantize.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional
+
+import numpy as np
+
+from ..enums import DML_FEATURE_LEVEL as FL
+from ..enums import DML_OPERATOR_TYPE as OP
+from ..real_ep import ON_DML
+from ..tensor_desc import view
+from .base import FLOATS, Operator, OperatorDesc, TensorDesc, rules
+from .importing import Fallback, NodeContext
+
+# --- descs -----------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class ActivationDesc(OperatorDesc):
+    """Common base of DML_ACTIVATION_*_OPERATOR_DESC."""
+
+    InputTensor: TensorDesc = None
+    OutputTensor: TensorDesc = None
+    SAME_TYPE = (("InputTensor", "OutputTensor"),)
+
+    @property
+    def fused(self) -> bool:
+        return self.InputTensor is None and self.OutputTensor is None
+
+    def validate(self, feature_level: FL = FL.FL_6_4) -> None:
+        if self.fused:
+            feature_level = FL.parse(feature_level)
+            if feature_level < self.INTRODUCED:
+                self.fail(f"requires {self.INTRODUCED} (target is {feature_level})")
+            return
+        super().validate(feature_level)
+
+
+_ACTIVATION_RULES = rules(
+    {"InputTensor": (False, {FL.FL_1_0: (4, 4), FL.FL_3_0: (1, 8)}), "OutputTensor": (False, {FL.FL_1_0: (4, 4), FL.FL_3_0: (1, 8)})},
+    {"InputTensor": FLOATS, "OutputTensor": FLOATS},
+)
+
+
+def _activation(name: str, op: OP, introduced: FL = FL.FL_1_0, **params):
+    """Declare a DML_ACTIVATION_* desc class with its parameters (as float fields with defaults)."""
+    fields = [(p, float, dataclasses.field(default=default)) for p, default in params.items()]
+    cls = dataclasses.make_dataclass(
+        name,
+        fields,
+        bases=(ActivationDesc,),
+        frozen=True,
+        namespace={"OPERATOR_TYPE": op, "INTRODUCED": introduced, "TENSOR_RULES": _ACTIVATION_RULES},
+    )
+    cls.__module__ = __name__
+    cls.__doc__ = f"{op} (parameters: {', '.join(params) or 'none'})."
+    return cls
+
+
+DML_ACTIVATION_ELU_OPERATOR_DESC = _activation("DML_ACTIVATION_ELU_OPERATOR_DESC", OP.ACTIVATION_ELU, Alpha=1.0)
+DML_ACTIVATION_HARD_SIGMOID_OPERATOR_DESC = _activation(
+    "DML_ACTIVATION_HARD_SIGMOID_OPERATOR_DESC", OP.ACTIVATION_HARD_SIGMOID, Alpha=0.2, Beta=0.5
+)
+DML_ACTIVATION_IDENTITY_OPERATOR_DESC = _activation("DML_ACTIVATION_IDENTITY_OPERATOR_DESC", OP.ACTIVATION_IDENTITY)
+DML_ACTIVATION_LEAKY_RELU_OPERATOR_DESC = _activation(
+    "DML_ACTIVATION_LEAKY_RELU_OPERATOR_DESC", OP.ACTIVATION_LEAKY_RELU, Alpha=0.01
+)
+DML_ACTIVATION_LINEAR_OPERATOR_DESC = _activation(
+    "DML_ACTIVATION_LINEAR_OPERATOR_DESC", OP.ACTIVATION_LINEAR, Alpha=1.0, Beta=0.0
+)
+DML_ACTIVATION_PARAMETRIC_SOFTPLUS_OPERATOR_DESC = _activation(
+    "DML_ACTIVATION_PARAMETRIC_SOFTPLUS_OPERATOR_DESC", OP.ACTIVATION_PARAMETRIC_SOFTPLUS, Alpha=1.0, Beta=1.0
+)
+DML_ACTIVATION_RELU_OPERATOR_DESC = _activation("DML_ACTIVATION_RELU_OPERATOR_DESC", OP.ACTIVATION_RELU)
+DML_ACTIVATION_SCALED_ELU_OPERATOR_DESC = _activation(
+    "DML_ACTIVATION_SCALED_ELU_OPERATOR_DESC", OP.ACTIVATION_SCALED_ELU, Alpha=1.67326319217681884765625, Gamma=1.05070102214813232421875
+)
+DML_ACTIVATION_SCALED_TANH_OPERATOR_DESC = _activation(
+    "DML_ACTIVATION_SCALED_TANH_OPERATOR_DESC", OP.ACTIVATION_SCALED_TANH, Alpha=1.0, Beta=1.0
+)
+DML_ACTIVATION_SIGMOID_OPERATOR_DESC = _activation("DML_ACTIVATION_SIGMOID_OPERATOR_DESC", OP.ACTIVATION_SIGMOID)
+DML_ACTIVATION_SOFTPLUS_OPERATOR_DESC = _activation(
+    "DML_ACTIVATION_SOFTPLUS_OPERATOR_DESC", OP.ACTIVATION_SOFTPLUS, Steepness=1.0
+)
+DML_ACTIVATION_SOFTSIGN_OPERATOR_DESC = _activation("DML_ACTIVATION_SOFTSIGN_OPERATOR_DESC", OP.ACTIVATION_SOFTSIGN)
+DML_ACTIVATION_TANH_OPERATOR_DESC = _activation("DML_ACTIVATION_TANH_OPERATOR_DESC", OP.ACTIVATION_TANH)
+DML_ACTIVATION_THRESHOLDED_RELU_OPERATOR_DESC = _activation(
+    "DML_ACTIVATION_THRESHOLDED_RELU_OPERATOR_DESC", OP.ACTIVATION_THRESHOLDED_RELU, Alpha=1.0
+)
+DML_ACTIVATION_SHRINK_OPERATOR_DESC = _activation(
+    "DML_ACTIVATION_SHRINK_OPERATOR_DESC", OP.ACTIVATION_SHRINK, FL.FL_2_0, Bias=0.0, Threshold=0.5
+)
+DML_ACTIVATION_CELU_OPERATOR_DESC = _activation(
+    "DML_ACTIVATION_CELU_OPERATOR_DESC", OP.ACTIVATION_CELU, FL.FL_3_0, Alpha=1.0
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class DML_ELEMENT_WISE_CLIP_OPERATOR_DESC(ActivationDesc):
+    """ELEMENT_WISE_CLIP: clamp(x * Scale + Bias, Min, Max); fusable from DML_FEATURE_LEVEL_6_0.
+
+    ``ScaleBias`` is DirectML's optional DML_SCALE_BIAS, here a (Scale, Bias) pair or None.
+    """
+
+    ScaleBias: Optional[tuple[float, float]] = None
+    Min: float = float("-inf")
+    Max: float = float("inf")
+    OPERATOR_TYPE = OP.ELEMENT_WISE_CLIP
+    TENSOR_RULES = _ACTIVATION_RULES
+
+    def validate(self, feature_level: FL = FL.FL_6_4) -> None:
+        if self.fused and FL.parse(feature_level) < FL.FL_6_0:
+            self.fail(f"fusing requires {FL.FL_6_0} (target is {FL.parse(feature_level)})")
+        super().validate(feature_level)
+        if self.Min > self.Max:
+            self.fail(f"Min {self.Min} is greater than Max {self.Max}")
+
+
+FUSABLE_ACTIVATIONS = (
+    DML_ACTIVATION_ELU_OPERATOR_DESC,
+    DML_ACTIVATION_HARD_SIGMOID_OPERATOR_DESC,
+    DML_ACTIVATION_IDENTITY_OPERATOR_DESC,
+    DML_ACTIVATION_LEAKY_RELU_OPERATOR_DESC,
+    DML_ACTIVATION_LINEAR_OPERATOR_DESC,
+    DML_ACTIVATION_PARAMETRIC_SOFTPLUS_OPERATOR_DESC,
+    DML_ACTIVATION_RELU_OPERATOR_DESC,
+    DML_ACTIVATION_SCALED_ELU_OPERATOR_DESC,
+    DML_ACTIVATION_SCALED_TANH_OPERATOR_DESC,
+    DML_ACTIVATION_SIGMOID_OPERATOR_DESC,
+    DML_ACTIVATION_SOFTPLUS_OPERATOR_DESC,
+    DML_ACTIVATION_SOFTSIGN_OPERATOR_DESC,
+    DML_ACTIVATION_TANH_OPERATOR_DESC,
+    DML_ACTIVATION_THRESHOLDED_RELU_OPERATOR_DESC,
+    DML_ACTIVATION_SHRINK_OPERATOR_DESC,
+    DML_ACTIVATION_CELU_OPERATOR_DESC,
+    DML_ELEMENT_WISE_CLIP_OPERATOR_DESC,
+)
+
+
+# --- import: a fused node's activation -------------------------------------------------------
+
+
+def fused_activation(ctx: NodeContext):
+    """The DirectML activation desc named by a fused node's ``fused_*`` attributes."""
+    activation = ctx.attr("fused_activation")
+    if activation == "Relu":
+        return DML_ACTIVATION_RELU_OPERATOR_DESC()
+    if activation == "LeakyRelu":
+        return DML_ACTIVATION_LEAKY_RELU_OPERATOR_DESC(Alpha=float(np.float32(ctx.attr("fused_alpha", 0.01))))
+    raise Fallback(f"fused activation {activation!r} is not modelled by dml_ep (Relu, LeakyRelu)", ON_DML)
+
+
+# --- kernel ----------------------------------------------------------------------------------
+
+
+def _f32(value) -> np.float32:
+    return np.float32(value)
+
+
+def _elu(x, alpha):
+    return np.where(x > 0, x, alpha * np.expm1(np.minimum(x, 0)))
+
+
+def _ln_1_plus_exp(x):
+    """ln(1 + exp(x)), without overflow for large x."""
+    return np.logaddexp(np.float32(0), x)
+
+
+_FORMULAS = {
+    DML_ACTIVATION_ELU_OPERATOR_DESC: lambda x, d: _elu(x, _f32(d.Alpha)),
+    DML_ACTIVATION_HARD_SIGMOID_OPERATOR_DESC: lambda x, d: np.clip(_f32(d.Alpha) * x + _f32(d.Beta), 0, 1),
+    DML_ACTIVATION_IDENTITY_OPERATOR_DESC: lambda x, d: x,
+    DML_ACTIVATION_LEAKY_RELU_OPERATOR_DESC: lambda x, d: np.where(x >= 0, x, _f32(d.Alpha) * x),
+    DML_ACTIVATION_LINEAR_OPERATOR_DESC: lambda x, d: _f32(d.Alpha) * x + _f32(d.Beta),
+    DML_ACTIVATION_PARAMETRIC_SOFTPLUS_OPERATOR_DESC: lambda x, d: _f32(d.Alpha) * _ln_1_plus_exp(_f32(d.Beta) * x),
+    DML_ACTIVATION_RELU_OPERATOR_DESC: lambda x, d: np.maximum(x, 0),
+    DML_ACTIVATION_SCALED_ELU_OPERATOR_DESC: lambda x, d: _f32(d.Gamma) * _elu(x, _f32(d.Alpha)),
+    DML_ACTIVATION_SCALED_TANH_OPERATOR_DESC: lambda x, d: _f32(d.Alpha) * np.tanh(_f32(d.Beta) * x),
+    DML_ACTIVATION_SIGMOID_OPERATOR_DESC: lambda x, d: 1 / (1 + np.exp(-x)),
+    DML_ACTIVATION_SOFTPLUS_OPERATOR_DESC: lambda x, d: _ln_1_plus_exp(_f32(d.Steepness) * x) / _f32(d.Steepness),
+    DML_ACTIVATION_SOFTSIGN_OPERATOR_DESC: lambda x, d: x / (1 + np.abs(x)),
+    DML_ACTIVATION_TANH_OPERATOR_DESC: lambda x, d: np.tanh(x),
+    DML_ACTIVATION_THRESHOLDED_RELU_OPERATOR_DESC: lambda x, d: np.where(x > _f32(d.Alpha), x, 0),
+    DML_ACTIVATION_SHRINK_OPERATOR_DESC: lambda x, d: np.where(
+        x > _f32(d.Threshold), x - _f32(d.Bias), np.where(x < -_f32(d.Threshold), x + _f32(d.Bias), 0)
+    ),
+    DML_ACTIVATION_CELU_OPERATOR_DESC: lambda x, d: np.maximum(x, 0)
+    + np.minimum(0, _f32(d.Alpha) * np.expm1(x / _f32(d.Alpha))),
+    DML_ELEMENT_WISE_CLIP_OPERATOR_DESC: lambda x, d: np.clip(
+        x if d.ScaleBias is None else _f32(d.ScaleBias[0]) * x + _f32(d.ScaleBias[1]), _f32(d.Min), _f32(d.Max)
+    ),
+}
+
+
+def apply_activation(activation: ActivationDesc, x: np.ndarray) -> np.ndarray:
+    """The activation's formula on ``x``, keeping ``x``'s float dtype."""
+    with np.errstate(over="ignore"):
+        result = _FORMULAS[type(activation)](x.astype(np.float32), activation)
+    return np.asarray(result, dtype=np.float32).astype(x.dtype, copy=False)
+
+
+def activation(desc: ActivationDesc, tensors: dict, options, cache: dict) -> np.ndarray:
+    """A standalone activation operator (InputTensor to OutputTensor)."""
+    return apply_activation(desc, view(tensors["InputTensor"], desc.InputTensor)).reshape(desc.OutputTensor.Sizes)
+
+
+OPERATORS = tuple(Operator(desc=cls, kernel=activation, exact_value=None) for cls in FUSABLE_ACTIVATIONS)

@@ -1,0 +1,228 @@
+"""What every DirectML operator module shares: the desc base class and its support-table rules,
+the tensor type sets, and the :class:`Operator` entry a module declares for the operator table.
+
+Each desc is a frozen dataclass whose fields are DirectML's, in DirectML's order, and checks itself
+against DirectML's support tables with ``validate(feature_level)``: the feature level that
+introduced the operator, dimension counts and data types per tensor and per feature level, the
+documented shape rules and the data-type pairings. A broken rule raises
+:class:`~dml_ep.errors.DescValidationError` naming the operator, the tensor and the rule.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Callable, ClassVar, Optional
+
+from ..enums import DML_FEATURE_LEVEL as FL
+from ..enums import DML_OPERATOR_TYPE as OP
+from ..enums import DML_TENSOR_DATA_TYPE as DT
+from ..errors import DescValidationError
+from ..tensor_desc import DML_BUFFER_TENSOR_DESC, left_pad
+
+
+TensorDesc = Optional[DML_BUFFER_TENSOR_DESC]
+
+QUANTIZED = frozenset({DT.INT8, DT.UINT8})
+FLOATS = frozenset({DT.FLOAT32, DT.FLOAT16})
+FLOAT32 = frozenset({DT.FLOAT32})
+INT32 = frozenset({DT.INT32})
+
+
+@functools.lru_cache(maxsize=4096)
+def validated(desc: "OperatorDesc", feature_level: FL) -> None:
+    """``desc.validate(feature_level)``, once per distinct desc and level: descs are immutable, and
+    the nodes of a large graph repeat a few of them (a failure is not remembered: it raises again)."""
+    desc.validate(feature_level)
+
+
+@dataclasses.dataclass(frozen=True)
+class TensorRule:
+    """One row of a DirectML support table: dimension counts per feature level, and data types.
+
+    ``dims`` maps the feature level from which a range applies to that (min, max) range.
+    """
+
+    field: str
+    optional: bool
+    dims: dict
+    types: frozenset
+
+    def dims_at(self, level: FL) -> tuple[int, int]:
+        applicable = [fl for fl in self.dims if fl <= level]
+        return self.dims[max(applicable)]
+
+
+def rules(table, types_by_field) -> tuple[TensorRule, ...]:
+    """Build TensorRules from ``{field: (optional, {FL: (lo, hi)})}`` and ``{field: types}``."""
+    return tuple(TensorRule(f, opt, dims, types_by_field[f]) for f, (opt, dims) in table.items())
+
+
+class OperatorDesc:
+    """Behaviour shared by the operator descs; subclasses are frozen dataclasses."""
+
+    OPERATOR_TYPE: ClassVar[OP]
+    INTRODUCED: ClassVar[FL] = FL.FL_1_0
+    TENSOR_RULES: ClassVar[tuple[TensorRule, ...]] = ()
+    SAME_TYPE: ClassVar[tuple[tuple[str, ...], ...]] = ()
+
+    def tensors(self) -> dict[str, DML_BUFFER_TENSOR_DESC]:
+        """The desc's non-null tensor fields, in field order."""
+        return {
+            f.name: getattr(self, f.name)
+            for f in dataclasses.fields(self)
+            if isinstance(getattr(self, f.name), DML_BUFFER_TENSOR_DESC)
+        }
+
+    def fail(self, rule: str, field: str | None = None):
+        """Raise DescValidationError naming the operator, the tensor or field, and the rule."""
+        where = f"{self.OPERATOR_TYPE}" + (f", {field}" if field else "")
+        raise DescValidationError(f"{where}: {rule}")
+
+    def validate(self, feature_level: FL = FL.FL_6_4) -> None:
+        """Check the desc against DirectML's tables at ``feature_level``; raise on the first broken rule."""
+        feature_level = FL.parse(feature_level)
+        if feature_level < self.INTRODUCED:
+            self.fail(f"requires {self.INTRODUCED} (target is {feature_level})")
+        for rule in self.TENSOR_RULES:
+            tensor = getattr(self, rule.field)
+            if tensor is None:
+                if not rule.optional:
+                    self.fail("required tensor is missing", rule.field)
+                continue
+            lo, hi = rule.dims_at(feature_level)
+            if not lo <= tensor.DimensionCount <= hi:
+                allowed = f"{lo}" if lo == hi else f"{lo} to {hi}"
+                self.fail(
+                    f"DimensionCount {tensor.DimensionCount} is not supported at {feature_level} "
+                    f"(allowed: {allowed})",
+                    rule.field,
+                )
+            if tensor.DataType not in rule.types:
+                allowed = ", ".join(sorted(t.name for t in rule.types))
+                self.fail(f"DataType {tensor.DataType.name} is not supported (allowed: {allowed})", rule.field)
+            if any(size < 1 for size in tensor.Sizes):
+                self.fail(f"sizes {list(tensor.Sizes)} contain a size below 1", rule.field)
+            if tensor.element_count > 2**32 - 1:
+                self.fail("more than 2^32-1 elements", rule.field)
+        for first, *others in self.SAME_TYPE:
+            want = getattr(self, first).DataType
+            for field in others:
+                tensor = getattr(self, field)
+                if tensor is not None and tensor.DataType != want:
+                    self.fail(f"DataType {tensor.DataType.name} must equal {first}'s {want.name}", field)
+        self.validate_shapes(feature_level)
+
+    def validate_shapes(self, feature_level: FL) -> None:
+        """Operator-specific size rules (overridden by subclasses)."""
+
+    def sizes4(self, field: str) -> tuple[int, ...]:
+        """A tensor's sizes right-aligned to 4-D (lower feature levels allow fewer dimensions)."""
+        return left_pad(getattr(self, field).Sizes, 4)
+
+    def check_sizes(self, field: str, allowed: list[tuple[int, ...]], what: str) -> None:
+        tensor = getattr(self, field)
+        if tensor is not None and self.sizes4(field) not in allowed:
+            self.fail(f"sizes {list(tensor.Sizes)} must be {what}", field)
+
+    def to_dict(self) -> dict:
+        """The desc as JSON-ready data: tensors as dicts, enums by name."""
+        out = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if hasattr(value, "to_dict"):
+                value = value.to_dict()
+            elif isinstance(value, tuple):
+                value = list(value)
+            out[f.name] = value
+        return {"Type": str(self.OPERATOR_TYPE), "Desc": out}
+
+    def describe(self) -> list[str]:
+        """One line per field, in struct order: tensors as type, sizes, strides and bytes."""
+        lines = []
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, DML_BUFFER_TENSOR_DESC):
+                text = f"{value.describe()}, {value.TotalTensorSizeInBytes} bytes"
+                if value.Flags:
+                    text += ", OWNED_BY_DML"
+            elif isinstance(value, OperatorDesc):
+                params = [f"{p.name}={getattr(value, p.name)}" for p in dataclasses.fields(value) if not p.name.endswith("Tensor")]
+                text = f"{value.OPERATOR_TYPE}" + (f" ({', '.join(params)})" if params else "")
+            elif value is None:
+                text = "null"
+            else:
+                text = str(list(value) if isinstance(value, tuple) else value)
+            lines.append(f"{f.name:22s} {text}")
+        return lines
+
+
+QUANTIZED_BINARY_TENSORS = (
+    "ATensor",
+    "AScaleTensor",
+    "AZeroPointTensor",
+    "BTensor",
+    "BScaleTensor",
+    "BZeroPointTensor",
+    "OutputScaleTensor",
+    "OutputZeroPointTensor",
+    "OutputTensor",
+)
+# QLinearMatMul's and QLinearAdd's inputs, in order, bind to these fields (all but the output).
+QUANTIZED_BINARY_INPUTS = QUANTIZED_BINARY_TENSORS[:-1]
+QUANTIZED_BINARY_TYPES = {
+    field: (FLOAT32 if "Scale" in field else QUANTIZED) for field in QUANTIZED_BINARY_TENSORS
+}
+QUANTIZED_BINARY_SAME_TYPE = (
+    ("ATensor", "AZeroPointTensor"),
+    ("BTensor", "BZeroPointTensor"),
+    ("OutputTensor", "OutputZeroPointTensor"),
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class QuantizedBinaryDesc(OperatorDesc):
+    """The nine tensor fields, in order, that QUANTIZED_LINEAR_MATRIX_MULTIPLY and
+    ELEMENT_WISE_QUANTIZED_LINEAR_ADD share in DirectML's structs."""
+
+    ATensor: TensorDesc
+    AScaleTensor: TensorDesc
+    AZeroPointTensor: TensorDesc
+    BTensor: TensorDesc
+    BScaleTensor: TensorDesc
+    BZeroPointTensor: TensorDesc
+    OutputScaleTensor: TensorDesc
+    OutputZeroPointTensor: TensorDesc
+    OutputTensor: TensorDesc
+
+    SAME_TYPE = QUANTIZED_BINARY_SAME_TYPE
+
+    @staticmethod
+    def tensor_rules(dims) -> tuple[TensorRule, ...]:
+        """The nine fields' rules: zero points optional, scales FLOAT32, the others INT8 or UINT8;
+        ``dims(field)`` gives a field's ``{feature level: (min, max)}`` dimension counts."""
+        return rules({field: ("ZeroPoint" in field, dims(field)) for field in QUANTIZED_BINARY_TENSORS}, QUANTIZED_BINARY_TYPES)
+
+
+
+@dataclasses.dataclass(frozen=True)
+class Operator:
+    """What dml_ep knows of one DirectML operator, as its module declares it for the operator table
+    (:data:`dml_ep.operators.registration.OPERATORS`).
+
+    - ``desc``: the desc class (DxDispatch reads and writes it: ``dml_ep.dxdispatch.descs``).
+    - ``kernel``: ``kernel(desc, tensors, arithmetic, cache) -> array``; or ``prepared``: a class
+      made once per node, engine and arithmetic (``cls(desc, tensors, arithmetic, engine, cache)``),
+      then called with each run's tensors, whose ``accumulate`` is the integer core alone.
+    - ``exact_value``: ``exact_value(desc, tensors, engine) -> (terms, output_scale)``, DirectML's
+      value before rounding as ``sum(integers * scale for integers, scale in terms) / output_scale``
+      (compare's ideal values); None for an operator that does not quantize.
+    - ``output_channels_last``: the kernel writes its 4-D output channels last (an NCHW view of
+      NHWC memory), so the executor makes the sessions of the fallback nodes reading it for that layout.
+    """
+
+    desc: type
+    exact_value: Optional[Callable]
+    kernel: Optional[Callable] = None
+    prepared: Optional[type] = None
+    output_channels_last: bool = False

@@ -1,0 +1,121 @@
+"""DML_OPERATOR_ELEMENT_WISE_ADD1 (Add, two-input Sum, com.microsoft.dml DmlFusedAdd/DmlFusedSum):
+desc, import, kernel.
+
+Import, as DmlOperatorElementWise.cpp: every tensor is right-aligned to at least 4 dimensions (at
+most 8) and read with the output's sizes; ONNX broadcasting is a stride of 0. A Relu or LeakyRelu
+that the DML EP's graph transformer folded into an Add or Sum (com.microsoft.dml
+DmlFusedAdd/DmlFusedSum, made by passes/dml_fusion.py; its fusion table lists Add 7/13/14 and Sum
+8/13) becomes ADD1's FusedActivation. The real EP uses ELEMENT_WISE_ADD for an Add with nothing to
+fuse: the same math as ADD1 without an activation.
+
+Kernel: ``FusedActivation(A + B)`` computed in float32 and rounded once to the tensors' type: for
+float16 the sum is not rounded before the activation (DirectML computes float16 in float32 unless
+half-precision computation is allowed; onnxruntime's CPU EP, lacking a float16 LeakyRelu, runs the
+Add and the activation in float32 between casts, which gives the same). A single float16 addition
+is correctly rounded either way.
+
+No exact value: ADD1 does not quantize.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional
+
+import numpy as np
+
+from ..enums import DML_FEATURE_LEVEL as FL
+from ..enums import DML_OPERATOR_TYPE as OP
+from ..errors import DescValidationError, ShapeError
+from ..plan import DmlNode
+from ..real_ep import ON_CPU, ON_DML_AS
+from ..tensor_desc import view
+from .activation import FUSABLE_ACTIVATIONS, ActivationDesc, apply_activation, fused_activation
+from .base import FLOATS, Operator, OperatorDesc, TensorDesc, rules
+from .importing import Fallback, NodeContext, broadcast, operand, tensor
+
+# --- desc ------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class DML_ELEMENT_WISE_ADD1_OPERATOR_DESC(OperatorDesc):
+    """ELEMENT_WISE_ADD1: ``FusedActivation(A + B)``, DML_FEATURE_LEVEL_2_0 and up."""
+
+    ATensor: TensorDesc
+    BTensor: TensorDesc
+    OutputTensor: TensorDesc
+    FusedActivation: Optional[ActivationDesc] = None
+
+    OPERATOR_TYPE = OP.ELEMENT_WISE_ADD1
+    INTRODUCED = FL.FL_2_0
+    TENSOR_RULES = rules(
+        {f: (False, {FL.FL_2_0: (4, 5), FL.FL_3_0: (1, 8)}) for f in ("ATensor", "BTensor", "OutputTensor")},
+        {"ATensor": FLOATS, "BTensor": FLOATS, "OutputTensor": FLOATS},
+    )
+    SAME_TYPE = (("ATensor", "BTensor", "OutputTensor"),)
+
+    def validate_shapes(self, feature_level: FL) -> None:
+        for field in ("ATensor", "BTensor"):
+            tensor = getattr(self, field)
+            if tensor.Sizes != self.OutputTensor.Sizes:
+                self.fail(f"sizes {list(tensor.Sizes)} must equal OutputTensor's {list(self.OutputTensor.Sizes)}", field)
+        if self.FusedActivation is not None:
+            if not isinstance(self.FusedActivation, FUSABLE_ACTIVATIONS):
+                self.fail(f"{type(self.FusedActivation).__name__} cannot be fused", "FusedActivation")
+            if not self.FusedActivation.fused:
+                self.fail("a fused activation must have null InputTensor and OutputTensor", "FusedActivation")
+            try:
+                self.FusedActivation.validate(feature_level)
+            except DescValidationError as exc:
+                self.fail(str(exc), "FusedActivation")
+
+
+# --- import from ONNX ------------------------------------------------------------------------
+
+
+def add(ctx: NodeContext) -> DmlNode:
+    """Add, or a two-input Sum (the registration row matches the since-version and the input count)."""
+    dtype = ctx.info(0).dtype
+    if dtype not in (np.dtype(np.float32), np.dtype(np.float16)):
+        real_ep = ON_DML_AS.format("ELEMENT_WISE_ADD") if dtype.kind in "iu" else ON_CPU
+        raise Fallback(f"element type {dtype} is not supported by ELEMENT_WISE_ADD1 (FLOAT32, FLOAT16)", real_ep)
+    if ctx.info(1).dtype != dtype:
+        raise ShapeError(f"input types differ: {dtype} and {ctx.info(1).dtype}", node=ctx.node)
+    a_shape, b_shape = ctx.info(0).shape, ctx.info(1).shape
+    out_shape, sizes = broadcast(ctx, a_shape, b_shape)
+    desc = DML_ELEMENT_WISE_ADD1_OPERATOR_DESC(
+        ATensor=operand(dtype, a_shape, sizes, ctx.input_name(0) in ctx.constants),
+        BTensor=operand(dtype, b_shape, sizes, ctx.input_name(1) in ctx.constants),
+        OutputTensor=tensor(dtype, sizes),
+    )
+    return ctx.dml_node(desc, ("ATensor", "BTensor"), out_shape)
+
+
+def fused_add(ctx: NodeContext) -> DmlNode:
+    """Add or two-input Sum with the activation the DML EP's fusion folded into it (passes/dml_fusion.py)."""
+    entry = add(ctx)
+    entry.desc = dataclasses.replace(entry.desc, FusedActivation=fused_activation(ctx))
+    return entry
+
+
+def two_inputs(ctx: NodeContext) -> None:
+    """The support query of Sum rows: dml_ep takes a two-input Sum only, one DirectML operator (the
+    real EP has no query and runs other counts as a loop of adds)."""
+    if len(ctx.node.input) != 2:
+        raise Fallback(f"Sum with {len(ctx.node.input)} inputs (only a two-input Sum is one DirectML operator)", ON_DML_AS.format("ELEMENT_WISE_ADD, once per input"))
+
+
+# --- kernel ----------------------------------------------------------------------------------
+
+
+def element_wise_add1(desc, tensors: dict, options, cache: dict) -> np.ndarray:
+    a = view(tensors["ATensor"], desc.ATensor)
+    b = view(tensors["BTensor"], desc.BTensor)
+    with np.errstate(over="ignore", invalid="ignore"):  # IEEE: overflow to infinity, inf - inf is NaN
+        out = np.add(a, b, dtype=np.float32)
+        if desc.FusedActivation is not None:
+            out = apply_activation(desc.FusedActivation, out)
+        return out.astype(a.dtype, copy=False)
+
+
+OPERATORS = (Operator(desc=DML_ELEMENT_WISE_ADD1_OPERATOR_DESC, kernel=element_wise_add1, exact_value=None),)

@@ -1,0 +1,407 @@
+"""DML_OPERATOR_QUANTIZED_LINEAR_CONVOLUTION (ONNX QLinearConv): desc, import, kernel, exact value.
+
+Import, as DmlOperatorQLinearConv.cpp does it:
+
+- 2-D convolution on 4-D tensors; a 1-D convolution ([N, C, W]) becomes 2-D with a height of 1:
+  the DML EP inserts the 1 between C and W and pads 1-D strides/dilations/pads at the front.
+- Filter scale/zero point per tensor {1,1,1,1} or per output channel {1,OC,1,1}; bias {1,OC,1,1}.
+- auto_pad SAME_UPPER/SAME_LOWER/VALID resolve to explicit start/end padding (ConvolutionHelper).
+
+Kernel. DirectML: ``Output = Quantize(Convolve(Dequantize(Input), Dequantize(Filter)) + Bias * InputScale *
+FilterScale, OutputScale, OutputZeroPoint)``; since the bias is int32 in units of
+``InputScale * FilterScale``, this is ``round((acc + Bias) * InputScale * FilterScale / OutputScale)``
+with ``acc = sum((x - zx) * (w - zw))`` over the window, padding reading as the input zero point.
+
+The integer core computes ``acc`` exactly, channels last: im2col of the input codes in NHWC order
+(``dml_ep.kernels.im2col``), times the filter as a [KH*KW*C/G, OC/G] matrix per group, on the
+session's integer engine (``dml_ep.engines``). The filter is prepared once per engine. Then the
+shared requantize step (``kernels.quantized_product``). The output is written channels last and
+returned as an NCHW view of that memory: a DirectML tensor is sizes plus strides, so the next
+convolution reads it without a transpose.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+
+from ..enums import DML_FEATURE_LEVEL as FL
+from ..enums import DML_OPERATOR_TYPE as OP
+from ..enums import DML_TENSOR_FLAGS
+from ..errors import InvalidAttributeError, ShapeError
+from ..kernels import u8s8
+from ..kernels.im2col import im2col
+from ..kernels.parameters import parameter4d, read4d, scalar
+from ..kernels.quantized_product import PreparedQuantizedProduct
+from ..plan import DmlNode
+from ..real_ep import ASSIGNED_TO_DML
+from .base import FLOAT32, INT32, QUANTIZED, Operator, OperatorDesc, TensorDesc, rules
+from .importing import (
+    Fallback,
+    NodeContext,
+    check_scale,
+    check_zero_point,
+    output_type,
+    parameter_tensor,
+    quantized_type,
+    tensor,
+)
+
+# --- desc ------------------------------------------------------------------------------------
+
+
+def convolution_output_sizes(in_spatial, kernel, strides, dilations, start_padding, end_padding) -> tuple[int, ...]:
+    """Output size per spatial dimension: (padded input - dilated kernel) // stride + 1.
+
+    ValueError(span, padded input) when the dilated kernel is larger than the padded input.
+    """
+    sizes = []
+    for size, k, s, d, p0, p1 in zip(in_spatial, kernel, strides, dilations, start_padding, end_padding):
+        span, padded = (k - 1) * d + 1, size + p0 + p1
+        if padded < span:
+            raise ValueError(span, padded)
+        sizes.append((padded - span) // s + 1)
+    return tuple(sizes)
+
+
+@dataclasses.dataclass(frozen=True)
+class DML_QUANTIZED_LINEAR_CONVOLUTION_OPERATOR_DESC(OperatorDesc):
+    """QUANTIZED_LINEAR_CONVOLUTION (ONNX QLinearConv), DML_FEATURE_LEVEL_2_1 and up."""
+
+    InputTensor: TensorDesc
+    InputScaleTensor: TensorDesc
+    InputZeroPointTensor: TensorDesc
+    FilterTensor: TensorDesc
+    FilterScaleTensor: TensorDesc
+    FilterZeroPointTensor: TensorDesc
+    BiasTensor: TensorDesc
+    OutputScaleTensor: TensorDesc
+    OutputZeroPointTensor: TensorDesc
+    OutputTensor: TensorDesc
+    DimensionCount: int
+    Strides: tuple[int, ...]
+    Dilations: tuple[int, ...]
+    StartPadding: tuple[int, ...]
+    EndPadding: tuple[int, ...]
+    GroupCount: int
+
+    OPERATOR_TYPE = OP.QUANTIZED_LINEAR_CONVOLUTION
+    INTRODUCED = FL.FL_2_1
+    TENSOR_RULES = rules(
+        {
+            "InputTensor": (False, {FL.FL_2_1: (4, 4), FL.FL_4_0: (3, 4)}),
+            "InputScaleTensor": (False, {FL.FL_2_1: (4, 4), FL.FL_4_0: (1, 4)}),
+            "InputZeroPointTensor": (True, {FL.FL_2_1: (4, 4), FL.FL_4_0: (1, 4)}),
+            "FilterTensor": (False, {FL.FL_2_1: (4, 4), FL.FL_4_0: (3, 4)}),
+            "FilterScaleTensor": (False, {FL.FL_2_1: (4, 4), FL.FL_4_0: (3, 4), FL.FL_5_2: (1, 4)}),
+            "FilterZeroPointTensor": (True, {FL.FL_2_1: (4, 4), FL.FL_4_0: (1, 4)}),
+            "BiasTensor": (True, {FL.FL_2_1: (4, 4), FL.FL_4_0: (3, 4)}),
+            "OutputScaleTensor": (False, {FL.FL_2_1: (4, 4), FL.FL_4_0: (1, 4)}),
+            "OutputZeroPointTensor": (True, {FL.FL_2_1: (4, 4), FL.FL_4_0: (1, 4)}),
+            "OutputTensor": (False, {FL.FL_2_1: (4, 4), FL.FL_4_0: (3, 4)}),
+        },
+        {
+            "InputTensor": QUANTIZED,
+            "InputScaleTensor": FLOAT32,
+            "InputZeroPointTensor": QUANTIZED,
+            "FilterTensor": QUANTIZED,
+            "FilterScaleTensor": FLOAT32,
+            "FilterZeroPointTensor": QUANTIZED,
+            "BiasTensor": INT32,
+            "OutputScaleTensor": FLOAT32,
+            "OutputZeroPointTensor": QUANTIZED,
+            "OutputTensor": QUANTIZED,
+        },
+    )
+    SAME_TYPE = (
+        ("OutputTensor", "OutputZeroPointTensor"),
+        ("InputTensor", "InputZeroPointTensor"),
+        ("FilterTensor", "FilterZeroPointTensor"),
+    )
+
+    def validate_shapes(self, feature_level: FL) -> None:
+        if self.DimensionCount != 2:
+            self.fail(f"{self.DimensionCount} is not supported (only 2 spatial dimensions)", "DimensionCount")
+        for name in ("Strides", "Dilations", "StartPadding", "EndPadding"):
+            values = getattr(self, name)
+            if len(values) != self.DimensionCount:
+                self.fail(f"has {len(values)} values, DimensionCount is {self.DimensionCount}", name)
+            least = 0 if name.endswith("Padding") else 1
+            if any(v < least for v in values):
+                self.fail(f"{list(values)} must be at least {least}", name)
+        dims = self.InputTensor.DimensionCount
+        for field in ("FilterTensor", "BiasTensor", "OutputTensor"):
+            tensor = getattr(self, field)
+            if tensor is not None and tensor.DimensionCount != dims:
+                self.fail(f"DimensionCount {tensor.DimensionCount} must equal InputTensor's {dims}", field)
+        batch, channels, *in_spatial = self.sizes4("InputTensor")
+        out_channels, filter_channels, *kernel = self.sizes4("FilterTensor")
+        groups = self.GroupCount
+        if groups < 1 or channels % groups or out_channels % groups:
+            self.fail(f"{groups} must divide the {channels} input and {out_channels} output channels", "GroupCount")
+        if filter_channels * groups != channels:
+            self.fail(
+                f"FilterChannelCount {filter_channels} must be input channels / GroupCount = {channels // groups}",
+                "FilterTensor",
+            )
+        try:
+            out_spatial = convolution_output_sizes(in_spatial, kernel, self.Strides, self.Dilations, self.StartPadding, self.EndPadding)
+        except ValueError as exc:
+            span, padded = exc.args
+            self.fail(f"the dilated filter ({span}) is larger than the padded input ({padded})", "FilterTensor")
+        expected = (batch, out_channels, *out_spatial)
+        if self.sizes4("OutputTensor") != expected:
+            self.fail(f"sizes {list(self.OutputTensor.Sizes)} must be {list(expected)}", "OutputTensor")
+        scalar = [(1, 1, 1, 1)]
+        per_channel = scalar + [(1, out_channels, 1, 1)]
+        for field in ("InputScaleTensor", "InputZeroPointTensor", "OutputScaleTensor", "OutputZeroPointTensor"):
+            self.check_sizes(field, scalar, "{1,1,1,1} (per tensor)")
+        for field in ("FilterScaleTensor", "FilterZeroPointTensor"):
+            self.check_sizes(field, per_channel, f"{{1,1,1,1}} or {{1,{out_channels},1,1}} (per output channel)")
+        self.check_sizes("BiasTensor", [(1, out_channels, 1, 1)], f"{{1,{out_channels},1,1}}")
+
+
+# --- import from ONNX ------------------------------------------------------------------------
+
+X, X_SCALE, X_ZP, W, W_SCALE, W_ZP, Y_SCALE, Y_ZP, BIAS = range(9)
+# The desc field each QLinearConv input binds to, in input order (the bias is input 8, field 7).
+FIELDS_BY_INPUT = (
+    "InputTensor",
+    "InputScaleTensor",
+    "InputZeroPointTensor",
+    "FilterTensor",
+    "FilterScaleTensor",
+    "FilterZeroPointTensor",
+    "OutputScaleTensor",
+    "OutputZeroPointTensor",
+    "BiasTensor",
+)
+
+
+def _ints(ctx: NodeContext, name: str, default: list[int], count: int) -> list[int]:
+    values = list(ctx.attr(name, default))
+    if len(values) != count:
+        raise InvalidAttributeError(f"{name} has {len(values)} values, expected {count}", node=ctx.node)
+    return values
+
+
+def resolve_padding(ctx, in_spatial, kernel, strides, dilations) -> tuple[list[int], list[int]]:
+    """Start and end padding from ``pads`` or ``auto_pad``, as the DML EP's ConvolutionHelper resolves them."""
+    rank = len(in_spatial)
+    auto_pad = ctx.attr("auto_pad", "NOTSET")
+    if auto_pad == "NOTSET":
+        pads = _ints(ctx, "pads", [0] * 2 * rank, 2 * rank)
+        if any(p < 0 for p in pads):
+            raise InvalidAttributeError(f"pads {pads} must not be negative", node=ctx.node)
+        return pads[:rank], pads[rank:]
+    if auto_pad == "VALID":
+        return [0] * rank, [0] * rank
+    if auto_pad not in ("SAME_UPPER", "SAME_LOWER"):
+        raise InvalidAttributeError(f"auto_pad {auto_pad!r} is not one of NOTSET, SAME_UPPER, SAME_LOWER, VALID", node=ctx.node)
+    start, end = [], []
+    for size, k, s, d in zip(in_spatial, kernel, strides, dilations):
+        out = math.ceil(size / s)
+        total = max(0, s * (out - 1) + (k - 1) * d + 1 - size)
+        first = total // 2 if auto_pad == "SAME_UPPER" else (total + 1) // 2
+        start.append(first)
+        end.append(total - first)
+    return start, end
+
+
+def qlinear_conv(ctx: NodeContext) -> DmlNode:
+    x_info, w_info = ctx.info(X), ctx.info(W)
+    x_type = quantized_type(ctx, X, "input")
+    w_type = quantized_type(ctx, W, "filter")
+    rank = len(x_info.shape)
+    if rank not in (3, 4):
+        raise Fallback(f"{rank - 2}-D convolution is not supported (DirectML's QUANTIZED_LINEAR_CONVOLUTION is 1-D or 2-D)", ASSIGNED_TO_DML)
+    if len(w_info.shape) != rank:
+        raise ShapeError(f"filter has {len(w_info.shape)} dimensions, input has {rank}", node=ctx.node, tensor=ctx.input_name(W))
+    spatial = rank - 2
+    batch, channels, *in_spatial = x_info.shape
+    out_channels, filter_channels, *kernel = w_info.shape
+    kernel_shape = list(ctx.attr("kernel_shape", kernel))
+    if kernel_shape != kernel:
+        raise InvalidAttributeError(f"kernel_shape {kernel_shape} does not match the filter's {kernel}", node=ctx.node)
+    strides = _ints(ctx, "strides", [1] * spatial, spatial)
+    dilations = _ints(ctx, "dilations", [1] * spatial, spatial)
+    if any(s < 1 for s in strides):
+        raise InvalidAttributeError(f"strides {strides} must be positive", node=ctx.node)
+    if any(d < 1 for d in dilations):
+        raise InvalidAttributeError(f"dilations {dilations} must be positive", node=ctx.node)
+    group = ctx.attr("group", 1)
+    if group < 1 or channels % group or out_channels % group:
+        raise InvalidAttributeError(
+            f"group {group} must divide the input channels ({channels}) and output channels ({out_channels})", node=ctx.node
+        )
+    if filter_channels * group != channels:
+        raise ShapeError(
+            f"filter has {filter_channels} channels per group, input needs {channels // group} ({channels} / group {group})",
+            node=ctx.node,
+            tensor=ctx.input_name(W),
+        )
+    start, end = resolve_padding(ctx, in_spatial, kernel, strides, dilations)
+    try:
+        out_spatial = convolution_output_sizes(in_spatial, kernel, strides, dilations, start, end)
+    except ValueError as exc:
+        span, padded = exc.args
+        raise ShapeError(f"the (dilated) kernel spans {span} but the padded input is only {padded}", node=ctx.node) from None
+
+    check_scale(ctx, X_SCALE, ctx.constant(X_SCALE, "input scale"))
+    w_scale = check_scale(ctx, W_SCALE, ctx.constant(W_SCALE, "filter scale"), (1, out_channels))
+    check_scale(ctx, Y_SCALE, ctx.constant(Y_SCALE, "output scale"))
+    x_zp = check_zero_point(ctx, X_ZP, ctx.optional_constant(X_ZP, "input zero point"), x_type)
+    w_zp = check_zero_point(ctx, W_ZP, ctx.optional_constant(W_ZP, "filter zero point"), w_type, (1, out_channels))
+    y_type = output_type(ctx)
+    y_zp = check_zero_point(ctx, Y_ZP, ctx.optional_constant(Y_ZP, "output zero point"), y_type)
+    if ctx.input_name(BIAS):
+        bias_info = ctx.info(BIAS)
+        if bias_info.dtype != np.int32 or bias_info.shape != (out_channels,):
+            raise ShapeError(f"bias must be int32 of shape [{out_channels}], not {bias_info.dtype} {list(bias_info.shape)}", node=ctx.node, tensor=ctx.input_name(BIAS))
+
+    # 1-D: [N, C, W] -> [N, C, 1, W]; parameters padded at the front (KernelArgs).
+    pad1 = [1] * (2 - spatial)
+    zero1 = [0] * (2 - spatial)
+    in4 = (batch, channels, *pad1, *in_spatial)
+    w4 = (out_channels, filter_channels, *pad1, *kernel)
+    out4 = (batch, out_channels, *pad1, *out_spatial)
+    scalar4 = (1, 1, 1, 1)
+    channel4 = (1, out_channels, 1, 1)
+
+    def per_channel(array):
+        return parameter_tensor(array, channel4 if np.asarray(array).size > 1 else scalar4)
+
+    desc = DML_QUANTIZED_LINEAR_CONVOLUTION_OPERATOR_DESC(
+        InputTensor=tensor(x_type, in4),
+        InputScaleTensor=tensor(np.float32, scalar4),
+        InputZeroPointTensor=None if x_zp is None else tensor(x_type, scalar4),
+        FilterTensor=tensor(w_type, w4, owned=ctx.input_name(W) in ctx.constants),
+        FilterScaleTensor=per_channel(w_scale),
+        FilterZeroPointTensor=None if w_zp is None else per_channel(w_zp),
+        BiasTensor=None if not ctx.input_name(BIAS) else tensor(np.int32, channel4, owned=ctx.input_name(BIAS) in ctx.constants),
+        OutputScaleTensor=tensor(np.float32, scalar4),
+        OutputZeroPointTensor=None if y_zp is None else tensor(y_type, scalar4),
+        OutputTensor=tensor(y_type, out4),
+        DimensionCount=2,
+        Strides=tuple(pad1 + strides),
+        Dilations=tuple(pad1 + dilations),
+        StartPadding=tuple(zero1 + start),
+        EndPadding=tuple(zero1 + end),
+        GroupCount=group,
+    )
+    return ctx.dml_node(desc, FIELDS_BY_INPUT, (batch, out_channels, *out_spatial))
+
+# --- kernel ----------------------------------------------------------------------------------
+
+
+def filter_matrix(desc, tensors) -> tuple[np.ndarray, np.ndarray]:
+    """The filter codes as the GEMM's B, [K, OC] (or [G, K, OC/G] for grouped convolutions) with
+    K ordered (kernel row, kernel column, input channel) as the NHWC columns are; and its zero
+    points per output column."""
+    w = read4d(tensors, desc, "FilterTensor")
+    out_channels, group_channels, kh, kw = w.shape
+    groups = desc.GroupCount
+    b = w.reshape(groups, out_channels // groups, group_channels, kh, kw).transpose(0, 3, 4, 2, 1)
+    b = b.reshape(groups, kh * kw * group_channels, out_channels // groups)
+    zero_point = parameter4d(tensors, desc, "FilterZeroPointTensor")
+    zero_point = np.broadcast_to(zero_point.reshape(-1), (out_channels,)).reshape(groups, -1).astype(np.int64)
+    if groups == 1:
+        return b[0], zero_point[0]
+    return b, zero_point
+
+
+class PreparedConvolution(PreparedQuantizedProduct):
+    """A convolution desc prepared: its scalar parameters, the filter as the engine's product (with
+    the bias, where both are bound at initialization (OWNED_BY_DML)), and the requantize step. A
+    is the input as im2col rows; sums come channels last, [N, OH, OW, OC]."""
+
+    A_FIELD, B_FIELD = "InputTensor", "FilterTensor"
+
+    def __init__(self, desc, tensors: dict, arithmetic, engine, products: dict):
+        super().__init__(desc, tensors, arithmetic, engine, products)
+        filter_sizes = desc.FilterTensor.Sizes
+        if filter_sizes[1] == 1 and filter_sizes[0] == desc.GroupCount:  # depthwise: MLAS's depthwise kernels are exact
+            self.saturates_u8s8 = False
+
+    def prepare(self, tensors: dict) -> None:
+        desc = self.desc
+        self.kernel = tuple(desc.FilterTensor.Sizes[-2:])
+        self.rows = int(np.prod(desc.OutputTensor.Sizes)) // desc.OutputTensor.Sizes[1]  # N * OH * OW
+        self.zero_point = int(scalar(tensors, desc, "InputZeroPointTensor"))
+        self.pad_code = np.array(self.zero_point).astype(desc.InputTensor.DataType.numpy())
+        bias_constant = desc.BiasTensor is not None and bool(desc.BiasTensor.Flags & DML_TENSOR_FLAGS.OWNED_BY_DML)
+        self.bias = channels_last(tensors, desc, "BiasTensor") if bias_constant else None
+        self.bias_in_product = self.constant and bias_constant and desc.GroupCount == 1
+        if self.constant:
+            self._product(tensors)
+
+    def requantize_parameters(self, tensors: dict) -> tuple:
+        desc = self.desc
+        return (scalar(tensors, desc, "InputScaleTensor"), channels_last(tensors, desc, "FilterScaleTensor"),
+                scalar(tensors, desc, "OutputScaleTensor"), scalar(tensors, desc, "OutputZeroPointTensor"))
+
+    def _product(self, tensors: dict):
+        """The engine's product for the filter: made once."""
+        key = ("product", self.engine.name)
+        if key in self.products:
+            return self.products[key]
+        b, b_zero_point = filter_matrix(self.desc, tensors)
+        return self.product(b, b_zero_point, self.bias if self.bias_in_product else None, self.rows)
+
+    def operand(self, tensors: dict) -> np.ndarray:
+        """This run's input as GEMM rows (:func:`~dml_ep.kernels.im2col.im2col`)."""
+        x = read4d(tensors, self.desc, "InputTensor")
+        return im2col(x.transpose(0, 2, 3, 1), self.desc, self.kernel, self.pad_code)
+
+    def accumulate(self, tensors: dict, operand: np.ndarray | None = None) -> np.ndarray:
+        """The exact ``sum (x - zx) * (w - zw) + bias`` over each window, as [N, OH, OW, OC]
+        (channels last)."""
+        desc = self.desc
+        columns = self.operand(tensors) if operand is None else operand
+        if self.constant:
+            acc = self._product(tensors)(columns, self.zero_point)
+        else:  # a filter bound at run time
+            acc = self._product(tensors)(columns, self.zero_point, np.ascontiguousarray(filter_matrix(desc, tensors)[0]))
+        acc = self._channels_last(acc)
+        if desc.BiasTensor is not None and not self.bias_in_product:
+            acc = acc + (self.bias if self.bias is not None else channels_last(tensors, desc, "BiasTensor"))
+        return acc
+
+    def u8s8_correction(self, tensors: dict, operand: np.ndarray) -> np.ndarray:
+        # the columns are MLAS's NHWC im2col: K is kernel tap outer, input channel inner
+        return self._channels_last(u8s8.matmul_correction(operand, filter_matrix(self.desc, tensors)[0]))
+
+    def _channels_last(self, products: np.ndarray) -> np.ndarray:
+        """GEMM results, [N*OH*OW, OC] or per group [G, N*OH*OW, OC/G], as [N, OH, OW, OC]."""
+        if products.ndim == 3:
+            products = products.transpose(1, 0, 2).reshape(products.shape[1], -1)
+        return products.reshape(-1, *self.desc.OutputTensor.Sizes[-2:], products.shape[-1])
+
+    def output(self, requantized: np.ndarray) -> np.ndarray:
+        return requantized.transpose(0, 3, 1, 2)
+
+
+def channels_last(tensors: dict, desc, field: str) -> np.ndarray:
+    """A per-tensor or per-output-channel parameter ({1, OC, 1, 1}) as [OC], which broadcasts
+    along the channels-last accumulator."""
+    return read4d(tensors, desc, field).reshape(-1)
+
+
+# --- exact value (compare) -------------------------------------------------------------------
+
+
+def exact_value(desc, tensors: dict, engine):
+    """``(acc + Bias) * InputScale * FilterScale / OutputScale``, ``acc`` the exact integer core."""
+    acc = np.moveaxis(PreparedConvolution.integer_core(desc, tensors, engine), -1, 1).astype(np.int64)  # sum (x - zx) * (w - zw)
+    if desc.BiasTensor is not None:
+        acc += parameter4d(tensors, desc, "BiasTensor").astype(np.int64)
+    terms = [(acc, scalar(tensors, desc, "InputScaleTensor") * parameter4d(tensors, desc, "FilterScaleTensor"))]
+    return terms, scalar(tensors, desc, "OutputScaleTensor")
+
+
+OPERATORS = (
+    Operator(desc=DML_QUANTIZED_LINEAR_CONVOLUTION_OPERATOR_DESC, prepared=PreparedConvolution, exact_value=exact_value,
+             output_channels_last=True),
+)

@@ -1,0 +1,243 @@
+"""DML_OPERATOR_QUANTIZED_LINEAR_MATRIX_MULTIPLY (ONNX QLinearMatMul): desc, import, kernel, exact value.
+
+Import, as DmlOperatorQLinearMatMul.cpp: numpy matmul semantics folded to 4-D {B, C, M, K} x
+{B, C, K, N}: a 1-D A gets a leading 1, a 1-D B a trailing 1 (and the output drops them again);
+batch dimensions broadcast by zero strides. Scales/zero points: A's and the output's per tensor
+or per row {1,1,M,1}, B's per tensor or per column {1,1,1,N}.
+
+Kernel. DirectML: ``Output = Quantize(Dequantize(A) x Dequantize(B), OutputScale, OutputZeroPoint)`` over
+{BatchCount, ChannelCount} independent {M,K} x {K,N} products, i.e.
+``round(acc * AScale * BScale / OutputScale) + OutputZeroPoint`` with
+``acc = sum_k (a - za) * (b - zb)``.
+
+The integer core reads A and B through their descs and gives ``acc`` exactly on the session's
+integer engine (``dml_ep.engines``), B prepared once per engine when it is bound at initialization
+(a batch dimension that repeats one matrix, zero strides, is computed once and broadcast).
+A per-row A zero point, which the engines do not take, is applied after as
+``za * sum_k (b - zb)``. Then the shared requantize step (``kernels.quantized_product``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from ..enums import DML_FEATURE_LEVEL as FL
+from ..enums import DML_OPERATOR_TYPE as OP
+from ..errors import ShapeError
+from ..kernels import u8s8
+from ..kernels.parameters import as4d, parameter4d
+from ..kernels.quantized_product import PreparedQuantizedProduct
+from ..plan import DmlNode
+from ..real_ep import ASSIGNED_TO_DML
+from ..tensor_desc import broadcast_shapes, broadcast_strides, view
+from .base import QUANTIZED_BINARY_INPUTS, Operator, QuantizedBinaryDesc
+from .importing import Fallback, NodeContext, check_scale, check_zero_point, output_type, parameter_tensor, quantized_type, tensor
+
+# --- desc ------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class DML_QUANTIZED_LINEAR_MATRIX_MULTIPLY_OPERATOR_DESC(QuantizedBinaryDesc):
+    """QUANTIZED_LINEAR_MATRIX_MULTIPLY (ONNX QLinearMatMul), DML_FEATURE_LEVEL_2_1 and up."""
+
+    OPERATOR_TYPE = OP.QUANTIZED_LINEAR_MATRIX_MULTIPLY
+    INTRODUCED = FL.FL_2_1
+    TENSOR_RULES = QuantizedBinaryDesc.tensor_rules(
+        lambda field: {FL.FL_2_1: (4, 4), FL.FL_4_0: (1, 4) if ("Scale" in field or "ZeroPoint" in field) else (2, 4)}
+    )
+
+    def validate_shapes(self, feature_level: FL) -> None:
+        batch, channels, m, k = self.sizes4("ATensor")
+        b_batch, b_channels, b_k, n = self.sizes4("BTensor")
+        if (b_batch, b_channels) != (batch, channels):
+            self.fail(f"BatchCount and ChannelCount {[b_batch, b_channels]} must equal ATensor's {[batch, channels]}", "BTensor")
+        if b_k != k:
+            self.fail(f"Height {b_k} must equal ATensor's Width {k} (the inner dimension)", "BTensor")
+        if self.sizes4("OutputTensor") != (batch, channels, m, n):
+            self.fail(f"sizes {list(self.OutputTensor.Sizes)} must be {[batch, channels, m, n]}", "OutputTensor")
+        scalar = (1, 1, 1, 1)
+        per_row = [scalar, (1, 1, m, 1)]
+        for field in ("AScaleTensor", "AZeroPointTensor", "OutputScaleTensor", "OutputZeroPointTensor"):
+            self.check_sizes(field, per_row, f"{{1,1,1,1}} or {{1,1,{m},1}} (per row)")
+        for field in ("BScaleTensor", "BZeroPointTensor"):
+            self.check_sizes(field, [scalar, (1, 1, 1, n)], f"{{1,1,1,1}} or {{1,1,1,{n}}} (per column)")
+
+
+# --- import from ONNX ------------------------------------------------------------------------
+
+A, A_SCALE, A_ZP, B, B_SCALE, B_ZP, Y_SCALE, Y_ZP = range(8)
+
+
+def _fold_batch(batch: tuple[int, ...], a_batch, b_batch) -> tuple:
+    """Batch dims as at most two (B, C): leading dims merge when neither operand broadcasts over them."""
+    if len(batch) <= 2:
+        return batch, a_batch, b_batch
+    lead = len(batch) - 1
+    for operand in (a_batch, b_batch):
+        if operand[:lead] != batch[:lead] and any(d != 1 for d in operand[:lead]):
+            raise Fallback(f"batch broadcasting over {len(batch)} batch dimensions does not fold into DirectML's 4-D", ASSIGNED_TO_DML)
+
+    def fold(dims):
+        return (int(np.prod(dims[:lead])), dims[lead])
+
+    return fold(batch), fold(a_batch), fold(b_batch)
+
+
+def _per_column(parameter, n: int):
+    """B's scale or zero point as onnxruntime also accepts it, [..., 1, N] per batch, reduced to [N].
+
+    DirectML's {1,1,1,N} holds one row for every batch, so batches must agree.
+    """
+    if parameter is None or np.ndim(parameter) < 3 or np.shape(parameter)[-2:] != (1, n):
+        return parameter
+    rows = np.asarray(parameter).reshape(-1, n)
+    if np.any(rows != rows[0]):
+        raise Fallback(f"B quantization parameters differ between batches (shape {list(np.shape(parameter))}); DirectML's are {{1,1,1,N}}", ASSIGNED_TO_DML)
+    return rows[0]
+
+
+def qlinear_matmul(ctx: NodeContext) -> DmlNode:
+    a_type = quantized_type(ctx, A, "A")
+    b_type = quantized_type(ctx, B, "B")
+    a_shape, b_shape = ctx.info(A).shape, ctx.info(B).shape
+    if not a_shape or not b_shape:
+        raise ShapeError("matrix multiply inputs must have at least 1 dimension", node=ctx.node)
+    a2 = (1,) + a_shape if len(a_shape) == 1 else a_shape
+    b2 = b_shape + (1,) if len(b_shape) == 1 else b_shape
+    m, k = a2[-2:]
+    k_b, n = b2[-2:]
+    if k != k_b:
+        raise ShapeError(f"inner dimensions differ: A {list(a_shape)} has K={k}, B {list(b_shape)} has K={k_b}", node=ctx.node)
+    try:
+        batch = broadcast_shapes(a2[:-2], b2[:-2])
+    except ValueError:
+        raise ShapeError(f"batch dimensions of A {list(a_shape)} and B {list(b_shape)} do not broadcast", node=ctx.node) from None
+    a_batch = (1,) * (len(batch) - len(a2) + 2) + a2[:-2]
+    b_batch = (1,) * (len(batch) - len(b2) + 2) + b2[:-2]
+    batch4, a_batch4, b_batch4 = _fold_batch(batch, a_batch, b_batch)
+    pad = (1,) * (2 - len(batch4))
+    out_batch = pad + tuple(batch4)
+    a_sizes, b_sizes = out_batch + (m, k), out_batch + (k, n)
+
+    a_scale = check_scale(ctx, A_SCALE, ctx.constant(A_SCALE, "A scale"), (1, m))
+    b_scale = check_scale(ctx, B_SCALE, _per_column(ctx.constant(B_SCALE, "B scale"), n), (1, n))
+    y_scale = check_scale(ctx, Y_SCALE, ctx.constant(Y_SCALE, "output scale"), (1, m))
+    a_zp = check_zero_point(ctx, A_ZP, ctx.optional_constant(A_ZP, "A zero point"), a_type, (1, m))
+    b_zp = check_zero_point(ctx, B_ZP, _per_column(ctx.optional_constant(B_ZP, "B zero point"), n), b_type, (1, n))
+    y_type = output_type(ctx)
+    y_zp = check_zero_point(ctx, Y_ZP, ctx.optional_constant(Y_ZP, "output zero point"), y_type, (1, m))
+
+    def per_row(array):
+        return parameter_tensor(array, (1, 1, m, 1) if np.asarray(array).size > 1 else (1, 1, 1, 1))
+
+    def per_column(array):
+        return parameter_tensor(array, (1, 1, 1, n) if np.asarray(array).size > 1 else (1, 1, 1, 1))
+
+    def operand(dtype, operand_batch, matrix, sizes, index):
+        shape = pad + tuple(operand_batch) + matrix
+        return tensor(dtype, sizes, broadcast_strides(shape, sizes), owned=ctx.input_name(index) in ctx.constants)
+
+    desc = DML_QUANTIZED_LINEAR_MATRIX_MULTIPLY_OPERATOR_DESC(
+        ATensor=operand(a_type, a_batch4, (m, k), a_sizes, A),
+        AScaleTensor=per_row(a_scale),
+        AZeroPointTensor=None if a_zp is None else per_row(a_zp),
+        BTensor=operand(b_type, b_batch4, (k, n), b_sizes, B),
+        BScaleTensor=per_column(b_scale),
+        BZeroPointTensor=None if b_zp is None else per_column(b_zp),
+        OutputScaleTensor=per_row(y_scale),
+        OutputZeroPointTensor=None if y_zp is None else per_row(y_zp),
+        OutputTensor=tensor(y_type, out_batch + (m, n)),
+    )
+    out_shape = tuple(batch) + ((m,) if len(a_shape) > 1 else ()) + ((n,) if len(b_shape) > 1 else ())
+    return ctx.dml_node(desc, QUANTIZED_BINARY_INPUTS, out_shape)
+
+
+# --- kernel ----------------------------------------------------------------------------------
+
+
+def _distinct(x: np.ndarray) -> np.ndarray:
+    """[batch, channel, rows, cols] with each batch dimension that repeats one matrix (zero stride)
+    cut to size 1: the product is computed once and broadcast."""
+    return x[tuple(slice(0, 1) if stride == 0 else slice(None) for stride in x.strides[:2])]
+
+
+def _matrix_b(desc, tensors: dict) -> np.ndarray:
+    """B through its desc, each repeated batch matrix once; one [K, N] matrix where every batch
+    reads the same one (the engines take per-column zero points for it)."""
+    b = _distinct(as4d(view(tensors["BTensor"], desc.BTensor)))
+    return b[0, 0] if b.shape[:2] == (1, 1) else b
+
+
+class PreparedMatrixMultiply(PreparedQuantizedProduct):
+    """A matrix multiply desc prepared: zero points, B as the engine's product (its session made
+    once; a B bound at run time is fed to it at each run), and the requantize step. Sums come as
+    [batch, channel, M, N]."""
+
+    A_FIELD, B_FIELD = "ATensor", "BTensor"
+
+    def prepare(self, tensors: dict) -> None:
+        desc = self.desc
+        za = parameter4d(tensors, desc, "AZeroPointTensor")  # {1,1,1,1} or {1,1,M,1}
+        self.per_row = za.size > 1
+        self.a_zero_point = za.astype(np.int64) if self.per_row else int(za.reshape(-1)[0])
+        self.b_zero_point = parameter4d(tensors, desc, "BZeroPointTensor").astype(np.int64)  # {1,1,1,1} or {1,1,1,N}
+        if self.constant:
+            self._product(_matrix_b(desc, tensors))
+
+    def requantize_parameters(self, tensors: dict) -> tuple:
+        return tuple(parameter4d(tensors, self.desc, field)
+                     for field in ("AScaleTensor", "BScaleTensor", "OutputScaleTensor", "OutputZeroPointTensor"))
+
+    def _zero_point(self, b: np.ndarray) -> np.ndarray:
+        """B's zero point as the engines take it: a scalar, or per column of each matrix of ``b``."""
+        zb = self.b_zero_point
+        return zb.reshape(()) if zb.size == 1 else np.broadcast_to(zb.reshape(-1), b.shape[:-2] + zb.shape[-1:])
+
+    def _product(self, b: np.ndarray):
+        """The engine's product for B (one per batch shape of a B bound at run time)."""
+        key = ("product", self.engine.name, None if self.constant else b.shape[:-2])
+        if key in self.products:
+            return self.products[key]
+        rows = int(np.prod(self.desc.OutputTensor.Sizes)) // self.desc.OutputTensor.Sizes[-1]  # batches * M
+        return self.product(b, self._zero_point(b), rows=rows, key=key[2:])
+
+    def operand(self, tensors: dict) -> np.ndarray:
+        return as4d(view(tensors["ATensor"], self.desc.ATensor))
+
+    def accumulate(self, tensors: dict, operand: np.ndarray | None = None) -> np.ndarray:
+        """The exact ``sum_k (a - za) * (b - zb)`` as [batch, channel, M, N]."""
+        a = self.operand(tensors) if operand is None else operand
+        b = _matrix_b(self.desc, tensors)
+        a_zero_point = 0 if self.per_row else self.a_zero_point
+        if self.constant:
+            acc = self._product(b)(_distinct(a), a_zero_point)
+        else:
+            acc = self._product(b)(_distinct(a), a_zero_point, np.ascontiguousarray(b))
+        if self.per_row:  # sum_k (a - za) (b - zb) = sum_k a (b - zb) - za sum_k (b - zb)
+            zb = self._zero_point(b)
+            b_sums = np.subtract(b, np.expand_dims(zb, -2) if zb.ndim else zb, dtype=np.int64).sum(axis=-2, keepdims=True)
+            acc = (acc - self.a_zero_point * b_sums).astype(np.int32)
+        return np.broadcast_to(acc, np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + acc.shape[-2:])
+
+    def u8s8_correction(self, tensors: dict, operand: np.ndarray) -> np.ndarray:
+        return u8s8.matmul_correction(operand, as4d(view(tensors["BTensor"], self.desc.BTensor)))
+
+    def output(self, requantized: np.ndarray) -> np.ndarray:
+        return requantized.reshape(self.desc.OutputTensor.Sizes)
+
+
+# --- exact value (compare) -------------------------------------------------------------------
+
+
+def exact_value(desc, tensors: dict, engine):
+    """``acc * AScale * BScale / OutputScale``, ``acc`` the exact integer core."""
+    acc = PreparedMatrixMultiply.integer_core(desc, tensors, engine)  # sum (a - za) * (b - zb)
+    terms = [(acc, parameter4d(tensors, desc, "AScaleTensor") * parameter4d(tensors, desc, "BScaleTensor"))]
+    return terms, parameter4d(tensors, desc, "OutputScaleTensor")
+
+
+OPERATORS = (
+    Operator(desc=DML_QUANTIZED_LINEAR_MATRIX_MULTIPLY_OPERATOR_DESC, prepared=PreparedMatrixMultiply, exact_value=exact_value),
+)

@@ -1,0 +1,131 @@
+"""The operator table: which ONNX nodes dml_ep maps to which DirectML operator, and what dml_ep
+knows of each DirectML operator.
+
+- :data:`REGISTRATIONS`: one row per ONNX op, as onnxruntime's ``OperatorRegistration.cpp`` keeps
+  them (domain, op type, since-versions, type constraints, required constant CPU inputs, support
+  query), naming the importer and the DirectML operator module. A node is matched by its schema's
+  since-version, exactly, as the real EP matches its kernels (``kernel_registry.cc``
+  ``VerifyVersion``): a row for Add 7, 13, 14 takes an Add of opset 12 (since-version 7) and not
+  one of opset 6.
+- :data:`OPERATORS`: by ``DML_OPERATOR_TYPE``, the :class:`~dml_ep.operators.base.Operator` entry
+  of each DirectML operator module (desc class, kernel, exact value, layout). The importer, the
+  kernel dispatch (``dml_ep.kernels.dispatch``), DxDispatch's desc table, compare's exact values
+  and the executor's layout read it.
+
+Adding a DirectML operator is one module in this package (desc, importer, kernel, exact value,
+``OPERATORS``), listed in :data:`MODULES`, and a row here per ONNX op it imports.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from types import ModuleType
+from typing import Callable, Optional
+
+import onnx
+
+from ..enums import DML_TENSOR_DATA_TYPE as DT
+from ..plan import DmlNode
+from ..real_ep import ON_CPU
+from . import activation, element_wise_add1, element_wise_quantized_linear_add, quantized_linear_convolution, quantized_linear_matrix_multiply
+from .base import FLOATS, INT32, QUANTIZED, Operator
+from .importing import Fallback, NodeContext
+
+# The DirectML operator modules; their entries make OPERATORS, in this order.
+MODULES = (
+    activation,
+    quantized_linear_convolution,
+    quantized_linear_matrix_multiply,
+    element_wise_quantized_linear_add,
+    element_wise_add1,
+)
+
+OPERATORS: dict = {entry.desc.OPERATOR_TYPE: entry for module in MODULES for entry in module.OPERATORS}
+
+
+def operator_of(desc) -> Operator:
+    """The table entry of a desc's DirectML operator."""
+    return OPERATORS[desc.OPERATOR_TYPE]
+
+
+# The DML EP's type masks (OperatorRegistration.cpp's SupportedTensorDataTypes names).
+INTS_8_TO_64 = frozenset({DT.INT8, DT.UINT8, DT.INT16, DT.UINT16, DT.INT32, DT.UINT32, DT.INT64, DT.UINT64})
+FLOAT16_TO_32 = FLOATS
+
+
+@dataclasses.dataclass(frozen=True)
+class Registration:
+    """One ONNX op as dml_ep registers it.
+
+    - ``versions``: the since-versions dml_ep maps (the real EP's, except where a row says).
+    - ``types``: the real EP's type constraints, constraint name -> DirectML data types; an
+      importer may take fewer, and its fallback says why.
+    - ``constant_cpu_inputs``: input indices that must be constant initializers (the real EP's
+      requiredConstantCpuInputs).
+    - ``support_query``: ``query(ctx)`` raising :class:`~dml_ep.operators.importing.Fallback` for a
+      node the row does not take, or None.
+    - ``importer``: ``importer(ctx) -> DmlNode``; ``operator``: the DirectML operator module.
+    """
+
+    domain: str
+    op_type: str
+    versions: tuple[int, ...]
+    types: dict
+    importer: Callable
+    operator: ModuleType
+    constant_cpu_inputs: tuple[int, ...] = ()
+    support_query: Optional[Callable] = None
+
+    def import_node(self, ctx: NodeContext) -> DmlNode:
+        """The node as its operator's desc: the since-version matched, required constant inputs
+        and the support query checked, then the importer. Raises Fallback otherwise."""
+        since = since_version(self.domain, self.op_type, ctx.opset)
+        if since not in self.versions:
+            raise Fallback(self._unmatched(since, ctx.opset), ON_CPU)
+        for index in self.constant_cpu_inputs:
+            if ctx.input_name(index) not in ctx.constants:
+                raise Fallback(f"input {index} {ctx.input_name(index)!r} is not a constant initializer (the DML EP requires a constant CPU input)", ON_CPU)
+        if self.support_query is not None:
+            self.support_query(ctx)
+        return self.importer(ctx)
+
+    def _unmatched(self, since: int | None, opset: int) -> str:
+        registered = f"the DML EP registers {self.op_type} {', '.join(str(v) for v in self.versions)}"
+        if since is None:
+            return f"{self.op_type} has no schema at opset {opset}; {registered}"
+        at = "" if since == opset else f" (its since-version at opset {opset})"
+        return f"{self.op_type}-{since}{at} is not mapped; {registered}"
+
+
+@functools.lru_cache(maxsize=None)
+def since_version(domain: str, op_type: str, opset: int) -> int | None:
+    """The since-version of the schema an ``op_type`` node has at ``opset`` (None: no schema).
+    onnxruntime's contrib and DML-internal ops (com.microsoft, com.microsoft.dml) are version 1."""
+    if domain != "":
+        return 1
+    try:
+        return onnx.defs.get_schema(op_type, opset, domain).since_version
+    except onnx.defs.SchemaError:
+        return None
+
+
+_conv = quantized_linear_convolution
+_matmul = quantized_linear_matrix_multiply
+_qladd = element_wise_quantized_linear_add
+_add1 = element_wise_add1
+
+_ROWS = (
+    Registration("", "QLinearConv", (10,), {"T1": QUANTIZED, "T2": QUANTIZED, "T3": QUANTIZED, "T4": INT32}, _conv.qlinear_conv, _conv),
+    Registration("", "QLinearMatMul", (10, 21), {"T1": QUANTIZED, "T2": QUANTIZED, "T3": QUANTIZED}, _matmul.qlinear_matmul, _matmul),
+    Registration("com.microsoft", "QLinearAdd", (1,), {"T": QUANTIZED}, _qladd.qlinear_add, _qladd),
+    Registration("", "Add", (7, 13, 14), {"T": FLOAT16_TO_32 | INTS_8_TO_64}, _add1.add, _add1),
+    # The real EP also registers Sum-6 (its "7") and runs 1 or 3+ inputs as a loop of adds; dml_ep
+    # maps the two-input Sum, the one its fusion takes.
+    Registration("", "Sum", (8, 13), {"T": FLOAT16_TO_32}, _add1.add, _add1, support_query=_add1.two_inputs),
+    # Internal: made by the DML EP's activation fusion (passes/dml_fusion.py).
+    Registration("com.microsoft.dml", "DmlFusedAdd", (1,), {"T": FLOAT16_TO_32}, _add1.fused_add, _add1),
+    Registration("com.microsoft.dml", "DmlFusedSum", (1,), {"T": FLOAT16_TO_32}, _add1.fused_add, _add1, support_query=_add1.two_inputs),
+)
+
+REGISTRATIONS: dict = {(row.domain, row.op_type): row for row in _ROWS}
