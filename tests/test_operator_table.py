@@ -1,0 +1,166 @@
+"""The operator table is complete (``dml_ep.operators.registration``).
+
+Every registration row names its since-versions, type constraints, an importer and a DirectML
+operator module; every operator module declares, for each of its operators, a desc class, a kernel,
+a DxDispatch export (its class in DxDispatch's desc table, and a desc that round-trips) and an
+exact value or an explicit None. Rows match nodes by their schema's since-version, exactly.
+"""
+
+import dataclasses
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper, numpy_helper
+
+from dml_ep import graph
+from dml_ep.dxdispatch import descs as dxdispatch
+from dml_ep.enums import DML_TENSOR_DATA_TYPE
+from dml_ep.importer import DEFAULT_FEATURE_LEVEL, NodeImporter, opset_versions
+from dml_ep.operators import activation, registration
+from dml_ep.operators.base import Operator, OperatorDesc
+from dml_ep.passes import Origin
+from dml_ep.plan import DmlNode, FallbackNode
+from dml_ep.tensor_desc import DML_BUFFER_TENSOR_DESC
+
+ROWS = list(registration.REGISTRATIONS.values())
+ENTRIES = [entry for module in registration.MODULES for entry in module.OPERATORS]
+
+
+def row_id(row) -> str:
+    return f"{row.domain or 'ai.onnx'}::{row.op_type}"
+
+
+@pytest.mark.parametrize("row", ROWS, ids=row_id)
+def test_registration_row_is_complete(row):
+    assert registration.REGISTRATIONS[(row.domain, row.op_type)] is row
+    assert row.versions and all(isinstance(v, int) and v >= 1 for v in row.versions), "since-versions"
+    assert row.types and all(row.types.values()), "type constraints"
+    assert all(isinstance(index, int) for index in row.constant_cpu_inputs)
+    assert row.support_query is None or callable(row.support_query)
+    assert callable(row.importer), "importer"
+    assert row.operator in registration.MODULES, "DirectML operator module"
+    assert row.importer.__module__ == row.operator.__name__, "the importer lives in its operator's module"
+
+
+@pytest.mark.parametrize("module", registration.MODULES, ids=lambda m: m.__name__.rsplit(".", 1)[-1])
+def test_operator_module_is_complete(module):
+    entries = getattr(module, "OPERATORS", ())
+    assert entries, f"{module.__name__} declares no OPERATORS"
+    for entry in entries:
+        assert isinstance(entry, Operator)
+        desc = entry.desc
+        assert isinstance(desc, type) and issubclass(desc, OperatorDesc) and dataclasses.is_dataclass(desc), "desc class"
+        assert desc.__module__ == module.__name__, "the desc lives in its operator's module"
+        assert registration.OPERATORS[desc.OPERATOR_TYPE] is entry
+        assert (entry.kernel is None) != (entry.prepared is None), "one kernel: a function or a prepared class"
+        if entry.prepared is not None:
+            assert callable(getattr(entry.prepared, "accumulate", None)), "a prepared kernel's integer core"
+        else:
+            assert callable(entry.kernel)
+        assert dxdispatch.DESC_CLASSES.get(desc.OPERATOR_TYPE) is desc, "DxDispatch export"
+        # an operator with an output scale quantizes: it has an exact value; the others say None
+        quantizes = "OutputScaleTensor" in {f.name for f in dataclasses.fields(desc)}
+        assert (entry.exact_value is not None) == quantizes, "exact value (or an explicit None)"
+        assert entry.exact_value is None or callable(entry.exact_value)
+    # every module is reached: by a row, or as activations fused into another operator
+    assert module is activation or any(row.operator is module for row in ROWS)
+
+
+def test_operator_types_are_unique():
+    assert len(ENTRIES) == len(registration.OPERATORS)
+
+
+# --- one node per row, through the importer, and its desc through DxDispatch -----------------
+
+U8 = np.uint8
+
+
+def _parameters(zero_point_type=U8):
+    return np.array(0.05, np.float32), np.array(3, zero_point_type)
+
+
+NODES = {  # row -> (inputs as (name, array, constant)), attributes, output type
+    ("", "QLinearConv"): ([("x", np.zeros((1, 2, 5, 5), U8), False), *zip(("xs", "xz"), _parameters(), (True, True)),
+                           ("w", np.ones((3, 2, 3, 3), U8), True), *zip(("ws", "wz"), _parameters(), (True, True)),
+                           *zip(("ys", "yz"), _parameters(), (True, True)), ("b", np.zeros(3, np.int32), True)], {}, U8),
+    ("", "QLinearMatMul"): ([("a", np.zeros((2, 4), U8), False), *zip(("as", "az"), _parameters(), (True, True)),
+                             ("b", np.ones((4, 3), U8), True), *zip(("bs", "bz"), _parameters(), (True, True)),
+                             *zip(("ys", "yz"), _parameters(), (True, True))], {}, U8),
+    ("com.microsoft", "QLinearAdd"): ([("a", np.zeros((2, 3), U8), False), *zip(("as", "az"), _parameters(), (True, True)),
+                                       ("b", np.zeros(3, U8), False), *zip(("bs", "bz"), _parameters(), (True, True)),
+                                       *zip(("ys", "yz"), _parameters(), (True, True))], {}, U8),
+    ("", "Add"): ([("a", np.zeros((2, 3), np.float32), False), ("b", np.zeros(3, np.float32), False)], {}, np.float32),
+    ("", "Sum"): ([("a", np.zeros((2, 3), np.float16), False), ("b", np.zeros((2, 3), np.float16), False)], {}, np.float16),
+    ("com.microsoft.dml", "DmlFusedAdd"): ([("a", np.zeros((2, 3), np.float32), False), ("b", np.zeros(3, np.float32), False)],
+                                           {"fused_activation": "Relu"}, np.float32),
+    ("com.microsoft.dml", "DmlFusedSum"): ([("a", np.zeros((2, 3), np.float32), False), ("b", np.zeros(3, np.float32), False)],
+                                           {"fused_activation": "LeakyRelu", "fused_alpha": 0.125}, np.float32),
+}
+
+
+def plan_one(domain: str, op_type: str, opset: int = 19, inputs=None):
+    """The importer's entry for one node of ``op_type`` (the row's example inputs by default)."""
+    specs, attributes, out_type = NODES[(domain, op_type)]
+    specs = specs if inputs is None else specs[:inputs] if inputs <= len(specs) else specs + specs[-1:] * (inputs - len(specs))
+    node = helper.make_node(op_type, [name for name, _, _ in specs], ["y"], domain=domain, **attributes)
+    constants = {name: array for name, array, constant in specs if constant}
+    values = {name: graph.ValueInfo(name, array.dtype, array.shape) for name, array, _ in specs}
+    values["y"] = graph.ValueInfo("y", np.dtype(out_type), None)
+    opsets = [helper.make_opsetid("", opset)] + ([helper.make_opsetid(domain, 1)] if domain else [])
+    model = helper.make_model(helper.make_graph([node], "one", [], [],
+                                                [numpy_helper.from_array(a, n) for n, a in constants.items()]), opset_imports=opsets)
+    importer = NodeImporter(constants, DEFAULT_FEATURE_LEVEL, opset_versions(model))
+    return importer.plan_node(node, Origin((), (node,)), values)
+
+
+def test_every_row_has_an_example():
+    assert set(NODES) == set(registration.REGISTRATIONS)
+
+
+@pytest.mark.parametrize("row", ROWS, ids=row_id)
+def test_row_imports_a_node_whose_desc_round_trips_through_dxdispatch(row):
+    entry = plan_one(row.domain, row.op_type)
+    assert isinstance(entry, DmlNode), entry.summary()
+    assert type(entry.desc) is registration.OPERATORS[entry.desc.OPERATOR_TYPE].desc
+    assert registration.OPERATORS[entry.desc.OPERATOR_TYPE] in row.operator.OPERATORS
+    assert dxdispatch.from_dict(dxdispatch.to_dict(entry.desc)) == entry.desc
+
+
+@pytest.mark.parametrize("cls", activation.FUSABLE_ACTIVATIONS, ids=lambda cls: cls.__name__)
+def test_activation_desc_round_trips_through_dxdispatch(cls):
+    tensor = DML_BUFFER_TENSOR_DESC.create(DML_TENSOR_DATA_TYPE.FLOAT32, (1, 1, 2, 3))
+    desc = cls(InputTensor=tensor, OutputTensor=tensor)
+    assert dxdispatch.from_dict(dxdispatch.to_dict(desc)) == desc
+
+
+# --- since-versions, matched exactly ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("row", [row for row in ROWS if row.domain == ""], ids=row_id)
+def test_ai_onnx_rows_match_the_schema_since_version_exactly(row):
+    for opset in range(1, onnx.defs.onnx_opset_version() + 1):
+        since = registration.since_version("", row.op_type, opset)
+        entry = plan_one(row.domain, row.op_type, opset)
+        if since in row.versions:
+            assert isinstance(entry, DmlNode), (opset, entry.summary())
+        else:
+            assert isinstance(entry, FallbackNode), opset
+            registered = f"the DML EP registers {row.op_type} {', '.join(map(str, row.versions))}"
+            assert registered in entry.reason
+            assert (f"{row.op_type}-{since}" if since else "has no schema") in entry.reason
+
+
+def test_add_of_opset_6_names_its_since_version_and_the_rows():
+    entry = plan_one("", "Add", opset=6)
+    assert entry.reason == "Add-6 is not mapped; the DML EP registers Add 7, 13, 14; on the CPU in the real EP too"
+    entry = plan_one("", "Sum", opset=7)
+    assert entry.reason.startswith("Sum-6 (its since-version at opset 7) is not mapped; the DML EP registers Sum 8, 13")
+
+
+@pytest.mark.parametrize("op_type", ["Sum", "DmlFusedSum"])
+def test_sum_rows_query_two_inputs(op_type):
+    domain = "" if op_type == "Sum" else "com.microsoft.dml"
+    entry = plan_one(domain, op_type, inputs=3)
+    assert isinstance(entry, FallbackNode)
+    assert entry.reason.startswith("Sum with 3 inputs (only a two-input Sum is one DirectML operator)")
