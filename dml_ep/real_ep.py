@@ -1,6 +1,7 @@
 """What the real DML EP does with nodes dml_ep does not model: the reason a plan gives for each.
 
-dml_ep models four DirectML operators; the real EP runs many more. A node dml_ep leaves to the CPU
+dml_ep models the DirectML operators of its operator table (``dml_ep.operators.registration``);
+the real EP runs many more. A node dml_ep leaves to the CPU
 fallback is either one the real EP runs on DirectML too (dml_ep just does not model its
 operator), or one the real EP has no kernel for (it runs on the CPU EP there as well).
 """
