@@ -5,7 +5,7 @@ A Level-2 fusion, for CPU nodes in every release and for DML nodes from 1.18 (``
 pattern, as onnxruntime matches it: a Mul (7, 13, 14) with a Cast parent whose parent is a
 MatMulInteger, and a Mul parent (the product of the scales); the Cast, the MatMulInteger and the
 scales' Mul each have one reader and are not graph outputs. An Add that is the Mul's only reader,
-whose second input is a constant bias of shape [N] or [1, ..., N] (N > 1), is taken too. float16
+whose other input is a constant bias of shape [N] or [1, ..., N] (N > 1), is taken too. float16
 is fused for DML nodes only. From 1.21, for DML nodes, a MatMulInteger fed by a
 DynamicQuantizeLinear whose A and B hold more than 4 GiB as floats (``CheckMatMulLargeTensors``,
 symbolic sizes counting as 0) stays: DirectML's MatMulInteger metacommands cover it better.
@@ -44,11 +44,11 @@ def matmul_integer_to_float_fusion(graph: EditableGraph, release: Release, provi
             graph.note(matmul, "MatMulIntegerToFloatFusion leaves a DynamicQuantizeLinear-fed MatMulInteger over 4 GiB "
                                "as floats to DirectML's MatMulInteger (1.21+)")
             continue
-        add = _bias_add(graph, mul)
+        add, bias = _bias_add(graph, mul) or (None, None)
         zero_points = list(matmul.input[2:4]) + [""] * (4 - len(matmul.input))
         inputs = [matmul.input[0], matmul.input[1], scales.input[0], scales.input[1], *zero_points]
         if add is not None:
-            inputs.append(add.input[1])
+            inputs.append(bias)
         last = add if add is not None else mul
         fused = onnx.helper.make_node("MatMulIntegerToFloat", inputs, list(last.output), name=matmul.name, domain=MS_DOMAIN)
         graph.replace([n for n in (matmul, cast, scales, mul, add) if n is not None], fused, NAME, at=last)
@@ -71,15 +71,19 @@ def _one_reader(graph: EditableGraph, node: onnx.NodeProto) -> bool:
     return not any(n in graph.graph_outputs for n in outputs) and sum(len(graph.consumers(n)) for n in outputs) == 1
 
 
-def _bias_add(graph: EditableGraph, mul: onnx.NodeProto) -> onnx.NodeProto | None:
-    """The Add after ``mul`` whose second input is a constant bias of shape [N] or [1, ..., N], N > 1."""
+def _bias_add(graph: EditableGraph, mul: onnx.NodeProto) -> tuple[onnx.NodeProto, str] | None:
+    """The Add after ``mul`` and its other input when that is a constant bias of shape [N] or
+    [1, ..., N], N > 1 (onnxruntime 1.32 takes it on either side of the Add)."""
     if not _one_reader(graph, mul):
         return None
     add = graph.consumers(mul.output[0])[0]
-    bias = graph.constant(add.input[1]) if _is(add, "Add") and len(add.input) == 2 else None
+    if not _is(add, "Add") or len(add.input) != 2:
+        return None
+    name = add.input[1] if add.input[0] == mul.output[0] else add.input[0]
+    bias = graph.constant(name)
     if bias is None or bias.ndim < 1 or any(d != 1 for d in bias.shape[:-1]) or bias.shape[-1] <= 1:
         return None
-    return add
+    return add, name
 
 
 def _large(graph: EditableGraph, matmul: onnx.NodeProto, cast: onnx.NodeProto, shapes: dict) -> bool:

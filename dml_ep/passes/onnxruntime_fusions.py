@@ -23,7 +23,6 @@ from __future__ import annotations
 import os
 import tempfile
 
-import numpy as np
 import onnx
 import onnxruntime as ort
 from onnx import numpy_helper
