@@ -57,6 +57,8 @@ def onnxruntime_fusions(graph: EditableGraph, level: int = 2, qdq: bool = True) 
     """Apply the fusions onnxruntime makes for DML nodes at optimization ``level`` (1: Level 1
     only, ORT_ENABLE_BASIC), with its QDQ handling on or off (``session.disable_quant_qdq``);
     True if the graph changed."""
+    if not may_rewrite(graph):
+        return False
     optimized = _optimized(graph, level, qdq)
     if optimized is None:  # the CPU EP cannot run some node, so cannot rewrite the graph: it stays as it is
         return False
@@ -89,6 +91,38 @@ def onnxruntime_fusions(graph: EditableGraph, level: int = 2, qdq: bool = True) 
         graph.replace(dropped, None, NAME, at=dropped[0])
     graph.reorder(order)  # onnxruntime's order: every node after the ones it reads
     return True
+
+
+# What the enabled transformers start a match from (their source): a graph with none of it is
+# left as it is, and needs no onnxruntime session (as long as one takes to create).
+ALWAYS = {"Identity", "Dropout", "Expand", "Cast", "Shape", "Slice", "Pad", "Not", "Erf", "Tanh", "ReduceMean", "Gelu",
+          "LayerNormalization", "MatMul", "Gemm", "Reshape", "BatchNormalization", "Softmax", "FusedMatMul"}
+READ_BY = {"Sigmoid": {"Mul"}, "Conv": {"Add", "Mul", "BatchNormalization"}, "Relu": {"Clip"}, "Clip": {"Clip", "Relu"}}
+NOOP_CONSTANT = {"Add": 0, "Sub": 0, "Mul": 1, "Div": 1}  # NoopElimination; DivMulFusion starts from Div(1, x)
+
+
+def may_rewrite(graph: EditableGraph) -> bool:
+    """Whether some enabled transformer may match: an op it starts from (EliminateIdentity,
+    CastElimination, ConstantFolding of a Shape, GeluFusion, LayerNormFusion, MatMulAddFusion,
+    ReshapeFusion, ...), a Sigmoid read by a Mul (QuickGeluFusion), a float Conv read by an
+    Add, Mul or BatchNormalization (ConvAddFusion, ...), a Relu or Clip read by a Clip or Relu
+    (FuseReluClip), or an arithmetic op with a constant identity operand (NoopElimination, DivMulFusion)."""
+    for node in graph.nodes:
+        if node.domain not in ("", "ai.onnx", "com.microsoft"):
+            continue
+        if node.op_type in ALWAYS:
+            return True
+        readers = READ_BY.get(node.op_type)
+        if readers and any(r.op_type in readers for name in node.output if name for r in graph.consumers(name)):
+            return True
+        identity = NOOP_CONSTANT.get(node.op_type)
+        if identity is not None and any(_all_equal(graph.constant(name), identity) for name in node.input):
+            return True
+    return False
+
+
+def _all_equal(array, value) -> bool:
+    return array is not None and array.size <= 1024 and bool((array == value).all())
 
 
 def _optimized(graph: EditableGraph, level: int, qdq: bool) -> onnx.ModelProto | None:
