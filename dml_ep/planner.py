@@ -21,8 +21,9 @@ from .enums import DML_FEATURE_LEVEL
 from .errors import DmlEpError, NodeError, RealEpError
 from .importer import DEFAULT_FEATURE_LEVEL, NodeImporter, opset_versions
 from .memory import paused_gc
-from .passes import (DEFAULT_RULE_SET, DML, RULE_SETS, EditableGraph, constant_folding, constant_nodes_to_initializers,
-                     dml_operator_fusion, qdq_transformer)
+from .passes import (DEFAULT_RELEASE, DEFAULT_RULE_SET, DML, RELEASES, EditableGraph, constant_folding,
+                     constant_nodes_to_initializers, dml_operator_fusion, matmul_integer_to_float_fusion, onnxruntime_fusions,
+                     qdq_transformer)
 from .graph import ValueInfo, value_info_of
 from .plan import DmlNode, Plan, PlanEntry
 from .real_ep import has_dml_kernel
@@ -39,8 +40,9 @@ class Planner:
     def __init__(self, model: onnx.ModelProto, feature_level=DEFAULT_FEATURE_LEVEL, *,
                  qdq_rules: str | None = DEFAULT_RULE_SET, provider: str = DML, optimization_level: int = ALL_OPTIMIZATIONS,
                  int8_allowed: bool = False):
-        if qdq_rules is not None and qdq_rules not in RULE_SETS:
-            raise DmlEpError(f"unknown QDQ rule set {qdq_rules!r} (choose from {', '.join(RULE_SETS)})")
+        if qdq_rules is not None and qdq_rules not in RELEASES:
+            raise DmlEpError(f"unknown onnxruntime release {qdq_rules!r} (choose from {', '.join(RELEASES)})")
+        release = RELEASES[qdq_rules or DEFAULT_RELEASE]
         self.feature_level = DML_FEATURE_LEVEL.parse(feature_level)
         self.qdq_rules = qdq_rules
         self.provider = provider
@@ -52,8 +54,12 @@ class Planner:
         if optimization_level >= 1:
             constant_folding(graph, skip_dequantize_linear=qdq_rules is not None)
         if qdq_rules is not None and optimization_level >= 1:
-            qdq_transformer(graph, qdq_rules, provider, int8_allowed, level=optimization_level)
-        rewritten = graph.to_model()  # as the QDQ passes left it
+            qdq_transformer(graph, release.qdq_rules, provider, int8_allowed, level=optimization_level)
+        if optimization_level >= 2:
+            matmul_integer_to_float_fusion(graph, release, provider, loaded)
+        if provider == DML and optimization_level >= 1:
+            onnxruntime_fusions(graph, optimization_level, qdq=qdq_rules is not None)
+        rewritten = graph.to_model()  # as onnxruntime's rewrites left it
         self.header = graph_module.copy_without(rewritten, "graph")  # opsets, IR version, functions: fallback models take them
         self._rewritten = rewritten.SerializeToString()  # typed here and for other input shapes; as bytes, a twentieth of the message
         del rewritten

@@ -12,11 +12,13 @@ from dml_ep.reference import cpu_session
 
 
 def reshaped_matmul(batch="N"):
-    """x (uint8 [batch, 8]) -> Reshape to [x's first dim, -1] -> QLinearMatMul with a constant B."""
+    """x (uint8 [batch, 8]) -> Reshape to [x's first dim, -1] -> QLinearMatMul with a constant B. The
+    Abs keeps onnxruntime's ReshapeFusion from turning the shape into the constant [0, -1]."""
     constant = numpy_helper.from_array
     nodes = [
         helper.make_node("Shape", ["x"], ["shape"]),
-        helper.make_node("Gather", ["shape", "zero"], ["rows"], axis=0),
+        helper.make_node("Gather", ["shape", "zero"], ["index"], axis=0),
+        helper.make_node("Abs", ["index"], ["rows"]),
         helper.make_node("Unsqueeze", ["rows", "axes"], ["rows_1d"]),
         helper.make_node("Concat", ["rows_1d", "minus_one"], ["new_shape"], axis=0),
         helper.make_node("Reshape", ["x", "new_shape"], ["r"]),

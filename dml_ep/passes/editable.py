@@ -155,6 +155,10 @@ class EditableGraph:
         self.constants[name] = array
         self.added_constants.append(name)
 
+    def reorder(self, nodes: list[onnx.NodeProto]) -> None:
+        """The same nodes in ``nodes``' order (a topological one)."""
+        self._order.reset(nodes)
+
     def changed(self, node: onnx.NodeProto) -> None:
         """Say that ``node`` was edited in place (its inputs or outputs rewired)."""
         self.edited = True

@@ -36,6 +36,10 @@ class NodeOrder:
             self._sorted = sorted(self._nodes.values(), key=self.key)
         return list(self._sorted)
 
+    def reset(self, nodes: list[onnx.NodeProto]) -> None:
+        """Put the same nodes in a new order."""
+        self.__init__(nodes)
+
     def insert_before(self, at: onnx.NodeProto, new: onnx.NodeProto) -> None:
         self._inserted += 1
         self._put(new, self._keys[id(at)][:-1] + (-1, self._inserted, 0))

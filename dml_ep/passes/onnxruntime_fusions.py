@@ -1,0 +1,208 @@
+"""onnxruntime's own float fusions for the DML EP's nodes: Gelu, LayerNormalization,
+SkipLayerNormalization, Attention, EmbedLayerNormalization, BiasGelu, FastGelu, QuickGelu,
+FusedMatMul (MatmulTransposeFusion, MatMulScaleFusion), Gemm (MatMulAddFusion), and the Level-1
+eliminations and constant folding, as onnxruntime itself makes them.
+
+dml_ep does not write these again: it has onnxruntime optimize the graph (an
+``ORT_ENABLE_EXTENDED`` session on the CPU EP, saved with ``optimized_model_filepath``) with every
+transformer that does not run for DML nodes disabled (``NOT_FOR_DML``: their provider lists,
+graph_transformer_utils.cc, lack the DML EP), and the ones dml_ep runs itself per release (the QDQ
+passes, MatMulIntegerToFloatFusion), and reads the graph back. A node onnxruntime left as it was
+keeps its origin; a node it made stands for the user's nodes it replaced (those whose outputs
+now come from it, and those only they read), under the name of the fusion that makes its op type.
+
+Not modelled: MatMulActivationFusion (DML nodes only, so a CPU session cannot run it); the
+Level-1 TransposeOptimizer, QDQPropagationTransformer and DoubleQDQPairsRemover, which
+onnxruntime runs before the QDQ rules, and ConstantSharing and CommonSubexpressionElimination
+(memory only; the latter would also merge the DQs EnsureUniqueDQForNodeUnit copied). The float
+fusions are those of the installed onnxruntime, whatever release's QDQ rules are chosen.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+import onnx
+import onnxruntime as ort
+from onnx import numpy_helper
+
+from .. import graph as graph_module
+from .editable import EditableGraph, Origin
+
+NOT_FOR_DML = (
+    # dml_ep's own passes, per release
+    "QDQS8ToU8Transformer", "QDQSelectorActionTransformer", "QDQFinalCleanupTransformer", "MatMulIntegerToFloatFusion",
+    "EnsureUniqueDQForNodeUnit", "WeightBiasQuantization", "Level2_RuleBasedTransformer",  # ClipQuant/ReluQuant rules
+    # before the QDQ rules in onnxruntime: not modelled
+    "DoubleQDQPairsRemover", "QDQPropagationTransformer", "TransposeOptimizer",
+    # memory only, and CSE would merge the DQs EnsureUniqueDQForNodeUnit copied
+    "ConstantSharing", "CommonSubexpressionElimination",
+    # provider lists without the DML EP
+    "GemmActivationFusion", "DynamicQuantizeMatMulFusion", "ConvActivationFusion", "SimplifiedLayerNormFusion",
+    "GatherSliceToSplitFusion", "GatherToSliceFusion", "BiasSoftmaxFusion", "BiasDropoutFusion", "Avx2WeightS8ToU8Transformer",
+    "MatMulNBitsFusion", "GroupQueryAttentionFusion", "GeluApproximation",
+)
+FUSION_OF = {  # the onnxruntime transformer that makes each op type
+    "Gelu": "GeluFusion", "LayerNormalization": "LayerNormFusion", "SkipLayerNormalization": "SkipLayerNormFusion",
+    "Attention": "AttentionFusion", "EmbedLayerNormalization": "EmbedLayerNormFusion", "BiasGelu": "BiasGeluFusion",
+    "FastGelu": "FastGeluFusion", "QuickGelu": "QuickGeluFusion", "FusedMatMul": "MatmulTransposeFusion/MatMulScaleFusion",
+    "Gemm": "MatMulAddFusion", "Reshape": "ReshapeFusion",
+}
+NAME = "onnxruntime Level 1-2"
+INSERTED_CAST = "InsertedPrecisionFreeCast_"
+
+
+def onnxruntime_fusions(graph: EditableGraph, level: int = 2, qdq: bool = True) -> bool:
+    """Apply the fusions onnxruntime makes for DML nodes at optimization ``level`` (1: Level 1
+    only, ORT_ENABLE_BASIC), with its QDQ handling on or off (``session.disable_quant_qdq``);
+    True if the graph changed."""
+    if not may_rewrite(graph):
+        return False
+    optimized = _optimized(graph, level, qdq)
+    if optimized is None:  # the CPU EP cannot run some node, so cannot rewrite the graph: it stays as it is
+        return False
+    ours = {_key(node): node for node in graph.nodes}
+    order, made = [], []
+    for node in graph_module.detached(optimized.graph.node):
+        mine = ours.get(_key(node))
+        if mine is not None and _attributes(mine) <= _attributes(node):  # onnxruntime writes defaults out
+            del ours[_key(node)]
+        else:
+            mine = None
+        order.append(node if mine is None else mine)
+        if mine is None:
+            made.append(node)
+    removed = [node for node in graph.nodes if id(node) in {id(n) for n in ours.values()}]
+    if not made and not removed:
+        return False
+    for name, array in _new_constants(optimized, graph):
+        graph.put_constant(name, array)
+    owner = _owners(graph, removed, made)
+    for new in made:
+        owned = [node for node in removed if owner.get(id(node)) is new]
+        rule = _rule(new, owned)
+        if owned:
+            graph.replace(owned, new, rule, at=owned[-1])
+        else:
+            graph.insert_before(graph.nodes[0], new, Origin((rule,), ()), None)
+    dropped = [node for node in removed if id(node) not in owner]
+    if dropped:
+        graph.replace(dropped, None, NAME, at=dropped[0])
+    graph.reorder(order)  # onnxruntime's order: every node after the ones it reads
+    return True
+
+
+# What the enabled transformers start a match from (their source): a graph with none of it is
+# left as it is, and needs no onnxruntime session (as long as one takes to create).
+ALWAYS = {"Identity", "Dropout", "Expand", "Cast", "Shape", "Slice", "Pad", "Not", "Erf", "Tanh", "ReduceMean", "Gelu",
+          "LayerNormalization", "MatMul", "Gemm", "Reshape", "BatchNormalization", "Softmax", "FusedMatMul"}
+READ_BY = {"Sigmoid": {"Mul"}, "Conv": {"Add", "Mul", "BatchNormalization"}, "Relu": {"Clip"}, "Clip": {"Clip", "Relu"}}
+NOOP_CONSTANT = {"Add": 0, "Sub": 0, "Mul": 1, "Div": 1}  # NoopElimination; DivMulFusion starts from Div(1, x)
+
+
+def may_rewrite(graph: EditableGraph) -> bool:
+    """Whether some enabled transformer may match: an op it starts from (EliminateIdentity,
+    CastElimination, ConstantFolding of a Shape, GeluFusion, LayerNormFusion, MatMulAddFusion,
+    ReshapeFusion, ...), a Sigmoid read by a Mul (QuickGeluFusion), a float Conv read by an
+    Add, Mul or BatchNormalization (ConvAddFusion, ...), a Relu or Clip read by a Clip or Relu
+    (FuseReluClip), or an arithmetic op with a constant identity operand (NoopElimination, DivMulFusion)."""
+    for node in graph.nodes:
+        if node.domain not in ("", "ai.onnx", "com.microsoft"):
+            continue
+        if node.op_type in ALWAYS:
+            return True
+        readers = READ_BY.get(node.op_type)
+        if readers and any(r.op_type in readers for name in node.output if name for r in graph.consumers(name)):
+            return True
+        identity = NOOP_CONSTANT.get(node.op_type)
+        if identity is not None and any(_all_equal(graph.constant(name), identity) for name in node.input):
+            return True
+    return False
+
+
+def _all_equal(array, value) -> bool:
+    return array is not None and array.size <= 1024 and bool((array == value).all())
+
+
+def _optimized(graph: EditableGraph, level: int, qdq: bool) -> onnx.ModelProto | None:
+    """The graph as onnxruntime's Level 1 and 2 leave it with the transformers of NOT_FOR_DML off
+    (None if the CPU EP cannot make a session of it); large initializers stay in a file beside it,
+    read only when they are new."""
+    model = graph_module.with_weights(graph.to_model(), graph.constants, list(graph.constants), [])
+    options = ort.SessionOptions()
+    options.log_severity_level = 4
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED if level >= 2 else ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+    if not qdq:
+        options.add_session_config_entry("session.disable_quant_qdq", "1")
+    with tempfile.TemporaryDirectory(prefix="dml_ep-") as folder:
+        options.optimized_model_filepath = os.path.join(folder, "optimized.onnx")
+        options.add_session_config_entry("session.optimized_model_external_initializers_file_name", "weights.bin")
+        options.add_session_config_entry("session.optimized_model_external_initializers_min_size_in_bytes", "4096")
+        try:
+            ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"],
+                                 disabled_optimizers=list(NOT_FOR_DML))
+        except Exception:  # noqa: BLE001  a node the CPU EP has no kernel for: its session cannot be made
+            return None
+
+        optimized = onnx.load(options.optimized_model_filepath, load_external_data=False)
+        _undo_inserted_casts(optimized.graph)
+        for tensor in optimized.graph.initializer:
+            if tensor.name not in graph.constants and onnx.external_data_helper.uses_external_data(tensor):
+                onnx.external_data_helper.load_external_data_for_tensor(tensor, folder)
+    return optimized
+
+
+def _undo_inserted_casts(graph: onnx.GraphProto) -> None:
+    """Remove the Casts that the CPU EP's InsertCastTransformer put around float16 values for its
+    float32-only kernels (a session step of the CPU EP, which no option turns off): the DML EP
+    runs float16 as it is."""
+    casts = {node.output[0]: node.input[0] for node in graph.node if node.op_type == "Cast" and node.output[0].startswith(INSERTED_CAST)}
+    if not casts:
+        return
+    nodes = [node for node in graph.node if node.output[0] not in casts]
+    for node in nodes:
+        for index, name in enumerate(node.input):
+            node.input[index] = casts.get(name, name)
+    del graph.node[:]
+    graph.node.extend(nodes)
+
+
+def _key(node: onnx.NodeProto) -> tuple:
+    """A node by what it reads and writes, not its name."""
+    return node.domain or "ai.onnx", node.op_type, tuple(node.input), tuple(node.output)
+
+
+def _attributes(node: onnx.NodeProto) -> set[bytes]:
+    return {a.SerializeToString() for a in node.attribute}
+
+
+def _rule(new: onnx.NodeProto, owned: list) -> str:
+    """The rewrite that made ``new`` from ``owned``: the fusion that makes its op type, or for a
+    node only rewired, the elimination of the other nodes it replaced."""
+    types = {n.op_type for n in owned}
+    others = sorted(types - {new.op_type})
+    if new.op_type in types and others:
+        return "elimination of " + ", ".join(others)
+    return FUSION_OF.get(new.op_type, NAME)
+
+
+def _new_constants(optimized: onnx.ModelProto, graph: EditableGraph):
+    for tensor in optimized.graph.initializer:
+        if tensor.name not in graph.constants:
+            yield tensor.name, numpy_helper.to_array(tensor)
+
+
+def _owners(graph: EditableGraph, removed: list, made: list) -> dict:
+    """Each removed node's new node: the one that now makes one of its outputs, or else the owner
+    of a removed node reading it (removed nodes taken last to first)."""
+    maker = {name: new for new in made for name in new.output if name}
+    owner = {}
+    for node in reversed(removed):
+        new = next((maker[n] for n in node.output if n in maker), None)
+        if new is None:
+            readers = [owner.get(id(r)) for n in node.output if n for r in graph.consumers(n)]
+            new = next((r for r in readers if r is not None), None)
+        if new is not None:
+            owner[id(node)] = new
+    return owner

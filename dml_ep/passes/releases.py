@@ -1,0 +1,39 @@
+"""What each onnxruntime release does to a graph before the DML EP runs it, as far as dml_ep models it.
+
+A release selects the QDQ selector-action rules (``qdq_rules.RULE_SETS``) and the Level-2
+fusions that changed for DML nodes between releases (read from onnxruntime's history,
+docs/dml_ep_mapping.md):
+
+- MatMulIntegerToFloatFusion runs for DML nodes from 1.18 (27b1dc91a, "[DML]
+  MatrixMultiplyIntegerToFloat", which changed its provider list from CPU to CPU and DML);
+- from 1.21 it leaves a DynamicQuantizeLinear -> MatMulInteger whose A and B take more than
+  4 GiB as floats to DirectML's MatMulInteger (f16036b6f, ``CheckMatMulLargeTensors``).
+
+The names of release ranges that only the QDQ rules told apart before ("1.20-1.23",
+"1.17-1.19") remain accepted; they mean the newest release of their range.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+
+@dataclasses.dataclass(frozen=True)
+class Release:
+    """One onnxruntime release (or a range that behaves alike) as dml_ep models it."""
+
+    qdq_rules: str  # the key of its QDQ rule set in qdq_rules.RULE_SETS
+    matmul_integer_to_float_for_dml: bool  # MatMulIntegerToFloatFusion includes DML nodes
+    large_matmul_stays_integer: bool  # ... except a DynamicQuantizeLinear-fed one over 4 GiB as floats
+
+
+RELEASES = {
+    "1.24+": Release("1.24+", True, True),
+    "1.21-1.23": Release("1.20-1.23", True, True),
+    "1.20": Release("1.20-1.23", True, False),
+    "1.18-1.19": Release("1.17-1.19", True, False),
+    "1.17": Release("1.17-1.19", False, False),
+}
+RELEASES["1.20-1.23"] = RELEASES["1.21-1.23"]
+RELEASES["1.17-1.19"] = RELEASES["1.18-1.19"]
+DEFAULT_RELEASE = "1.24+"
