@@ -35,6 +35,13 @@ class NodeError(DmlEpError):
         text = f"{', '.join(where)}: {self.rule}" if where else self.rule
         return f"{text} ({self.made_from})" if self.made_from else text
 
+    def named(self, node) -> "NodeError":
+        """Name ``node`` where the error did not (a kernel checking a value bound at run time)."""
+        if self.op_type is None:
+            self.node_name, self.op_type = node.name, node.op_type
+            self.args = (self._format(),)
+        return self
+
     def made_by(self, origin) -> "NodeError":
         """Name the model's nodes a graph rewrite made this node from (a plan entry's origin)."""
         if origin.rules:

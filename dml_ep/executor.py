@@ -21,7 +21,7 @@ import onnx
 
 from .arithmetic import Arithmetic
 from .engines import get_engine
-from .errors import FallbackError, OutOfMemoryError, ShapeError
+from .errors import FallbackError, NodeError, OutOfMemoryError, ShapeError
 from .graph import node_reads, ort_message, type_proto, value_info_of
 from .kernels.dispatch import prepare_kernel, run_kernel
 from .operators.registration import operator_of
@@ -140,7 +140,8 @@ class Executor:
     def run_entry(self, entry: PlanEntry, values: dict) -> dict[str, np.ndarray]:
         """One entry's outputs, its inputs read from ``values``."""
         if isinstance(entry, DmlNode):
-            return {entry.output: self.run_dml(entry, values)}
+            result = self.run_dml(entry, values)
+            return dict(zip(entry.outputs, result)) if entry.more_outputs else {entry.output: result}
         return self.run_partition((self._index[id(entry.node)],), values)
 
     def run_dml(self, entry: DmlNode, values: dict) -> np.ndarray:
@@ -151,7 +152,13 @@ class Executor:
             if planned is not None and tensor.shape != planned:
                 raise ShapeError(f"{field} was planned for shape {list(planned)} and got {list(tensor.shape)}", node=entry.node)
             tensors[field] = tensor
-        result = run_kernel(entry.desc, tensors, self.arithmetic, self.engine, entry.cache)
+        try:
+            result = run_kernel(entry.desc, tensors, self.arithmetic, self.engine, entry.cache)
+        except NodeError as error:  # a parameter bound at run time, checked as it arrives
+            raise error.named(entry.node) from None
+        if entry.more_outputs:  # an operator of several outputs gives them in order
+            shapes = (entry.output_shape, *(shape for _, shape in entry.more_outputs))
+            return [array.reshape(shape) for array, shape in zip(result, shapes)]
         return result.reshape(entry.output_shape)  # a view where it can be: kernels may write channels last
 
     def run_partition(self, group: tuple[int, ...], values: dict) -> dict[str, np.ndarray]:

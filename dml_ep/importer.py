@@ -84,7 +84,7 @@ class NodeImporter:
     def _rebound(self, made: DmlNode, node: onnx.NodeProto, origin: Origin) -> DmlNode:
         """``made``, the entry of a node of the same signature, for ``node``: its desc shared, its
         fields bound to ``node``'s inputs."""
-        entry = bound(node, made.desc, made.input_index, made.output_shape, self.constants)
+        entry = bound(node, made.desc, made.input_index, (made.output_shape, *(shape for _, shape in made.more_outputs)), self.constants)
         entry.origin = origin
         return entry
 

@@ -35,6 +35,7 @@ class DmlNode:
     origin: Origin | None = None  # set by the importer
     input_shapes: dict[str, tuple] = dataclasses.field(default_factory=dict)  # of the values bound, set by the planner
     cache: dict = dataclasses.field(default_factory=dict, repr=False)
+    more_outputs: tuple[tuple[str, tuple], ...] = ()  # (name, shape) of the outputs after the first (DYNAMIC_QUANTIZE_LINEAR's scale, zero point)
 
     @property
     def operator(self) -> str:
@@ -47,7 +48,7 @@ class DmlNode:
 
     @property
     def outputs(self) -> list[str]:
-        return [self.output]
+        return [self.output, *(name for name, _ in self.more_outputs)]
 
     def summary(self) -> str:
         text = self.operator

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import QuantizationParameterError
 from ..tensor_desc import left_pad, view
 
 
@@ -29,3 +30,16 @@ def parameter4d(tensors: dict, desc, field: str, default: float = 0.0) -> np.nda
     if getattr(desc, field) is None:
         return np.full((1, 1, 1, 1), default)
     return read4d(tensors, desc, field).astype(np.float64)
+
+
+def checked_scale(scale: np.ndarray, node=None, tensor: str | None = None) -> np.ndarray:
+    """A scale's values as DirectML needs them, finite and positive (a zero scale is undefined
+    behaviour in DirectML): checked when the model is planned for a constant, when it arrives for
+    one bound at run time (the executor then names the node)."""
+    if not np.all(np.isfinite(scale)):
+        raise QuantizationParameterError("scale is NaN or infinite", node=node, tensor=tensor)
+    if np.any(scale <= 0):
+        flat = np.asarray(scale).reshape(-1)
+        raise QuantizationParameterError(
+            f"scale {flat[np.argmin(flat)]:g} is not positive (a zero scale is undefined behaviour in DirectML)", node=node, tensor=tensor)
+    return scale

@@ -69,20 +69,29 @@ class NodeContext:
     def optional_constant(self, index: int, what: str):
         return self.constant(index, what) if self.input_name(index) else None
 
-    def dml_node(self, desc, fields_by_input: tuple[str, ...], output_shape) -> DmlNode:
+    def parameter(self, index: int) -> np.ndarray | None:
+        """A scale's or zero point's value if it is a constant initializer; None if it comes at run
+        time (the real EP binds it as a tensor, and the kernel checks its value when it arrives)."""
+        return self.constants.get(self.input_name(index))
+
+    def dml_node(self, desc, fields_by_input: tuple[str, ...], output_shape, more_output_shapes=()) -> DmlNode:
         """The node as ``desc``, each non-null desc tensor field bound to its node input: the
         constant array, or the graph value's name. ``fields_by_input`` names the desc field of
-        input 0, 1, ... (the node's output is not an input)."""
+        input 0, 1, ... (the node's outputs are not inputs); ``more_output_shapes``, the shapes of
+        its outputs after the first, for an operator with several."""
         input_index = {field: index for index, field in enumerate(fields_by_input) if getattr(desc, field) is not None}
-        return bound(self.node, desc, input_index, tuple(output_shape), self.constants)
+        return bound(self.node, desc, input_index, (tuple(output_shape), *map(tuple, more_output_shapes)), self.constants)
 
 
-def bound(node: onnx.NodeProto, desc, input_index: dict[str, int], output_shape: tuple, constants: dict[str, np.ndarray]) -> DmlNode:
+def bound(node: onnx.NodeProto, desc, input_index: dict[str, int], output_shapes: tuple, constants: dict[str, np.ndarray]) -> DmlNode:
     """``node`` as ``desc``, each field of ``input_index`` bound to the node input at that position:
-    the constant array, or the graph value's name (an omitted input binds "")."""
+    the constant array, or the graph value's name (an omitted input binds ""); its outputs of
+    ``output_shapes`` in order."""
     names = {field: node.input[index] if index < len(node.input) else "" for field, index in input_index.items()}
     inputs = {field: constants.get(name, name) for field, name in names.items()}
-    return DmlNode(node, desc, inputs, node.output[0], output_shape, names=names, input_index=input_index)
+    first, *more = output_shapes
+    return DmlNode(node, desc, inputs, node.output[0], first, names=names, input_index=input_index,
+                   more_outputs=tuple(zip(node.output[1:], more)))
 
 
 def data_type(dtype) -> DML_TENSOR_DATA_TYPE:
@@ -114,10 +123,23 @@ def _one_axis(shape) -> bool:
     return sum(size > 1 for size in shape) <= 1
 
 
-def check_scale(ctx: NodeContext, index: int, scale: np.ndarray, allowed_sizes: tuple[int, ...] = (1,)) -> np.ndarray:
-    """A scale must be float32, finite and positive (DirectML: a zero scale is undefined behaviour)."""
+def parameter_shape(ctx: NodeContext, index: int) -> tuple[int, ...]:
+    """A scale's or zero point's shape, constant or bound at run time."""
+    value = ctx.parameter(index)
+    return value.shape if value is not None else ctx.info(index).shape
+
+
+def check_scale(ctx: NodeContext, index: int, scale: np.ndarray | None, allowed_sizes: tuple[int, ...] = (1,)) -> np.ndarray | None:
+    """A scale must be float32, finite and positive (DirectML: a zero scale is undefined behaviour).
+    ``scale`` None: it comes at run time; its type and shape are checked here, its values by
+    :func:`dml_ep.kernels.parameters.checked_scale` when they arrive."""
     name = ctx.input_name(index)
-    scale = np.asarray(scale)
+    if scale is None:
+        info = ctx.info(index)
+        scale = np.empty(info.shape, info.dtype)  # stands in for its type and shape only
+        runtime = True
+    else:
+        scale, runtime = np.asarray(scale), False
     if scale.dtype != np.float32:
         if scale.dtype == np.float16:  # valid ONNX (QLinearMatMul-21), but DirectML's scales are FLOAT32
             raise Fallback(f"scale {name!r} is float16; DirectML's quantized operators take FLOAT32 scales", ASSIGNED_TO_DML)
@@ -127,23 +149,22 @@ def check_scale(ctx: NodeContext, index: int, scale: np.ndarray, allowed_sizes: 
         raise QuantizationParameterError(
             f"scale has shape {list(scale.shape)}; expected {sizes} element(s)", node=ctx.node, tensor=name
         )
-    if not np.all(np.isfinite(scale)):
-        raise QuantizationParameterError("scale is NaN or infinite", node=ctx.node, tensor=name)
-    if np.any(scale <= 0):
-        raise QuantizationParameterError(
-            f"scale {scale.reshape(-1)[np.argmin(scale.reshape(-1))]:g} is not positive (a zero scale is undefined behaviour in DirectML)",
-            node=ctx.node,
-            tensor=name,
-        )
-    return scale
+    if runtime:
+        return None
+    from ..kernels.parameters import checked_scale
+
+    return checked_scale(scale, node=ctx.node, tensor=name)
 
 
 def check_zero_point(ctx: NodeContext, index: int, zero_point, tensor_dtype, allowed_sizes: tuple[int, ...] = (1,)):
-    """A zero point must have its tensor's type and a per-tensor (or allowed per-axis) size."""
-    if zero_point is None:
-        return None
+    """A zero point must have its tensor's type and a per-tensor (or allowed per-axis) size;
+    ``zero_point`` None: absent, or (when the node has the input) bound at run time, checked from
+    its type and shape."""
     name = ctx.input_name(index)
-    zero_point = np.asarray(zero_point)
+    if zero_point is None and not name:
+        return None
+    runtime = zero_point is None
+    zero_point = np.empty(ctx.info(index).shape, ctx.info(index).dtype) if runtime else np.asarray(zero_point)
     if zero_point.dtype != np.dtype(tensor_dtype):
         raise QuantizationParameterError(
             f"zero point type {zero_point.dtype} does not match its tensor's type {np.dtype(tensor_dtype)}",
@@ -155,7 +176,7 @@ def check_zero_point(ctx: NodeContext, index: int, zero_point, tensor_dtype, all
         raise QuantizationParameterError(
             f"zero point has shape {list(zero_point.shape)}; expected {sizes} element(s)", node=ctx.node, tensor=name
         )
-    return zero_point
+    return None if runtime else zero_point
 
 
 def quantized_type(ctx: NodeContext, index: int, what: str) -> np.dtype:
