@@ -30,7 +30,7 @@ from .compare import CANDIDATES, FLOAT_ATOL, FLOAT_RTOL, ModelReport, TensorComp
 from .errors import DmlEpError, FeedError, NodeError
 from .graph import graph_inputs, load_model, one_line
 from .importer import DEFAULT_FEATURE_LEVEL
-from .passes import DEFAULT_RULE_SET, RULE_SETS
+from .passes import DEFAULT_RELEASE, RELEASES
 from .passes.dml_fusion import NAME as DML_FUSION
 from .planner import plan_model
 from .inputs import ASSUMED, INTEGERS, input_shapes, load_directory, load_tensor_protos, make_feeds, npy_file_names, zoo_layout
@@ -65,8 +65,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="DirectML feature level to target, e.g. 4_0 (default: %(default)s)")
     # SUPPRESS: unless given after the command, the subcommand leaves the main parser's --debug as it is
     common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show a traceback on errors")
-    common.add_argument("--qdq-rules", choices=RULE_SETS, default=DEFAULT_RULE_SET,
-                        help="the onnxruntime releases whose QDQ -> QLinear rewrites apply (default: %(default)s)")
+    common.add_argument("--ort-release", "--qdq-rules", dest="qdq_rules", choices=RELEASES, default=DEFAULT_RELEASE, metavar="RELEASE",
+                        help="the onnxruntime release whose graph rewrites for DML nodes apply: its QDQ -> QLinear rules "
+                             f"and the fusions that changed between releases ({', '.join(RELEASES)}; default: %(default)s)")
     common.add_argument("--no-qdq-fusion", dest="qdq_rules", action="store_const", const=None,
                         help="no QDQ rewrites, as onnxruntime's session.disable_quant_qdq=1")
     common.add_argument("--shape", action="append", type=_shape, default=[], metavar="NAME=D0,D1,...",
@@ -234,7 +235,7 @@ def cmd_inspect(args) -> int:
         print("\n" + table, file=out)
         rewritten = [r for r in rows if r["rule"]]
         if rewritten:
-            print(f"\nmade by onnxruntime's graph rewrites (QDQ rules {plan.qdq_rules or 'off'}), from the model's nodes:", file=out)
+            print(f"\nmade by onnxruntime's graph rewrites ({_rules_text(plan.qdq_rules)}), from the model's nodes:", file=out)
             print("\n".join(f"  {r['node']} ({r['op_type']}) <- {r['rule']}: {', '.join(r['from']) or '-'}" for r in rewritten), file=out)
         if plan.pending:
             print("\nplanned only when run, their input shapes depend on data:", file=out)
@@ -283,15 +284,20 @@ def _by_reason(plan) -> list[dict]:
 
 
 def _qdq_rewritten(plan) -> int:
-    """How many plan entries onnxruntime's QDQ passes made (not counting the DML EP's activation fusion)."""
+    """How many plan entries onnxruntime's passes made (not counting the DML EP's activation fusion)."""
     return sum(1 for e in plan.entries if set(e.origin.rules) - {DML_FUSION})
+
+
+def _rules_text(release: str | None) -> str:
+    """Which of onnxruntime's rewrites a plan had: the release's, or none of the QDQ ones."""
+    return f"onnxruntime {release} rewrites" if release else "QDQ rules off"
 
 
 def _inspect_summary(plan, rows: list[dict], summary: dict, by_op_type: list[dict], by_reason: list[dict]) -> list[str]:
     """inspect's default report, no line over INSPECT_WIDTH: long names shortened with an ellipsis."""
     head = summary["feature_level"]
     if _qdq_rewritten(plan):
-        head += f", onnxruntime's QDQ rules {plan.qdq_rules}"
+        head += f", {_rules_text(plan.qdq_rules)}"
     head += f": {len(rows)} node(s) planned"
     rewritten = sum(1 for r in rows if r["rule"])
     if rewritten:
@@ -704,7 +710,7 @@ def format_report(report: ModelReport, per_node: bool) -> str:
     if report.candidate == "dml_ep":
         lines.append(f"  on DirectML: {plan['dml']['nodes']} of the model's {plan['model_nodes']} node(s) as "
                      f"{plan['dml']['operators']} operator(s), {plan['dml']['macs_percent']:.1f}% of the MACs "
-                     f"(QDQ rules {plan['qdq_rules'] or 'off'})")
+                     f"({_rules_text(plan['qdq_rules'])})")
     if report.shipped is not None:
         lines += _format_shipped(report)
     bad = [o for o in report.outputs if not o.within_tolerance]

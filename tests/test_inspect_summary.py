@@ -116,9 +116,9 @@ def test_qdq_rules_named_only_for_a_model_they_rewrote(capsys):
     out = inspect(capsys, MODELS / "transformer_block.onnx")  # QOperator: no QDQ group
     assert "QDQ" not in out and max(map(len, out.splitlines())) <= WIDTH
     out = inspect(capsys, MODELS / "small_cnn.qdq.onnx")
-    assert "QDQ rules 1.24+" in out and "13 made by onnxruntime's graph rewrites" in out
-    assert "made by onnxruntime's graph rewrites (QDQ rules 1.24+), from the model's nodes:" not in out  # --nodes lists them
-    assert "made by onnxruntime's graph rewrites (QDQ rules 1.24+), from the model's nodes:" in inspect(
+    assert "onnxruntime 1.24+ rewrites" in out and "13 made by onnxruntime's graph rewrites" in out
+    assert "made by onnxruntime's graph rewrites (onnxruntime 1.24+ rewrites), from the model's nodes:" not in out  # --nodes lists them
+    assert "made by onnxruntime's graph rewrites (onnxruntime 1.24+ rewrites), from the model's nodes:" in inspect(
         capsys, MODELS / "small_cnn.qdq.onnx", "--nodes")
 
 
