@@ -5,8 +5,8 @@ Each model starts as a float32 graph and is quantized the way users do it:
 per-channel weights, MinMax calibration on seeded random data). Everything is
 seeded, so two runs give byte-identical files.
 
-Each model comes in two formats, made from the same float model, calibration
-data and options; only ``quant_format`` differs:
+Each model comes in three formats, made from the same float model (and, for the
+static ones, the same calibration data and options):
 
 - QOperator, ``<name>.onnx``: QLinearConv / QLinearMatMul / QLinearAdd ... nodes,
   which the DirectML EP maps directly.
@@ -14,11 +14,14 @@ data and options; only ``quant_format`` differs:
   ops, the quantizer's default format. When a session is created, onnxruntime's
   graph optimizer fuses those groups back into QLinear nodes (for the CPU and
   DirectML EPs), so an EP sees mostly the same QLinear nodes as in QOperator.
+- dynamic, ``<name>.dynamic.onnx``: ``quantize_dynamic`` with its defaults (int8 weights,
+  DynamicQuantizeLinear + MatMulInteger / ConvInteger), the most common quantized text models;
+  onnxruntime fuses each MatMul chain into MatMulIntegerToFloat for the DirectML EP.
 
-    python scripts/make_models.py                 # all models, both formats, into .cache/models
+    python scripts/make_models.py                 # all models, all formats, into .cache/models
     python scripts/make_models.py --only mlp      # a subset
     python scripts/make_models.py --format qdq    # one format only
-    python scripts/make_models.py --ship          # small models into models/ (QDQ: small_cnn only)
+    python scripts/make_models.py --ship          # small models into models/ (QDQ: small_cnn; dynamic: transformer_block)
     python scripts/make_models.py --list
 """
 
@@ -41,6 +44,7 @@ from onnxruntime.quantization import (
     CalibrationMethod,
     QuantFormat,
     QuantType,
+    quantize_dynamic,
     quantize_static,
 )
 from onnxruntime.quantization.shape_inference import quant_pre_process
@@ -64,9 +68,10 @@ QUANT_OPTIONS = {
 
 
 # quant_format name -> (onnxruntime QuantFormat, file name suffix)
-FORMATS: dict[str, tuple[QuantFormat, str]] = {
+FORMATS: dict[str, tuple[QuantFormat | None, str]] = {
     "qoperator": (QuantFormat.QOperator, ".onnx"),
     "qdq": (QuantFormat.QDQ, ".qdq.onnx"),
+    "dynamic": (None, ".dynamic.onnx"),
 }
 
 
@@ -77,6 +82,7 @@ class ModelSpec(NamedTuple):
     source: str
     small: bool = False  # its QOperator model ships in models/
     ship_qdq: bool = False  # its QDQ model ships too (keep the shipped set small)
+    ship_dynamic: bool = False  # its dynamically quantized model ships too
     # ORT's optimizer folds BatchNorm into Conv, but it also fuses MatMul+Add into
     # Gemm (-> QGemm); hand-built graphs skip it to keep QLinearMatMul + QLinearAdd.
     optimize: bool = True
@@ -334,7 +340,7 @@ MODELS: dict[str, ModelSpec] = {
         build_small_cnn, "onnx.helper: ResNet-style CNN", small=True, ship_qdq=True, optimize=False
     ),
     "transformer_block": ModelSpec(
-        build_transformer_block, "onnx.helper: post-LN encoder block", small=True, optimize=False
+        build_transformer_block, "onnx.helper: post-LN encoder block", small=True, optimize=False, ship_dynamic=True
     ),
     "squeezenet": ModelSpec(light_model("light_squeezenet.onnx"), "onnx test data light_squeezenet"),
     "shufflenet": ModelSpec(light_model("light_shufflenet.onnx"), "onnx test data light_shufflenet"),
@@ -395,11 +401,15 @@ def model_path(name: str, out_dir: Path, quant_format: str = "qoperator") -> Pat
 
 
 def quantize(float_model: onnx.ModelProto, out_path: Path, seed: int, optimize: bool, quant_format: str) -> None:
-    """Pre-process and statically quantize in quant_format ("qoperator" or "qdq"), via a scratch directory."""
+    """Pre-process and quantize in quant_format, statically ("qoperator", "qdq") or dynamically
+    ("dynamic", quantize_dynamic's defaults), via a scratch directory."""
     with tempfile.TemporaryDirectory(prefix="make_models.") as tmp:
         float_path, prep_path = Path(tmp, "float.onnx"), Path(tmp, "prep.onnx")
         onnx.save(float_model, float_path)
         preprocess(float_path, prep_path, optimize)
+        if quant_format == "dynamic":
+            quantize_dynamic(str(prep_path), str(out_path), weight_type=QuantType.QInt8)
+            return
         quantize_static(
             str(prep_path),
             str(out_path),
@@ -455,12 +465,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--only", nargs="+", choices=sorted(MODELS), metavar="NAME", help="models to build")
     parser.add_argument(
         "--format",
-        choices=[*FORMATS, "both"],
-        default="both",
-        help="quantization format(s) to write: <name>.onnx (qoperator), <name>.qdq.onnx (qdq); default both",
+        choices=[*FORMATS, "all"],
+        default="all",
+        help="quantization format(s) to write: <name>.onnx (qoperator), <name>.qdq.onnx (qdq), <name>.dynamic.onnx (dynamic); default all",
     )
     parser.add_argument(
-        "--ship", action="store_true", help="write the small models into models/ (QDQ: only those marked ship_qdq)"
+        "--ship", action="store_true", help="write the small models into models/ (QDQ and dynamic: only those marked to ship)"
     )
     parser.add_argument("--list", action="store_true", help="list the models and exit")
     return parser.parse_args(argv)
@@ -476,15 +486,11 @@ def main(argv: list[str] | None = None) -> int:
     names = args.only or (small if args.ship else list(MODELS))
     if args.ship and not set(names) <= set(small):
         sys.exit(f"only small models ship: {', '.join(small)}")
-    formats = list(FORMATS) if args.format == "both" else [args.format]
-    jobs = [
-        (name, fmt)
-        for name in names
-        for fmt in formats
-        if not (args.ship and fmt == "qdq" and not MODELS[name].ship_qdq)
-    ]
+    formats = list(FORMATS) if args.format == "all" else [args.format]
+    ships = {"qoperator": lambda spec: True, "qdq": lambda spec: spec.ship_qdq, "dynamic": lambda spec: spec.ship_dynamic}
+    jobs = [(name, fmt) for name in names for fmt in formats if not args.ship or ships[fmt](MODELS[name])]
     if not jobs:
-        sys.exit(f"only these QDQ models ship: {', '.join(n for n, s in MODELS.items() if s.ship_qdq)}")
+        sys.exit(f"none of these ship in format {args.format}")
     out_dir = args.out or (SHIP_DIR if args.ship else CACHE_DIR)
     out_dir.mkdir(parents=True, exist_ok=True)
     float_written = set()
