@@ -35,10 +35,12 @@ class NodeError(DmlEpError):
         text = f"{', '.join(where)}: {self.rule}" if where else self.rule
         return f"{text} ({self.made_from})" if self.made_from else text
 
-    def named(self, node) -> "NodeError":
-        """Name ``node`` where the error did not (a kernel checking a value bound at run time)."""
+    def named(self, node, names: dict) -> "NodeError":
+        """Name ``node`` where the error did not (a kernel checking a value bound at run time), and
+        the graph value bound to the desc field it named (``names``: field -> value)."""
         if self.op_type is None:
             self.node_name, self.op_type = node.name, node.op_type
+            self.tensor = names.get(self.tensor, self.tensor)
             self.args = (self._format(),)
         return self
 

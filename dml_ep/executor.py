@@ -155,7 +155,7 @@ class Executor:
         try:
             result = run_kernel(entry.desc, tensors, self.arithmetic, self.engine, entry.cache)
         except NodeError as error:  # a parameter bound at run time, checked as it arrives
-            raise error.named(entry.node) from None
+            raise error.named(entry.node, entry.names) from None
         if entry.more_outputs:  # an operator of several outputs gives them in order
             shapes = (entry.output_shape, *(shape for _, shape in entry.more_outputs))
             return [array.reshape(shape) for array, shape in zip(result, shapes)]

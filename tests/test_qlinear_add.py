@@ -114,3 +114,32 @@ def test_ties_round_half_to_even(dtype):
     assert np.count_nonzero(ties) >= 200
     counts = check_directml_mode("QLinearAdd", model, feeds, num, den, zc, bound)
     assert counts["float rounding"] == 0  # every ratio is a power of two: onnxruntime is exact too
+
+
+def test_scales_and_zero_points_bound_at_run_time():
+    """The real EP binds them as tensors: fed as graph inputs, the node still runs on DirectML, as
+    onnxruntime computes it, and a zero scale is refused when it arrives, naming node and tensor."""
+    from onnx import TensorProto, helper
+
+    from dml_ep.errors import QuantizationParameterError
+    from dml_ep.plan import DmlNode
+    from dml_ep.reference import cpu_session
+
+    inputs = [("a", TensorProto.UINT8, [2, 3]), ("as", TensorProto.FLOAT, []), ("az", TensorProto.UINT8, []),
+              ("b", TensorProto.UINT8, [2, 3]), ("bs", TensorProto.FLOAT, []), ("bz", TensorProto.UINT8, []),
+              ("cs", TensorProto.FLOAT, []), ("cz", TensorProto.UINT8, [])]
+    graph = helper.make_graph([helper.make_node("QLinearAdd", [n for n, _, _ in inputs], ["c"], domain="com.microsoft", name="add")], "g",
+                              [helper.make_tensor_value_info(*i) for i in inputs], [helper.make_tensor_value_info("c", TensorProto.UINT8, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid("com.microsoft", 1)])
+    session = dml_ep.InferenceSession(model, arithmetic="onnxruntime")
+    rng = np.random.default_rng(0)
+    for _ in range(3):  # new parameters each run
+        feeds = {"a": rng.integers(0, 256, (2, 3), dtype=np.uint8), "b": rng.integers(0, 256, (2, 3), dtype=np.uint8),
+                 "as": np.array(rng.uniform(0.01, 0.1), np.float32), "bs": np.array(rng.uniform(0.01, 0.1), np.float32),
+                 "cs": np.array(rng.uniform(0.05, 0.2), np.float32), "az": np.array(rng.integers(0, 256), np.uint8),
+                 "bz": np.array(rng.integers(0, 256), np.uint8), "cz": np.array(rng.integers(0, 256), np.uint8)}
+        np.testing.assert_array_equal(session.run(None, feeds)[0], cpu_session(model).run(None, feeds)[0])
+        assert isinstance(session.executor.plan.entries[0], DmlNode)
+    feeds["bs"] = np.array(0, np.float32)
+    with pytest.raises(QuantizationParameterError, match="node 'add' \\(QLinearAdd\\), tensor 'bs': scale 0 is not positive"):
+        session.run(None, feeds)

@@ -35,7 +35,7 @@ def parameter4d(tensors: dict, desc, field: str, default: float = 0.0) -> np.nda
 def checked_scale(scale: np.ndarray, node=None, tensor: str | None = None) -> np.ndarray:
     """A scale's values as DirectML needs them, finite and positive (a zero scale is undefined
     behaviour in DirectML): checked when the model is planned for a constant, when it arrives for
-    one bound at run time (the executor then names the node)."""
+    one bound at run time (the kernel names the desc field, the executor the node and its value)."""
     if not np.all(np.isfinite(scale)):
         raise QuantizationParameterError("scale is NaN or infinite", node=node, tensor=tensor)
     if np.any(scale <= 0):

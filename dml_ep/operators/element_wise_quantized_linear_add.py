@@ -29,7 +29,7 @@ from ..enums import DML_FEATURE_LEVEL as FL
 from ..enums import DML_OPERATOR_TYPE as OP
 from ..kernels import quantize
 from ..kernels.float32_fma import fma32
-from ..kernels.parameters import read4d, scalar
+from ..kernels.parameters import checked_scale, read4d, scalar
 from ..plan import DmlNode
 from ..tensor_desc import view
 from .base import QUANTIZED_BINARY_INPUTS, Operator, QuantizedBinaryDesc
@@ -66,22 +66,25 @@ def qlinear_add(ctx: NodeContext) -> DmlNode:
     b_type = quantized_type(ctx, 3, "B")
     a_shape, b_shape = ctx.info(0).shape, ctx.info(3).shape
     out_shape, sizes = broadcast(ctx, a_shape, b_shape)
-    for index, what in ((1, "A scale"), (4, "B scale"), (6, "output scale")):
-        check_scale(ctx, index, ctx.constant(index, what))
-    a_zp = check_zero_point(ctx, 2, ctx.optional_constant(2, "A zero point"), a_type)
-    b_zp = check_zero_point(ctx, 5, ctx.optional_constant(5, "B zero point"), b_type)
+    for index in (1, 4, 6):
+        check_scale(ctx, index, ctx.parameter(index))
     c_type = output_type(ctx)
-    c_zp = check_zero_point(ctx, 7, ctx.optional_constant(7, "output zero point"), c_type)
+    for index, dtype in ((2, a_type), (5, b_type), (7, c_type)):
+        check_zero_point(ctx, index, ctx.parameter(index), dtype)
     ones = (1,) * len(sizes)
+
+    def zero_point(index, dtype):
+        return tensor(dtype, ones) if ctx.input_name(index) else None
+
     desc = DML_ELEMENT_WISE_QUANTIZED_LINEAR_ADD_OPERATOR_DESC(
         ATensor=operand(a_type, a_shape, sizes, ctx.input_name(0) in ctx.constants),
         AScaleTensor=tensor(np.float32, ones),
-        AZeroPointTensor=None if a_zp is None else tensor(a_type, ones),
+        AZeroPointTensor=zero_point(2, a_type),
         BTensor=operand(b_type, b_shape, sizes, ctx.input_name(3) in ctx.constants),
         BScaleTensor=tensor(np.float32, ones),
-        BZeroPointTensor=None if b_zp is None else tensor(b_type, ones),
+        BZeroPointTensor=zero_point(5, b_type),
         OutputScaleTensor=tensor(np.float32, ones),
-        OutputZeroPointTensor=None if c_zp is None else tensor(c_type, ones),
+        OutputZeroPointTensor=zero_point(7, c_type),
         OutputTensor=tensor(c_type, sizes),
     )
     return ctx.dml_node(desc, QUANTIZED_BINARY_INPUTS, out_shape)
@@ -102,23 +105,29 @@ def constant_over_span(desc_a, desc_b) -> tuple[bool, bool]:
 
 
 def quantized_linear_add(desc, tensors: dict, options, cache: dict) -> np.ndarray:
-    """The output is a function of the two 8-bit codes only: a 256 x 256 table per arithmetic (kept
-    in the node's ``cache``), then one gather over the output."""
+    """The output is a function of the two 8-bit codes only: a 256 x 256 table per arithmetic and
+    parameters (the node's ``cache`` keeps the last one: parameters bound at run time may change
+    from run to run), then one gather over the output."""
     a = view(tensors["ATensor"], desc.ATensor)
     b = view(tensors["BTensor"], desc.BTensor)
-    key = ("table", options.mode)  # scales and zero points are constants (the importer sees to it)
-    if key not in cache:
-        scales = tuple(np.float32(scalar(tensors, desc, f)) for f in ("AScaleTensor", "BScaleTensor", "OutputScaleTensor"))
-        zero_points = tuple(scalar(tensors, desc, f) for f in ("AZeroPointTensor", "BZeroPointTensor", "OutputZeroPointTensor"))
+    scale_fields = ("AScaleTensor", "BScaleTensor", "OutputScaleTensor")
+    scales = tuple(np.float32(scalar(tensors, desc, f)) for f in scale_fields)
+    zero_points = tuple(scalar(tensors, desc, f) for f in ("AZeroPointTensor", "BZeroPointTensor", "OutputZeroPointTensor"))
+    key = ("table", options.mode)
+    made = cache.get(key)
+    if made is None or made[0] != (scales, zero_points):
+        for field, scale in zip(scale_fields, scales):
+            checked_scale(scale, tensor=field)
         codes_a = np.arange(256, dtype=np.uint8).view(a.dtype)[:, None]  # indexed by the code's byte
         codes_b = np.arange(256, dtype=np.uint8).view(b.dtype)[None, :]
         add = _onnxruntime_add if options.onnxruntime else _directml_add
-        cache[key] = add(desc, codes_a, codes_b, *scales, *zero_points).reshape(-1)
+        made = cache[key] = (scales, zero_points), add(desc, codes_a, codes_b, *scales, *zero_points).reshape(-1)
+    table = made[1]
     axes = memory_axes(a if 0 not in a.strides else b)  # work in memory order: the output keeps the layout
     a, b = a.transpose(axes), b.transpose(axes)
     index = np.left_shift(a.view(np.uint8), 8, dtype=np.uint16)  # (a's byte << 8) | b's byte
     np.bitwise_or(index, b.view(np.uint8), out=index)
-    return cache[key].take(index, mode="wrap").transpose(np.argsort(axes))
+    return table.take(index, mode="wrap").transpose(np.argsort(axes))
 
 
 def memory_axes(x: np.ndarray) -> list[int]:
