@@ -342,6 +342,10 @@ MODELS: dict[str, ModelSpec] = {
     "transformer_block": ModelSpec(
         build_transformer_block, "onnx.helper: post-LN encoder block", small=True, optimize=False, ship_dynamic=True
     ),
+    "encoder": ModelSpec(
+        lambda rng: build_transformer_block(rng, seq=128, hidden=384, heads=6),
+        "onnx.helper: the encoder block at MiniLM's size (seq 128, hidden 384, 6 heads, MLP 1536)", optimize=False,
+    ),
     "squeezenet": ModelSpec(light_model("light_squeezenet.onnx"), "onnx test data light_squeezenet"),
     "shufflenet": ModelSpec(light_model("light_shufflenet.onnx"), "onnx test data light_shufflenet"),
     "resnet50": ModelSpec(light_model("light_resnet50.onnx"), "onnx test data light_resnet50"),
