@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 import tempfile
 
+import numpy as np
 import onnx
 import onnxruntime as ort
 from onnx import numpy_helper
@@ -127,10 +128,12 @@ def _all_equal(array, value) -> bool:
 
 def _optimized(graph: EditableGraph, level: int, qdq: bool) -> onnx.ModelProto | None:
     """The graph as onnxruntime's Level 1 and 2 leave it with the transformers of NOT_FOR_DML off
-    (None if the CPU EP cannot make a session of it); large initializers stay in a file beside it,
-    read only when they are new."""
-    model = graph_module.with_weights(graph.to_model(), graph.constants, list(graph.constants), [])
+    (None if the CPU EP cannot make a session of it). The large initializers go to onnxruntime as
+    the arrays they are (``add_external_initializers``), not copied into the model, and come back
+    in a file beside the optimized model, read only when they are new."""
+    model = graph.to_model()
     options = ort.SessionOptions()
+    _weights_as_arrays(model, graph, options)
     options.log_severity_level = 4
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED if level >= 2 else ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
     if not qdq:
@@ -151,6 +154,24 @@ def _optimized(graph: EditableGraph, level: int, qdq: bool) -> onnx.ModelProto |
             if tensor.name not in graph.constants and onnx.external_data_helper.uses_external_data(tensor):
                 onnx.external_data_helper.load_external_data_for_tensor(tensor, folder)
     return optimized
+
+
+def _weights_as_arrays(model: onnx.ModelProto, graph: EditableGraph, options: ort.SessionOptions) -> None:
+    """The initializers the skeleton made graph inputs become initializers again, whose data
+    onnxruntime takes from the arrays themselves."""
+    weights = [value for value in model.graph.input if value.name in graph.constants and value.name not in graph.graph_inputs]
+    if not weights:
+        return
+    names = {value.name for value in weights}
+    kept = [value for value in model.graph.input if value.name not in names]
+    del model.graph.input[:]
+    model.graph.input.extend(kept)
+    arrays = [np.ascontiguousarray(graph.constants[value.name]) for value in weights]
+    for value, array in zip(weights, arrays):
+        stand_in = model.graph.initializer.add(name=value.name, data_type=value.type.tensor_type.elem_type, dims=array.shape)
+        stand_in.data_location = onnx.TensorProto.EXTERNAL
+        stand_in.external_data.add(key="location", value="given-as-arrays")  # never read: the arrays override it
+    options.add_external_initializers([value.name for value in weights], [ort.OrtValue.ortvalue_from_numpy(a) for a in arrays])
 
 
 def _undo_inserted_casts(graph: onnx.GraphProto) -> None:
