@@ -24,6 +24,7 @@ from .memory import paused_gc
 from .passes import (DEFAULT_RELEASE, DEFAULT_RULE_SET, DML, RELEASES, EditableGraph, constant_folding,
                      constant_nodes_to_initializers, dml_operator_fusion, matmul_integer_to_float_fusion, onnxruntime_fusions,
                      qdq_transformer)
+from .passes.dml_graphs import derived_infos, dynamic_quantize_matmul_graph
 from .graph import ValueInfo, value_info_of
 from .plan import DmlNode, Plan, PlanEntry
 from .real_ep import has_dml_kernel
@@ -68,6 +69,9 @@ class Planner:
         self._importer = NodeImporter(self.constants, self.feature_level, opset_versions(self.header))
         if provider == DML and optimization_level >= 2:  # DmlOperatorFusionTransformer is a Level-2 transformer
             dml_operator_fusion(graph, self._maps_by_type)
+        self._derived = dynamic_quantize_matmul_graph(graph, self.static, self._maps_by_type) if provider == DML else {}
+        if self._derived:
+            self.static = {**self.static, **derived_infos(self._derived, self.static)}
         self.nodes = list(graph.nodes)
         self.origins = [graph.origin(n) for n in self.nodes]
         self.reads = [[n for n in graph_module.node_reads(node) if n not in self.constants] for node in self.nodes]
@@ -75,18 +79,19 @@ class Planner:
         self.output_names = [o.name for o in model.graph.output]
         self._entries: dict[tuple, PlanEntry] = {}
 
-    def _maps_by_type(self, node: onnx.NodeProto) -> bool:
+    def _maps_by_type(self, node: onnx.NodeProto, made: dict | None = None) -> bool:
         """Whether ``node`` runs on DirectML, judged before any run as the DML EP's partitioning
         judges it: by element types and ranks (unknown dimensions taken as 1, which any broadcast
         accepts). A node whose input ranks are unknown is not fused."""
         infos = {}
+        known = ChainMap(made or {}, self.static)  # ``made``: the values a pass is making
         for name in node.input:
-            info = self.static.get(name)
+            info = known.get(name)
             if name and name not in self.constants:
                 if info is None or info.dtype is None or info.shape is None:
                     return False
                 infos[name] = ValueInfo(name, info.dtype, tuple(1 if d is None else d for d in info.shape))
-        return self._importer.maps(node, ChainMap(infos, self.static))
+        return self._importer.maps(node, ChainMap(infos, known))
 
     def entry(self, index: int, values: dict[str, ValueInfo]) -> PlanEntry:
         """Node ``index`` planned for the types and shapes of its inputs (``values`` holds at least
@@ -143,6 +148,8 @@ class Planner:
                     assumed[dim] = 1
                 shapes[value.name] = graph_module.declared_shape(value)
         values = graph_module.static_values(self._rewritten, shapes) if input_shapes or assumed else self.static
+        if self._derived and values is not self.static:
+            values = {**values, **derived_infos(self._derived, values)}
         try:
             return self.plan(values, assumed)
         except NodeError as error:

@@ -13,6 +13,7 @@ from typing import Callable
 
 import onnx
 
+from ..errors import FallbackError
 from .editable import EditableGraph
 
 DML_DOMAIN = "com.microsoft.dml"
@@ -60,7 +61,9 @@ def unfused(node: onnx.NodeProto) -> list[onnx.NodeProto]:
     onnxruntime runs it: an internal node never reaches onnxruntime."""
     if node.domain != DML_DOMAIN:
         return [node]
-    op_type = next(op for op, fused in FUSED_OP_TYPES.items() if fused == node.op_type)
+    op_type = next((op for op, fused in FUSED_OP_TYPES.items() if fused == node.op_type), None)
+    if op_type is None:  # a part of a DirectML graph (dml_graphs.py), planned only where it runs on DirectML
+        raise FallbackError(f"{node.op_type} is a DirectML operator of the DML EP's own, which onnxruntime's CPU EP cannot run", node=node)
     own = [a for a in node.attribute if not a.name.startswith("fused_")]
     moved = [a for a in node.attribute if a.name.startswith("fused_") and a.name not in FUSED_MARKERS]
     inner = f"{node.output[0]}.before_{_attribute(node, 'fused_activation')}"

@@ -1,0 +1,67 @@
+"""The DML EP's operators that are small DirectML graphs, planned as one node per DirectML operator.
+
+com.microsoft DynamicQuantizeMatMul is, in the DML EP (DmlOperatorDynamicQuantizeMatMul.cpp L66-148),
+"MatrixMultiplyIntegerToFloat(DynamicQuantizeLinear(A), B)": DML_OPERATOR_DYNAMIC_QUANTIZE_LINEAR
+quantizes A to **B's data type** (int8 when the weights are int8, where onnxruntime's CPU kernel
+always quantizes A to uint8), then DML_OPERATOR_MATRIX_MULTIPLY_INTEGER_TO_FLOAT. dml_ep plans the
+node as those two: com.microsoft.dml ``DmlDynamicQuantizeLinear`` (attribute ``to``: B's type)
+writing A's codes, scale and zero point to values of its own, then com.microsoft
+MatMulIntegerToFloat reading them; so the plan, ``inspect``, ``compare --per-node`` and the
+DxDispatch export show each DirectML operator. Both stand for the user's node. The split is made
+only when both run on DirectML; otherwise the node stays whole.
+
+onnxruntime never makes DynamicQuantizeMatMul for DML nodes (its fusion is for CPU and ACL nodes),
+so the node is one a model brings.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+import onnx
+
+from ..graph import ValueInfo
+from .dml_fusion import DML_DOMAIN
+from .editable import EditableGraph
+
+NAME = "DmlOperatorDynamicQuantizeMatMul"
+QUANTIZE = "DmlDynamicQuantizeLinear"
+MS_DOMAIN = "com.microsoft"
+INTEGER_TYPES = {np.dtype(np.uint8): "tensor(uint8)", np.dtype(np.int8): "tensor(int8)"}
+
+
+def dynamic_quantize_matmul_graph(graph: EditableGraph, static: dict, on_dml: Callable) -> dict[str, tuple]:
+    """Split each DynamicQuantizeMatMul whose two operators ``on_dml(node, infos)`` accepts. Returns
+    the values the split made, name -> (the value A they derive from, element type, whether it is
+    A's codes (A's shape) or a scalar): the planner types them for any input shape."""
+    derived = {}
+    for node in [n for n in graph.nodes if n.domain == MS_DOMAIN and n.op_type == "DynamicQuantizeMatMul"]:
+        a, b = node.input[0], node.input[1]
+        b_type = graph.dtype(b) or getattr(static.get(b), "dtype", None)
+        if b_type not in INTEGER_TYPES or static.get(a) is None:
+            continue
+        names = [graph.unique_name(f"{node.output[0]}.{part}") for part in ("a_quantized", "a_scale", "a_zero_point")]
+        made = {names[0]: (a, b_type, True), names[1]: (a, np.dtype(np.float32), False), names[2]: (a, b_type, False)}
+        quantize = onnx.helper.make_node(QUANTIZE, [a], names, name=f"{node.name}.quantize" if node.name else "", domain=DML_DOMAIN,
+                                         to=onnx.helper.np_dtype_to_tensor_dtype(b_type))
+        optional = list(node.input[2:5]) + [""] * (5 - len(node.input))  # b_scale, b_zero_point, bias
+        matmul = onnx.helper.make_node("MatMulIntegerToFloat", [names[0], b, names[1], optional[0], names[2], *optional[1:]],
+                                       list(node.output), name=node.name, domain=MS_DOMAIN)
+        infos = derived_infos(made, static)
+        if not (on_dml(quantize, infos) and on_dml(matmul, infos)):
+            continue
+        graph.replace([node], matmul, NAME, at=node)
+        graph.insert_before(matmul, quantize, graph.origin(matmul), None)
+        derived.update(made)
+    return derived
+
+
+def derived_infos(derived: dict[str, tuple], values: dict) -> dict[str, ValueInfo]:
+    """The ValueInfos of the values a split made, from those of the values they derive from."""
+    infos = {}
+    for name, (source, dtype, codes) in derived.items():
+        info = values.get(source)
+        shape = (info.shape if info is not None else None) if codes else ()
+        infos[name] = ValueInfo(name, dtype, shape, INTEGER_TYPES.get(dtype, "tensor(float)"))
+    return infos
