@@ -1,6 +1,8 @@
-"""The skeleton the quantized products (QUANTIZED_LINEAR_CONVOLUTION, QUANTIZED_LINEAR_MATRIX_MULTIPLY)
-share: an exact integer core, onnxruntime's u8s8 saturation where the arithmetic asks for it, then
-the shared requantize step.
+"""The skeleton the integer products share (QUANTIZED_LINEAR_CONVOLUTION, QUANTIZED_LINEAR_MATRIX_MULTIPLY,
+MATRIX_MULTIPLY_INTEGER, MATRIX_MULTIPLY_INTEGER_TO_FLOAT): an exact integer core, onnxruntime's
+u8s8 saturation where the arithmetic asks for it, then the step after the core (:meth:`finish`),
+which is what differs: the shared requantize step for the quantized products (the default),
+nothing for an INT32 output, scale and bias for a float output.
 
 DirectML: ``Output = Quantize(Dequantize(A) (x) Dequantize(B), OutputScale, OutputZeroPoint)``,
 i.e. ``round(acc * AScale * BScale / OutputScale) + OutputZeroPoint`` with ``acc`` the product's
@@ -21,7 +23,7 @@ from . import quantize
 class PreparedQuantizedProduct:
     """What one quantized product desc needs at each run, worked out once per node, engine and
     arithmetic: its parameters (:meth:`prepare`), B as the engine's product when B is bound at
-    initialization (OWNED_BY_DML), and the requantize step. Engine products are shared by the
+    initialization (OWNED_BY_DML), and the step after the integer core (:meth:`finish`). Engine products are shared by the
     node's arithmetics (``products``, the node's cache).
 
     ``A_FIELD`` and ``B_FIELD`` name the desc's activation and weight tensors.
@@ -35,7 +37,7 @@ class PreparedQuantizedProduct:
         self.constant = bool(getattr(desc, self.B_FIELD).Flags & DML_TENSOR_FLAGS.OWNED_BY_DML)
         self.prepare(tensors)
         self.saturates_u8s8 = arithmetic.saturates_u8s8(getattr(desc, self.A_FIELD), getattr(desc, self.B_FIELD))
-        self.requantize = quantize.Requantizer(*self.requantize_parameters(tensors), desc.OutputTensor.DataType.numpy(), arithmetic)
+        self.prepare_finish(tensors, arithmetic)
 
     @classmethod
     def integer_core(cls, desc, tensors: dict, engine) -> np.ndarray:
@@ -55,7 +57,18 @@ class PreparedQuantizedProduct:
         acc = self.accumulate(tensors, operand)
         if self.saturates_u8s8:
             acc = acc + self.u8s8_correction(tensors, operand)
-        return self.output(self.requantize(acc))
+        return self.output(self.finish(acc, tensors))
+
+    # The step after the integer core: requantize, unless a subclass says otherwise.
+
+    def prepare_finish(self, tensors: dict, arithmetic) -> None:
+        """The once-per-node part of :meth:`finish`: the requantize step, from :meth:`requantize_parameters`."""
+        self.requantize = quantize.Requantizer(*self.requantize_parameters(tensors), self.desc.OutputTensor.DataType.numpy(), arithmetic)
+
+    def finish(self, acc: np.ndarray, tensors: dict) -> np.ndarray:
+        """The output values from the integer core's sums (u8s8 correction included); ``tensors``
+        gives the parameters bound at run time."""
+        return self.requantize(acc)
 
     # What a quantized product says for itself.
 
@@ -81,5 +94,5 @@ class PreparedQuantizedProduct:
         raise NotImplementedError
 
     def output(self, requantized: np.ndarray) -> np.ndarray:
-        """The requantized values laid out as the output tensor's sizes."""
+        """The finished (requantized) values laid out as the output tensor's sizes."""
         raise NotImplementedError

@@ -31,7 +31,7 @@ from ..kernels.parameters import as4d, parameter4d
 from ..kernels.quantized_product import PreparedQuantizedProduct
 from ..plan import DmlNode
 from ..real_ep import ASSIGNED_TO_DML
-from ..tensor_desc import broadcast_shapes, broadcast_strides, view
+from ..tensor_desc import DML_BUFFER_TENSOR_DESC, broadcast_shapes, broadcast_strides, view
 from .base import QUANTIZED_BINARY_INPUTS, Operator, QuantizedBinaryDesc
 from .importing import Fallback, NodeContext, check_scale, check_zero_point, output_type, parameter_tensor, quantized_type, tensor
 
@@ -49,20 +49,26 @@ class DML_QUANTIZED_LINEAR_MATRIX_MULTIPLY_OPERATOR_DESC(QuantizedBinaryDesc):
     )
 
     def validate_shapes(self, feature_level: FL) -> None:
-        batch, channels, m, k = self.sizes4("ATensor")
-        b_batch, b_channels, b_k, n = self.sizes4("BTensor")
-        if (b_batch, b_channels) != (batch, channels):
-            self.fail(f"BatchCount and ChannelCount {[b_batch, b_channels]} must equal ATensor's {[batch, channels]}", "BTensor")
-        if b_k != k:
-            self.fail(f"Height {b_k} must equal ATensor's Width {k} (the inner dimension)", "BTensor")
-        if self.sizes4("OutputTensor") != (batch, channels, m, n):
-            self.fail(f"sizes {list(self.OutputTensor.Sizes)} must be {[batch, channels, m, n]}", "OutputTensor")
-        scalar = (1, 1, 1, 1)
-        per_row = [scalar, (1, 1, m, 1)]
-        for field in ("AScaleTensor", "AZeroPointTensor", "OutputScaleTensor", "OutputZeroPointTensor"):
-            self.check_sizes(field, per_row, f"{{1,1,1,1}} or {{1,1,{m},1}} (per row)")
-        for field in ("BScaleTensor", "BZeroPointTensor"):
-            self.check_sizes(field, [scalar, (1, 1, 1, n)], f"{{1,1,1,1}} or {{1,1,1,{n}}} (per column)")
+        validate_matrix_sizes(self, ("AScaleTensor", "AZeroPointTensor", "OutputScaleTensor", "OutputZeroPointTensor"),
+                              ("BScaleTensor", "BZeroPointTensor"))
+
+
+def validate_matrix_sizes(desc, per_row: tuple[str, ...], per_column: tuple[str, ...]) -> None:
+    """The matrix multiplies' size rules: A {B, C, M, K} x B {B, C, K, N} -> Output {B, C, M, N};
+    the ``per_row`` parameters {1,1,1,1} or {1,1,M,1}, the ``per_column`` ones {1,1,1,1} or {1,1,1,N}."""
+    batch, channels, m, k = desc.sizes4("ATensor")
+    b_batch, b_channels, b_k, n = desc.sizes4("BTensor")
+    if (b_batch, b_channels) != (batch, channels):
+        desc.fail(f"BatchCount and ChannelCount {[b_batch, b_channels]} must equal ATensor's {[batch, channels]}", "BTensor")
+    if b_k != k:
+        desc.fail(f"Height {b_k} must equal ATensor's Width {k} (the inner dimension)", "BTensor")
+    if desc.sizes4("OutputTensor") != (batch, channels, m, n):
+        desc.fail(f"sizes {list(desc.OutputTensor.Sizes)} must be {[batch, channels, m, n]}", "OutputTensor")
+    scalar = (1, 1, 1, 1)
+    for field in per_row:
+        desc.check_sizes(field, [scalar, (1, 1, m, 1)], f"{{1,1,1,1}} or {{1,1,{m},1}} (per row)")
+    for field in per_column:
+        desc.check_sizes(field, [scalar, (1, 1, 1, n)], f"{{1,1,1,1}} or {{1,1,1,{n}}} (per column)")
 
 
 # --- import from ONNX ------------------------------------------------------------------------
@@ -85,7 +91,7 @@ def _fold_batch(batch: tuple[int, ...], a_batch, b_batch) -> tuple:
     return fold(batch), fold(a_batch), fold(b_batch)
 
 
-def _per_column(parameter, n: int):
+def per_column_parameter(parameter, n: int):
     """B's scale or zero point as onnxruntime also accepts it, [..., 1, N] per batch, reduced to [N].
 
     DirectML's {1,1,1,N} holds one row for every batch, so batches must agree.
@@ -98,10 +104,25 @@ def _per_column(parameter, n: int):
     return rows[0]
 
 
-def qlinear_matmul(ctx: NodeContext) -> DmlNode:
-    a_type = quantized_type(ctx, A, "A")
-    b_type = quantized_type(ctx, B, "B")
-    a_shape, b_shape = ctx.info(A).shape, ctx.info(B).shape
+@dataclasses.dataclass(frozen=True)
+class MatrixShapes:
+    """A matrix multiply's operands as DirectML reads them (the DML EP's MatMulShapeMapping):
+    A {.., M, K} and B {.., K, N} descs, the output's 4-D sizes and its ONNX shape."""
+
+    m: int
+    k: int
+    n: int
+    a: DML_BUFFER_TENSOR_DESC
+    b: DML_BUFFER_TENSOR_DESC
+    output_sizes: tuple[int, ...]
+    output_shape: tuple[int, ...]
+
+
+def matrix_shapes(ctx: NodeContext, a_index: int, a_type, b_index: int, b_type) -> MatrixShapes:
+    """numpy matmul semantics folded to 4-D {B, C, M, K} x {B, C, K, N}: a 1-D A gets a leading 1,
+    a 1-D B a trailing 1 (and the output drops them again); batch dimensions broadcast by zero
+    strides; A and B flagged OWNED_BY_DML when they are constants."""
+    a_shape, b_shape = ctx.info(a_index).shape, ctx.info(b_index).shape
     if not a_shape or not b_shape:
         raise ShapeError("matrix multiply inputs must have at least 1 dimension", node=ctx.node)
     a2 = (1,) + a_shape if len(a_shape) == 1 else a_shape
@@ -121,11 +142,26 @@ def qlinear_matmul(ctx: NodeContext) -> DmlNode:
     out_batch = pad + tuple(batch4)
     a_sizes, b_sizes = out_batch + (m, k), out_batch + (k, n)
 
+    def operand(dtype, operand_batch, matrix, sizes, index):
+        shape = pad + tuple(operand_batch) + matrix
+        return tensor(dtype, sizes, broadcast_strides(shape, sizes), owned=ctx.input_name(index) in ctx.constants)
+
+    out_shape = tuple(batch) + ((m,) if len(a_shape) > 1 else ()) + ((n,) if len(b_shape) > 1 else ())
+    return MatrixShapes(m, k, n, operand(a_type, a_batch4, (m, k), a_sizes, a_index), operand(b_type, b_batch4, (k, n), b_sizes, b_index),
+                        out_batch + (m, n), out_shape)
+
+
+def qlinear_matmul(ctx: NodeContext) -> DmlNode:
+    a_type = quantized_type(ctx, A, "A")
+    b_type = quantized_type(ctx, B, "B")
+    shapes = matrix_shapes(ctx, A, a_type, B, b_type)
+    m, n = shapes.m, shapes.n
+
     a_scale = check_scale(ctx, A_SCALE, ctx.constant(A_SCALE, "A scale"), (1, m))
-    b_scale = check_scale(ctx, B_SCALE, _per_column(ctx.constant(B_SCALE, "B scale"), n), (1, n))
+    b_scale = check_scale(ctx, B_SCALE, per_column_parameter(ctx.constant(B_SCALE, "B scale"), n), (1, n))
     y_scale = check_scale(ctx, Y_SCALE, ctx.constant(Y_SCALE, "output scale"), (1, m))
     a_zp = check_zero_point(ctx, A_ZP, ctx.optional_constant(A_ZP, "A zero point"), a_type, (1, m))
-    b_zp = check_zero_point(ctx, B_ZP, _per_column(ctx.optional_constant(B_ZP, "B zero point"), n), b_type, (1, n))
+    b_zp = check_zero_point(ctx, B_ZP, per_column_parameter(ctx.optional_constant(B_ZP, "B zero point"), n), b_type, (1, n))
     y_type = output_type(ctx)
     y_zp = check_zero_point(ctx, Y_ZP, ctx.optional_constant(Y_ZP, "output zero point"), y_type, (1, m))
 
@@ -135,23 +171,18 @@ def qlinear_matmul(ctx: NodeContext) -> DmlNode:
     def per_column(array):
         return parameter_tensor(array, (1, 1, 1, n) if np.asarray(array).size > 1 else (1, 1, 1, 1))
 
-    def operand(dtype, operand_batch, matrix, sizes, index):
-        shape = pad + tuple(operand_batch) + matrix
-        return tensor(dtype, sizes, broadcast_strides(shape, sizes), owned=ctx.input_name(index) in ctx.constants)
-
     desc = DML_QUANTIZED_LINEAR_MATRIX_MULTIPLY_OPERATOR_DESC(
-        ATensor=operand(a_type, a_batch4, (m, k), a_sizes, A),
+        ATensor=shapes.a,
         AScaleTensor=per_row(a_scale),
         AZeroPointTensor=None if a_zp is None else per_row(a_zp),
-        BTensor=operand(b_type, b_batch4, (k, n), b_sizes, B),
+        BTensor=shapes.b,
         BScaleTensor=per_column(b_scale),
         BZeroPointTensor=None if b_zp is None else per_column(b_zp),
         OutputScaleTensor=per_row(y_scale),
         OutputZeroPointTensor=None if y_zp is None else per_row(y_zp),
-        OutputTensor=tensor(y_type, out_batch + (m, n)),
+        OutputTensor=tensor(y_type, shapes.output_sizes),
     )
-    out_shape = tuple(batch) + ((m,) if len(a_shape) > 1 else ()) + ((n,) if len(b_shape) > 1 else ())
-    return ctx.dml_node(desc, QUANTIZED_BINARY_INPUTS, out_shape)
+    return ctx.dml_node(desc, QUANTIZED_BINARY_INPUTS, shapes.output_shape)
 
 
 # --- kernel ----------------------------------------------------------------------------------
@@ -179,12 +210,23 @@ class PreparedMatrixMultiply(PreparedQuantizedProduct):
 
     def prepare(self, tensors: dict) -> None:
         desc = self.desc
-        za = parameter4d(tensors, desc, "AZeroPointTensor")  # {1,1,1,1} or {1,1,M,1}
-        self.per_row = za.size > 1
-        self.a_zero_point = za.astype(np.int64) if self.per_row else int(za.reshape(-1)[0])
-        self.b_zero_point = parameter4d(tensors, desc, "BZeroPointTensor").astype(np.int64)  # {1,1,1,1} or {1,1,1,N}
+        self.per_row = desc.AZeroPointTensor is not None and desc.AZeroPointTensor.element_count > 1  # {1,1,M,1}
+        self.a_zero_point = None if self.bound_at_run_time("AZeroPointTensor") else self._a_zero_point(tensors)
+        # A B zero point bound at run time is taken off after the product: zb * sum_k (a - za).
+        self.late_b_zero_point = self.bound_at_run_time("BZeroPointTensor")
+        self.b_zero_point = np.zeros((1, 1, 1, 1), np.int64) if self.late_b_zero_point else parameter4d(tensors, desc, "BZeroPointTensor").astype(np.int64)  # {1,1,1,1} or {1,1,1,N}
         if self.constant:
             self._product(_matrix_b(desc, tensors))
+
+    def bound_at_run_time(self, field: str) -> bool:
+        """Whether a parameter comes with each run: never for QLinearMatMul, whose importer takes
+        constants only (a subclass whose importer binds them at run time says otherwise)."""
+        return False
+
+    def _a_zero_point(self, tensors: dict):
+        """A's zero point: an int per tensor, int64 {1,1,M,1} per row."""
+        za = parameter4d(tensors, self.desc, "AZeroPointTensor")
+        return za.astype(np.int64) if self.per_row else int(za.reshape(-1)[0])
 
     def requantize_parameters(self, tensors: dict) -> tuple:
         return tuple(parameter4d(tensors, self.desc, field)
@@ -210,7 +252,8 @@ class PreparedMatrixMultiply(PreparedQuantizedProduct):
         """The exact ``sum_k (a - za) * (b - zb)`` as [batch, channel, M, N]."""
         a = self.operand(tensors) if operand is None else operand
         b = _matrix_b(self.desc, tensors)
-        a_zero_point = 0 if self.per_row else self.a_zero_point
+        za = self._a_zero_point(tensors) if self.a_zero_point is None else self.a_zero_point
+        a_zero_point = 0 if self.per_row else za
         if self.constant:
             acc = self._product(b)(_distinct(a), a_zero_point)
         else:
@@ -218,7 +261,11 @@ class PreparedMatrixMultiply(PreparedQuantizedProduct):
         if self.per_row:  # sum_k (a - za) (b - zb) = sum_k a (b - zb) - za sum_k (b - zb)
             zb = self._zero_point(b)
             b_sums = np.subtract(b, np.expand_dims(zb, -2) if zb.ndim else zb, dtype=np.int64).sum(axis=-2, keepdims=True)
-            acc = (acc - self.a_zero_point * b_sums).astype(np.int32)
+            acc = (acc - za * b_sums).astype(np.int32)
+        if self.late_b_zero_point:  # sum_k (a - za) (b - zb) = sum_k (a - za) b - zb sum_k (a - za)
+            zb = parameter4d(tensors, self.desc, "BZeroPointTensor").astype(np.int64)  # {1,1,1,1} or {1,1,1,N}
+            a_sums = np.subtract(_distinct(a).sum(axis=-1, keepdims=True, dtype=np.int64), a.shape[-1] * za)
+            acc = (acc - a_sums * zb).astype(np.int32)
         return np.broadcast_to(acc, np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + acc.shape[-2:])
 
     def u8s8_correction(self, tensors: dict, operand: np.ndarray) -> np.ndarray:

@@ -29,6 +29,7 @@ from ..enums import DML_TENSOR_DATA_TYPE as DT
 from ..plan import DmlNode
 from ..real_ep import ON_CPU
 from . import activation, element_wise_add1, element_wise_quantized_linear_add, quantized_linear_convolution, quantized_linear_matrix_multiply
+from . import matrix_multiply_integer, matrix_multiply_integer_to_float
 from .base import FLOATS, INT32, QUANTIZED, Operator
 from .importing import Fallback, NodeContext
 
@@ -39,6 +40,7 @@ MODULES = (
     quantized_linear_matrix_multiply,
     element_wise_quantized_linear_add,
     element_wise_add1,
+    matrix_multiply_integer, matrix_multiply_integer_to_float,
 )
 
 OPERATORS: dict = {entry.desc.OPERATOR_TYPE: entry for module in MODULES for entry in module.OPERATORS}
@@ -118,6 +120,9 @@ _add1 = element_wise_add1
 _ROWS = (
     Registration("", "QLinearConv", (10,), {"T1": QUANTIZED, "T2": QUANTIZED, "T3": QUANTIZED, "T4": INT32}, _conv.qlinear_conv, _conv),
     Registration("", "QLinearMatMul", (10, 21), {"T1": QUANTIZED, "T2": QUANTIZED, "T3": QUANTIZED}, _matmul.qlinear_matmul, _matmul),
+    Registration("", "MatMulInteger", (10,), {"T1": QUANTIZED, "T2": QUANTIZED, "T3": INT32}, matrix_multiply_integer.matmul_integer, matrix_multiply_integer),
+    Registration("com.microsoft", "MatMulIntegerToFloat", (1,), {"T1": QUANTIZED, "T2": QUANTIZED, "T3": FLOAT16_TO_32},
+                 matrix_multiply_integer_to_float.matmul_integer_to_float, matrix_multiply_integer_to_float),
     Registration("com.microsoft", "QLinearAdd", (1,), {"T": QUANTIZED}, _qladd.qlinear_add, _qladd),
     Registration("", "Add", (7, 13, 14), {"T": FLOAT16_TO_32 | INTS_8_TO_64}, _add1.add, _add1),
     # The real EP also registers Sum-6 (its "7") and runs 1 or 3+ inputs as a loop of adds; dml_ep
