@@ -99,7 +99,9 @@ def test_inspect_checks_the_json_path_first(capsys, tmp_path):
 def test_compare_shipped_models_exit_0(capsys, name, options):
     status, out, _ = run_cli(capsys, "compare", MODELS / f"{name}.onnx", *options)
     assert status == 0, out
-    assert "result: OK" in out and "100%" in out
+    assert "result: OK" in out
+    if not (name.endswith(".dynamic") and "--arithmetic" not in options):  # DirectML's MatMulIntegerToFloat rounds its float
+        assert "100%" in out  # output once, onnxruntime three times: within tolerance, not bit for bit
 
 
 def test_compare_as_installed_command_with_glob_and_summary():
