@@ -223,7 +223,8 @@ def test_quantized_matrix_multiply_with_per_column_parameters_and_b_bound_at_exe
     model, feeds = qlinear_matmul(a, np.float32(0.02), np.uint8(100), Feed(b), b_scale, b_zp, np.float32(0.5), np.uint8(128))
     made, replayed = export_and_replay(model, tmp_path / "out", feeds)
     dispatchable = single(made, "DML_OPERATOR_QUANTIZED_LINEAR_MATRIX_MULTIPLY")
-    assert "bindings" not in dispatchable and made.model["commands"][0]["bindings"]["BTensor"] == "in3"
+    assert "BTensor" not in dispatchable["bindings"] and made.model["commands"][0]["bindings"]["BTensor"] == "in3"
+    assert dispatchable["bindings"]["BScaleTensor"] == "in4"  # a constant parameter: OWNED_BY_DML, bound at initialization
     assert dispatchable["desc"]["BScaleTensor"]["Sizes"] == [1, 1, 1, 8]
     np.testing.assert_array_equal(replayed["y"], direct_outputs(model, feeds)["y"], strict=True)
 

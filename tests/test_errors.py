@@ -31,7 +31,7 @@ from dml_ep.errors import (
 )
 from dml_ep.importer import DEFAULT_FEATURE_LEVEL, NodeImporter, opset_versions
 from dml_ep.passes import Origin
-from dml_ep.plan import FallbackNode
+from dml_ep.plan import DmlNode, FallbackNode
 from dml_ep.reference import cpu_session
 from onnx_builders import Feed, qlinear_conv, single_node_model
 
@@ -298,14 +298,17 @@ def test_parameter_shape(model_feeds, where, rule):
         dml_ep.InferenceSession(model_feeds()[0])
 
 
-def test_non_constant_scale_falls_back():
-    """A scale known only at run time cannot be checked or folded: the node runs on onnxruntime (documented)."""
+def test_a_scale_bound_at_run_time_runs_on_directml_and_is_checked_when_it_arrives():
+    """The real EP binds a scale computed at run time as a tensor: the node runs on DirectML, as
+    onnxruntime computes it, and a zero scale is refused when it comes, naming node and value."""
     model, feeds = matmul(a_scale=Feed(np.float32(0.5)))
-    session = dml_ep.InferenceSession(model)
+    session = dml_ep.InferenceSession(model, arithmetic="onnxruntime")
     (entry,) = session.plan.entries
-    assert isinstance(entry, FallbackNode) and "'in1' is not a constant initializer" in entry.reason
-    expected = cpu_session(model).run(None, feeds)[0]
-    np.testing.assert_array_equal(session.run(None, feeds)[0], expected)
+    assert isinstance(entry, DmlNode) and entry.names["AScaleTensor"] == "in1"
+    np.testing.assert_array_equal(session.run(None, feeds)[0], cpu_session(model).run(None, feeds)[0])
+    feeds["in1"] = np.array(0.0, np.float32)
+    with pytest.raises(QuantizationParameterError, match=r"QLinearMatMul.*tensor 'in1': scale 0 is not positive"):
+        session.run(None, feeds)
 
 
 # --- attributes and shapes --------------------------------------------------------------------

@@ -210,3 +210,28 @@ def broadcast(ctx: NodeContext, a_shape, b_shape) -> tuple[tuple[int, ...], tupl
 def operand(dtype, shape, sizes, owned=False) -> DML_BUFFER_TENSOR_DESC:
     """An element-wise operand of ONNX ``shape`` read with the output's ``sizes`` (zero strides)."""
     return tensor(dtype, sizes, broadcast_strides(shape, sizes), owned=owned)
+
+
+def owned(desc: DML_BUFFER_TENSOR_DESC) -> DML_BUFFER_TENSOR_DESC:
+    """``desc`` flagged OWNED_BY_DML: a constant, bound when DirectML initializes the operator."""
+    return DML_BUFFER_TENSOR_DESC.create(desc.DataType, desc.Sizes, desc.Strides, DML_TENSOR_FLAGS.OWNED_BY_DML)
+
+
+def one_matrix(ctx: NodeContext, index: int, what: str) -> None:
+    """A per-row or per-column parameter must hold one row (column) for every batch: DirectML's are
+    {1,1,M,1} and {1,1,1,N}. Per-batch ones ([D1, D2, M, 1], valid ONNX) leave the node to the CPU."""
+    if ctx.input_name(index) and sum(size > 1 for size in parameter_shape(ctx, index)) > 1:
+        raise Fallback(f"{what} has shape {list(parameter_shape(ctx, index))}, one per batch; DirectML's is one per row or column", ASSIGNED_TO_DML)
+
+
+def placed_parameter(ctx: NodeContext, index: int, value, per_axis_sizes: tuple[int, ...]) -> DML_BUFFER_TENSOR_DESC | None:
+    """A scale's, zero point's (or bias's) desc: {1,1,1,1}, or ``per_axis_sizes`` when it has more
+    than one element; a constant as ``parameter_tensor`` makes it, OWNED_BY_DML; one bound at run
+    time from its type and shape (never the broadcast-scalar dedup, which needs the values)."""
+    if not ctx.input_name(index):
+        return None
+    shape = parameter_shape(ctx, index)
+    sizes = per_axis_sizes if int(np.prod(shape)) > 1 else (1, 1, 1, 1)
+    if value is None:
+        return tensor(ctx.info(index).dtype, sizes)
+    return owned(parameter_tensor(np.asarray(value), sizes))

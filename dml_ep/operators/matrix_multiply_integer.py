@@ -29,12 +29,9 @@ import numpy as np
 
 from ..enums import DML_FEATURE_LEVEL as FL
 from ..enums import DML_OPERATOR_TYPE as OP
-from ..enums import DML_TENSOR_FLAGS
 from ..plan import DmlNode
-from ..real_ep import ASSIGNED_TO_DML
-from ..tensor_desc import DML_BUFFER_TENSOR_DESC
 from .base import INT32, QUANTIZED, Operator, OperatorDesc, TensorDesc, rules
-from .importing import Fallback, NodeContext, check_zero_point, parameter_shape, parameter_tensor, quantized_type, tensor
+from .importing import NodeContext, check_zero_point, one_matrix, placed_parameter, quantized_type, tensor
 from .quantized_linear_matrix_multiply import PreparedMatrixMultiply, matrix_shapes, per_column_parameter, validate_matrix_sizes
 
 # --- desc ------------------------------------------------------------------------------------
@@ -82,31 +79,6 @@ def same_dimension_count(desc, fields: tuple[str, ...]) -> None:
 A, B, A_ZP, B_ZP = range(4)
 
 
-def owned(desc: DML_BUFFER_TENSOR_DESC) -> DML_BUFFER_TENSOR_DESC:
-    """``desc`` flagged OWNED_BY_DML: a constant, bound when DirectML initializes the operator."""
-    return DML_BUFFER_TENSOR_DESC.create(desc.DataType, desc.Sizes, desc.Strides, DML_TENSOR_FLAGS.OWNED_BY_DML)
-
-
-def one_matrix(ctx: NodeContext, index: int, what: str) -> None:
-    """A per-row or per-column parameter must hold one row (column) for every batch: DirectML's are
-    {1,1,M,1} and {1,1,1,N}. Per-batch ones ([D1, D2, M, 1], valid ONNX) leave the node to the CPU."""
-    if ctx.input_name(index) and sum(size > 1 for size in parameter_shape(ctx, index)) > 1:
-        raise Fallback(f"{what} has shape {list(parameter_shape(ctx, index))}, one per batch; DirectML's is one per row or column", ASSIGNED_TO_DML)
-
-
-def placed_parameter(ctx: NodeContext, index: int, value, per_axis_sizes: tuple[int, ...]) -> DML_BUFFER_TENSOR_DESC | None:
-    """A scale's, zero point's (or bias's) desc: {1,1,1,1}, or ``per_axis_sizes`` when it has more
-    than one element; a constant as ``parameter_tensor`` makes it, OWNED_BY_DML; one bound at run
-    time from its type and shape (never the broadcast-scalar dedup, which needs the values)."""
-    if not ctx.input_name(index):
-        return None
-    shape = parameter_shape(ctx, index)
-    sizes = per_axis_sizes if int(np.prod(shape)) > 1 else (1, 1, 1, 1)
-    if value is None:
-        return tensor(ctx.info(index).dtype, sizes)
-    return owned(parameter_tensor(np.asarray(value), sizes))
-
-
 def zero_points(ctx: NodeContext, a_index: int, a_type, b_index: int, b_type, m: int, n: int):
     """A's zero point on H (per tensor or per row), B's per tensor or per column: their descs."""
     one_matrix(ctx, a_index, "A zero point")
@@ -141,10 +113,6 @@ def matmul_integer(ctx: NodeContext) -> DmlNode:
 class PreparedMatrixMultiplyInteger(PreparedMatrixMultiply):
     """The matrix multiply's integer core, its parameters constant (OWNED_BY_DML) or read at each
     run, and nothing after it: the INT32 sums (with onnxruntime's u8s8 saturation where it applies)."""
-
-    def bound_at_run_time(self, field: str) -> bool:
-        tensor_desc = getattr(self.desc, field)
-        return tensor_desc is not None and not tensor_desc.Flags & DML_TENSOR_FLAGS.OWNED_BY_DML
 
     def prepare_finish(self, tensors: dict, arithmetic) -> None:
         pass

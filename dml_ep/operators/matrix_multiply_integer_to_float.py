@@ -56,8 +56,8 @@ from ..plan import DmlNode
 from ..real_ep import ON_DML
 from ..tensor_desc import broadcast_strides
 from .base import FLOATS, Operator, OperatorDesc, TensorDesc, rules
-from .importing import Fallback, NodeContext, check_scale, parameter_shape, quantized_type, tensor
-from .matrix_multiply_integer import PreparedMatrixMultiplyInteger, one_matrix, owned, placed_parameter, same_dimension_count, zero_points
+from .importing import Fallback, NodeContext, check_scale, one_matrix, owned, parameter_shape, placed_parameter, quantized_type, tensor
+from .matrix_multiply_integer import PreparedMatrixMultiplyInteger, same_dimension_count, zero_points
 from .quantized_linear_matrix_multiply import matrix_shapes, per_column_parameter, validate_matrix_sizes
 
 F32 = np.float32

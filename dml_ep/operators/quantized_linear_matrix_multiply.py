@@ -26,14 +26,15 @@ import numpy as np
 from ..enums import DML_FEATURE_LEVEL as FL
 from ..enums import DML_OPERATOR_TYPE as OP
 from ..errors import ShapeError
-from ..kernels import u8s8
-from ..kernels.parameters import as4d, parameter4d
+from ..enums import DML_TENSOR_FLAGS
+from ..kernels import quantize, u8s8
+from ..kernels.parameters import as4d, checked_scale, parameter4d
 from ..kernels.quantized_product import PreparedQuantizedProduct
 from ..plan import DmlNode
 from ..real_ep import ASSIGNED_TO_DML
 from ..tensor_desc import DML_BUFFER_TENSOR_DESC, broadcast_shapes, broadcast_strides, view
 from .base import QUANTIZED_BINARY_INPUTS, Operator, QuantizedBinaryDesc
-from .importing import Fallback, NodeContext, check_scale, check_zero_point, output_type, parameter_tensor, quantized_type, tensor
+from .importing import Fallback, NodeContext, check_scale, check_zero_point, one_matrix, output_type, placed_parameter, quantized_type, tensor
 
 # --- desc ------------------------------------------------------------------------------------
 
@@ -157,29 +158,26 @@ def qlinear_matmul(ctx: NodeContext) -> DmlNode:
     shapes = matrix_shapes(ctx, A, a_type, B, b_type)
     m, n = shapes.m, shapes.n
 
-    a_scale = check_scale(ctx, A_SCALE, ctx.constant(A_SCALE, "A scale"), (1, m))
-    b_scale = check_scale(ctx, B_SCALE, per_column_parameter(ctx.constant(B_SCALE, "B scale"), n), (1, n))
-    y_scale = check_scale(ctx, Y_SCALE, ctx.constant(Y_SCALE, "output scale"), (1, m))
-    a_zp = check_zero_point(ctx, A_ZP, ctx.optional_constant(A_ZP, "A zero point"), a_type, (1, m))
-    b_zp = check_zero_point(ctx, B_ZP, per_column_parameter(ctx.optional_constant(B_ZP, "B zero point"), n), b_type, (1, n))
     y_type = output_type(ctx)
-    y_zp = check_zero_point(ctx, Y_ZP, ctx.optional_constant(Y_ZP, "output zero point"), y_type, (1, m))
-
-    def per_row(array):
-        return parameter_tensor(array, (1, 1, m, 1) if np.asarray(array).size > 1 else (1, 1, 1, 1))
-
-    def per_column(array):
-        return parameter_tensor(array, (1, 1, 1, n) if np.asarray(array).size > 1 else (1, 1, 1, 1))
-
+    for index in (A_SCALE, B_SCALE, Y_SCALE, A_ZP, B_ZP, Y_ZP):
+        if ctx.parameter(index) is None:  # bound at run time: one row or column for every batch
+            one_matrix(ctx, index, "a scale or zero point bound at run time")
+    a_scale = check_scale(ctx, A_SCALE, ctx.parameter(A_SCALE), (1, m))
+    b_scale = check_scale(ctx, B_SCALE, per_column_parameter(ctx.parameter(B_SCALE), n), (1, n))
+    y_scale = check_scale(ctx, Y_SCALE, ctx.parameter(Y_SCALE), (1, m))
+    a_zp = check_zero_point(ctx, A_ZP, ctx.parameter(A_ZP), a_type, (1, m))
+    b_zp = check_zero_point(ctx, B_ZP, per_column_parameter(ctx.parameter(B_ZP), n), b_type, (1, n))
+    y_zp = check_zero_point(ctx, Y_ZP, ctx.parameter(Y_ZP), y_type, (1, m))
+    per_row, per_column = (1, 1, m, 1), (1, 1, 1, n)
     desc = DML_QUANTIZED_LINEAR_MATRIX_MULTIPLY_OPERATOR_DESC(
         ATensor=shapes.a,
-        AScaleTensor=per_row(a_scale),
-        AZeroPointTensor=None if a_zp is None else per_row(a_zp),
+        AScaleTensor=placed_parameter(ctx, A_SCALE, a_scale, per_row),
+        AZeroPointTensor=placed_parameter(ctx, A_ZP, a_zp, per_row),
         BTensor=shapes.b,
-        BScaleTensor=per_column(b_scale),
-        BZeroPointTensor=None if b_zp is None else per_column(b_zp),
-        OutputScaleTensor=per_row(y_scale),
-        OutputZeroPointTensor=None if y_zp is None else per_row(y_zp),
+        BScaleTensor=placed_parameter(ctx, B_SCALE, b_scale, per_column),
+        BZeroPointTensor=placed_parameter(ctx, B_ZP, b_zp, per_column),
+        OutputScaleTensor=placed_parameter(ctx, Y_SCALE, y_scale, per_row),
+        OutputZeroPointTensor=placed_parameter(ctx, Y_ZP, y_zp, per_row),
         OutputTensor=tensor(y_type, shapes.output_sizes),
     )
     return ctx.dml_node(desc, QUANTIZED_BINARY_INPUTS, shapes.output_shape)
@@ -201,6 +199,9 @@ def _matrix_b(desc, tensors: dict) -> np.ndarray:
     return b[0, 0] if b.shape[:2] == (1, 1) else b
 
 
+REQUANTIZE_FIELDS = ("AScaleTensor", "BScaleTensor", "OutputScaleTensor", "OutputZeroPointTensor")
+
+
 class PreparedMatrixMultiply(PreparedQuantizedProduct):
     """A matrix multiply desc prepared: zero points, B as the engine's product (its session made
     once; a B bound at run time is fed to it at each run), and the requantize step. Sums come as
@@ -219,9 +220,25 @@ class PreparedMatrixMultiply(PreparedQuantizedProduct):
             self._product(_matrix_b(desc, tensors))
 
     def bound_at_run_time(self, field: str) -> bool:
-        """Whether a parameter comes with each run: never for QLinearMatMul, whose importer takes
-        constants only (a subclass whose importer binds them at run time says otherwise)."""
-        return False
+        """Whether a parameter comes with each run: a constant is OWNED_BY_DML, bound at initialization."""
+        tensor_desc = getattr(self.desc, field)
+        return tensor_desc is not None and not tensor_desc.Flags & DML_TENSOR_FLAGS.OWNED_BY_DML
+
+    def prepare_finish(self, tensors: dict, arithmetic) -> None:
+        """The requantize step, once; or at each run when a scale or zero point comes with it."""
+        self.arithmetic = arithmetic
+        if any(self.bound_at_run_time(field) for field in REQUANTIZE_FIELDS):
+            self.requantize = None
+        else:
+            super().prepare_finish(tensors, arithmetic)
+
+    def finish(self, acc: np.ndarray, tensors: dict) -> np.ndarray:
+        if self.requantize is not None:
+            return self.requantize(acc)
+        for field in REQUANTIZE_FIELDS[:3]:
+            if self.bound_at_run_time(field):
+                checked_scale(tensors[field], tensor=field)
+        return quantize.Requantizer(*self.requantize_parameters(tensors), self.desc.OutputTensor.DataType.numpy(), self.arithmetic)(acc)
 
     def _a_zero_point(self, tensors: dict):
         """A's zero point: an int per tensor, int64 {1,1,M,1} per row."""
@@ -229,8 +246,7 @@ class PreparedMatrixMultiply(PreparedQuantizedProduct):
         return za.astype(np.int64) if self.per_row else int(za.reshape(-1)[0])
 
     def requantize_parameters(self, tensors: dict) -> tuple:
-        return tuple(parameter4d(tensors, self.desc, field)
-                     for field in ("AScaleTensor", "BScaleTensor", "OutputScaleTensor", "OutputZeroPointTensor"))
+        return tuple(parameter4d(tensors, self.desc, field) for field in REQUANTIZE_FIELDS)
 
     def _zero_point(self, b: np.ndarray) -> np.ndarray:
         """B's zero point as the engines take it: a scalar, or per column of each matrix of ``b``."""
