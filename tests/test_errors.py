@@ -31,7 +31,7 @@ from dml_ep.errors import (
 )
 from dml_ep.importer import DEFAULT_FEATURE_LEVEL, NodeImporter, opset_versions
 from dml_ep.passes import Origin
-from dml_ep.plan import DmlNode, FallbackNode
+from dml_ep.plan import DmlNode
 from dml_ep.reference import cpu_session
 from onnx_builders import Feed, qlinear_conv, single_node_model
 
