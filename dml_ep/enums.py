@@ -151,6 +151,7 @@ class DML_OPERATOR_TYPE(enum.IntEnum):
     QUANTIZED_LINEAR_CONVOLUTION = 120
     ACTIVATION_CELU = 128
     ELEMENT_WISE_QUANTIZED_LINEAR_ADD = 147
+    DYNAMIC_QUANTIZE_LINEAR = 148
 
     def __str__(self) -> str:
         return f"DML_OPERATOR_{self.name}"
