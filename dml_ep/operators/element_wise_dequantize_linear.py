@@ -38,9 +38,9 @@ from ..enums import DML_TENSOR_DATA_TYPE as DT
 from ..plan import DmlNode
 from ..real_ep import ON_CPU, ON_DML
 from ..tensor_desc import view
-from .base import FLOATS, Operator, TensorDesc, rules
-from .element_wise_quantize_linear import ELEMENT_WISE_DIMS, FIELDS, ElementWiseQuantizationDesc, parameters, placed_parameters
-from .importing import Fallback, NodeContext, broadcast, tensor
+from .base import FLOATS, Operator
+from .element_wise_quantize_linear import ElementWiseQuantizationDesc, element_wise_node, parameters
+from .importing import Fallback, NodeContext
 
 # --- desc ------------------------------------------------------------------------------------
 
@@ -51,18 +51,9 @@ INTEGERS = frozenset({DT.INT32, DT.INT16, DT.INT8, DT.UINT32, DT.UINT16, DT.UINT
 class DML_ELEMENT_WISE_DEQUANTIZE_LINEAR_OPERATOR_DESC(ElementWiseQuantizationDesc):
     """ELEMENT_WISE_DEQUANTIZE_LINEAR: ``(Input - ZeroPoint) * Scale``, DML_FEATURE_LEVEL_1_0 and up."""
 
-    InputTensor: TensorDesc
-    ScaleTensor: TensorDesc
-    ZeroPointTensor: TensorDesc
-    OutputTensor: TensorDesc
-
     OPERATOR_TYPE = OP.ELEMENT_WISE_DEQUANTIZE_LINEAR
     INTRODUCED = FL.FL_1_0
-    TENSOR_RULES = rules(
-        {"InputTensor": (False, ELEMENT_WISE_DIMS), "ScaleTensor": (False, ELEMENT_WISE_DIMS),
-         "ZeroPointTensor": (True, ELEMENT_WISE_DIMS), "OutputTensor": (False, ELEMENT_WISE_DIMS)},
-        {"InputTensor": INTEGERS, "ScaleTensor": FLOATS, "ZeroPointTensor": INTEGERS, "OutputTensor": FLOATS},
-    )
+    TENSOR_RULES = ElementWiseQuantizationDesc.tensor_rules(INTEGERS, FLOATS, FLOATS)
     SAME_TYPE = (("InputTensor", "ZeroPointTensor"), ("OutputTensor", "ScaleTensor"))
     _FLOAT32 = {FL.FL_1_0: frozenset({DT.FLOAT32}), FL.FL_6_0: frozenset({DT.FLOAT16})}
     TYPES_FROM = {
@@ -85,16 +76,7 @@ def dequantize_linear(ctx: NodeContext) -> DmlNode:
     y_type = ctx.info(SCALE).dtype
     if y_type == np.dtype(np.float16):
         raise Fallback("float16 output is not modelled by dml_ep (ELEMENT_WISE_DEQUANTIZE_LINEAR takes it)", ON_DML)
-    x_shape = ctx.info(X).shape
-    out_shape, sizes = broadcast(ctx, x_shape, x_shape)
-    scale, zero_point = placed_parameters(ctx, x_shape, sizes, x_type)
-    desc = DML_ELEMENT_WISE_DEQUANTIZE_LINEAR_OPERATOR_DESC(
-        InputTensor=tensor(x_type, sizes, owned=ctx.input_name(X) in ctx.constants),
-        ScaleTensor=scale,
-        ZeroPointTensor=zero_point,
-        OutputTensor=tensor(np.float32, sizes),
-    )
-    return ctx.dml_node(desc, FIELDS[:3], out_shape)
+    return element_wise_node(ctx, DML_ELEMENT_WISE_DEQUANTIZE_LINEAR_OPERATOR_DESC, x_type, np.float32)
 
 
 # --- kernel ----------------------------------------------------------------------------------

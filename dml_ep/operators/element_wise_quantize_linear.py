@@ -59,9 +59,24 @@ ELEMENT_WISE_DIMS = {FL.FL_1_0: (4, 4), FL.FL_3_0: (1, 8)}
 FIELDS = ("InputTensor", "ScaleTensor", "ZeroPointTensor", "OutputTensor")
 
 
+@dataclasses.dataclass(frozen=True)
 class ElementWiseQuantizationDesc(OperatorDesc):
-    """What QUANTIZE_LINEAR and DEQUANTIZE_LINEAR share: four tensors of identical DimensionCount
-    and Sizes, the zero point optional from FL 6_2, and types that widen with the feature level."""
+    """What QUANTIZE_LINEAR and DEQUANTIZE_LINEAR share: four tensors (DirectML's fields, in its
+    order) of identical DimensionCount and Sizes, the zero point optional from FL 6_2, and types
+    that widen with the feature level."""
+
+    InputTensor: TensorDesc
+    ScaleTensor: TensorDesc
+    ZeroPointTensor: TensorDesc
+    OutputTensor: TensorDesc
+
+    @staticmethod
+    def tensor_rules(input_types, scale_types, output_types) -> tuple:
+        """The four fields' rules: 4-D at FL 1_0, 1 to 8 dimensions from FL 3_0; the zero point
+        optional (null from FL 6_2) and of the type of ``Input`` (or ``Output``) it goes with."""
+        zero_point_types = output_types if output_types & QUANTIZED else input_types
+        return rules({field: (field == "ZeroPointTensor", ELEMENT_WISE_DIMS) for field in FIELDS},
+                     {"InputTensor": input_types, "ScaleTensor": scale_types, "ZeroPointTensor": zero_point_types, "OutputTensor": output_types})
 
     TYPES_FROM: ClassVar[dict] = {}  # field -> {feature level: types allowed from it}
 
@@ -82,18 +97,9 @@ class ElementWiseQuantizationDesc(OperatorDesc):
 class DML_ELEMENT_WISE_QUANTIZE_LINEAR_OPERATOR_DESC(ElementWiseQuantizationDesc):
     """ELEMENT_WISE_QUANTIZE_LINEAR: ``clamp(round(Input / Scale) + ZeroPoint)``, DML_FEATURE_LEVEL_1_0 and up."""
 
-    InputTensor: TensorDesc
-    ScaleTensor: TensorDesc
-    ZeroPointTensor: TensorDesc
-    OutputTensor: TensorDesc
-
     OPERATOR_TYPE = OP.ELEMENT_WISE_QUANTIZE_LINEAR
     INTRODUCED = FL.FL_1_0
-    TENSOR_RULES = rules(
-        {"InputTensor": (False, ELEMENT_WISE_DIMS), "ScaleTensor": (False, ELEMENT_WISE_DIMS),
-         "ZeroPointTensor": (True, ELEMENT_WISE_DIMS), "OutputTensor": (False, ELEMENT_WISE_DIMS)},
-        {"InputTensor": FLOATS | INT32, "ScaleTensor": FLOATS, "ZeroPointTensor": QUANTIZED, "OutputTensor": QUANTIZED},
-    )
+    TENSOR_RULES = ElementWiseQuantizationDesc.tensor_rules(FLOATS | INT32, FLOATS, QUANTIZED)
     SAME_TYPE = (("OutputTensor", "ZeroPointTensor"),)
     TYPES_FROM = {
         "InputTensor": {FL.FL_1_0: frozenset({DT.FLOAT32}), FL.FL_2_1: INT32, FL.FL_6_0: frozenset({DT.FLOAT16})},
@@ -158,14 +164,20 @@ def quantize_linear(ctx: NodeContext) -> DmlNode:
     y_type = ctx.values[ctx.node.output[0]].dtype
     if y_type not in (np.dtype(np.uint8), np.dtype(np.int8)):
         raise Fallback(f"output type {y_type} is not supported (INT8, UINT8)", ON_CPU)
-    x_shape = ctx.info(X).shape
+    return element_wise_node(ctx, DML_ELEMENT_WISE_QUANTIZE_LINEAR_OPERATOR_DESC, y_type, y_type)
+
+
+def element_wise_node(ctx: NodeContext, desc_class, zero_point_type, output_type) -> DmlNode:
+    """The node as ``desc_class`` (QUANTIZE_LINEAR or DEQUANTIZE_LINEAR): x, scale and zero point
+    with the output's sizes, bound to the node's inputs 0, 1, 2."""
+    x_type, x_shape = ctx.info(X).dtype, ctx.info(X).shape
     out_shape, sizes = broadcast(ctx, x_shape, x_shape)
-    scale, zero_point = placed_parameters(ctx, x_shape, sizes, y_type)
-    desc = DML_ELEMENT_WISE_QUANTIZE_LINEAR_OPERATOR_DESC(
+    scale, zero_point = placed_parameters(ctx, x_shape, sizes, zero_point_type)
+    desc = desc_class(
         InputTensor=tensor(x_type, sizes, owned=ctx.input_name(X) in ctx.constants),
         ScaleTensor=scale,
         ZeroPointTensor=zero_point,
-        OutputTensor=tensor(y_type, sizes),
+        OutputTensor=tensor(output_type, sizes),
     )
     return ctx.dml_node(desc, FIELDS[:3], out_shape)
 
