@@ -398,7 +398,7 @@ def compare_nodes(executor: Executor, values: dict, reference: dict, steps: dict
         if not isolate:
             compare_rewritten(executor, entry, reference, steps, atol, alternatives, comparison, float_reference)
         elif isinstance(entry, DmlNode) and entry.output in reference and all(n in reference for n in entry.value_inputs):
-            result = executor.run_dml(entry, reference)
+            result = first_output(entry, executor.run_dml(entry, reference))
             expected = reference[entry.output]
             comparison.desc = desc_summary(entry.desc)
             comparison.isolated = compare_tensors(entry.output, result, expected, step_of(entry.output, expected, steps), atol)
@@ -488,7 +488,7 @@ def classify(entry: DmlNode, reference: dict, result: np.ndarray, expected: np.n
     unexplained = result != expected
     counts = collections.Counter()
     for cause, executor in alternatives:
-        explained = unexplained & (executor.run_dml(entry, reference) == expected)
+        explained = unexplained & (first_output(entry, executor.run_dml(entry, reference)) == expected)
         ties = int(np.count_nonzero(exact_ties(entry, reference, explained))) if cause == "float32 rounding" else 0
         counts["tie rounding"] += ties
         counts[cause] += int(np.count_nonzero(explained)) - ties
@@ -501,6 +501,12 @@ def classify(entry: DmlNode, reference: dict, result: np.ndarray, expected: np.n
         unexplained &= ~explained
     counts["other"] = int(np.count_nonzero(unexplained))
     return {cause: counts[cause] for cause in CAUSES if counts[cause]}
+
+
+def first_output(entry: DmlNode, result):
+    """A DML node's first output from what ``run_dml`` gives (a list for an operator of several
+    outputs: the others, DYNAMIC_QUANTIZE_LINEAR's scale and zero point, are compared where read)."""
+    return result[0] if entry.more_outputs else result
 
 
 def next_to_exact(entry: DmlNode, values: dict, where: np.ndarray, expected: np.ndarray) -> np.ndarray:

@@ -20,7 +20,7 @@ from .passes.editable import Origin
 from .graph import ValueInfo, attributes
 from .operators.base import validated
 from .operators.importing import Fallback, NodeContext, bound
-from .operators.registration import REGISTRATIONS
+from .operators.registration import REGISTRATIONS, since_version
 from .plan import DmlNode, FallbackNode, PlanEntry
 from .real_ep import ASSIGNED_TO_DML, not_modelled_reason
 
@@ -90,7 +90,9 @@ class NodeImporter:
 
     def never_maps(self, node: onnx.NodeProto) -> bool:
         """Whether ``node`` falls back whatever its shapes: no DirectML operator is modelled for its op."""
-        return ("" if node.domain == "ai.onnx" else node.domain, node.op_type) not in REGISTRATIONS
+        domain = "" if node.domain == "ai.onnx" else node.domain
+        row = REGISTRATIONS.get((domain, node.op_type))
+        return row is None or since_version(domain, node.op_type, self.opsets.get(domain, 1)) not in row.versions
 
     def maps(self, node: onnx.NodeProto, values: dict[str, ValueInfo]) -> bool:
         """Whether ``node`` becomes a DirectML operator (the DML EP's IsNodeSupportedByDml)."""

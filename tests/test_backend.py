@@ -145,9 +145,16 @@ def test_run_counts_inputs():
 SWEEP = r"(qlinear|add|sum|quantize|dequantize|matmulinteger|convinteger)"
 
 
-def _passes(backend, case) -> None:
+# Expected values that are onnxruntime's float32 quotient at a near-tie (0.5 / scale = 25.4999 rounds to
+# 25.5 in float32), where the "directml" arithmetic's correctly rounded value differs by one; real
+# DirectML fails the case too (ORT's DynamicQuantizeLinear test skips DML: "26 and 25"). dml_ep passes it
+# in the onnxruntime arithmetic; tests/test_quantize_ops.py pins the directml value.
+ONNXRUNTIME_ARITHMETIC_ONLY = {"test_dynamicquantizelinear", "test_dynamicquantizelinear_expanded"}
+
+
+def _passes(backend, case, **options) -> None:
     """Raises as ONNX's runner would if ``backend`` fails the case."""
-    rep = backend.prepare(case.model, "CPU")
+    rep = backend.prepare(case.model, "CPU", **options)
     for inputs, expected in case.data_sets:
         outputs = rep.run([_normalize_tensor(t) for t in inputs])
         onnx.backend.test.runner.Runner.assert_similar_outputs([_normalize_tensor(t) for t in expected], list(outputs), case.rtol, case.atol)
@@ -162,4 +169,4 @@ def test_official_cases_pass_where_onnxruntime_passes(case):
         _passes(onnxruntime.backend, case)
     except Exception as exc:  # onnxruntime's failure, whatever its type: the case says nothing of dml_ep
         pytest.xfail(f"onnxruntime's backend fails it too: {str(exc).splitlines()[0][:200]}")
-    _passes(dml_ep.backend, case)
+    _passes(dml_ep.backend, case, **({"arithmetic": "onnxruntime"} if case.name in ONNXRUNTIME_ARITHMETIC_ONLY else {}))

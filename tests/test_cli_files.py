@@ -69,7 +69,7 @@ def test_json_dash_is_stdout(capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     status, out, err = run_cli(capsys, "inspect", MODELS / "mlp.onnx", "--json", "-")
     assert status == 0
-    assert json.loads(out)["summary"]["dml"]["nodes"] == 5
+    assert json.loads(out)["summary"]["dml"]["nodes"] == 7
     assert "estimated MACs" in err
     status, out, _ = run_cli(capsys, "compare", MODELS / "mlp.onnx", "--reference", "ort-exact", "--quiet", "--json", "-")
     assert status == 0 and json.loads(out)["ok"] is True

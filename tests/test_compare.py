@@ -229,22 +229,27 @@ def test_qdq_conv_runs_on_directml_and_matches_onnxruntime():
     model, feeds = qdq_conv(64)
     report = compare_model(model, feeds, reference="ort", arithmetic="onnxruntime")
     assert report.ok and report.on_dml
-    assert report.plan["dml"] == {"nodes": 4, "operators": 1, "macs": 64 * 64 * 16 * 16, "macs_percent": 100.0}
+    assert report.plan["dml"] == {"nodes": 5, "operators": 2, "macs": 64 * 64 * 16 * 16, "macs_percent": 100.0}
 
 
 def test_nothing_on_directml_is_never_a_bare_ok(capsys, tmp_path):
+    """A model with nothing dml_ep maps (its QuantizeLinear / DequantizeLinear map now: a float Conv
+    and Relu alone) says that both sides ran onnxruntime's CPU EP."""
     import onnx
 
     from dml_ep import cli
 
-    model, feeds = qdq_conv(64)
+    rng = np.random.default_rng(0)
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv"), helper.make_node("Relu", ["c"], ["y"], name="relu")]
+    graph = helper.make_graph(nodes, "float_conv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 8, 8])],
+                              [numpy_helper.from_array(rng.uniform(-1, 1, (2, 4, 1, 1)).astype(np.float32), "w")])
     path = tmp_path / "conv.onnx"
-    onnx.save(model, path)
-    np.save(tmp_path / "x.npy", feeds["x"])
-    assert cli.main(["compare", str(path), "--no-qdq-fusion", "--reference", "ort-unfused", "--input", f"x={tmp_path / 'x.npy'}", "--quiet"]) == 0
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    np.save(tmp_path / "x.npy", rng.uniform(-1, 1, (1, 4, 8, 8)).astype(np.float32))
+    assert cli.main(["compare", str(path), "--reference", "ort-exact", "--input", f"x={tmp_path / 'x.npy'}", "--quiet"]) == 0
     out = capsys.readouterr().out
-    # 4 nodes: with QDQ fusion off, onnxruntime's ConstantFolding folds the weight's DequantizeLinear too
-    assert "on DirectML: 0 of the model's 4 node(s) as 0 operator(s), 0.0% of the MACs (QDQ rules off)" in out
+    assert "on DirectML: 0 of the model's 2 node(s) as 0 operator(s)" in out
     assert "result: OK, but nothing ran on DirectML" in out and "result: OK\n" not in out
 
 

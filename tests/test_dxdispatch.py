@@ -345,7 +345,8 @@ def test_from_dict_reads_dxdispatch_spellings():
 ])
 def test_from_dict_refuses_malformed_descs(built, edit, message):
     plan = dml_ep.InferenceSession(built("small_cnn")).plan
-    dispatchable = copy.deepcopy(descs.to_dict(plan.dml_nodes[0].desc))
+    conv = next(e for e in plan.dml_nodes if e.operator == "DML_OPERATOR_QUANTIZED_LINEAR_CONVOLUTION")
+    dispatchable = copy.deepcopy(descs.to_dict(conv.desc))
     edit(dispatchable)
     with pytest.raises(DxDispatchError, match=message):
         descs.from_dict(dispatchable)

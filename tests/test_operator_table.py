@@ -60,7 +60,11 @@ def test_operator_module_is_complete(module):
             assert callable(entry.kernel)
         assert dxdispatch.DESC_CLASSES.get(desc.OPERATOR_TYPE) is desc, "DxDispatch export"
         # an operator with an output scale quantizes: it has an exact value; the others say None
-        quantizes = "OutputScaleTensor" in {f.name for f in dataclasses.fields(desc)}
+        # (or maps floats to 8-bit codes through a scale: QUANTIZE_LINEAR)
+        output_rule = next((rule for rule in desc.TENSOR_RULES if rule.field == "OutputTensor"), None)
+        quantizes = "OutputScaleTensor" in {f.name for f in dataclasses.fields(desc)} or (
+            "ScaleTensor" in {f.name for f in dataclasses.fields(desc)} and output_rule is not None
+            and output_rule.types <= {DML_TENSOR_DATA_TYPE.INT8, DML_TENSOR_DATA_TYPE.UINT8})
         assert (entry.exact_value is not None) == quantizes, "exact value (or an explicit None)"
         assert entry.exact_value is None or callable(entry.exact_value)
     # every module is reached: by a row, or as activations fused into another operator
@@ -98,10 +102,18 @@ NODES = {  # row -> (inputs as (name, array, constant)), attributes, output type
                                        *zip(("ys", "yz"), _parameters(), (True, True))], {}, U8),
     ("", "Add"): ([("a", np.zeros((2, 3), np.float32), False), ("b", np.zeros(3, np.float32), False)], {}, np.float32),
     ("", "Sum"): ([("a", np.zeros((2, 3), np.float16), False), ("b", np.zeros((2, 3), np.float16), False)], {}, np.float16),
+    ("", "QuantizeLinear"): ([("x", np.zeros((2, 3), np.float32), False), *zip(("s", "z"), _parameters(), (True, True))], {}, U8),
+    ("com.microsoft", "QuantizeLinear"): ([("x", np.zeros((2, 3), np.float32), False), ("s", np.full(3, 0.5, np.float32), False),
+                                          ("z", np.arange(3, dtype=np.int8), True)], {"axis": 1}, np.int8),
+    ("", "DequantizeLinear"): ([("x", np.zeros((2, 3), U8), False), *zip(("s", "z"), _parameters(), (True, True))], {}, np.float32),
+    ("com.microsoft", "DequantizeLinear"): ([("x", np.zeros((2, 3), np.int32), False), ("s", np.full(2, 0.5, np.float32), True)],
+                                            {"axis": 0}, np.float32),
+    ("", "DynamicQuantizeLinear"): ([("x", np.zeros((2, 3), np.float32), False)], {}, U8),
     ("com.microsoft.dml", "DmlFusedAdd"): ([("a", np.zeros((2, 3), np.float32), False), ("b", np.zeros(3, np.float32), False)],
                                            {"fused_activation": "Relu"}, np.float32),
     ("com.microsoft.dml", "DmlFusedSum"): ([("a", np.zeros((2, 3), np.float32), False), ("b", np.zeros(3, np.float32), False)],
                                            {"fused_activation": "LeakyRelu", "fused_alpha": 0.125}, np.float32),
+    ("com.microsoft.dml", "DmlDynamicQuantizeLinear"): ([("x", np.zeros((2, 3), np.float32), False)], {"to": 3}, np.int8),
 }
 
 

@@ -32,6 +32,12 @@ class NotModelled(DxDispatchError):
     """A DirectML operator that DxDispatch knows and dml_ep does not model."""
 
 
+def output_fields(desc) -> tuple[str, ...]:
+    """The desc fields a dispatch writes, in the node's output order: ``OutputTensor``, or a desc's
+    own ``OUTPUT_FIELDS`` (DYNAMIC_QUANTIZE_LINEAR's scale and zero point are outputs too)."""
+    return getattr(desc, "OUTPUT_FIELDS", ("OutputTensor",))
+
+
 # --- to DxDispatch ---------------------------------------------------------------------------
 
 

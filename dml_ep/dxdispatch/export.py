@@ -136,13 +136,14 @@ class _Writer:
         """The values dispatches make that leave DirectML: graph outputs, and inputs of fallback nodes."""
         read_by_fallback = {name for entry in self.plan.fallback_nodes for name in entry.value_inputs}
         outputs = {o.name for o in self.plan.outputs}
-        return [entry.output for entry in self.plan.dml_nodes if entry.output in read_by_fallback | outputs]
+        return [name for entry in self.plan.dml_nodes for name in entry.outputs if name in read_by_fallback | outputs]
 
     def _dispatch(self, entry: DmlNode, name: str) -> None:
         initialization, execution = {}, {}
+        made = dict(zip(descs.output_fields(entry.desc), entry.outputs))  # OutputTensor, and any further outputs in order
         for field, tensor in entry.desc.tensors().items():
-            value = entry.output if field == "OutputTensor" else entry.names[field]
-            self._bind(value, tensor, made=field == "OutputTensor")
+            value = made.get(field, entry.names.get(field))
+            self._bind(value, tensor, made=field in made)
             owned = tensor.Flags & DML_TENSOR_FLAGS.OWNED_BY_DML
             (initialization if owned else execution)[field] = value
         dispatchable = descs.to_dict(entry.desc)

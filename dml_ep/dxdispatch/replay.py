@@ -25,7 +25,7 @@ from ..engines import get_engine
 from ..enums import DML_FEATURE_LEVEL, DML_TENSOR_DATA_TYPE
 from ..errors import DescValidationError, DxDispatchError
 from ..kernels.dispatch import run_kernel
-from .descs import FLOAT_WORDS, NotModelled, data_type_of, from_dict
+from .descs import FLOAT_WORDS, NotModelled, data_type_of, from_dict, output_fields
 
 
 @dataclasses.dataclass
@@ -102,11 +102,12 @@ class DxDispatchModel:
                 raise DxDispatchError(f"{where}: {field} is bound to {bound[field]!r}, {len(buffer)} bytes, "
                                       f"less than its TotalTensorSizeInBytes {tensor.TotalTensorSizeInBytes}")
             arrays[field] = np.frombuffer(buffer, dtype=tensor.DataType.numpy(), count=len(buffer) // tensor.DataType.element_size)
-        output = tensors["OutputTensor"]
-        result = np.reshape(run_kernel(desc, {f: a for f, a in arrays.items() if f != "OutputTensor"}, arithmetic, engine, dispatchable.cache), output.Sizes)
-        target = arrays["OutputTensor"]
-        itemsize = target.itemsize
-        np.copyto(as_strided(target, output.Sizes, [s * itemsize for s in output.element_strides]), result)
+        outputs = output_fields(desc)
+        results = run_kernel(desc, {f: a for f, a in arrays.items() if f not in outputs}, arithmetic, engine, dispatchable.cache)
+        for field, result in zip(outputs, results if len(outputs) > 1 else (results,)):
+            output, target = tensors[field], arrays[field]
+            itemsize = target.itemsize
+            np.copyto(as_strided(target, output.Sizes, [s * itemsize for s in output.element_strides]), np.reshape(result, output.Sizes))
 
 
 def _names(bindings, where: str) -> dict[str, str]:

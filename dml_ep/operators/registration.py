@@ -28,9 +28,10 @@ import onnx
 from ..enums import DML_TENSOR_DATA_TYPE as DT
 from ..plan import DmlNode
 from ..real_ep import ON_CPU
-from . import activation, element_wise_add1, element_wise_quantized_linear_add, quantized_linear_convolution, quantized_linear_matrix_multiply
-from . import matrix_multiply_integer, matrix_multiply_integer_to_float
-from .base import FLOATS, INT32, QUANTIZED, Operator
+from . import (activation, dynamic_quantize_linear, element_wise_add1, element_wise_dequantize_linear, element_wise_quantize_linear,
+               element_wise_quantized_linear_add, matrix_multiply_integer, matrix_multiply_integer_to_float, quantized_linear_convolution,
+               quantized_linear_matrix_multiply)
+from .base import FLOAT32, FLOATS, INT32, QUANTIZED, Operator
 from .importing import Fallback, NodeContext
 
 # The DirectML operator modules; their entries make OPERATORS, in this order.
@@ -40,7 +41,11 @@ MODULES = (
     quantized_linear_matrix_multiply,
     element_wise_quantized_linear_add,
     element_wise_add1,
-    matrix_multiply_integer, matrix_multiply_integer_to_float,
+    matrix_multiply_integer,
+    matrix_multiply_integer_to_float,
+    element_wise_quantize_linear,
+    element_wise_dequantize_linear,
+    dynamic_quantize_linear,
 )
 
 OPERATORS: dict = {entry.desc.OPERATOR_TYPE: entry for module in MODULES for entry in module.OPERATORS}
@@ -116,6 +121,7 @@ _conv = quantized_linear_convolution
 _matmul = quantized_linear_matrix_multiply
 _qladd = element_wise_quantized_linear_add
 _add1 = element_wise_add1
+_q, _dq, _dql = element_wise_quantize_linear, element_wise_dequantize_linear, dynamic_quantize_linear
 
 _ROWS = (
     Registration("", "QLinearConv", (10,), {"T1": QUANTIZED, "T2": QUANTIZED, "T3": QUANTIZED, "T4": INT32}, _conv.qlinear_conv, _conv),
@@ -128,9 +134,17 @@ _ROWS = (
     # The real EP also registers Sum-6 (its "7") and runs 1 or 3+ inputs as a loop of adds; dml_ep
     # maps the two-input Sum, the one its fusion takes.
     Registration("", "Sum", (8, 13), {"T": FLOAT16_TO_32}, _add1.add, _add1, support_query=_add1.two_inputs),
+    # DequantizeLinear / QuantizeLinear 21 and later: the real EP's DEQUANTIZE / QUANTIZE, not modelled (CPU here).
+    Registration("", "QuantizeLinear", (10, 13, 19), {"T1": FLOAT16_TO_32 | INT32, "T2": QUANTIZED}, _q.quantize_linear, _q),
+    Registration("com.microsoft", "QuantizeLinear", (1,), {"T1": FLOAT16_TO_32 | INT32, "T2": QUANTIZED}, _q.quantize_linear, _q),
+    Registration("", "DequantizeLinear", (10, 13, 19), {"T1": QUANTIZED | INT32, "T2": FLOAT16_TO_32}, _dq.dequantize_linear, _dq),
+    Registration("com.microsoft", "DequantizeLinear", (1,), {"T1": QUANTIZED | INT32, "T2": FLOAT16_TO_32}, _dq.dequantize_linear, _dq),
+    Registration("", "DynamicQuantizeLinear", (11,), {"T1": FLOAT32, "T2": QUANTIZED}, _dql.dynamic_quantize_linear, _dql),
     # Internal: made by the DML EP's activation fusion (passes/dml_fusion.py).
     Registration("com.microsoft.dml", "DmlFusedAdd", (1,), {"T": FLOAT16_TO_32}, _add1.fused_add, _add1),
     Registration("com.microsoft.dml", "DmlFusedSum", (1,), {"T": FLOAT16_TO_32}, _add1.fused_add, _add1, support_query=_add1.two_inputs),
+    # Internal: the first of the two DirectML operators the DML EP builds for DynamicQuantizeMatMul (passes/dml_graphs.py).
+    Registration("com.microsoft.dml", "DmlDynamicQuantizeLinear", (1,), {"T1": FLOAT32, "T2": QUANTIZED}, _dql.dynamic_quantize_linear, _dql),
 )
 
 REGISTRATIONS: dict = {(row.domain, row.op_type): row for row in _ROWS}

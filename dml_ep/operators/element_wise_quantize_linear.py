@@ -1,0 +1,250 @@
+"""DML_OPERATOR_ELEMENT_WISE_QUANTIZE_LINEAR (QuantizeLinear 10, 13, 19, com.microsoft 1): desc,
+import, kernel, exact value.
+
+DirectML documents ``Output = clamp(round(Input / Scale) + ZeroPoint, Min, Max)``: Input, Scale,
+ZeroPoint and Output of identical DimensionCount and Sizes (a per-tensor or per-axis scale is a
+full-size desc with zero strides); the zero point optional from DML_FEATURE_LEVEL_6_2.
+
+Import, as DmlOperatorElementwiseQLinear (DmlOperatorElementWise.cpp L527-614): every tensor is
+right-aligned to at least 4 dimensions (at most 8) with the output's sizes; a 1-D scale or zero
+point of length ``shape[axis]`` (other than the output's shape) is placed on ``axis``, a length-1
+one broadcast; scalars broadcast. The scale and zero point are constants (checked when planned)
+or bound at run time (their values checked by the kernel as they arrive). A missing zero point is
+a null ZeroPointTensor, which needs FL 6_2: below it the real EP fails creating the operator
+(the ORT tests ``QuantizeLinear_Without_Zero_Point_Opset10/13`` skip DML: "The parameter is
+incorrect"). The real EP also takes int32 input (FL 2_1) and float16 input (opset 19, FL 6_0),
+which dml_ep does not model.
+
+Kernel.
+- ``"onnxruntime"``: MLAS's QuantizeLinear kernel (mlas/lib/quantize_avx512f.cpp, reached from
+  quantize_linear.cc ``ParQuantizeLinearStd`` per (scale, zero point) run): ``v = x / scale`` in
+  float32 (a true division), NaN -> ``qmin - zp`` (``max_ps`` returns its second operand), clamped
+  to ``[qmin - zp, qmax - zp]``, rounded half to even (``cvtps2dq``), plus ``zp``; the zero point
+  defaults to 0 (int8 and uint8).
+- ``"directml"``: the documented formula correctly rounded, ``round_half_even(exact x / scale) +
+  zp`` clamped: a float64 quotient, settled exactly (integer ratios) where it lies near a
+  half-integer. NaN -> qmin (as onnxruntime; DirectML's page is silent), the zero point defaults
+  to 0 (silent too; ONNX's default). Evidence that real DirectML rounds otherwise at near-ties: the
+  ORT tests ``QuantizeLinearOpTest.Int8``, ``Int8_NegativeZeroPoint`` and ``Int8_PositiveZeroPoint``
+  skip DML citing -127 vs -128 at x = +-5, scale 0.039215686 (x / scale = 127.49999 in float32;
+  quantize_linear_test.cc L477-481, L905-909, L942-946): neither the CPU's float32 quotient nor the
+  ideal gives -128 there, which suggests DirectML computes ``x * (1 / scale)``. Unverified, so
+  dml_ep keeps the project rule, the correctly rounded ideal.
+
+Exact value (compare): ``x / scale``, so compare tells exact ties from float32 rounding.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import ClassVar
+
+import numpy as np
+
+from ..enums import DML_FEATURE_LEVEL as FL
+from ..enums import DML_OPERATOR_TYPE as OP
+from ..enums import DML_TENSOR_DATA_TYPE as DT
+from ..errors import QuantizationParameterError
+from ..kernels import quantize
+from ..kernels.parameters import checked_scale
+from ..plan import DmlNode
+from ..real_ep import ON_CPU, ON_DML
+from ..tensor_desc import broadcast_strides, view
+from .base import FLOATS, INT32, QUANTIZED, Operator, OperatorDesc, TensorDesc, rules
+from .importing import Fallback, NodeContext, broadcast, check_scale, check_zero_point, parameter_shape, parameter_tensor, tensor
+
+# --- desc ------------------------------------------------------------------------------------
+
+ELEMENT_WISE_DIMS = {FL.FL_1_0: (4, 4), FL.FL_3_0: (1, 8)}
+FIELDS = ("InputTensor", "ScaleTensor", "ZeroPointTensor", "OutputTensor")
+
+
+@dataclasses.dataclass(frozen=True)
+class ElementWiseQuantizationDesc(OperatorDesc):
+    """What QUANTIZE_LINEAR and DEQUANTIZE_LINEAR share: four tensors (DirectML's fields, in its
+    order) of identical DimensionCount and Sizes, the zero point optional from FL 6_2, and types
+    that widen with the feature level."""
+
+    InputTensor: TensorDesc
+    ScaleTensor: TensorDesc
+    ZeroPointTensor: TensorDesc
+    OutputTensor: TensorDesc
+
+    @staticmethod
+    def tensor_rules(input_types, scale_types, output_types) -> tuple:
+        """The four fields' rules: 4-D at FL 1_0, 1 to 8 dimensions from FL 3_0; the zero point
+        optional (null from FL 6_2) and of the type of ``Input`` (or ``Output``) it goes with."""
+        zero_point_types = output_types if output_types & QUANTIZED else input_types
+        return rules({field: (field == "ZeroPointTensor", ELEMENT_WISE_DIMS) for field in FIELDS},
+                     {"InputTensor": input_types, "ScaleTensor": scale_types, "ZeroPointTensor": zero_point_types, "OutputTensor": output_types})
+
+    TYPES_FROM: ClassVar[dict] = {}  # field -> {feature level: types allowed from it}
+
+    def validate_shapes(self, feature_level: FL) -> None:
+        for field, tensor_desc in self.tensors().items():
+            if tensor_desc.Sizes != self.OutputTensor.Sizes:
+                self.fail(f"sizes {list(tensor_desc.Sizes)} must equal OutputTensor's {list(self.OutputTensor.Sizes)}", field)
+            by_level = self.TYPES_FROM.get(field, {})
+            allowed = frozenset().union(*(types for level, types in by_level.items() if level <= feature_level))
+            if by_level and tensor_desc.DataType not in allowed:
+                names = ", ".join(sorted(t.name for t in allowed))
+                self.fail(f"DataType {tensor_desc.DataType.name} is not supported at {feature_level} (allowed: {names})", field)
+        if self.ZeroPointTensor is None and feature_level < FL.FL_6_2:
+            self.fail(f"a null ZeroPointTensor requires {FL.FL_6_2} (target is {feature_level})", "ZeroPointTensor")
+
+
+@dataclasses.dataclass(frozen=True)
+class DML_ELEMENT_WISE_QUANTIZE_LINEAR_OPERATOR_DESC(ElementWiseQuantizationDesc):
+    """ELEMENT_WISE_QUANTIZE_LINEAR: ``clamp(round(Input / Scale) + ZeroPoint)``, DML_FEATURE_LEVEL_1_0 and up."""
+
+    OPERATOR_TYPE = OP.ELEMENT_WISE_QUANTIZE_LINEAR
+    INTRODUCED = FL.FL_1_0
+    TENSOR_RULES = ElementWiseQuantizationDesc.tensor_rules(FLOATS | INT32, FLOATS, QUANTIZED)
+    SAME_TYPE = (("OutputTensor", "ZeroPointTensor"),)
+    TYPES_FROM = {
+        "InputTensor": {FL.FL_1_0: frozenset({DT.FLOAT32}), FL.FL_2_1: INT32, FL.FL_6_0: frozenset({DT.FLOAT16})},
+        "ScaleTensor": {FL.FL_1_0: frozenset({DT.FLOAT32}), FL.FL_6_0: frozenset({DT.FLOAT16})},
+        "ZeroPointTensor": {FL.FL_1_0: frozenset({DT.UINT8}), FL.FL_2_1: frozenset({DT.INT8})},
+        "OutputTensor": {FL.FL_1_0: frozenset({DT.UINT8}), FL.FL_2_1: frozenset({DT.INT8})},
+    }
+
+    def validate_shapes(self, feature_level: FL) -> None:
+        super().validate_shapes(feature_level)
+        want = DT.FLOAT32 if self.InputTensor.DataType == DT.INT32 else self.InputTensor.DataType
+        if self.ScaleTensor.DataType != want:
+            self.fail(f"DataType {self.ScaleTensor.DataType.name} must be {want.name} for a {self.InputTensor.DataType.name} input", "ScaleTensor")
+
+
+# --- import from ONNX ------------------------------------------------------------------------
+
+X, SCALE, ZERO_POINT = range(3)
+
+
+def placed_parameters(ctx: NodeContext, x_shape, sizes, zero_point_type) -> tuple[TensorDesc, TensorDesc]:
+    """The scale's and zero point's descs as DmlOperatorElementwiseQLinear places them, each with
+    the output's ``sizes``: per tensor, or a 1-D one of length ``shape[axis]`` on ``axis``. A
+    constant is checked now (and an all-equal one read as a broadcast scalar, the EP's
+    TryConvertTensorToBroadcastScalar); one bound at run time by its type and shape."""
+    rank = len(x_shape)
+    axis = ctx.attr("axis", 1)  # read only for a per-axis parameter, as onnxruntime and the DML EP do
+    per_axis = any(np.prod(parameter_shape(ctx, i), dtype=np.int64) > 1 for i in (SCALE, ZERO_POINT) if ctx.input_name(i))
+    if per_axis and not -rank <= axis < rank:
+        raise QuantizationParameterError(f"axis {axis} is out of range for a {rank}-D input", node=ctx.node)
+    axis = axis % rank if per_axis else 0
+    length = x_shape[axis] if per_axis else 1
+
+    def place(index, value):
+        shape = value.shape if value is not None else ctx.info(index).shape
+        if np.prod(shape, dtype=np.int64) > 1:
+            if len(shape) != 1:  # onnxruntime takes a scalar or a 1-D [shape[axis]]
+                raise QuantizationParameterError(f"a per-axis parameter must be 1-D of length {length}, not {list(shape)}",
+                                                 node=ctx.node, tensor=ctx.input_name(index))
+            shape = tuple(length if d == axis else 1 for d in range(rank))
+        placed = (1,) * (len(sizes) - len(shape)) + tuple(shape)
+        strides = broadcast_strides(placed, sizes)
+        dtype = value.dtype if value is not None else ctx.info(index).dtype
+        if value is not None and value.size > 1 and np.all(value.reshape(-1) == value.reshape(-1)[0]):
+            return parameter_tensor(value, sizes)  # all strides 0
+        return tensor(dtype, sizes, strides, owned=value is not None)
+
+    allowed = (1, length)
+    scale = check_scale(ctx, SCALE, ctx.parameter(SCALE), allowed)
+    zero_point = check_zero_point(ctx, ZERO_POINT, ctx.parameter(ZERO_POINT), zero_point_type, allowed) if ctx.input_name(ZERO_POINT) else None
+    scale_desc = place(SCALE, None if scale is None else np.asarray(scale))
+    zero_point_desc = place(ZERO_POINT, None if zero_point is None else np.asarray(zero_point)) if ctx.input_name(ZERO_POINT) else None
+    return scale_desc, zero_point_desc
+
+
+def quantize_linear(ctx: NodeContext) -> DmlNode:
+    x_type = ctx.info(X).dtype
+    if x_type in (np.dtype(np.int32), np.dtype(np.float16)):
+        raise Fallback(f"{x_type} input is not modelled by dml_ep (ELEMENT_WISE_QUANTIZE_LINEAR takes it)", ON_DML)
+    if x_type != np.dtype(np.float32):
+        raise Fallback(f"input type {x_type} is not supported (FLOAT32, FLOAT16, INT32)", ON_CPU)
+    y_type = ctx.values[ctx.node.output[0]].dtype
+    if y_type not in (np.dtype(np.uint8), np.dtype(np.int8)):
+        raise Fallback(f"output type {y_type} is not supported (INT8, UINT8)", ON_CPU)
+    return element_wise_node(ctx, DML_ELEMENT_WISE_QUANTIZE_LINEAR_OPERATOR_DESC, y_type, y_type)
+
+
+def element_wise_node(ctx: NodeContext, desc_class, zero_point_type, output_type) -> DmlNode:
+    """The node as ``desc_class`` (QUANTIZE_LINEAR or DEQUANTIZE_LINEAR): x, scale and zero point
+    with the output's sizes, bound to the node's inputs 0, 1, 2."""
+    x_type, x_shape = ctx.info(X).dtype, ctx.info(X).shape
+    out_shape, sizes = broadcast(ctx, x_shape, x_shape)
+    scale, zero_point = placed_parameters(ctx, x_shape, sizes, zero_point_type)
+    desc = desc_class(
+        InputTensor=tensor(x_type, sizes, owned=ctx.input_name(X) in ctx.constants),
+        ScaleTensor=scale,
+        ZeroPointTensor=zero_point,
+        OutputTensor=tensor(output_type, sizes),
+    )
+    return ctx.dml_node(desc, FIELDS[:3], out_shape)
+
+
+# --- kernel ----------------------------------------------------------------------------------
+
+
+def parameters(desc, tensors: dict) -> tuple[np.ndarray, np.ndarray]:
+    """The scale (its values checked: one bound at run time arrives here unchecked) and the zero
+    point (0 when null), read with the output's sizes."""
+    checked_scale(np.asarray(tensors["ScaleTensor"]))
+    scale = view(tensors["ScaleTensor"], desc.ScaleTensor)
+    zero_point = 0 if desc.ZeroPointTensor is None else view(tensors["ZeroPointTensor"], desc.ZeroPointTensor)
+    return scale, np.asarray(zero_point)
+
+
+def quantize_linear_kernel(desc, tensors: dict, arithmetic, cache: dict) -> np.ndarray:
+    x = view(tensors["InputTensor"], desc.InputTensor).astype(np.float32, copy=False)
+    scale, zero_point = parameters(desc, tensors)
+    dtype = desc.OutputTensor.DataType.numpy()
+    quantize_values = onnxruntime_quantize if arithmetic.onnxruntime else ideal_quantize
+    return quantize_values(x, scale, zero_point, dtype)
+
+
+def onnxruntime_quantize(x: np.ndarray, scale, zero_point, dtype) -> np.ndarray:
+    """MLAS's QuantizeLinear kernel: float32 ``x / scale``, NaN -> ``qmin - zp``, clamp, ``cvtps2dq``, ``+ zp``."""
+    qmin, qmax = quantize.quant_range(dtype)
+    zero_point = np.asarray(zero_point, dtype=np.int32)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        v = np.divide(x, np.asarray(scale, dtype=np.float32), dtype=np.float32)
+    lo, hi = (qmin - zero_point).astype(np.float32), (qmax - zero_point).astype(np.float32)
+    v = np.where(np.isnan(v), lo, v)
+    np.clip(v, lo, hi, out=v)
+    return (np.rint(v).astype(np.int32) + zero_point).astype(dtype)
+
+
+def ideal_quantize(x: np.ndarray, scale, zero_point, dtype) -> np.ndarray:
+    """``clamp(round_half_even(x / scale) + zp)`` of the exact quotient; NaN -> qmin. A float64
+    quotient (relative error 2^-53) decides all but the elements near a half-integer, which are
+    compared with it exactly as integer ratios."""
+    x64 = np.asarray(x, dtype=np.float64)
+    scale64 = np.asarray(scale, dtype=np.float64)
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        estimate = np.broadcast_to(x64 / scale64, np.broadcast_shapes(x64.shape, scale64.shape)).copy()
+    nan = np.isnan(estimate)
+    estimate[nan] = 0.0
+
+    def compare_with_half(index, twice_half):
+        where = np.unravel_index(index, estimate.shape)
+        x_num, x_den = quantize.ratios(np.broadcast_to(x64, estimate.shape)[where])
+        s_num, s_den = quantize.ratios(np.broadcast_to(scale64, estimate.shape)[where])
+        # (2 x / s - twice_half) times x_den * s_num, which is positive
+        return 2 * x_num * s_den - twice_half * x_den * s_num
+
+    rounded = quantize.round_half_even_exact(estimate, compare_with_half)
+    out = quantize.saturate(rounded, np.broadcast_to(zero_point, estimate.shape), dtype)
+    out[nan] = quantize.quant_range(dtype)[0]
+    return out
+
+
+# --- exact value (compare) -------------------------------------------------------------------
+
+
+def exact_value(desc, tensors: dict, engine):
+    """``x / scale`` (the zero point, an integer, left out)."""
+    x = view(tensors["InputTensor"], desc.InputTensor).astype(np.float64)
+    return [(x, 1.0)], view(tensors["ScaleTensor"], desc.ScaleTensor).astype(np.float64)
+
+
+OPERATORS = (Operator(desc=DML_ELEMENT_WISE_QUANTIZE_LINEAR_OPERATOR_DESC, kernel=quantize_linear_kernel, exact_value=exact_value),)
