@@ -192,3 +192,52 @@ def test_optimization_level_1_runs_level_1_fusions_only():
         assert signature(Planner(model, optimization_level=1).nodes) == signature(expected.graph.node)
     assert "LayerNormalization" in {n.op_type for n in expected.graph.node}
     assert "MatMulIntegerToFloat" not in {n.op_type for n in Planner(dynamic_matmul(), optimization_level=1).nodes}
+
+
+def dynamic_quantize_matmul(b_type=np.uint8):
+    rng = np.random.default_rng(1)
+    b = rng.integers(0, 256, (K, N)).astype(np.uint8) if b_type == np.uint8 else rng.integers(-128, 128, (K, N)).astype(np.int8)
+    initializers = [numpy_helper.from_array(b, "b"), numpy_helper.from_array(np.array(0.03, np.float32), "b_scale"),
+                    numpy_helper.from_array(np.array(7, b_type), "b_zp"), numpy_helper.from_array(rng.standard_normal(N).astype(np.float32), "bias")]
+    node = helper.make_node("DynamicQuantizeMatMul", ["x", "b", "b_scale", "b_zp", "bias"], ["y"], domain="com.microsoft", name="dqmm")
+    graph = helper.make_graph([node], "dqmm", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4, K])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], initializers)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid("com.microsoft", 1)], ir_version=8)
+
+
+def test_dynamic_quantize_matmul_is_planned_as_the_two_directml_operators_the_dml_ep_builds():
+    """DmlOperatorDynamicQuantizeMatMul.cpp: DYNAMIC_QUANTIZE_LINEAR to B's type, then
+    MATRIX_MULTIPLY_INTEGER_TO_FLOAT. With uint8 weights that is onnxruntime's CPU arithmetic bit for bit."""
+    import dml_ep
+    from dml_ep.plan import DmlNode
+    from dml_ep.reference import cpu_session
+
+    model = dynamic_quantize_matmul(np.uint8)
+    x = np.random.default_rng(2).standard_normal((3, 4, K)).astype(np.float32)
+    session = dml_ep.InferenceSession(model, arithmetic="onnxruntime")
+    np.testing.assert_array_equal(session.run(None, {"x": x})[0], cpu_session(model).run(None, {"x": x})[0])
+    entries = session.executor.plan.entries
+    assert [e.operator for e in entries] == ["DML_OPERATOR_DYNAMIC_QUANTIZE_LINEAR", "DML_OPERATOR_MATRIX_MULTIPLY_INTEGER_TO_FLOAT"]
+    assert all(isinstance(e, DmlNode) and e.origin.rule == "DmlOperatorDynamicQuantizeMatMul" and e.origin.nodes[0].name == "dqmm"
+               for e in entries)
+    plan = plan_model(model)  # typed before any run too: nothing pending
+    assert not plan.pending and len(plan.dml_nodes) == 2
+
+
+def test_dynamic_quantize_matmul_quantizes_a_to_int8_for_int8_weights_as_the_dml_ep_does():
+    """The DML EP quantizes A to B's type (int8 here); onnxruntime's CPU kernel to uint8: the codes
+    differ, the float outputs only by A's rounding."""
+    import dml_ep
+    from dml_ep.reference import cpu_session
+
+    model = dynamic_quantize_matmul(np.int8)
+    x = np.random.default_rng(3).standard_normal((2, 4, K)).astype(np.float32)
+    session = dml_ep.InferenceSession(model, arithmetic="onnxruntime")
+    values = session.executor.run({"x": x}, keep_all=True)
+    codes = values["y.a_quantized"]
+    scale, zero_point = float(values["y.a_scale"].reshape(-1)[0]), int(values["y.a_zero_point"].reshape(-1)[0])
+    assert codes.dtype == np.int8
+    low, high = min(x.min(), 0), max(x.max(), 0)  # the range widened to 0, spread over -128..127
+    assert scale == np.float32(np.float32(high - low) / np.float32(255))
+    assert zero_point == int(np.rint(np.clip(np.float32(-128) - np.float32(low / np.float32(scale)), -128, 127)))
+    np.testing.assert_allclose(values["y"], cpu_session(model).run(None, {"x": x})[0], rtol=0.05, atol=0.05)
