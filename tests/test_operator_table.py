@@ -87,6 +87,8 @@ NODES = {  # row -> (inputs as (name, array, constant)), attributes, output type
     ("", "QLinearMatMul"): ([("a", np.zeros((2, 4), U8), False), *zip(("as", "az"), _parameters(), (True, True)),
                              ("b", np.ones((4, 3), U8), True), *zip(("bs", "bz"), _parameters(), (True, True)),
                              *zip(("ys", "yz"), _parameters(), (True, True))], {}, U8),
+    ("", "ConvInteger"): ([("x", np.zeros((1, 2, 5, 5), U8), False), ("w", np.ones((3, 2, 3, 3), np.int8), True),
+                          ("xz", np.array(3, U8), False), ("wz", np.array([1, 2, 3], np.int8), True)], {"pads": [1, 1, 1, 1]}, np.int32),
     ("com.microsoft", "QLinearAdd"): ([("a", np.zeros((2, 3), U8), False), *zip(("as", "az"), _parameters(), (True, True)),
                                        ("b", np.zeros(3, U8), False), *zip(("bs", "bz"), _parameters(), (True, True)),
                                        *zip(("ys", "yz"), _parameters(), (True, True))], {}, U8),

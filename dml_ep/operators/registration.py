@@ -28,7 +28,7 @@ import onnx
 from ..enums import DML_TENSOR_DATA_TYPE as DT
 from ..plan import DmlNode
 from ..real_ep import ON_CPU
-from . import activation, element_wise_add1, element_wise_quantized_linear_add, quantized_linear_convolution, quantized_linear_matrix_multiply
+from . import activation, convolution_integer, element_wise_add1, element_wise_quantized_linear_add, quantized_linear_convolution, quantized_linear_matrix_multiply
 from .base import FLOATS, INT32, QUANTIZED, Operator
 from .importing import Fallback, NodeContext
 
@@ -37,6 +37,7 @@ MODULES = (
     activation,
     quantized_linear_convolution,
     quantized_linear_matrix_multiply,
+    convolution_integer,
     element_wise_quantized_linear_add,
     element_wise_add1,
 )
@@ -114,10 +115,12 @@ _conv = quantized_linear_convolution
 _matmul = quantized_linear_matrix_multiply
 _qladd = element_wise_quantized_linear_add
 _add1 = element_wise_add1
+_convint = convolution_integer
 
 _ROWS = (
     Registration("", "QLinearConv", (10,), {"T1": QUANTIZED, "T2": QUANTIZED, "T3": QUANTIZED, "T4": INT32}, _conv.qlinear_conv, _conv),
     Registration("", "QLinearMatMul", (10, 21), {"T1": QUANTIZED, "T2": QUANTIZED, "T3": QUANTIZED}, _matmul.qlinear_matmul, _matmul),
+    Registration("", "ConvInteger", (10,), {"T1": QUANTIZED, "T2": QUANTIZED, "T3": INT32}, _convint.conv_integer, _convint),
     Registration("com.microsoft", "QLinearAdd", (1,), {"T": QUANTIZED}, _qladd.qlinear_add, _qladd),
     Registration("", "Add", (7, 13, 14), {"T": FLOAT16_TO_32 | INTS_8_TO_64}, _add1.add, _add1),
     # The real EP also registers Sum-6 (its "7") and runs 1 or 3+ inputs as a loop of adds; dml_ep
