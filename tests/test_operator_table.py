@@ -97,6 +97,8 @@ NODES = {  # row -> (inputs as (name, array, constant)), attributes, output type
                                                  ("as", np.array(0.05, np.float32), False), ("bs", np.full(3, 0.5, np.float32), True),
                                                  ("az", np.array(3, U8), False), ("bz", np.array(1, np.int8), True),
                                                  ("bias", np.arange(3, dtype=np.float32), True)], {}, np.float32),
+    ("", "ConvInteger"): ([("x", np.zeros((1, 2, 5, 5), U8), False), ("w", np.ones((3, 2, 3, 3), np.int8), True),
+                          ("xz", np.array(3, U8), False), ("wz", np.array([1, 2, 3], np.int8), True)], {"pads": [1, 1, 1, 1]}, np.int32),
     ("com.microsoft", "QLinearAdd"): ([("a", np.zeros((2, 3), U8), False), *zip(("as", "az"), _parameters(), (True, True)),
                                        ("b", np.zeros(3, U8), False), *zip(("bs", "bz"), _parameters(), (True, True)),
                                        *zip(("ys", "yz"), _parameters(), (True, True))], {}, U8),

@@ -66,6 +66,45 @@ def convolution_output_sizes(in_spatial, kernel, strides, dilations, start_paddi
     return tuple(sizes)
 
 
+def validate_convolution(desc, same_dims: tuple[str, ...]) -> int:
+    """The size rules a convolution desc shares (QUANTIZED_LINEAR_CONVOLUTION, CONVOLUTION_INTEGER):
+    DimensionCount 2, the window fields, ``same_dims`` with InputTensor's DimensionCount, the
+    groups and the output sizes. Returns the output channel count."""
+    if desc.DimensionCount != 2:
+        desc.fail(f"{desc.DimensionCount} is not supported (only 2 spatial dimensions)", "DimensionCount")
+    for name in ("Strides", "Dilations", "StartPadding", "EndPadding"):
+        values = getattr(desc, name)
+        if len(values) != desc.DimensionCount:
+            desc.fail(f"has {len(values)} values, DimensionCount is {desc.DimensionCount}", name)
+        least = 0 if name.endswith("Padding") else 1
+        if any(v < least for v in values):
+            desc.fail(f"{list(values)} must be at least {least}", name)
+    dims = desc.InputTensor.DimensionCount
+    for field in same_dims:
+        tensor = getattr(desc, field)
+        if tensor is not None and tensor.DimensionCount != dims:
+            desc.fail(f"DimensionCount {tensor.DimensionCount} must equal InputTensor's {dims}", field)
+    batch, channels, *in_spatial = desc.sizes4("InputTensor")
+    out_channels, filter_channels, *kernel = desc.sizes4("FilterTensor")
+    groups = desc.GroupCount
+    if groups < 1 or channels % groups or out_channels % groups:
+        desc.fail(f"{groups} must divide the {channels} input and {out_channels} output channels", "GroupCount")
+    if filter_channels * groups != channels:
+        desc.fail(
+            f"FilterChannelCount {filter_channels} must be input channels / GroupCount = {channels // groups}",
+            "FilterTensor",
+        )
+    try:
+        out_spatial = convolution_output_sizes(in_spatial, kernel, desc.Strides, desc.Dilations, desc.StartPadding, desc.EndPadding)
+    except ValueError as exc:
+        span, padded = exc.args
+        desc.fail(f"the dilated filter ({span}) is larger than the padded input ({padded})", "FilterTensor")
+    expected = (batch, out_channels, *out_spatial)
+    if desc.sizes4("OutputTensor") != expected:
+        desc.fail(f"sizes {list(desc.OutputTensor.Sizes)} must be {list(expected)}", "OutputTensor")
+    return out_channels
+
+
 @dataclasses.dataclass(frozen=True)
 class DML_QUANTIZED_LINEAR_CONVOLUTION_OPERATOR_DESC(OperatorDesc):
     """QUANTIZED_LINEAR_CONVOLUTION (ONNX QLinearConv), DML_FEATURE_LEVEL_2_1 and up."""
@@ -122,38 +161,7 @@ class DML_QUANTIZED_LINEAR_CONVOLUTION_OPERATOR_DESC(OperatorDesc):
     )
 
     def validate_shapes(self, feature_level: FL) -> None:
-        if self.DimensionCount != 2:
-            self.fail(f"{self.DimensionCount} is not supported (only 2 spatial dimensions)", "DimensionCount")
-        for name in ("Strides", "Dilations", "StartPadding", "EndPadding"):
-            values = getattr(self, name)
-            if len(values) != self.DimensionCount:
-                self.fail(f"has {len(values)} values, DimensionCount is {self.DimensionCount}", name)
-            least = 0 if name.endswith("Padding") else 1
-            if any(v < least for v in values):
-                self.fail(f"{list(values)} must be at least {least}", name)
-        dims = self.InputTensor.DimensionCount
-        for field in ("FilterTensor", "BiasTensor", "OutputTensor"):
-            tensor = getattr(self, field)
-            if tensor is not None and tensor.DimensionCount != dims:
-                self.fail(f"DimensionCount {tensor.DimensionCount} must equal InputTensor's {dims}", field)
-        batch, channels, *in_spatial = self.sizes4("InputTensor")
-        out_channels, filter_channels, *kernel = self.sizes4("FilterTensor")
-        groups = self.GroupCount
-        if groups < 1 or channels % groups or out_channels % groups:
-            self.fail(f"{groups} must divide the {channels} input and {out_channels} output channels", "GroupCount")
-        if filter_channels * groups != channels:
-            self.fail(
-                f"FilterChannelCount {filter_channels} must be input channels / GroupCount = {channels // groups}",
-                "FilterTensor",
-            )
-        try:
-            out_spatial = convolution_output_sizes(in_spatial, kernel, self.Strides, self.Dilations, self.StartPadding, self.EndPadding)
-        except ValueError as exc:
-            span, padded = exc.args
-            self.fail(f"the dilated filter ({span}) is larger than the padded input ({padded})", "FilterTensor")
-        expected = (batch, out_channels, *out_spatial)
-        if self.sizes4("OutputTensor") != expected:
-            self.fail(f"sizes {list(self.OutputTensor.Sizes)} must be {list(expected)}", "OutputTensor")
+        out_channels = validate_convolution(self, ("FilterTensor", "BiasTensor", "OutputTensor"))
         scalar = [(1, 1, 1, 1)]
         per_channel = scalar + [(1, out_channels, 1, 1)]
         for field in ("InputScaleTensor", "InputZeroPointTensor", "OutputScaleTensor", "OutputZeroPointTensor"):
@@ -210,15 +218,63 @@ def resolve_padding(ctx, in_spatial, kernel, strides, dilations) -> tuple[list[i
     return start, end
 
 
-def qlinear_conv(ctx: NodeContext) -> DmlNode:
-    x_info, w_info = ctx.info(X), ctx.info(W)
-    x_type = quantized_type(ctx, X, "input")
-    w_type = quantized_type(ctx, W, "filter")
+@dataclasses.dataclass(frozen=True)
+class ConvolutionGeometry:
+    """A convolution node's shapes and attributes, read as DmlOperatorQLinearConv.cpp and
+    DmlOperatorConvInteger.cpp read them, and as the 4-D desc fields they become: a 1-D
+    convolution ([N, C, W]) gets a height of 1 between C and W, its strides/dilations/pads padded
+    at the front (KernelArgs)."""
+
+    batch: int
+    channels: int
+    out_channels: int
+    filter_channels: int
+    in_spatial: tuple
+    kernel: tuple
+    out_spatial: tuple
+    strides: tuple
+    dilations: tuple
+    start: tuple
+    end: tuple
+    group: int
+
+    @property
+    def _pad1(self) -> tuple:
+        return (1,) * (2 - len(self.in_spatial))
+
+    @property
+    def in4(self) -> tuple:
+        return (self.batch, self.channels, *self._pad1, *self.in_spatial)
+
+    @property
+    def w4(self) -> tuple:
+        return (self.out_channels, self.filter_channels, *self._pad1, *self.kernel)
+
+    @property
+    def out4(self) -> tuple:
+        return (self.batch, self.out_channels, *self._pad1, *self.out_spatial)
+
+    @property
+    def output_shape(self) -> tuple:
+        return (self.batch, self.out_channels, *self.out_spatial)
+
+    def fields(self) -> dict:
+        """DimensionCount, Strides, Dilations, StartPadding, EndPadding and GroupCount, 2-D."""
+        zero1 = (0,) * len(self._pad1)
+        return dict(DimensionCount=2, Strides=self._pad1 + self.strides, Dilations=self._pad1 + self.dilations,
+                    StartPadding=zero1 + self.start, EndPadding=zero1 + self.end, GroupCount=self.group)
+
+
+def convolution_geometry(ctx: NodeContext, x: int, w: int, operator: str) -> ConvolutionGeometry:
+    """The input ``x`` and filter ``w`` shapes and the attributes (auto_pad, dilations, group,
+    kernel_shape, pads, strides) of a convolution node; a 3-D one (5-D tensors) falls back, assigned
+    to DML (the DML EP has no support query for it and fails at kernel creation)."""
+    x_info, w_info = ctx.info(x), ctx.info(w)
     rank = len(x_info.shape)
     if rank not in (3, 4):
-        raise Fallback(f"{rank - 2}-D convolution is not supported (DirectML's QUANTIZED_LINEAR_CONVOLUTION is 1-D or 2-D)", ASSIGNED_TO_DML)
+        raise Fallback(f"{rank - 2}-D convolution is not supported (DirectML's {operator} is 1-D or 2-D)", ASSIGNED_TO_DML)
     if len(w_info.shape) != rank:
-        raise ShapeError(f"filter has {len(w_info.shape)} dimensions, input has {rank}", node=ctx.node, tensor=ctx.input_name(W))
+        raise ShapeError(f"filter has {len(w_info.shape)} dimensions, input has {rank}", node=ctx.node, tensor=ctx.input_name(w))
     spatial = rank - 2
     batch, channels, *in_spatial = x_info.shape
     out_channels, filter_channels, *kernel = w_info.shape
@@ -240,7 +296,7 @@ def qlinear_conv(ctx: NodeContext) -> DmlNode:
         raise ShapeError(
             f"filter has {filter_channels} channels per group, input needs {channels // group} ({channels} / group {group})",
             node=ctx.node,
-            tensor=ctx.input_name(W),
+            tensor=ctx.input_name(w),
         )
     start, end = resolve_padding(ctx, in_spatial, kernel, strides, dilations)
     try:
@@ -248,6 +304,15 @@ def qlinear_conv(ctx: NodeContext) -> DmlNode:
     except ValueError as exc:
         span, padded = exc.args
         raise ShapeError(f"the (dilated) kernel spans {span} but the padded input is only {padded}", node=ctx.node) from None
+    return ConvolutionGeometry(batch, channels, out_channels, filter_channels, tuple(in_spatial), tuple(kernel), out_spatial,
+                               tuple(strides), tuple(dilations), tuple(start), tuple(end), group)
+
+
+def qlinear_conv(ctx: NodeContext) -> DmlNode:
+    x_type = quantized_type(ctx, X, "input")
+    w_type = quantized_type(ctx, W, "filter")
+    geometry = convolution_geometry(ctx, X, W, "QUANTIZED_LINEAR_CONVOLUTION")
+    out_channels = geometry.out_channels
 
     check_scale(ctx, X_SCALE, ctx.constant(X_SCALE, "input scale"))
     w_scale = check_scale(ctx, W_SCALE, ctx.constant(W_SCALE, "filter scale"), (1, out_channels))
@@ -261,12 +326,6 @@ def qlinear_conv(ctx: NodeContext) -> DmlNode:
         if bias_info.dtype != np.int32 or bias_info.shape != (out_channels,):
             raise ShapeError(f"bias must be int32 of shape [{out_channels}], not {bias_info.dtype} {list(bias_info.shape)}", node=ctx.node, tensor=ctx.input_name(BIAS))
 
-    # 1-D: [N, C, W] -> [N, C, 1, W]; parameters padded at the front (KernelArgs).
-    pad1 = [1] * (2 - spatial)
-    zero1 = [0] * (2 - spatial)
-    in4 = (batch, channels, *pad1, *in_spatial)
-    w4 = (out_channels, filter_channels, *pad1, *kernel)
-    out4 = (batch, out_channels, *pad1, *out_spatial)
     scalar4 = (1, 1, 1, 1)
     channel4 = (1, out_channels, 1, 1)
 
@@ -274,24 +333,19 @@ def qlinear_conv(ctx: NodeContext) -> DmlNode:
         return parameter_tensor(array, channel4 if np.asarray(array).size > 1 else scalar4)
 
     desc = DML_QUANTIZED_LINEAR_CONVOLUTION_OPERATOR_DESC(
-        InputTensor=tensor(x_type, in4),
+        InputTensor=tensor(x_type, geometry.in4),
         InputScaleTensor=tensor(np.float32, scalar4),
         InputZeroPointTensor=None if x_zp is None else tensor(x_type, scalar4),
-        FilterTensor=tensor(w_type, w4, owned=ctx.input_name(W) in ctx.constants),
+        FilterTensor=tensor(w_type, geometry.w4, owned=ctx.input_name(W) in ctx.constants),
         FilterScaleTensor=per_channel(w_scale),
         FilterZeroPointTensor=None if w_zp is None else per_channel(w_zp),
         BiasTensor=None if not ctx.input_name(BIAS) else tensor(np.int32, channel4, owned=ctx.input_name(BIAS) in ctx.constants),
         OutputScaleTensor=tensor(np.float32, scalar4),
         OutputZeroPointTensor=None if y_zp is None else tensor(y_type, scalar4),
-        OutputTensor=tensor(y_type, out4),
-        DimensionCount=2,
-        Strides=tuple(pad1 + strides),
-        Dilations=tuple(pad1 + dilations),
-        StartPadding=tuple(zero1 + start),
-        EndPadding=tuple(zero1 + end),
-        GroupCount=group,
+        OutputTensor=tensor(y_type, geometry.out4),
+        **geometry.fields(),
     )
-    return ctx.dml_node(desc, FIELDS_BY_INPUT, (batch, out_channels, *out_spatial))
+    return ctx.dml_node(desc, FIELDS_BY_INPUT, geometry.output_shape)
 
 # --- kernel ----------------------------------------------------------------------------------
 

@@ -28,7 +28,7 @@ import onnx
 from ..enums import DML_TENSOR_DATA_TYPE as DT
 from ..plan import DmlNode
 from ..real_ep import ON_CPU
-from . import (activation, dynamic_quantize_linear, element_wise_add1, element_wise_dequantize_linear, element_wise_quantize_linear,
+from . import (activation, convolution_integer, dynamic_quantize_linear, element_wise_add1, element_wise_dequantize_linear, element_wise_quantize_linear,
                element_wise_quantized_linear_add, matrix_multiply_integer, matrix_multiply_integer_to_float, quantized_linear_convolution,
                quantized_linear_matrix_multiply)
 from .base import FLOAT32, FLOATS, INT32, QUANTIZED, Operator
@@ -39,6 +39,7 @@ MODULES = (
     activation,
     quantized_linear_convolution,
     quantized_linear_matrix_multiply,
+    convolution_integer,
     element_wise_quantized_linear_add,
     element_wise_add1,
     matrix_multiply_integer,
@@ -122,6 +123,7 @@ _matmul = quantized_linear_matrix_multiply
 _qladd = element_wise_quantized_linear_add
 _add1 = element_wise_add1
 _q, _dq, _dql = element_wise_quantize_linear, element_wise_dequantize_linear, dynamic_quantize_linear
+_convint = convolution_integer
 
 _ROWS = (
     Registration("", "QLinearConv", (10,), {"T1": QUANTIZED, "T2": QUANTIZED, "T3": QUANTIZED, "T4": INT32}, _conv.qlinear_conv, _conv),
@@ -129,6 +131,7 @@ _ROWS = (
     Registration("", "MatMulInteger", (10,), {"T1": QUANTIZED, "T2": QUANTIZED, "T3": INT32}, matrix_multiply_integer.matmul_integer, matrix_multiply_integer),
     Registration("com.microsoft", "MatMulIntegerToFloat", (1,), {"T1": QUANTIZED, "T2": QUANTIZED, "T3": FLOAT16_TO_32},
                  matrix_multiply_integer_to_float.matmul_integer_to_float, matrix_multiply_integer_to_float),
+    Registration("", "ConvInteger", (10,), {"T1": QUANTIZED, "T2": QUANTIZED, "T3": INT32}, _convint.conv_integer, _convint),
     Registration("com.microsoft", "QLinearAdd", (1,), {"T": QUANTIZED}, _qladd.qlinear_add, _qladd),
     Registration("", "Add", (7, 13, 14), {"T": FLOAT16_TO_32 | INTS_8_TO_64}, _add1.add, _add1),
     # The real EP also registers Sum-6 (its "7") and runs 1 or 3+ inputs as a loop of adds; dml_ep
