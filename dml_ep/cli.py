@@ -730,6 +730,9 @@ def format_report(report: ModelReport, per_node: bool) -> str:
     if report.nodes is not None and (per_node or not report.ok):
         counts = ", ".join(f"{cause} {count}" for cause, count in report.cause_counts.items())
         lines.append(f"  causes (nodes differing in isolation): {counts or 'none'}")
+        within = ", ".join(f"{cause} {count}" for cause, count in report.within_tolerance_cause_counts.items())
+        if within and not report.ok:
+            lines.append(f"  within tolerance in isolation but not bit-exact, differences later nodes grow: {within}")
         first = report.first_divergent
         if first is not None:
             lines += _describe_divergent(first)

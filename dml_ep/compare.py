@@ -154,9 +154,14 @@ class NodeComparison:
         return self.isolated is not None and not self.isolated.within_tolerance
 
     @property
+    def inexact_in_isolation(self) -> bool:
+        """Not bit-exact in isolation, though maybe within tolerance (a float output)."""
+        return self.isolated is not None and self.isolated.differing > 0
+
+    @property
     def cause(self) -> str | None:
         """The cause of most of the differing elements in isolation."""
-        if not self.differs_in_isolation:
+        if not self.inexact_in_isolation or not self.causes:
             return None
         return max(CAUSES, key=lambda c: self.causes.get(c, 0))
 
@@ -218,6 +223,13 @@ class ModelReport:
         counts = collections.Counter(n.cause for n in self.nodes or () if n.differs_in_isolation)
         return {cause: counts[cause] for cause in CAUSES if counts[cause]}
 
+    @property
+    def within_tolerance_cause_counts(self) -> dict[str, int]:
+        """How many nodes are within tolerance in isolation but not bit-exact (float outputs), by
+        cause: differences that later nodes may grow past the tolerance."""
+        counts = collections.Counter(n.cause for n in self.nodes or () if n.inexact_in_isolation and not n.differs_in_isolation)
+        return {cause: counts[cause] for cause in CAUSES if counts[cause]}
+
     def to_dict(self) -> dict:
         first = self.first_divergent
         return {
@@ -231,6 +243,7 @@ class ModelReport:
             "plan": self.plan,
             "outputs": [o.to_dict() for o in self.outputs],
             "cause_counts": self.cause_counts,
+            "within_tolerance_cause_counts": self.within_tolerance_cause_counts,
             "first_divergent": first.to_dict() if first else None,
             "nodes": None if self.nodes is None else [n.to_dict() for n in self.nodes],
             "shipped": None if self.shipped is None else [s.to_dict() for s in self.shipped],
@@ -402,7 +415,7 @@ def compare_nodes(executor: Executor, values: dict, reference: dict, steps: dict
             expected = reference[entry.output]
             comparison.desc = desc_summary(entry.desc)
             comparison.isolated = compare_tensors(entry.output, result, expected, step_of(entry.output, expected, steps), atol)
-            if comparison.differs_in_isolation:
+            if comparison.inexact_in_isolation:
                 comparison.causes = classify(entry, reference, result, expected, alternatives, float_reference)
         elif entry.origin.cpu_rule:
             compare_cpu_only_group(executor, entry, reference, steps, atol, comparison)
