@@ -152,7 +152,11 @@ class Executor:
             if planned is not None and tensor.shape != planned:
                 raise ShapeError(f"{field} was planned for shape {list(planned)} and got {list(tensor.shape)}", node=entry.node)
             tensors[field] = tensor
+        constants = entry.cache.get("constants")
+        if constants is None:  # what is bound at initialization: a kernel prepares from these alone, the rest comes per run
+            constants = entry.cache["constants"] = {field: b for field, b in entry.inputs.items() if isinstance(b, np.ndarray)}
         try:
+            prepare_kernel(entry.desc, constants, self.arithmetic, self.engine, entry.cache)
             result = run_kernel(entry.desc, tensors, self.arithmetic, self.engine, entry.cache)
         except NodeError as error:  # a parameter bound at run time, checked as it arrives
             raise error.named(entry.node, entry.names) from None

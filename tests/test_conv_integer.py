@@ -228,3 +228,16 @@ def test_desc_validation():
             desc(**changes).validate("2_1")
     with pytest.raises(DescValidationError, match="requires"):
         desc().validate("2_0")
+
+
+def test_run_time_zero_point_of_a_node_planned_at_run_time():
+    """A symbolic batch plans the node only when run, with the run's tensors: the kernel must
+    still take x_zero_point from each run, not keep the first one."""
+    rng = np.random.default_rng(4)
+    x, w = codes(rng, np.uint8, (1, 3, 6, 6)), codes(rng, np.int8, (4, 3, 3, 3))
+    model, _ = conv_integer(x, w, Feed(np.uint8(0)), np.int8(2), pads=[1, 1, 1, 1])
+    model.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "batch"
+    sess = session(model)
+    for batch, x_zp in ((2, 7), (2, 200), (3, 0)):
+        feeds = {"in0": codes(rng, np.uint8, (batch, 3, 6, 6)), "in2": np.array(x_zp, np.uint8)}
+        np.testing.assert_array_equal(sess.run(None, feeds)[0], run_ort(model, feeds, "ort"))
