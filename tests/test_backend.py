@@ -54,6 +54,21 @@ def _with_constant_parameters(case):
     return model, inputs[0], expected
 
 
+@pytest.mark.parametrize("case", _official_cases(r"^test_(qlinearconv|qlinearmatmul|matmulinteger|convinteger|dynamicquantizelinear)"))
+def test_official_quantized_cases_with_run_time_parameters_on_directml(case):
+    """As written, every scale and zero point a graph input: the real EP binds them as tensors, so
+    each quantized node runs on DirectML (float16 scales excepted: the real EP fails creating the
+    operator); the _expanded cases' float nodes are float DirectML operators dml_ep does not model."""
+    inputs, expected = ([_normalize_tensor(t) for t in tensors] for tensors in case.data_sets[0])
+    session = dml_ep.backend.prepare(case.model, arithmetic="onnxruntime").session
+    outputs = session.run(None, dict(zip((i.name for i in case.model.graph.input), inputs)))
+    for entry in session.executor.plan.entries:
+        if entry.node.op_type in ("QLinearConv", "QLinearMatMul", "MatMulInteger", "ConvInteger", "DynamicQuantizeLinear", "QuantizeLinear"):
+            assert isinstance(entry, DmlNode) or "float16" in case.name and "FLOAT32 scales" in entry.reason, entry.summary()
+    for y, want in zip(outputs, expected):  # ONNX's expected outputs (onnxruntime refuses convinteger_with_padding's per-channel zero point)
+        np.testing.assert_array_equal(y, want)
+
+
 @pytest.mark.parametrize("case", _official_cases(r"^test_(qlinearconv|qlinearmatmul)"))
 def test_official_quantized_cases_on_directml(case):
     """With constant parameters the node runs on DirectML; float16 scales (QLinearMatMul-21) fall back."""

@@ -48,7 +48,7 @@ from ..kernels.parameters import read4d
 from ..plan import DmlNode
 from .base import INT32, QUANTIZED, Operator, OperatorDesc, TensorDesc, rules
 from .importing import NodeContext, check_zero_point, parameter_tensor, quantized_type, tensor
-from .quantized_linear_convolution import PreparedConvolution, convolution_geometry, filter_matrix, validate_convolution
+from .quantized_linear_convolution import PreparedConvolution, convolution_geometry, validate_convolution
 
 
 @dataclasses.dataclass(frozen=True)
@@ -134,30 +134,12 @@ class PreparedConvolutionInteger(PreparedConvolution):
     def __init__(self, desc, tensors: dict, arithmetic, engine, products: dict):
         super().__init__(desc, tensors, arithmetic, engine, products)
         self.saturates_u8s8 = arithmetic.saturates_u8s8(desc.FilterTensor, desc.InputTensor)  # MLAS's A is the filter
-        self.requantize = lambda acc: acc.astype(np.int32)
 
-    def prepare(self, tensors: dict) -> None:
-        desc = self.desc
-        self.runtime_zero_point = desc.InputZeroPointTensor is not None and "InputZeroPointTensor" not in tensors
-        self.constant = self.constant and (desc.FilterZeroPointTensor is None or "FilterZeroPointTensor" in tensors)
-        if self.runtime_zero_point:  # read at each run (operand)
-            tensors = {**tensors, "InputZeroPointTensor": np.zeros(1, desc.InputTensor.DataType.numpy())}
-        super().prepare(tensors)
+    def prepare_finish(self, tensors: dict, arithmetic) -> None:
+        pass  # the output is the sums
 
-    def requantize_parameters(self, tensors: dict) -> tuple:
-        return 1.0, 1.0, 1.0, 0  # unused: the output is the sums
-
-    def operand(self, tensors: dict) -> np.ndarray:
-        if self.runtime_zero_point:
-            self.zero_point = int(read4d(tensors, self.desc, "InputZeroPointTensor").reshape(-1)[0])
-            self.pad_code = np.array(self.zero_point).astype(self.desc.InputTensor.DataType.numpy())
-        return super().operand(tensors)
-
-    def _product(self, tensors: dict):
-        if self.constant:
-            return super()._product(tensors)
-        b, b_zero_point = filter_matrix(self.desc, tensors)  # a filter or zero point bound at run time
-        return self.product(b, b_zero_point, None, self.rows, key=(b_zero_point.tobytes(),))
+    def finish(self, acc: np.ndarray, tensors: dict) -> np.ndarray:
+        return acc.astype(np.int32)
 
     def u8s8_correction(self, tensors: dict, operand: np.ndarray) -> np.ndarray:
         """onnxruntime's GEMM is filter [OC/G, K] x columns [K, N*OH*OW], K in NCHW im2col order."""

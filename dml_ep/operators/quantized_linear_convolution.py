@@ -31,9 +31,9 @@ from ..enums import DML_FEATURE_LEVEL as FL
 from ..enums import DML_OPERATOR_TYPE as OP
 from ..enums import DML_TENSOR_FLAGS
 from ..errors import InvalidAttributeError, ShapeError
-from ..kernels import u8s8
+from ..kernels import quantize, u8s8
 from ..kernels.im2col import im2col
-from ..kernels.parameters import parameter4d, read4d, scalar
+from ..kernels.parameters import checked_scale, parameter4d, read4d, scalar
 from ..kernels.quantized_product import PreparedQuantizedProduct
 from ..plan import DmlNode
 from ..real_ep import ASSIGNED_TO_DML
@@ -44,6 +44,7 @@ from .importing import (
     check_scale,
     check_zero_point,
     output_type,
+    parameter_shape,
     parameter_tensor,
     quantized_type,
     tensor,
@@ -314,13 +315,13 @@ def qlinear_conv(ctx: NodeContext) -> DmlNode:
     geometry = convolution_geometry(ctx, X, W, "QUANTIZED_LINEAR_CONVOLUTION")
     out_channels = geometry.out_channels
 
-    check_scale(ctx, X_SCALE, ctx.constant(X_SCALE, "input scale"))
-    w_scale = check_scale(ctx, W_SCALE, ctx.constant(W_SCALE, "filter scale"), (1, out_channels))
-    check_scale(ctx, Y_SCALE, ctx.constant(Y_SCALE, "output scale"))
-    x_zp = check_zero_point(ctx, X_ZP, ctx.optional_constant(X_ZP, "input zero point"), x_type)
-    w_zp = check_zero_point(ctx, W_ZP, ctx.optional_constant(W_ZP, "filter zero point"), w_type, (1, out_channels))
+    check_scale(ctx, X_SCALE, ctx.parameter(X_SCALE))
+    w_scale = check_scale(ctx, W_SCALE, ctx.parameter(W_SCALE), (1, out_channels))
+    check_scale(ctx, Y_SCALE, ctx.parameter(Y_SCALE))
+    check_zero_point(ctx, X_ZP, ctx.parameter(X_ZP), x_type)
+    w_zp = check_zero_point(ctx, W_ZP, ctx.parameter(W_ZP), w_type, (1, out_channels))
     y_type = output_type(ctx)
-    y_zp = check_zero_point(ctx, Y_ZP, ctx.optional_constant(Y_ZP, "output zero point"), y_type)
+    check_zero_point(ctx, Y_ZP, ctx.parameter(Y_ZP), y_type)
     if ctx.input_name(BIAS):
         bias_info = ctx.info(BIAS)
         if bias_info.dtype != np.int32 or bias_info.shape != (out_channels,):
@@ -329,19 +330,21 @@ def qlinear_conv(ctx: NodeContext) -> DmlNode:
     scalar4 = (1, 1, 1, 1)
     channel4 = (1, out_channels, 1, 1)
 
-    def per_channel(array):
-        return parameter_tensor(array, channel4 if np.asarray(array).size > 1 else scalar4)
+    def per_channel(index, value):
+        """A filter scale or zero point, per tensor or per output channel; constant or bound at run time."""
+        sizes = channel4 if int(np.prod(parameter_shape(ctx, index))) > 1 else scalar4
+        return tensor(ctx.info(index).dtype, sizes) if value is None else parameter_tensor(value, sizes)
 
     desc = DML_QUANTIZED_LINEAR_CONVOLUTION_OPERATOR_DESC(
         InputTensor=tensor(x_type, geometry.in4),
         InputScaleTensor=tensor(np.float32, scalar4),
-        InputZeroPointTensor=None if x_zp is None else tensor(x_type, scalar4),
+        InputZeroPointTensor=tensor(x_type, scalar4) if ctx.input_name(X_ZP) else None,
         FilterTensor=tensor(w_type, geometry.w4, owned=ctx.input_name(W) in ctx.constants),
-        FilterScaleTensor=per_channel(w_scale),
-        FilterZeroPointTensor=None if w_zp is None else per_channel(w_zp),
+        FilterScaleTensor=per_channel(W_SCALE, w_scale),
+        FilterZeroPointTensor=per_channel(W_ZP, w_zp) if ctx.input_name(W_ZP) else None,
         BiasTensor=None if not ctx.input_name(BIAS) else tensor(np.int32, channel4, owned=ctx.input_name(BIAS) in ctx.constants),
         OutputScaleTensor=tensor(np.float32, scalar4),
-        OutputZeroPointTensor=None if y_zp is None else tensor(y_type, scalar4),
+        OutputZeroPointTensor=tensor(y_type, scalar4) if ctx.input_name(Y_ZP) else None,
         OutputTensor=tensor(y_type, geometry.out4),
         **geometry.fields(),
     )
@@ -366,6 +369,9 @@ def filter_matrix(desc, tensors) -> tuple[np.ndarray, np.ndarray]:
     return b, zero_point
 
 
+REQUANTIZE_FIELDS = ("InputScaleTensor", "FilterScaleTensor", "OutputScaleTensor", "OutputZeroPointTensor")
+
+
 class PreparedConvolution(PreparedQuantizedProduct):
     """A convolution desc prepared: its scalar parameters, the filter as the engine's product (with
     the bias, where both are bound at initialization (OWNED_BY_DML)), and the requantize step. A
@@ -380,16 +386,40 @@ class PreparedConvolution(PreparedQuantizedProduct):
             self.saturates_u8s8 = False
 
     def prepare(self, tensors: dict) -> None:
+        """``tensors`` holds the buffers bound at initialization: a zero point not among them comes
+        with each run (the input's is read in :meth:`operand`; the filter's makes one engine
+        product per value met)."""
         desc = self.desc
         self.kernel = tuple(desc.FilterTensor.Sizes[-2:])
         self.rows = int(np.prod(desc.OutputTensor.Sizes)) // desc.OutputTensor.Sizes[1]  # N * OH * OW
-        self.zero_point = int(scalar(tensors, desc, "InputZeroPointTensor"))
-        self.pad_code = np.array(self.zero_point).astype(desc.InputTensor.DataType.numpy())
+        self.runtime_zero_point = desc.InputZeroPointTensor is not None and "InputZeroPointTensor" not in tensors
+        self.constant = self.constant and (desc.FilterZeroPointTensor is None or "FilterZeroPointTensor" in tensors)
+        self._input_zero_point(tensors if not self.runtime_zero_point else {})
         bias_constant = desc.BiasTensor is not None and bool(desc.BiasTensor.Flags & DML_TENSOR_FLAGS.OWNED_BY_DML)
         self.bias = channels_last(tensors, desc, "BiasTensor") if bias_constant else None
         self.bias_in_product = self.constant and bias_constant and desc.GroupCount == 1
         if self.constant:
             self._product(tensors)
+
+    def _input_zero_point(self, tensors: dict) -> None:
+        """The input's zero point (0 where absent or not given), and the code padding reads."""
+        self.zero_point = int(scalar(tensors, self.desc, "InputZeroPointTensor")) if "InputZeroPointTensor" in tensors else 0
+        self.pad_code = np.array(self.zero_point).astype(self.desc.InputTensor.DataType.numpy())
+
+    def prepare_finish(self, tensors: dict, arithmetic) -> None:
+        """The requantize step, once; or at each run when a scale or zero point comes with it."""
+        self.arithmetic = arithmetic
+        if any(getattr(self.desc, field, None) is not None and field not in tensors for field in REQUANTIZE_FIELDS):
+            self.requantize = None
+        else:
+            super().prepare_finish(tensors, arithmetic)
+
+    def finish(self, acc: np.ndarray, tensors: dict) -> np.ndarray:
+        if self.requantize is not None:
+            return self.requantize(acc)
+        for field in REQUANTIZE_FIELDS[:3]:
+            checked_scale(read4d(tensors, self.desc, field), tensor=field)
+        return quantize.Requantizer(*self.requantize_parameters(tensors), self.desc.OutputTensor.DataType.numpy(), self.arithmetic)(acc)
 
     def requantize_parameters(self, tensors: dict) -> tuple:
         desc = self.desc
@@ -397,7 +427,11 @@ class PreparedConvolution(PreparedQuantizedProduct):
                 scalar(tensors, desc, "OutputScaleTensor"), scalar(tensors, desc, "OutputZeroPointTensor"))
 
     def _product(self, tensors: dict):
-        """The engine's product for the filter: made once."""
+        """The engine's product for the filter: made once; for a filter or filter zero point bound
+        at run time, once per zero point met."""
+        if not self.constant:
+            b, b_zero_point = filter_matrix(self.desc, tensors)
+            return self.product(b, b_zero_point, None, self.rows, key=(b_zero_point.tobytes(),))
         key = ("product", self.engine.name)
         if key in self.products:
             return self.products[key]
@@ -406,6 +440,8 @@ class PreparedConvolution(PreparedQuantizedProduct):
 
     def operand(self, tensors: dict) -> np.ndarray:
         """This run's input as GEMM rows (:func:`~dml_ep.kernels.im2col.im2col`)."""
+        if self.runtime_zero_point:
+            self._input_zero_point(tensors)
         x = read4d(tensors, self.desc, "InputTensor")
         return im2col(x.transpose(0, 2, 3, 1), self.desc, self.kernel, self.pad_code)
 
