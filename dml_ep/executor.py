@@ -78,8 +78,7 @@ class Executor:
         engine sessions for their weights, and the fallback sessions (refusing a node whose types
         or attributes are invalid before the first run)."""
         for entry in plan.dml_nodes:
-            constants = {field: binding for field, binding in entry.inputs.items() if isinstance(binding, np.ndarray)}
-            prepare_kernel(entry.desc, constants, self.arithmetic, self.engine, entry.cache)
+            self._prepare_kernel(entry)
         channels_last = set()  # the values expected to lie channels last: the sessions are made for them
         made = set()
         for entry in plan.entries:
@@ -152,11 +151,8 @@ class Executor:
             if planned is not None and tensor.shape != planned:
                 raise ShapeError(f"{field} was planned for shape {list(planned)} and got {list(tensor.shape)}", node=entry.node)
             tensors[field] = tensor
-        constants = entry.cache.get("constants")
-        if constants is None:  # what is bound at initialization: a kernel prepares from these alone, the rest comes per run
-            constants = entry.cache["constants"] = {field: b for field, b in entry.inputs.items() if isinstance(b, np.ndarray)}
         try:
-            prepare_kernel(entry.desc, constants, self.arithmetic, self.engine, entry.cache)
+            self._prepare_kernel(entry)  # a node first planned at run time too
             result = run_kernel(entry.desc, tensors, self.arithmetic, self.engine, entry.cache)
         except NodeError as error:  # a parameter bound at run time, checked as it arrives
             raise error.named(entry.node, entry.names) from None
@@ -164,6 +160,14 @@ class Executor:
             shapes = (entry.output_shape, *(shape for _, shape in entry.more_outputs))
             return [array.reshape(shape) for array, shape in zip(result, shapes)]
         return result.reshape(entry.output_shape)  # a view where it can be: kernels may write channels last
+
+    def _prepare_kernel(self, entry: DmlNode) -> None:
+        """The kernel's once-per-node work, from the buffers bound at initialization alone (the
+        constants): what is bound at execution comes with each run."""
+        constants = entry.cache.get("constants")
+        if constants is None:
+            constants = entry.cache["constants"] = {field: b for field, b in entry.inputs.items() if isinstance(b, np.ndarray)}
+        prepare_kernel(entry.desc, constants, self.arithmetic, self.engine, entry.cache)
 
     def run_partition(self, group: tuple[int, ...], values: dict) -> dict[str, np.ndarray]:
         """The outputs of fallback nodes (one, or a partition: those read after it), from one

@@ -18,6 +18,7 @@ import numpy as np
 from ..arithmetic import Arithmetic
 from ..enums import DML_TENSOR_FLAGS
 from . import quantize
+from .parameters import checked_scale, read4d
 
 
 class PreparedQuantizedProduct:
@@ -61,14 +62,27 @@ class PreparedQuantizedProduct:
 
     # The step after the integer core: requantize, unless a subclass says otherwise.
 
+    REQUANTIZE_FIELDS: tuple[str, ...] = ()  # the desc's A scale, B scale, output scale and zero point
+
     def prepare_finish(self, tensors: dict, arithmetic) -> None:
-        """The once-per-node part of :meth:`finish`: the requantize step, from :meth:`requantize_parameters`."""
-        self.requantize = quantize.Requantizer(*self.requantize_parameters(tensors), self.desc.OutputTensor.DataType.numpy(), arithmetic)
+        """The once-per-node part of :meth:`finish`: the requantize step, from
+        :meth:`requantize_parameters`; None when a scale or zero point comes with each run (one
+        not among the buffers bound at initialization, ``tensors``)."""
+        self.arithmetic = arithmetic
+        runtime = any(getattr(self.desc, field, None) is not None and field not in tensors for field in self.REQUANTIZE_FIELDS)
+        self.requantize = None if runtime else self._requantizer(tensors)
+
+    def _requantizer(self, tensors: dict) -> quantize.Requantizer:
+        return quantize.Requantizer(*self.requantize_parameters(tensors), self.desc.OutputTensor.DataType.numpy(), self.arithmetic)
 
     def finish(self, acc: np.ndarray, tensors: dict) -> np.ndarray:
         """The output values from the integer core's sums (u8s8 correction included); ``tensors``
-        gives the parameters bound at run time."""
-        return self.requantize(acc)
+        gives the parameters bound at run time, whose scales are checked as they come."""
+        if self.requantize is not None:
+            return self.requantize(acc)
+        for field in self.REQUANTIZE_FIELDS[:3]:
+            checked_scale(read4d(tensors, self.desc, field), tensor=field)
+        return self._requantizer(tensors)(acc)
 
     # What a quantized product says for itself.
 

@@ -31,9 +31,9 @@ from ..enums import DML_FEATURE_LEVEL as FL
 from ..enums import DML_OPERATOR_TYPE as OP
 from ..enums import DML_TENSOR_FLAGS
 from ..errors import InvalidAttributeError, ShapeError
-from ..kernels import quantize, u8s8
+from ..kernels import u8s8
 from ..kernels.im2col import im2col
-from ..kernels.parameters import checked_scale, parameter4d, read4d, scalar
+from ..kernels.parameters import parameter4d, read4d, scalar
 from ..kernels.quantized_product import PreparedQuantizedProduct
 from ..plan import DmlNode
 from ..real_ep import ASSIGNED_TO_DML
@@ -369,15 +369,13 @@ def filter_matrix(desc, tensors) -> tuple[np.ndarray, np.ndarray]:
     return b, zero_point
 
 
-REQUANTIZE_FIELDS = ("InputScaleTensor", "FilterScaleTensor", "OutputScaleTensor", "OutputZeroPointTensor")
-
-
 class PreparedConvolution(PreparedQuantizedProduct):
     """A convolution desc prepared: its scalar parameters, the filter as the engine's product (with
     the bias, where both are bound at initialization (OWNED_BY_DML)), and the requantize step. A
     is the input as im2col rows; sums come channels last, [N, OH, OW, OC]."""
 
     A_FIELD, B_FIELD = "InputTensor", "FilterTensor"
+    REQUANTIZE_FIELDS = ("InputScaleTensor", "FilterScaleTensor", "OutputScaleTensor", "OutputZeroPointTensor")
 
     def __init__(self, desc, tensors: dict, arithmetic, engine, products: dict):
         super().__init__(desc, tensors, arithmetic, engine, products)
@@ -405,21 +403,6 @@ class PreparedConvolution(PreparedQuantizedProduct):
         """The input's zero point (0 where absent or not given), and the code padding reads."""
         self.zero_point = int(scalar(tensors, self.desc, "InputZeroPointTensor")) if "InputZeroPointTensor" in tensors else 0
         self.pad_code = np.array(self.zero_point).astype(self.desc.InputTensor.DataType.numpy())
-
-    def prepare_finish(self, tensors: dict, arithmetic) -> None:
-        """The requantize step, once; or at each run when a scale or zero point comes with it."""
-        self.arithmetic = arithmetic
-        if any(getattr(self.desc, field, None) is not None and field not in tensors for field in REQUANTIZE_FIELDS):
-            self.requantize = None
-        else:
-            super().prepare_finish(tensors, arithmetic)
-
-    def finish(self, acc: np.ndarray, tensors: dict) -> np.ndarray:
-        if self.requantize is not None:
-            return self.requantize(acc)
-        for field in REQUANTIZE_FIELDS[:3]:
-            checked_scale(read4d(tensors, self.desc, field), tensor=field)
-        return quantize.Requantizer(*self.requantize_parameters(tensors), self.desc.OutputTensor.DataType.numpy(), self.arithmetic)(acc)
 
     def requantize_parameters(self, tensors: dict) -> tuple:
         desc = self.desc

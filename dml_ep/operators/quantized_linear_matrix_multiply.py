@@ -27,8 +27,8 @@ from ..enums import DML_FEATURE_LEVEL as FL
 from ..enums import DML_OPERATOR_TYPE as OP
 from ..errors import ShapeError
 from ..enums import DML_TENSOR_FLAGS
-from ..kernels import quantize, u8s8
-from ..kernels.parameters import as4d, checked_scale, parameter4d
+from ..kernels import u8s8
+from ..kernels.parameters import as4d, parameter4d
 from ..kernels.quantized_product import PreparedQuantizedProduct
 from ..plan import DmlNode
 from ..real_ep import ASSIGNED_TO_DML
@@ -199,15 +199,13 @@ def _matrix_b(desc, tensors: dict) -> np.ndarray:
     return b[0, 0] if b.shape[:2] == (1, 1) else b
 
 
-REQUANTIZE_FIELDS = ("AScaleTensor", "BScaleTensor", "OutputScaleTensor", "OutputZeroPointTensor")
-
-
 class PreparedMatrixMultiply(PreparedQuantizedProduct):
     """A matrix multiply desc prepared: zero points, B as the engine's product (its session made
     once; a B bound at run time is fed to it at each run), and the requantize step. Sums come as
     [batch, channel, M, N]."""
 
     A_FIELD, B_FIELD = "ATensor", "BTensor"
+    REQUANTIZE_FIELDS = ("AScaleTensor", "BScaleTensor", "OutputScaleTensor", "OutputZeroPointTensor")
 
     def prepare(self, tensors: dict) -> None:
         desc = self.desc
@@ -224,21 +222,7 @@ class PreparedMatrixMultiply(PreparedQuantizedProduct):
         tensor_desc = getattr(self.desc, field)
         return tensor_desc is not None and not tensor_desc.Flags & DML_TENSOR_FLAGS.OWNED_BY_DML
 
-    def prepare_finish(self, tensors: dict, arithmetic) -> None:
-        """The requantize step, once; or at each run when a scale or zero point comes with it."""
-        self.arithmetic = arithmetic
-        if any(self.bound_at_run_time(field) for field in REQUANTIZE_FIELDS):
-            self.requantize = None
-        else:
-            super().prepare_finish(tensors, arithmetic)
 
-    def finish(self, acc: np.ndarray, tensors: dict) -> np.ndarray:
-        if self.requantize is not None:
-            return self.requantize(acc)
-        for field in REQUANTIZE_FIELDS[:3]:
-            if self.bound_at_run_time(field):
-                checked_scale(tensors[field], tensor=field)
-        return quantize.Requantizer(*self.requantize_parameters(tensors), self.desc.OutputTensor.DataType.numpy(), self.arithmetic)(acc)
 
     def _a_zero_point(self, tensors: dict):
         """A's zero point: an int per tensor, int64 {1,1,M,1} per row."""
@@ -246,7 +230,7 @@ class PreparedMatrixMultiply(PreparedQuantizedProduct):
         return za.astype(np.int64) if self.per_row else int(za.reshape(-1)[0])
 
     def requantize_parameters(self, tensors: dict) -> tuple:
-        return tuple(parameter4d(tensors, self.desc, field) for field in REQUANTIZE_FIELDS)
+        return tuple(parameter4d(tensors, self.desc, field) for field in self.REQUANTIZE_FIELDS)
 
     def _zero_point(self, b: np.ndarray) -> np.ndarray:
         """B's zero point as the engines take it: a scalar, or per column of each matrix of ``b``."""
