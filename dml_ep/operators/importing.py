@@ -17,7 +17,7 @@ from ..enums import DML_FEATURE_LEVEL, DML_TENSOR_DATA_TYPE, DML_TENSOR_FLAGS
 from ..errors import QuantizationParameterError, ShapeError
 from ..graph import ValueInfo, attributes
 from ..plan import DmlNode
-from ..real_ep import ASSIGNED_TO_DML, ON_CPU, ON_DML
+from ..real_ep import ASSIGNED_TO_DML, ON_CPU
 from ..tensor_desc import DML_BUFFER_TENSOR_DESC, broadcast_shapes, broadcast_strides, left_pad
 
 MAX_DIMENSIONS = 8  # DML_TENSOR_DIMENSION_COUNT_MAX1
@@ -53,21 +53,6 @@ class NodeContext:
 
     def info(self, index: int) -> ValueInfo:
         return self.values[self.input_name(index)]
-
-    def constant(self, index: int, what: str) -> np.ndarray:
-        """The constant value of an input, or Fallback when it is only known at run time.
-
-        Scales and zero points must be constants: dml_ep checks them (a zero scale is undefined
-        behaviour in DirectML) and folds them into the desc when the model is planned. A scale
-        computed at run time leaves its node to onnxruntime, with this reason, rather than failing.
-        """
-        name = self.input_name(index)
-        if name not in self.constants:
-            raise Fallback(f"{what} {name!r} is not a constant initializer", ON_DML)
-        return self.constants[name]
-
-    def optional_constant(self, index: int, what: str):
-        return self.constant(index, what) if self.input_name(index) else None
 
     def parameter(self, index: int) -> np.ndarray | None:
         """A scale's or zero point's value if it is a constant initializer; None if it comes at run
