@@ -127,8 +127,9 @@ def min_max(x: np.ndarray) -> tuple[np.float32, np.float32]:
     flat = np.ascontiguousarray(x, dtype=np.float32).reshape(-1)
     if flat.size == 0:
         return np.float32(np.finfo(np.float32).max), np.float32(-np.finfo(np.float32).max)
-    if not np.isnan(flat).any():
-        return flat.min(), flat.max()
+    low, high = flat.min(), flat.max()
+    if not (np.isnan(low) or np.isnan(high)):  # NaN-free: a NaN would have made both NaN
+        return low, high
     return _lanes_min_max(flat)
 
 
@@ -173,8 +174,10 @@ def dynamic_quantize_linear_kernel(desc, tensors: dict, arithmetic, cache: dict)
     x = view(tensors["InputTensor"], desc.InputTensor).astype(np.float32, copy=False)
     dtype = desc.OutputTensor.DataType.numpy()
     scale, zero_point = quantization_parameters(x, dtype)
-    quantize_values = onnxruntime_quantize if arithmetic.onnxruntime else ideal_quantize
-    y = quantize_values(x, scale, np.asarray(zero_point), dtype)
+    if arithmetic.onnxruntime:
+        y = onnxruntime_quantize(x, scale, np.asarray(zero_point), dtype, nan_free=not np.isnan(x.min()))
+    else:
+        y = ideal_quantize(x, scale, np.asarray(zero_point), dtype)
     return y, np.full((1, 1, 1, 1), scale, np.float32), np.full((1, 1, 1, 1), zero_point, dtype)
 
 

@@ -202,16 +202,25 @@ def quantize_linear_kernel(desc, tensors: dict, arithmetic, cache: dict) -> np.n
     return quantize_values(x, scale, zero_point, dtype)
 
 
-def onnxruntime_quantize(x: np.ndarray, scale, zero_point, dtype) -> np.ndarray:
-    """MLAS's QuantizeLinear kernel: float32 ``x / scale``, NaN -> ``qmin - zp``, clamp, ``cvtps2dq``, ``+ zp``."""
+def onnxruntime_quantize(x: np.ndarray, scale, zero_point, dtype, nan_free: bool = False) -> np.ndarray:
+    """MLAS's QuantizeLinear kernel: float32 ``x / scale``, NaN -> ``qmin - zp``, clamp, ``cvtps2dq``,
+    ``+ zp``. ``nan_free``: the caller knows ``x`` has no NaN (one clamping pass instead of two)."""
     qmin, qmax = quantize.quant_range(dtype)
     zero_point = np.asarray(zero_point, dtype=np.int32)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         v = np.divide(x, np.asarray(scale, dtype=np.float32), dtype=np.float32)
     lo, hi = (qmin - zero_point).astype(np.float32), (qmax - zero_point).astype(np.float32)
-    v = np.where(np.isnan(v), lo, v)
-    np.clip(v, lo, hi, out=v)
-    return (np.rint(v).astype(np.int32) + zero_point).astype(dtype)
+    if v.shape != np.broadcast_shapes(v.shape, lo.shape):
+        v = np.broadcast_to(v, np.broadcast_shapes(v.shape, lo.shape)).copy()
+    if nan_free:
+        np.clip(v, lo, hi, out=v)
+    else:
+        np.fmax(v, lo, out=v)  # maxps(NaN, lo) is lo, as fmax's
+        np.minimum(v, hi, out=v)
+    np.rint(v, out=v)
+    out = np.empty(v.shape, dtype)
+    np.add(v, zero_point.astype(np.float32), out=out, casting="unsafe")  # small integers, exact in float32, then the type
+    return out
 
 
 def ideal_quantize(x: np.ndarray, scale, zero_point, dtype) -> np.ndarray:

@@ -196,9 +196,9 @@ def scale_bias_onnxruntime(acc, a_scale, b_scale, bias, batched_b: bool) -> np.n
     if b_supported:
         multiplier = np.multiply(multiplier, b_scale, dtype=F32)
     with np.errstate(over="ignore", invalid="ignore"):
-        y = np.multiply(np.asarray(acc).astype(F32), multiplier, dtype=F32)
+        y = np.multiply(acc, multiplier, dtype=F32)  # int32 -> float32 rounds to nearest even, as cvtdq2ps
         if bias is not None:
-            y = np.add(y, bias, dtype=F32)
+            y = np.add(y, bias, out=y if y.shape == np.broadcast_shapes(y.shape, np.shape(bias)) else None, dtype=F32)
         if per_row:
             y = np.multiply(y, a_scale, dtype=F32)
         if not b_supported:
