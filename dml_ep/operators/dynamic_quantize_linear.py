@@ -174,10 +174,8 @@ def dynamic_quantize_linear_kernel(desc, tensors: dict, arithmetic, cache: dict)
     x = view(tensors["InputTensor"], desc.InputTensor).astype(np.float32, copy=False)
     dtype = desc.OutputTensor.DataType.numpy()
     scale, zero_point = quantization_parameters(x, dtype)
-    if arithmetic.onnxruntime:
-        y = onnxruntime_quantize(x, scale, np.asarray(zero_point), dtype, nan_free=not np.isnan(x.min()))
-    else:
-        y = ideal_quantize(x, scale, np.asarray(zero_point), dtype)
+    quantize_values = onnxruntime_quantize if arithmetic.onnxruntime else ideal_quantize
+    y = quantize_values(x, scale, np.asarray(zero_point), dtype)
     return y, np.full((1, 1, 1, 1), scale, np.float32), np.full((1, 1, 1, 1), zero_point, dtype)
 
 

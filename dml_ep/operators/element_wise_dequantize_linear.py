@@ -88,6 +88,9 @@ def dequantize_linear_kernel(desc, tensors: dict, arithmetic, cache: dict) -> np
     x = view(tensors["InputTensor"], desc.InputTensor)
     scale, zero_point = parameters(desc, tensors)
     scale = scale.astype(np.float32, copy=False)
+    if x.dtype.itemsize == 1:  # x - zp exact in float32, so one float32 product: onnxruntime's value and the correctly rounded one
+        difference = np.subtract(x, zero_point, dtype=np.float32)
+        return np.multiply(difference, scale, out=difference if difference.shape == np.broadcast_shapes(difference.shape, scale.shape) else None)
     if arithmetic.onnxruntime:  # int32 subtraction (wrapping), float32 conversion, float32 multiply
         difference = np.subtract(x, zero_point, dtype=np.int64).astype(np.int32).astype(np.float32)
         with np.errstate(over="ignore", invalid="ignore"):

@@ -189,9 +189,15 @@ def parameters(desc, tensors: dict) -> tuple[np.ndarray, np.ndarray]:
     """The scale (its values checked: one bound at run time arrives here unchecked) and the zero
     point (0 when null), read with the output's sizes."""
     checked_scale(np.asarray(tensors["ScaleTensor"]))
-    scale = view(tensors["ScaleTensor"], desc.ScaleTensor)
-    zero_point = 0 if desc.ZeroPointTensor is None else view(tensors["ZeroPointTensor"], desc.ZeroPointTensor)
+    scale = distinct(view(tensors["ScaleTensor"], desc.ScaleTensor))
+    zero_point = 0 if desc.ZeroPointTensor is None else distinct(view(tensors["ZeroPointTensor"], desc.ZeroPointTensor))
     return scale, np.asarray(zero_point)
+
+
+def distinct(x: np.ndarray) -> np.ndarray:
+    """A broadcast view cut to its distinct elements (size 1 along every zero stride): it
+    broadcasts the same, without a pass over the output's size per use."""
+    return x[tuple(slice(0, 1) if stride == 0 else slice(None) for stride in x.strides)]
 
 
 def quantize_linear_kernel(desc, tensors: dict, arithmetic, cache: dict) -> np.ndarray:
@@ -202,9 +208,10 @@ def quantize_linear_kernel(desc, tensors: dict, arithmetic, cache: dict) -> np.n
     return quantize_values(x, scale, zero_point, dtype)
 
 
-def onnxruntime_quantize(x: np.ndarray, scale, zero_point, dtype, nan_free: bool = False) -> np.ndarray:
+def onnxruntime_quantize(x: np.ndarray, scale, zero_point, dtype) -> np.ndarray:
     """MLAS's QuantizeLinear kernel: float32 ``x / scale``, NaN -> ``qmin - zp``, clamp, ``cvtps2dq``,
-    ``+ zp``. ``nan_free``: the caller knows ``x`` has no NaN (one clamping pass instead of two)."""
+    ``+ zp``. A NaN goes through the clamp and the rounding, and is then written as qmin: one pass
+    over the quotients finds whether there is any."""
     qmin, qmax = quantize.quant_range(dtype)
     zero_point = np.asarray(zero_point, dtype=np.int32)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
@@ -212,18 +219,40 @@ def onnxruntime_quantize(x: np.ndarray, scale, zero_point, dtype, nan_free: bool
     lo, hi = (qmin - zero_point).astype(np.float32), (qmax - zero_point).astype(np.float32)
     if v.shape != np.broadcast_shapes(v.shape, lo.shape):
         v = np.broadcast_to(v, np.broadcast_shapes(v.shape, lo.shape)).copy()
-    if nan_free:
-        np.clip(v, lo, hi, out=v)
-    else:
-        np.fmax(v, lo, out=v)  # maxps(NaN, lo) is lo, as fmax's
-        np.minimum(v, hi, out=v)
+    np.clip(v, lo, hi, out=v)
     np.rint(v, out=v)
     out = np.empty(v.shape, dtype)
-    np.add(v, zero_point.astype(np.float32), out=out, casting="unsafe")  # small integers, exact in float32, then the type
+    with np.errstate(invalid="ignore"):  # a NaN's cast: overwritten below
+        np.add(v, zero_point.astype(np.float32), out=out, casting="unsafe")  # small integers, exact in float32, then the type
+    if np.isnan(v.min(initial=0.0)):  # maxps(NaN, qmin - zp) is qmin - zp
+        out[np.isnan(v)] = qmin
     return out
 
 
 def ideal_quantize(x: np.ndarray, scale, zero_point, dtype) -> np.ndarray:
+    """``clamp(round_half_even(x / scale) + zp)`` of the exact quotient; NaN -> qmin.
+
+    The float32 quotient is the exact one correctly rounded, so it rounds to the same integer
+    unless a half-integer lies within half its ulp: only those elements (and exact ties) go
+    through :func:`exact_quantize`. Quotients of 1024 or more, whose ulp is larger, saturate
+    whatever their rounding."""
+    out = onnxruntime_quantize(x, scale, zero_point, dtype)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        quotient = np.divide(x, np.asarray(scale, dtype=np.float32), dtype=np.float32)
+        distance = np.abs(np.subtract(quotient, np.rint(quotient)))  # NaN for infinities and NaN: not suspect
+        suspect = np.flatnonzero(distance >= 0.5 - 2.0**-14)
+    if suspect.size:
+        shape = out.shape
+        where = np.unravel_index(suspect, shape)
+
+        def at(a):
+            return np.broadcast_to(np.asarray(a), shape)[where]
+
+        out[where] = exact_quantize(at(x), at(scale), at(zero_point), dtype)
+    return out
+
+
+def exact_quantize(x: np.ndarray, scale, zero_point, dtype) -> np.ndarray:
     """``clamp(round_half_even(x / scale) + zp)`` of the exact quotient; NaN -> qmin. A float64
     quotient (relative error 2^-53) decides all but the elements near a half-integer, which are
     compared with it exactly as integer ratios."""
