@@ -212,19 +212,26 @@ def scale_bias_directml(acc, a_scale, b_scale, bias) -> np.ndarray:
     a float32 rounding boundary."""
     acc = np.asarray(acc, np.float64)  # integers below 2^32: exact
     scale = np.multiply(a_scale, b_scale, dtype=np.float64)  # two float32 significands: exact
-    product = acc * scale
-    y = product if bias is None else product + np.asarray(bias, np.float64)
+    y = acc * scale
+    if bias is None:
+        cancels = None
+    else:
+        cancels = np.abs(y)  # the product, before the bias is added
+        np.add(y, np.asarray(bias, np.float64), out=y)
     with np.errstate(over="ignore"):
         rounded = y.astype(F32)
-    # The float64 value is within `error` of the exact one; the float32 rounding of both agrees
-    # unless a midpoint between two float32 neighbours lies within `error` of it.
-    error = (np.abs(product) + np.abs(y)) * 2.0**-52
-    below = np.nextafter(rounded, F32(-np.inf)).astype(np.float64)
-    above = np.nextafter(rounded, F32(np.inf)).astype(np.float64)
-    here = rounded.astype(np.float64)
-    with np.errstate(invalid="ignore"):
-        low, high = (below + here) / 2, (here + above) / 2
-        suspect = np.flatnonzero((np.abs(y - low) <= error) | (np.abs(y - high) <= error))
+    # float64 keeps 29 bits below float32's last: those bits of y say how far it lies from the
+    # midpoint between two float32 neighbours (0x10000000), in y's float64 ulps. The float64 value
+    # is within half an ulp of the product's (no bias) or of the product's and the sum's (a
+    # bias: more ulps of y where the sum cancels the product), so its float32 rounding is the
+    # exact value's unless it lies that close to a midpoint. Below float32's normal range, and at
+    # its top, the bits do not say it: those elements are checked exactly.
+    distance = np.abs((y.view(np.int64) & 0x1FFFFFFF) - 0x10000000)
+    magnitude = np.abs(y)
+    near = distance <= 2
+    if cancels is not None:
+        near |= distance <= 2 + 2 * cancels / np.maximum(magnitude, 2.0**-1000)
+    suspect = np.flatnonzero(near | ((magnitude < 2.0**-126) & (magnitude > 0)) | (magnitude >= 2.0**127))
     if suspect.size:
         shape = y.shape
         rounded = rounded.copy()
