@@ -86,7 +86,7 @@ _EXACT_IN_FLOAT64 = 2**29  # |x - zp| below it: (x - zp) * scale is exact in flo
 
 def dequantize_linear_kernel(desc, tensors: dict, arithmetic, cache: dict) -> np.ndarray:
     x = view(tensors["InputTensor"], desc.InputTensor)
-    scale, zero_point = parameters(desc, tensors)
+    scale, zero_point = parameters(desc, tensors, cache)
     scale = scale.astype(np.float32, copy=False)
     if x.dtype.itemsize == 1:  # x - zp exact in float32, so one float32 product: onnxruntime's value and the correctly rounded one
         difference = np.subtract(x, zero_point, dtype=np.float32)

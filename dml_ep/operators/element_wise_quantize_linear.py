@@ -44,6 +44,7 @@ import numpy as np
 from ..enums import DML_FEATURE_LEVEL as FL
 from ..enums import DML_OPERATOR_TYPE as OP
 from ..enums import DML_TENSOR_DATA_TYPE as DT
+from ..enums import DML_TENSOR_FLAGS
 from ..errors import QuantizationParameterError
 from ..kernels import quantize
 from ..kernels.parameters import checked_scale
@@ -51,7 +52,7 @@ from ..plan import DmlNode
 from ..real_ep import ON_CPU, ON_DML
 from ..tensor_desc import broadcast_strides, view
 from .base import FLOATS, INT32, QUANTIZED, Operator, OperatorDesc, TensorDesc, rules
-from .importing import Fallback, NodeContext, broadcast, check_scale, check_zero_point, parameter_shape, parameter_tensor, tensor
+from .importing import Fallback, NodeContext, broadcast, check_scale, check_zero_point, owned, parameter_shape, parameter_tensor, tensor
 
 # --- desc ------------------------------------------------------------------------------------
 
@@ -144,7 +145,7 @@ def placed_parameters(ctx: NodeContext, x_shape, sizes, zero_point_type) -> tupl
         strides = broadcast_strides(placed, sizes)
         dtype = value.dtype if value is not None else ctx.info(index).dtype
         if value is not None and value.size > 1 and np.all(value.reshape(-1) == value.reshape(-1)[0]):
-            return parameter_tensor(value, sizes)  # all strides 0
+            return owned(parameter_tensor(value, sizes))  # all strides 0
         return tensor(dtype, sizes, strides, owned=value is not None)
 
     allowed = (1, length)
@@ -185,12 +186,18 @@ def element_wise_node(ctx: NodeContext, desc_class, zero_point_type, output_type
 # --- kernel ----------------------------------------------------------------------------------
 
 
-def parameters(desc, tensors: dict) -> tuple[np.ndarray, np.ndarray]:
+def parameters(desc, tensors: dict, cache: dict) -> tuple[np.ndarray, np.ndarray]:
     """The scale (its values checked: one bound at run time arrives here unchecked) and the zero
-    point (0 when null), read with the output's sizes."""
+    point (0 when null), read with the output's sizes; read once when both are constants
+    (OWNED_BY_DML), kept in the node's ``cache``."""
+    constant = all(t is None or t.Flags & DML_TENSOR_FLAGS.OWNED_BY_DML for t in (desc.ScaleTensor, desc.ZeroPointTensor))
+    if constant and "parameters" in cache:
+        return cache["parameters"]
     checked_scale(np.asarray(tensors["ScaleTensor"]))
     scale = distinct(view(tensors["ScaleTensor"], desc.ScaleTensor))
     zero_point = 0 if desc.ZeroPointTensor is None else distinct(view(tensors["ZeroPointTensor"], desc.ZeroPointTensor))
+    if constant:
+        cache["parameters"] = scale, np.asarray(zero_point)
     return scale, np.asarray(zero_point)
 
 
@@ -202,7 +209,7 @@ def distinct(x: np.ndarray) -> np.ndarray:
 
 def quantize_linear_kernel(desc, tensors: dict, arithmetic, cache: dict) -> np.ndarray:
     x = view(tensors["InputTensor"], desc.InputTensor).astype(np.float32, copy=False)
-    scale, zero_point = parameters(desc, tensors)
+    scale, zero_point = parameters(desc, tensors, cache)
     dtype = desc.OutputTensor.DataType.numpy()
     quantize_values = onnxruntime_quantize if arithmetic.onnxruntime else ideal_quantize
     return quantize_values(x, scale, zero_point, dtype)
