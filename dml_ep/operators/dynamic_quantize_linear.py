@@ -107,10 +107,11 @@ def dynamic_quantize_linear(ctx: NodeContext) -> DmlNode:
 # --- kernel ----------------------------------------------------------------------------------
 
 
-def quantization_parameters(x: np.ndarray, dtype) -> tuple[np.float32, int]:
-    """qmath.h ``GetQuantizationParameter``: the float32 scale and the integer zero point."""
+def quantization_parameters(x: np.ndarray, dtype, extremes=None) -> tuple[np.float32, int]:
+    """qmath.h ``GetQuantizationParameter``: the float32 scale and the integer zero point
+    (``extremes``: :func:`min_max` of ``x``, where the caller has it)."""
     qmin, qmax = quantize.quant_range(dtype)
-    low, high = min_max(x)
+    low, high, _ = extremes or min_max(x)
     low, high = min(low, np.float32(0.0)), max(high, np.float32(0.0))  # std::min(min, 0.f), std::max: a NaN stays, as there
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         scale = np.float32(1.0) if high == low else np.float32(np.float32(high - low) / np.float32(qmax - qmin))
@@ -120,17 +121,18 @@ def quantization_parameters(x: np.ndarray, dtype) -> tuple[np.float32, int]:
     return scale, int(np.rint(clamped))
 
 
-def min_max(x: np.ndarray) -> tuple[np.float32, np.float32]:
-    """MLAS's min/max of the elements, as one thread runs it (``MlasFindMinMaxElement``): plain
-    min and max for NaN-free input; otherwise its lanes, where a NaN enters an accumulator and the
-    next value replaces it (``maxps(acc, x)`` returns ``x`` when either is NaN)."""
+def min_max(x: np.ndarray) -> tuple[np.float32, np.float32, bool]:
+    """MLAS's min/max of the elements, as one thread runs it (``MlasFindMinMaxElement``), and
+    whether ``x`` is free of NaN: plain min and max for NaN-free input; otherwise its lanes, where
+    a NaN enters an accumulator and the next value replaces it (``maxps(acc, x)`` returns ``x``
+    when either is NaN)."""
     flat = np.ascontiguousarray(x, dtype=np.float32).reshape(-1)
     if flat.size == 0:
-        return np.float32(np.finfo(np.float32).max), np.float32(-np.finfo(np.float32).max)
+        return np.float32(np.finfo(np.float32).max), np.float32(-np.finfo(np.float32).max), True
     low, high = flat.min(), flat.max()
     if not (np.isnan(low) or np.isnan(high)):  # NaN-free: a NaN would have made both NaN
-        return low, high
-    return _lanes_min_max(flat)
+        return low, high, True
+    return (*_lanes_min_max(flat), False)
 
 
 def _lanes_min_max(x: np.ndarray) -> tuple[np.float32, np.float32]:
@@ -173,9 +175,12 @@ def _lanes_min_max(x: np.ndarray) -> tuple[np.float32, np.float32]:
 def dynamic_quantize_linear_kernel(desc, tensors: dict, arithmetic, cache: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     x = view(tensors["InputTensor"], desc.InputTensor).astype(np.float32, copy=False)
     dtype = desc.OutputTensor.DataType.numpy()
-    scale, zero_point = quantization_parameters(x, dtype)
-    quantize_values = onnxruntime_quantize if arithmetic.onnxruntime else ideal_quantize
-    y = quantize_values(x, scale, np.asarray(zero_point), dtype)
+    extremes = min_max(x)
+    scale, zero_point = quantization_parameters(x, dtype, extremes)
+    if arithmetic.onnxruntime:  # plain min and max are NaN only if x holds one (min_max's lanes may then drop it)
+        y = onnxruntime_quantize(x, scale, np.asarray(zero_point), dtype, nan_free=extremes[2])
+    else:
+        y = ideal_quantize(x, scale, np.asarray(zero_point), dtype)
     return y, np.full((1, 1, 1, 1), scale, np.float32), np.full((1, 1, 1, 1), zero_point, dtype)
 
 

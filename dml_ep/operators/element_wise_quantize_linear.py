@@ -215,10 +215,10 @@ def quantize_linear_kernel(desc, tensors: dict, arithmetic, cache: dict) -> np.n
     return quantize_values(x, scale, zero_point, dtype)
 
 
-def onnxruntime_quantize(x: np.ndarray, scale, zero_point, dtype) -> np.ndarray:
+def onnxruntime_quantize(x: np.ndarray, scale, zero_point, dtype, nan_free: bool = False) -> np.ndarray:
     """MLAS's QuantizeLinear kernel: float32 ``x / scale``, NaN -> ``qmin - zp``, clamp, ``cvtps2dq``,
     ``+ zp``. A NaN goes through the clamp and the rounding, and is then written as qmin: one pass
-    over the quotients finds whether there is any."""
+    over the quotients finds whether there is any, unless the caller knows (``nan_free``)."""
     qmin, qmax = quantize.quant_range(dtype)
     zero_point = np.asarray(zero_point, dtype=np.int32)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
@@ -231,7 +231,7 @@ def onnxruntime_quantize(x: np.ndarray, scale, zero_point, dtype) -> np.ndarray:
     out = np.empty(v.shape, dtype)
     with np.errstate(invalid="ignore"):  # a NaN's cast: overwritten below
         np.add(v, zero_point.astype(np.float32), out=out, casting="unsafe")  # small integers, exact in float32, then the type
-    if np.isnan(v.min(initial=0.0)):  # maxps(NaN, qmin - zp) is qmin - zp
+    if not nan_free and np.isnan(v.min(initial=0.0)):  # maxps(NaN, qmin - zp) is qmin - zp
         out[np.isnan(v)] = qmin
     return out
 
