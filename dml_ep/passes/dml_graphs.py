@@ -24,10 +24,10 @@ import onnx
 from ..graph import ValueInfo
 from .dml_fusion import DML_DOMAIN
 from .editable import EditableGraph
+from .qdq_actions import MS_DOMAIN
 
 NAME = "DmlOperatorDynamicQuantizeMatMul"
 QUANTIZE = "DmlDynamicQuantizeLinear"
-MS_DOMAIN = "com.microsoft"
 INTEGER_TYPES = {np.dtype(np.uint8): "tensor(uint8)", np.dtype(np.int8): "tensor(int8)"}
 
 

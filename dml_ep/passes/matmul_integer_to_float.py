@@ -17,11 +17,11 @@ import numpy as np
 import onnx
 
 from .editable import EditableGraph
+from .qdq_actions import MS_DOMAIN
 from .qdq_rules import DML
 from .releases import Release
 
 NAME = "MatMulIntegerToFloatFusion"
-MS_DOMAIN = "com.microsoft"
 UINT32_MAX = 2**32 - 1
 
 

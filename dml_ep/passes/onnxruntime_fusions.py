@@ -66,22 +66,27 @@ def onnxruntime_fusions(graph: EditableGraph, level: int = 2, qdq: bool = True) 
     ours = {_key(node): node for node in graph.nodes}
     order, made = [], []
     for node in graph_module.detached(optimized.graph.node):
-        mine = ours.get(_key(node))
+        key = _key(node)
+        mine = ours.get(key)
         if mine is not None and _attributes(mine) <= _attributes(node):  # onnxruntime writes defaults out
-            del ours[_key(node)]
+            del ours[key]
+            order.append(mine)
         else:
-            mine = None
-        order.append(node if mine is None else mine)
-        if mine is None:
+            order.append(node)
             made.append(node)
-    removed = [node for node in graph.nodes if id(node) in {id(n) for n in ours.values()}]
+    gone = {id(node) for node in ours.values()}
+    removed = [node for node in graph.nodes if id(node) in gone]  # in graph order
     if not made and not removed:
         return False
     for name, array in _new_constants(optimized, graph):
         graph.put_constant(name, array)
     owner = _owners(graph, removed, made)
+    owned_by = {}
+    for node in removed:
+        if id(node) in owner:
+            owned_by.setdefault(id(owner[id(node)]), []).append(node)
     for new in made:
-        owned = [node for node in removed if owner.get(id(node)) is new]
+        owned = owned_by.get(id(new), [])
         rule = _rule(new, owned)
         if owned:
             graph.replace(owned, new, rule, at=owned[-1])
