@@ -78,7 +78,7 @@ class Executor:
         engine sessions for their weights, and the fallback sessions (refusing a node whose types
         or attributes are invalid before the first run)."""
         for entry in plan.dml_nodes:
-            self._prepare_kernel(entry)
+            prepare_kernel(entry.desc, self._constants(entry), self.arithmetic, self.engine, entry.cache)
         channels_last = set()  # the values expected to lie channels last: the sessions are made for them
         made = set()
         for entry in plan.entries:
@@ -151,9 +151,8 @@ class Executor:
             if planned is not None and tensor.shape != planned:
                 raise ShapeError(f"{field} was planned for shape {list(planned)} and got {list(tensor.shape)}", node=entry.node)
             tensors[field] = tensor
-        try:
-            self._prepare_kernel(entry)  # a node first planned at run time too
-            result = run_kernel(entry.desc, tensors, self.arithmetic, self.engine, entry.cache)
+        try:  # prepared from its constants also when first planned at run time
+            result = run_kernel(entry.desc, tensors, self.arithmetic, self.engine, entry.cache, self._constants(entry))
         except NodeError as error:  # a parameter bound at run time, checked as it arrives
             raise error.named(entry.node, entry.names) from None
         if entry.more_outputs:  # an operator of several outputs gives them in order
@@ -161,13 +160,14 @@ class Executor:
             return [array.reshape(shape) for array, shape in zip(result, shapes)]
         return result.reshape(entry.output_shape)  # a view where it can be: kernels may write channels last
 
-    def _prepare_kernel(self, entry: DmlNode) -> None:
-        """The kernel's once-per-node work, from the buffers bound at initialization alone (the
-        constants): what is bound at execution comes with each run."""
+    @staticmethod
+    def _constants(entry: DmlNode) -> dict:
+        """The buffers bound at initialization (the constants), from which a kernel does its
+        once-per-node work: what is bound at execution comes with each run."""
         constants = entry.cache.get("constants")
         if constants is None:
             constants = entry.cache["constants"] = {field: b for field, b in entry.inputs.items() if isinstance(b, np.ndarray)}
-        prepare_kernel(entry.desc, constants, self.arithmetic, self.engine, entry.cache)
+        return constants
 
     def run_partition(self, group: tuple[int, ...], values: dict) -> dict[str, np.ndarray]:
         """The outputs of fallback nodes (one, or a partition: those read after it), from one

@@ -23,11 +23,13 @@ def prepared(desc, tensors: dict, arithmetic, engine, cache: dict):
     return cache[key]
 
 
-def run_kernel(desc, tensors: dict, arithmetic, engine, cache: dict):
-    """Execute one desc on its input buffers."""
+def run_kernel(desc, tensors: dict, arithmetic, engine, cache: dict, constants: dict | None = None):
+    """Execute one desc on its input buffers. A quantized product is prepared, the first time,
+    from ``constants``, the buffers bound at initialization (default: all of ``tensors``, for a
+    desc run once): what is bound at execution comes with each run."""
     operator = operator_of(desc)
     if operator.prepared is not None:
-        return prepared(desc, tensors, arithmetic, engine, cache)(tensors)
+        return prepared(desc, tensors if constants is None else constants, arithmetic, engine, cache)(tensors)
     return operator.kernel(desc, tensors, arithmetic, cache)
 
 

@@ -35,6 +35,7 @@ class PreparedQuantizedProduct:
 
     def __init__(self, desc, tensors: dict, arithmetic, engine, products: dict):
         self.desc, self.engine, self.products = desc, engine, products
+        self.initialized = frozenset(tensors)  # the fields bound at initialization: the others come with each run
         self.constant = bool(getattr(desc, self.B_FIELD).Flags & DML_TENSOR_FLAGS.OWNED_BY_DML)
         self.prepare(tensors)
         self.saturates_u8s8 = arithmetic.saturates_u8s8(getattr(desc, self.A_FIELD), getattr(desc, self.B_FIELD))
@@ -69,8 +70,12 @@ class PreparedQuantizedProduct:
         :meth:`requantize_parameters`; None when a scale or zero point comes with each run (one
         not among the buffers bound at initialization, ``tensors``)."""
         self.arithmetic = arithmetic
-        runtime = any(getattr(self.desc, field, None) is not None and field not in tensors for field in self.REQUANTIZE_FIELDS)
+        runtime = any(self.bound_at_run_time(field) for field in self.REQUANTIZE_FIELDS)
         self.requantize = None if runtime else self._requantizer(tensors)
+
+    def bound_at_run_time(self, field: str) -> bool:
+        """Whether a tensor of the desc comes with each run (not bound at initialization)."""
+        return getattr(self.desc, field, None) is not None and field not in self.initialized
 
     def _requantizer(self, tensors: dict) -> quantize.Requantizer:
         return quantize.Requantizer(*self.requantize_parameters(tensors), self.desc.OutputTensor.DataType.numpy(), self.arithmetic)

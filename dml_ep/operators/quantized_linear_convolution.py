@@ -390,8 +390,8 @@ class PreparedConvolution(PreparedQuantizedProduct):
         desc = self.desc
         self.kernel = tuple(desc.FilterTensor.Sizes[-2:])
         self.rows = int(np.prod(desc.OutputTensor.Sizes)) // desc.OutputTensor.Sizes[1]  # N * OH * OW
-        self.runtime_zero_point = desc.InputZeroPointTensor is not None and "InputZeroPointTensor" not in tensors
-        self.constant = self.constant and (desc.FilterZeroPointTensor is None or "FilterZeroPointTensor" in tensors)
+        self.runtime_zero_point = self.bound_at_run_time("InputZeroPointTensor")
+        self.constant = self.constant and not self.bound_at_run_time("FilterZeroPointTensor")
         self._input_zero_point(tensors if not self.runtime_zero_point else {})
         bias_constant = desc.BiasTensor is not None and bool(desc.BiasTensor.Flags & DML_TENSOR_FLAGS.OWNED_BY_DML)
         self.bias = channels_last(tensors, desc, "BiasTensor") if bias_constant else None

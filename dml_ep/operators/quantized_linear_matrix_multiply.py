@@ -26,7 +26,6 @@ import numpy as np
 from ..enums import DML_FEATURE_LEVEL as FL
 from ..enums import DML_OPERATOR_TYPE as OP
 from ..errors import ShapeError
-from ..enums import DML_TENSOR_FLAGS
 from ..kernels import u8s8
 from ..kernels.parameters import as4d, parameter4d
 from ..kernels.quantized_product import PreparedQuantizedProduct
@@ -216,13 +215,6 @@ class PreparedMatrixMultiply(PreparedQuantizedProduct):
         self.b_zero_point = np.zeros((1, 1, 1, 1), np.int64) if self.late_b_zero_point else parameter4d(tensors, desc, "BZeroPointTensor").astype(np.int64)  # {1,1,1,1} or {1,1,1,N}
         if self.constant:
             self._product(_matrix_b(desc, tensors))
-
-    def bound_at_run_time(self, field: str) -> bool:
-        """Whether a parameter comes with each run: a constant is OWNED_BY_DML, bound at initialization."""
-        tensor_desc = getattr(self.desc, field)
-        return tensor_desc is not None and not tensor_desc.Flags & DML_TENSOR_FLAGS.OWNED_BY_DML
-
-
 
     def _a_zero_point(self, tensors: dict):
         """A's zero point: an int per tensor, int64 {1,1,M,1} per row."""
