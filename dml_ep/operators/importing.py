@@ -119,21 +119,13 @@ def check_scale(ctx: NodeContext, index: int, scale: np.ndarray | None, allowed_
     ``scale`` None: it comes at run time; its type and shape are checked here, its values by
     :func:`dml_ep.kernels.parameters.checked_scale` when they arrive."""
     name = ctx.input_name(index)
-    if scale is None:
-        info = ctx.info(index)
-        scale = np.empty(info.shape, info.dtype)  # stands in for its type and shape only
-        runtime = True
-    else:
-        scale, runtime = np.asarray(scale), False
+    runtime = scale is None
+    scale = _value_or_stand_in(ctx, index, scale)
     if scale.dtype != np.float32:
         if scale.dtype == np.float16:  # valid ONNX (QLinearMatMul-21), but DirectML's scales are FLOAT32
             raise Fallback(f"scale {name!r} is float16; DirectML's quantized operators take FLOAT32 scales", ASSIGNED_TO_DML)
         raise QuantizationParameterError(f"scale must be float32, not {scale.dtype}", node=ctx.node, tensor=name)
-    if scale.size not in allowed_sizes or not _one_axis(scale.shape):
-        sizes = " or ".join(str(s) for s in allowed_sizes)
-        raise QuantizationParameterError(
-            f"scale has shape {list(scale.shape)}; expected {sizes} element(s)", node=ctx.node, tensor=name
-        )
+    _check_size(ctx, index, scale, allowed_sizes, "scale")
     if runtime:
         return None
     from ..kernels.parameters import checked_scale
@@ -149,19 +141,33 @@ def check_zero_point(ctx: NodeContext, index: int, zero_point, tensor_dtype, all
     if zero_point is None and not name:
         return None
     runtime = zero_point is None
-    zero_point = np.empty(ctx.info(index).shape, ctx.info(index).dtype) if runtime else np.asarray(zero_point)
+    zero_point = _value_or_stand_in(ctx, index, zero_point)
     if zero_point.dtype != np.dtype(tensor_dtype):
         raise QuantizationParameterError(
             f"zero point type {zero_point.dtype} does not match its tensor's type {np.dtype(tensor_dtype)}",
             node=ctx.node,
             tensor=name,
         )
-    if zero_point.size not in allowed_sizes or not _one_axis(zero_point.shape):
+    _check_size(ctx, index, zero_point, allowed_sizes, "zero point")
+    return None if runtime else zero_point
+
+
+def _value_or_stand_in(ctx: NodeContext, index: int, value) -> np.ndarray:
+    """A constant parameter's value; for one bound at run time an empty array of its type and
+    shape, which stands in for them in the checks."""
+    if value is None:
+        info = ctx.info(index)
+        return np.empty(info.shape, info.dtype)
+    return np.asarray(value)
+
+
+def _check_size(ctx: NodeContext, index: int, value: np.ndarray, allowed_sizes: tuple[int, ...], what: str) -> None:
+    """A per-tensor, or allowed per-axis, number of elements along at most one axis."""
+    if value.size not in allowed_sizes or not _one_axis(value.shape):
         sizes = " or ".join(str(s) for s in allowed_sizes)
         raise QuantizationParameterError(
-            f"zero point has shape {list(zero_point.shape)}; expected {sizes} element(s)", node=ctx.node, tensor=name
+            f"{what} has shape {list(value.shape)}; expected {sizes} element(s)", node=ctx.node, tensor=ctx.input_name(index)
         )
-    return None if runtime else zero_point
 
 
 def quantized_type(ctx: NodeContext, index: int, what: str) -> np.dtype:
@@ -209,14 +215,17 @@ def one_matrix(ctx: NodeContext, index: int, what: str) -> None:
         raise Fallback(f"{what} has shape {list(parameter_shape(ctx, index))}, one per batch; DirectML's is one per row or column", ASSIGNED_TO_DML)
 
 
-def placed_parameter(ctx: NodeContext, index: int, value, per_axis_sizes: tuple[int, ...]) -> DML_BUFFER_TENSOR_DESC | None:
+def placed_parameter(ctx: NodeContext, index: int, value, per_axis_sizes: tuple[int, ...],
+                     own: bool = True) -> DML_BUFFER_TENSOR_DESC | None:
     """A scale's, zero point's (or bias's) desc: {1,1,1,1}, or ``per_axis_sizes`` when it has more
-    than one element; a constant as ``parameter_tensor`` makes it, OWNED_BY_DML; one bound at run
-    time from its type and shape (never the broadcast-scalar dedup, which needs the values)."""
+    than one element; a constant as ``parameter_tensor`` makes it, OWNED_BY_DML where ``own``
+    says; one bound at run time from its type and shape (never the broadcast-scalar dedup, which
+    needs the values)."""
     if not ctx.input_name(index):
         return None
     shape = parameter_shape(ctx, index)
     sizes = per_axis_sizes if int(np.prod(shape)) > 1 else (1, 1, 1, 1)
     if value is None:
         return tensor(ctx.info(index).dtype, sizes)
-    return owned(parameter_tensor(np.asarray(value), sizes))
+    desc = parameter_tensor(np.asarray(value), sizes)
+    return owned(desc) if own else desc

@@ -44,8 +44,7 @@ from .importing import (
     check_scale,
     check_zero_point,
     output_type,
-    parameter_shape,
-    parameter_tensor,
+    placed_parameter,
     quantized_type,
     tensor,
 )
@@ -330,18 +329,14 @@ def qlinear_conv(ctx: NodeContext) -> DmlNode:
     scalar4 = (1, 1, 1, 1)
     channel4 = (1, out_channels, 1, 1)
 
-    def per_channel(index, value):
-        """A filter scale or zero point, per tensor or per output channel; constant or bound at run time."""
-        sizes = channel4 if int(np.prod(parameter_shape(ctx, index))) > 1 else scalar4
-        return tensor(ctx.info(index).dtype, sizes) if value is None else parameter_tensor(value, sizes)
 
     desc = DML_QUANTIZED_LINEAR_CONVOLUTION_OPERATOR_DESC(
         InputTensor=tensor(x_type, geometry.in4),
         InputScaleTensor=tensor(np.float32, scalar4),
         InputZeroPointTensor=tensor(x_type, scalar4) if ctx.input_name(X_ZP) else None,
         FilterTensor=tensor(w_type, geometry.w4, owned=ctx.input_name(W) in ctx.constants),
-        FilterScaleTensor=per_channel(W_SCALE, w_scale),
-        FilterZeroPointTensor=per_channel(W_ZP, w_zp) if ctx.input_name(W_ZP) else None,
+        FilterScaleTensor=placed_parameter(ctx, W_SCALE, w_scale, channel4, own=False),  # not OWNED_BY_DML: exported as before
+        FilterZeroPointTensor=placed_parameter(ctx, W_ZP, w_zp, channel4, own=False),
         BiasTensor=None if not ctx.input_name(BIAS) else tensor(np.int32, channel4, owned=ctx.input_name(BIAS) in ctx.constants),
         OutputScaleTensor=tensor(np.float32, scalar4),
         OutputZeroPointTensor=tensor(y_type, scalar4) if ctx.input_name(Y_ZP) else None,
