@@ -51,7 +51,7 @@ from .engines import get_engine
 from .kernels.parameters import parameter4d
 from .operators.base import OperatorDesc
 from .operators.registration import operator_of
-from .passes import CPU, DEFAULT_RULE_SET
+from .passes import CPU, DEFAULT_RELEASE
 from .passes.qdq_util import is_dq, is_q
 from .plan import DmlNode, Plan, PlanEntry
 from .planner import Planner
@@ -259,7 +259,7 @@ def compare_model(
     arithmetic: str = "directml",
     u8s8_saturation: bool | None = None,
     feature_level=DEFAULT_FEATURE_LEVEL,
-    qdq_rules: str | None = DEFAULT_RULE_SET,
+    qdq_rules: str | None = DEFAULT_RELEASE,
     atol: int = 0,
     per_node: bool = False,
     name: str | None = None,

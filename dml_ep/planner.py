@@ -21,7 +21,7 @@ from .enums import DML_FEATURE_LEVEL
 from .errors import DmlEpError, NodeError, RealEpError
 from .importer import DEFAULT_FEATURE_LEVEL, NodeImporter, opset_versions
 from .memory import paused_gc
-from .passes import (DEFAULT_RELEASE, DEFAULT_RULE_SET, DML, RELEASES, EditableGraph, constant_folding,
+from .passes import (DEFAULT_RELEASE, DML, RELEASES, EditableGraph, constant_folding,
                      constant_nodes_to_initializers, dml_operator_fusion, matmul_integer_to_float_fusion, onnxruntime_fusions,
                      qdq_transformer)
 from .passes.dml_graphs import derived_infos, dynamic_quantize_matmul_graph
@@ -39,7 +39,7 @@ class Planner:
 
     @paused_gc
     def __init__(self, model: onnx.ModelProto, feature_level=DEFAULT_FEATURE_LEVEL, *,
-                 qdq_rules: str | None = DEFAULT_RULE_SET, provider: str = DML, optimization_level: int = ALL_OPTIMIZATIONS,
+                 qdq_rules: str | None = DEFAULT_RELEASE, provider: str = DML, optimization_level: int = ALL_OPTIMIZATIONS,
                  int8_allowed: bool = False):
         if qdq_rules is not None and qdq_rules not in RELEASES:
             raise DmlEpError(f"unknown onnxruntime release {qdq_rules!r} (choose from {', '.join(RELEASES)})")
@@ -160,10 +160,10 @@ class Planner:
 
 
 def plan_model(model: onnx.ModelProto, feature_level=DEFAULT_FEATURE_LEVEL, input_shapes=None, *,
-               qdq_rules: str | None = DEFAULT_RULE_SET, provider: str = DML, optimization_level: int = ALL_OPTIMIZATIONS) -> Plan:
+               qdq_rules: str | None = DEFAULT_RELEASE, provider: str = DML, optimization_level: int = ALL_OPTIMIZATIONS) -> Plan:
     """Plan a checked model for ``input_shapes`` (see :meth:`Planner.plan_for_shapes`).
-    ``qdq_rules`` names the onnxruntime release whose QDQ rules apply (see
-    :data:`dml_ep.passes.RULE_SETS`); None turns them off, as ``session.disable_quant_qdq=1`` does.
+    ``qdq_rules`` names the onnxruntime release whose rewrites apply (see
+    :data:`dml_ep.passes.RELEASES`); None turns its QDQ rules off, as ``session.disable_quant_qdq=1`` does.
     ``provider=CPU`` plans the graph onnxruntime's CPU EP runs instead (its rules, no DML fusion),
     which compare uses to explain the differences between two onnxruntime configurations."""
     return Planner(model, feature_level, qdq_rules=qdq_rules, provider=provider,

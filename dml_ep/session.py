@@ -20,7 +20,7 @@ from .errors import FeedError
 from .executor import Executor
 from .importer import DEFAULT_FEATURE_LEVEL
 from .memory import paused_gc
-from .passes import DEFAULT_RULE_SET
+from .passes import DEFAULT_RELEASE
 from .passes import Origin
 from .plan import FallbackNode, Plan
 from .planner import ALL_OPTIMIZATIONS, Planner
@@ -82,8 +82,8 @@ class InferenceSession:
     ``feature_level`` is the DirectML feature level to target (default: the highest known).
     ``arithmetic`` is ``"directml"`` or ``"onnxruntime"`` (see :mod:`dml_ep.arithmetic`);
     ``u8s8_saturation`` overrides the host detection for the latter. ``qdq_rules`` names the
-    onnxruntime release range whose QDQ rewrites apply (a key of ``dml_ep.passes.RULE_SETS``);
-    None turns them off, as onnxruntime's ``session.disable_quant_qdq=1`` does. ``engine`` names
+    onnxruntime release whose rewrites apply (a key of ``dml_ep.passes.RELEASES``); None turns
+    its QDQ rewrites off, as onnxruntime's ``session.disable_quant_qdq=1`` does. ``engine`` names
     the integer engine of the quantized products, "onnxruntime" or "numpy" (see
     :mod:`dml_ep.engines`): both exact, so it changes speed, never results.
     """
@@ -99,7 +99,7 @@ class InferenceSession:
         feature_level=DEFAULT_FEATURE_LEVEL,
         arithmetic: str = "directml",
         u8s8_saturation=None,
-        qdq_rules: str | None = DEFAULT_RULE_SET,
+        qdq_rules: str | None = DEFAULT_RELEASE,
         engine: str | None = None,
     ):
         model = graph.load_model(path_or_bytes)

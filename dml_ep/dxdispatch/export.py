@@ -29,7 +29,7 @@ from ..errors import DxDispatchError
 from ..graph import load_model
 from ..importer import DEFAULT_FEATURE_LEVEL
 from ..inputs import distinct_names, npy_file_names, random_inputs
-from ..passes import DEFAULT_RULE_SET
+from ..passes import DEFAULT_RELEASE
 from ..plan import DmlNode, Plan
 from ..report_meta import versions
 from ..session import InferenceSession
@@ -54,7 +54,7 @@ class Export:
 
 
 def export(model, directory: str, feeds: dict | None = None, *, seed: int = 0, shapes: dict | None = None,
-           feature_level=DEFAULT_FEATURE_LEVEL, qdq_rules: str | None = DEFAULT_RULE_SET,
+           feature_level=DEFAULT_FEATURE_LEVEL, qdq_rules: str | None = DEFAULT_RELEASE,
            arithmetic: str = "directml", u8s8_saturation=None, engine: str | None = None, source: str | None = None) -> Export:
     """Run ``model`` with dml_ep on ``feeds`` (default: seeded random inputs, of ``shapes``) and write
     its plan as a DxDispatch model in ``directory``, which must not exist or be empty (nothing of
