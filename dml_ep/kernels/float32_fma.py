@@ -1,4 +1,5 @@
-"""A correctly rounded float32 fused multiply-add for numpy, which has none.
+"""Correctly rounded float32 results for numpy, which rounds only through float64: a fused
+multiply-add, and an exact dyadic value rounded once.
 
 onnxruntime's AVX2 QLinearAdd kernel is two ``_mm256_fmadd_ps``; emulating them with a float32
 multiply then add would round twice. Here ``x * y`` is formed exactly in float64 (both are float32,
@@ -14,8 +15,8 @@ import numpy as np
 
 # A float64 exactly halfway between two float32 values ends, below the float32 mantissa, in the
 # bits 1000...0: bit 28 set, bits 0-27 clear (float32 keeps 23 of float64's 52 mantissa bits).
-_BELOW_FLOAT32 = np.uint64((1 << 29) - 1)
-_HALFWAY = np.uint64(1 << 28)
+BELOW_FLOAT32 = np.uint64((1 << 29) - 1)
+HALFWAY = np.uint64(1 << 28)
 _SMALLEST_NORMAL32 = float(np.finfo(np.float32).tiny)
 
 
@@ -26,7 +27,7 @@ def fma32(x, y, z) -> np.ndarray:
     rounded = head.astype(np.float32)
     # Double rounding can only go wrong where the float64 sum sits on a float32 midpoint (or in
     # float32's subnormal range, where the midpoint bits sit elsewhere); fix those few exactly.
-    suspect = (head.view(np.uint64) & _BELOW_FLOAT32) == _HALFWAY
+    suspect = (head.view(np.uint64) & BELOW_FLOAT32) == HALFWAY
     suspect |= (np.abs(head) < _SMALLEST_NORMAL32) & (head != 0)
     if np.any(suspect):
         index = np.nonzero(suspect)
@@ -41,3 +42,27 @@ def fma32(x, y, z) -> np.ndarray:
         toward_tail = np.where(tail > 0, np.maximum(near, neighbour), np.minimum(near, neighbour))
         rounded[index] = np.where(on_midpoint, toward_tail, near)
     return rounded.reshape(np.broadcast_shapes(np.shape(x), np.shape(y), np.shape(z)))
+
+
+def float32_of_dyadic(numerator: int, exponent: int) -> np.float32:
+    """``numerator * 2**exponent`` (exact Python integers: any sum of products of floats is such a
+    value) rounded once to float32, halves to even, subnormals and overflow to infinity included."""
+    if numerator == 0:
+        return np.float32(0.0)
+    magnitude = abs(numerator)
+    quantum = max(magnitude.bit_length() - 24, -149 - exponent)  # keep 24 bits, or the subnormal quantum 2^-149
+    if quantum > 0:
+        kept, rest = divmod(magnitude, 1 << quantum)
+        half = 1 << (quantum - 1)
+        if rest > half or (rest == half and kept & 1):
+            kept += 1
+        magnitude, exponent = kept, exponent + quantum
+    with np.errstate(over="ignore"):  # beyond float32's range: infinity
+        value = np.float32(np.ldexp(float(magnitude), exponent))
+    return -value if numerator < 0 else value
+
+
+def dyadic(value: float) -> tuple[int, int]:
+    """A float's value as ``numerator * 2**exponent`` with an integer numerator."""
+    mantissa, exponent = np.frexp(np.float64(value))
+    return int(np.ldexp(mantissa, 53)), int(exponent) - 53

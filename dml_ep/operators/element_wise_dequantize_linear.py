@@ -35,6 +35,7 @@ import numpy as np
 from ..enums import DML_FEATURE_LEVEL as FL
 from ..enums import DML_OPERATOR_TYPE as OP
 from ..enums import DML_TENSOR_DATA_TYPE as DT
+from ..kernels.float32_fma import dyadic, float32_of_dyadic
 from ..plan import DmlNode
 from ..real_ep import ON_CPU, ON_DML
 from ..tensor_desc import view
@@ -108,27 +109,10 @@ def dequantize_linear_kernel(desc, tensors: dict, arithmetic, cache: dict) -> np
 
 def round_float32(integer: int, scale: float) -> np.float32:
     """``integer * scale`` rounded once to float32 (halves to even), from exact Python integers."""
-    mantissa, exponent = _float32_parts(scale)
-    product = integer * mantissa  # the exact value is product * 2**exponent
-    if product == 0:
-        return np.float32(0.0 if (integer >= 0) == (scale >= 0) else -0.0)
-    magnitude = abs(product)
-    quantum = max(magnitude.bit_length() - 24, -149 - exponent)  # keep 24 bits, or the subnormal quantum 2^-149
-    if quantum > 0:
-        kept, rest = divmod(magnitude, 1 << quantum)
-        half = 1 << (quantum - 1)
-        if rest > half or (rest == half and kept & 1):
-            kept += 1
-        magnitude, exponent = kept, exponent + quantum
-    with np.errstate(over="ignore"):  # beyond float32's range: infinity
-        value = np.float32(np.ldexp(float(magnitude), exponent))
-    return -value if product < 0 else value
-
-
-def _float32_parts(value: float) -> tuple[int, int]:
-    """A float32's value as ``mantissa * 2**exponent`` with an integer mantissa."""
-    mantissa, exponent = np.frexp(np.float64(value))
-    return int(np.ldexp(mantissa, 53)), int(exponent) - 53
+    numerator, exponent = dyadic(scale)
+    if integer == 0:
+        return np.float32(0.0 if scale >= 0 else -0.0)
+    return float32_of_dyadic(integer * numerator, exponent)
 
 
 OPERATORS = (Operator(desc=DML_ELEMENT_WISE_DEQUANTIZE_LINEAR_OPERATOR_DESC, kernel=dequantize_linear_kernel, exact_value=None),)

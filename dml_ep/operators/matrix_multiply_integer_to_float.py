@@ -51,6 +51,7 @@ from ..enums import DML_FEATURE_LEVEL as FL
 from ..enums import DML_OPERATOR_TYPE as OP
 from ..enums import DML_TENSOR_DATA_TYPE as DT
 from ..errors import ShapeError
+from ..kernels.float32_fma import BELOW_FLOAT32, HALFWAY, float32_of_dyadic
 from ..kernels.parameters import checked_scale, read4d
 from ..plan import DmlNode
 from ..real_ep import ON_DML
@@ -221,12 +222,12 @@ def scale_bias_directml(acc, a_scale, b_scale, bias) -> np.ndarray:
     with np.errstate(over="ignore"):
         rounded = y.astype(F32)
     # float64 keeps 29 bits below float32's last: those bits of y say how far it lies from the
-    # midpoint between two float32 neighbours (0x10000000), in y's float64 ulps. The float64 value
+    # midpoint between two float32 neighbours (HALFWAY), in y's float64 ulps. The float64 value
     # is within half an ulp of the product's (no bias) or of the product's and the sum's (a
     # bias: more ulps of y where the sum cancels the product), so its float32 rounding is the
     # exact value's unless it lies that close to a midpoint. Below float32's normal range, and at
     # its top, the bits do not say it: those elements are checked exactly.
-    distance = np.abs((y.view(np.int64) & 0x1FFFFFFF) - 0x10000000)
+    distance = np.abs((y.view(np.int64) & int(BELOW_FLOAT32)) - int(HALFWAY))
     magnitude = np.abs(y)
     near = distance <= 2
     if cancels is not None:
@@ -240,19 +241,9 @@ def scale_bias_directml(acc, a_scale, b_scale, bias) -> np.ndarray:
         bias_f = None if bias is None else np.broadcast_to(np.asarray(bias, np.float64), shape).reshape(-1)
         for i in suspect:
             exact = Fraction(float(acc_f[i])) * Fraction(float(scale_f[i])) + (0 if bias_f is None else Fraction(float(bias_f[i])))
-            flat[i] = round_to_float32(exact)
+            numerator, denominator = exact.as_integer_ratio()  # a power of two: floats' products and sums are dyadic
+            flat[i] = float32_of_dyadic(numerator, 1 - denominator.bit_length())
     return rounded
-
-
-def round_to_float32(exact: Fraction) -> np.float32:
-    """The float32 nearest ``exact``, ties to even (float32's overflow to infinity included)."""
-    guess = F32(float(exact))  # within one float32 step of the answer
-    candidates = [np.nextafter(guess, F32(-np.inf)), guess, np.nextafter(guess, F32(np.inf))]
-    finite = [c for c in candidates if np.isfinite(c)]
-    best = min(finite, key=lambda c: (abs(Fraction(float(c)) - exact), int(np.asarray(c).view(np.uint32)) & 1))
-    if abs(exact) >= Fraction(float(np.finfo(F32).max)) + Fraction(2) ** 103:  # past the overflow midpoint
-        return F32(np.inf if exact > 0 else -np.inf)
-    return F32(best)
 
 
 OPERATORS = (Operator(desc=DML_MATRIX_MULTIPLY_INTEGER_TO_FLOAT_OPERATOR_DESC, prepared=PreparedMatrixMultiplyIntegerToFloat, exact_value=None),)
