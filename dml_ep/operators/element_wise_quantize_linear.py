@@ -219,10 +219,19 @@ def onnxruntime_quantize(x: np.ndarray, scale, zero_point, dtype, nan_free: bool
     """MLAS's QuantizeLinear kernel: float32 ``x / scale``, NaN -> ``qmin - zp``, clamp, ``cvtps2dq``,
     ``+ zp``. A NaN goes through the clamp and the rounding, and is then written as qmin: one pass
     over the quotients finds whether there is any, unless the caller knows (``nan_free``)."""
+    return _codes(_quotients(x, scale), zero_point, dtype, nan_free)
+
+
+def _quotients(x: np.ndarray, scale) -> np.ndarray:
+    """The float32 quotients ``x / scale``, correctly rounded (a new array)."""
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        return np.divide(x, np.asarray(scale, dtype=np.float32), dtype=np.float32)
+
+
+def _codes(v: np.ndarray, zero_point, dtype, nan_free: bool) -> np.ndarray:
+    """MLAS's steps after the division, on quotients ``v`` (overwritten)."""
     qmin, qmax = quantize.quant_range(dtype)
     zero_point = np.asarray(zero_point, dtype=np.int32)
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        v = np.divide(x, np.asarray(scale, dtype=np.float32), dtype=np.float32)
     lo, hi = (qmin - zero_point).astype(np.float32), (qmax - zero_point).astype(np.float32)
     if v.shape != np.broadcast_shapes(v.shape, lo.shape):
         v = np.broadcast_to(v, np.broadcast_shapes(v.shape, lo.shape)).copy()
@@ -243,11 +252,11 @@ def ideal_quantize(x: np.ndarray, scale, zero_point, dtype) -> np.ndarray:
     unless a half-integer lies within half its ulp: only those elements (and exact ties) go
     through :func:`exact_quantize`. Quotients of 1024 or more, whose ulp is larger, saturate
     whatever their rounding."""
-    out = onnxruntime_quantize(x, scale, zero_point, dtype)
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        quotient = np.divide(x, np.asarray(scale, dtype=np.float32), dtype=np.float32)
+    quotient = _quotients(x, scale)
+    with np.errstate(invalid="ignore"):
         distance = np.abs(np.subtract(quotient, np.rint(quotient)))  # NaN for infinities and NaN: not suspect
         suspect = np.flatnonzero(distance >= 0.5 - 2.0**-14)
+    out = _codes(quotient, zero_point, dtype, nan_free=False)
     if suspect.size:
         shape = out.shape
         where = np.unravel_index(suspect, shape)
