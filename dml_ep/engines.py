@@ -38,7 +38,7 @@ from .kernels.integer_gemm import FLOAT32_EXACT, exact_matmul, weight_blocks
 ENGINES = ("onnxruntime", "numpy")
 INT8_SHIFT = 128  # int8 code + 128 = the same value's uint8 code, one XOR of the sign bit
 WIDEST_INPUT = 255  # |a - za| for uint8 codes (int8 ones are shifted into uint8 first)
-SMALL_PRODUCT = 1 << 22  # multiply-adds per call under which a product runs single-threaded
+SMALL_PRODUCT = 1 << 28  # multiply-adds per call under which a product runs single-threaded (see OnnxruntimeEngine._threads)
 
 
 def default_engine() -> str:
@@ -166,9 +166,12 @@ class OnnxruntimeEngine(Engine):
 
     def _threads(self, b: np.ndarray, rows) -> int:
         """``rows``, the rows of A a call is expected to bring, sizes the session's thread pool: a
-        product of fewer than ``SMALL_PRODUCT`` multiply-adds runs on the calling thread alone
-        (waking a pool costs more than it saves, and each pool is a thread), others on a pool of
-        a thread per core. The pools sleep between runs instead of spinning: dozens of pools
+        product of fewer than ``SMALL_PRODUCT`` multiply-adds runs on the calling thread alone,
+        others on a pool of a thread per core. Waking a sleeping pool thread and then reading the
+        half of the result it wrote from the other core's cache cost more than the second core
+        saves up to about 3e8 multiply-adds (2-core Xeon, a GEMM plus the pass that reads its
+        result: 128x384x384 32 µs alone against 70 µs on two threads, 128x768x768 94 against 185,
+        512x768x768 474 against 522; 2048x768x768 1745 against 1459), and each pool is a thread. The pools sleep between runs instead of spinning: dozens of pools
         spinning would take the cores from each other and from the numpy work between two GEMMs.
         (onnxruntime's global thread pool would share one pool, but once set it refuses every
         session of the process that has a pool of its own, the user's included.) The sessions'
