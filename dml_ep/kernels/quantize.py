@@ -121,20 +121,40 @@ def saturate(rounded: np.ndarray, zero_point, dtype) -> np.ndarray:
     return rounded.astype(dtype)
 
 
+# float32 x + 1.5 * 2^23, for |x| <= 2^22, lies in [2^23, 2^24), where float32's ulp is 1: the sum
+# is x rounded to an integer, halves to even (cvtps2dq's rounding), and its low byte is that integer's.
+_ROUNDING_ADDEND = np.float32(1.5 * 2**23)
+
+
+def mlas_codes(v: np.ndarray, zero_point, dtype) -> np.ndarray:
+    """MLAS's last steps on float32 values ``v`` (overwritten): clamp to ``[Min - zp, Max - zp]``,
+    round half to even (cvtps2dq), add ``zp`` as an integer, in the 8-bit output type.
+
+    Three passes: the clamp, one float32 addition that rounds (``_ROUNDING_ADDEND``), and the
+    rounded integers' low bytes, to which the zero point is added as a byte (modulo 256: the
+    clamped sum is in range). NaN is not handled: its code is ``zp``."""
+    lo, hi = quant_range(dtype)
+    zero_point = np.asarray(zero_point, dtype=np.int32)
+    np.clip(v, (lo - zero_point).astype(np.float32), (hi - zero_point).astype(np.float32), out=v)
+    v += _ROUNDING_ADDEND
+    codes = v.view(np.int32).astype(np.uint8)
+    if zero_point.any():
+        codes += zero_point.astype(np.uint8)  # int8 zero points wrap to their bytes
+    return codes.view(dtype)
+
+
 def requantize_onnxruntime(acc: np.ndarray, multiplier, zero_point, dtype) -> np.ndarray:
     """MLAS's ``MlasRequantizeOutput`` on exact integer accumulators (any float or int array; a
     writeable float32 one is scaled in place).
 
     ``multiplier`` is the float32 ``scale_in / scale_out`` (broadcastable); ``zero_point`` too.
-    At most four passes: scale, round, clamp and shift into the output type. Rounding before
-    clamping gives what MLAS's clamping first gives, the bounds being integers.
+    The scaling, then :func:`mlas_codes`.
     """
     multiplier = np.asarray(multiplier, dtype=np.float32)
     in_place = acc.dtype == np.float32 and acc.flags.writeable and multiplier.ndim <= acc.ndim and all(
         m in (1, a) for m, a in zip(multiplier.shape[::-1], acc.shape[::-1]))
     scaled = np.multiply(acc, multiplier, out=acc if in_place else None, dtype=np.float32)
-    np.rint(scaled, out=scaled)
-    return saturate(scaled, zero_point, dtype)
+    return mlas_codes(scaled, zero_point, dtype)
 
 
 class Requantizer:

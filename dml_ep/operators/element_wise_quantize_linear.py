@@ -230,18 +230,12 @@ def _quotients(x: np.ndarray, scale) -> np.ndarray:
 
 def _codes(v: np.ndarray, zero_point, dtype, nan_free: bool) -> np.ndarray:
     """MLAS's steps after the division, on quotients ``v`` (overwritten)."""
-    qmin, qmax = quantize.quant_range(dtype)
-    zero_point = np.asarray(zero_point, dtype=np.int32)
-    lo, hi = (qmin - zero_point).astype(np.float32), (qmax - zero_point).astype(np.float32)
-    if v.shape != np.broadcast_shapes(v.shape, lo.shape):
-        v = np.broadcast_to(v, np.broadcast_shapes(v.shape, lo.shape)).copy()
-    np.clip(v, lo, hi, out=v)
-    np.rint(v, out=v)
-    out = np.empty(v.shape, dtype)
-    with np.errstate(invalid="ignore"):  # a NaN's cast: overwritten below
-        np.add(v, zero_point.astype(np.float32), out=out, casting="unsafe")  # small integers, exact in float32, then the type
+    shape = np.broadcast_shapes(v.shape, np.shape(zero_point))
+    if v.shape != shape:
+        v = np.broadcast_to(v, shape).copy()
+    out = quantize.mlas_codes(v, zero_point, dtype)
     if not nan_free and np.isnan(v.min(initial=0.0)):  # maxps(NaN, qmin - zp) is qmin - zp
-        out[np.isnan(v)] = qmin
+        out[np.isnan(v)] = quantize.quant_range(dtype)[0]
     return out
 
 
