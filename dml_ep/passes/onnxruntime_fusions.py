@@ -155,8 +155,12 @@ def _optimized(graph: EditableGraph, level: int, qdq: bool) -> onnx.ModelProto |
 
         optimized = onnx.load(options.optimized_model_filepath, load_external_data=False)
         _undo_inserted_casts(optimized.graph)
-        for tensor in optimized.graph.initializer:
-            if tensor.name not in graph.constants and onnx.external_data_helper.uses_external_data(tensor):
+        # onnx's walk over every tensor: the main graph's initializers first, then those of the
+        # subgraphs (an If branch's folded constants go to the file too) and of attributes
+        top_level = len(optimized.graph.initializer)
+        for index, tensor in enumerate(onnx.external_data_helper._get_all_tensors(optimized)):
+            known = index < top_level and tensor.name in graph.constants
+            if not known and onnx.external_data_helper.uses_external_data(tensor):
                 onnx.external_data_helper.load_external_data_for_tensor(tensor, folder)
     return optimized
 
