@@ -190,14 +190,15 @@ def check_input(value: onnx.ValueInfoProto) -> None:
 
 
 def topological_order(graph: onnx.GraphProto) -> list[onnx.NodeProto]:
-    """Nodes in an order where every input is produced first; ModelError on cycles and dangling inputs."""
+    """Nodes in an order where every value a node reads (its subgraphs' outer-scope values too) is
+    produced first; ModelError on cycles and dangling inputs."""
     nodes = list(graph.node)  # read from protobuf once
     available = {i.name for i in graph.input} | {t.name for t in graph.initializer} | {""}
     producer = {name: index for index, node in enumerate(nodes) for name in node.output if name}
     waiting = [0] * len(nodes)
     consumers: list[list[int]] = [[] for _ in nodes]
     for index, node in enumerate(nodes):
-        for name in node.input:
+        for name in node_reads(node):
             if name in available:
                 continue
             source = producer.get(name)

@@ -141,6 +141,54 @@ def test_if_branch_reading_outer_scope_values():
         assert_same(model, {"x0": np.array([-1, 3], np.float32), "cond": np.array(cond)})
 
 
+def _onnxruntime_optimized_ops(model, tmp_path) -> list[str]:
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.optimized_model_filepath = str(tmp_path / "optimized.onnx")
+    ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    return [node.op_type for node in onnx.load(options.optimized_model_filepath).graph.node]
+
+
+def test_a_value_an_if_branch_reads_is_not_fused_away(tmp_path):
+    """DQ -> Conv -> Q whose Conv output an If branch also reads (quantize_static makes this of
+    silero-vad's decoder): onnxruntime counts the branch's read as an edge and does not fuse the
+    Conv into a QLinearConv, so the branch finds its value (dml_ep's QDQ rules used to fuse it,
+    and the rewritten graph was invalid). The If, which reads nothing else made by a node, runs
+    after the Conv all the same (dml_ep's order used to put it first)."""
+    scale, zero = numpy_helper.from_array(np.float32(0.05), "s"), numpy_helper.from_array(np.uint8(128), "z")
+    weights = [numpy_helper.from_array(np.arange(-4, 5, dtype=np.int8).reshape(1, 1, 3, 3), "w"),
+               numpy_helper.from_array(np.float32(0.02), "ws"), numpy_helper.from_array(np.int8(0), "wz")]
+    then = helper.make_graph([helper.make_node("Identity", ["y"], ["t"])], "then", [], [helper.make_tensor_value_info("t", TensorProto.FLOAT, None)])
+    other = helper.make_graph([helper.make_node("Neg", ["y"], ["e"])], "else", [], [helper.make_tensor_value_info("e", TensorProto.FLOAT, None)])
+    model = make([helper.make_node("QuantizeLinear", ["x", "s", "z"], ["xq"]), helper.make_node("DequantizeLinear", ["xq", "s", "z"], ["xd"]),
+                  helper.make_node("DequantizeLinear", ["w", "ws", "wz"], ["wd"]), helper.make_node("Conv", ["xd", "wd"], ["y"], pads=[1, 1, 1, 1]),
+                  helper.make_node("QuantizeLinear", ["y", "s", "z"], ["yq"]), helper.make_node("DequantizeLinear", ["yq", "s", "z"], ["out"]),
+                  helper.make_node("If", ["cond"], ["branch"], then_branch=then, else_branch=other)],
+                 [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 4, 4]), helper.make_tensor_value_info("cond", TensorProto.BOOL, [])],
+                 [helper.make_tensor_value_info("out", TensorProto.FLOAT, None), helper.make_tensor_value_info("branch", TensorProto.FLOAT, None)],
+                 [scale, zero, *weights])
+    assert "QLinearConv" not in _onnxruntime_optimized_ops(model, tmp_path)  # the reference's own rules keep the Conv
+    x = np.linspace(-3, 3, 16, dtype=np.float32).reshape(1, 1, 4, 4)
+    for cond in (True, False):
+        assert_same(model, {"x": x, "cond": np.array(cond)})
+
+
+def test_an_if_branchs_large_constant_survives_onnxruntimes_rewrite():
+    """onnxruntime's optimized model keeps initializers of 4 KiB and more in a file beside it, an
+    If branch's too (silero-vad's LSTM constants): they are read back, or the graph is invalid."""
+    table = numpy_helper.from_array(np.arange(2048, dtype=np.float32), "table")
+    then = helper.make_graph([helper.make_node("Add", ["x", "table"], ["t"])], "then", [], [helper.make_tensor_value_info("t", TensorProto.FLOAT, None)],
+                             [table])
+    other = helper.make_graph([helper.make_node("Neg", ["x"], ["e"])], "else", [], [helper.make_tensor_value_info("e", TensorProto.FLOAT, None)])
+    model = make([helper.make_node("Identity", ["x0"], ["x"]),  # an Identity: onnxruntime's rewrite runs
+                  helper.make_node("If", ["cond"], ["y"], then_branch=then, else_branch=other)],
+                 [helper.make_tensor_value_info("x0", TensorProto.FLOAT, [2048]), helper.make_tensor_value_info("cond", TensorProto.BOOL, [])],
+                 [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    for cond in (True, False):
+        assert_same(model, {"x0": np.full(2048, 0.5, np.float32), "cond": np.array(cond)})
+
+
 def test_the_values_a_contrib_nodes_subgraph_reads_are_its_inputs():
     """Subgraphs are looked for in the attributes of control-flow ops and of every op outside
     ai.onnx (the attributes of other ai.onnx ops are not read: their schemas have no graph)."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import onnx
 
+from .. import graph as graph_module
 from .names import Names
 
 
@@ -23,7 +24,10 @@ class NodeIndex:
         self._readers: dict[str, dict[int, onnx.NodeProto]] = {}
 
     def add(self, node: onnx.NodeProto) -> None:
-        inputs, outputs = tuple(node.input), tuple(node.output)
+        """Index ``node``; the outer-scope values its subgraphs read count as its inputs (as in
+        onnxruntime, whose graph has an edge for each): a rule must not fuse away a value an If
+        branch reads."""
+        inputs, outputs = (*node.input, *graph_module.outer_scope_inputs(node)), tuple(node.output)
         self._indexed[id(node)] = inputs, outputs, node.name
         self.names.add((*inputs, *outputs, node.name))
         for name in filter(None, outputs):
