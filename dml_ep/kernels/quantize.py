@@ -14,6 +14,7 @@ round-half-to-even. Two ways to evaluate it:
 
 from __future__ import annotations
 
+import functools
 from fractions import Fraction
 
 import numpy as np
@@ -23,7 +24,9 @@ _TIE_TOLERANCE = 2.0**-44
 _BEYOND_8_BITS = 2.0**31
 
 
+@functools.lru_cache(maxsize=None)
 def quant_range(dtype) -> tuple[int, int]:
+    """The integer type's (Min, Max), cached: ``np.iinfo`` costs microseconds a call, per node and run."""
     info = np.iinfo(dtype)
     return int(info.min), int(info.max)
 
@@ -132,14 +135,21 @@ def mlas_codes(v: np.ndarray, zero_point, dtype) -> np.ndarray:
 
     Three passes: the clamp, one float32 addition that rounds (``_ROUNDING_ADDEND``), and the
     rounded integers' low bytes, to which the zero point is added as a byte (modulo 256: the
-    clamped sum is in range). NaN is not handled: its code is ``zp``."""
+    clamped sum is in range). NaN is not handled: its code is ``zp``. A zero point of one element
+    is taken as a scalar (the result has ``v``'s shape)."""
     lo, hi = quant_range(dtype)
-    zero_point = np.asarray(zero_point, dtype=np.int32)
-    np.clip(v, (lo - zero_point).astype(np.float32), (hi - zero_point).astype(np.float32), out=v)
+    zero_point = np.asarray(zero_point)
+    if zero_point.size == 1:  # scalars: numpy's per-call cost of small arrays is most of a small tensor's time
+        zp = int(zero_point.reshape(-1)[0])
+        low, high, byte = np.float32(lo - zp), np.float32(hi - zp), np.uint8(zp & 0xFF)  # int8 zero points wrap to their bytes
+    else:
+        zp = zero_point.astype(np.int32)
+        low, high, byte = (lo - zp).astype(np.float32), (hi - zp).astype(np.float32), zp.astype(np.uint8)
+    np.clip(v, low, high, out=v)
     v += _ROUNDING_ADDEND
     codes = v.view(np.int32).astype(np.uint8)
-    if zero_point.any():
-        codes += zero_point.astype(np.uint8)  # int8 zero points wrap to their bytes
+    if byte.any():
+        codes += byte
     return codes.view(dtype)
 
 

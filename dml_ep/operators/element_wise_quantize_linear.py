@@ -190,9 +190,10 @@ def parameters(desc, tensors: dict, cache: dict) -> tuple[np.ndarray, np.ndarray
     """The scale (its values checked: one bound at run time arrives here unchecked) and the zero
     point (0 when null), read with the output's sizes; read once when both are constants
     (OWNED_BY_DML), kept in the node's ``cache``."""
+    cached = cache.get("parameters")
+    if cached is not None:
+        return cached
     constant = all(t is None or t.Flags & DML_TENSOR_FLAGS.OWNED_BY_DML for t in (desc.ScaleTensor, desc.ZeroPointTensor))
-    if constant and "parameters" in cache:
-        return cache["parameters"]
     checked_scale(np.asarray(tensors["ScaleTensor"]))
     scale = distinct(view(tensors["ScaleTensor"], desc.ScaleTensor))
     zero_point = 0 if desc.ZeroPointTensor is None else distinct(view(tensors["ZeroPointTensor"], desc.ZeroPointTensor))
