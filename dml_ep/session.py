@@ -9,7 +9,9 @@ planned when loaded as far as its shapes do not depend on data, so that its erro
 from __future__ import annotations
 
 import dataclasses
+import functools
 import warnings
+from typing import NamedTuple
 
 import numpy as np
 import onnx
@@ -219,12 +221,16 @@ class InferenceSession:
         feeds = {name: value.numpy() if isinstance(value, onnxruntime.OrtValue) else value for name, value in input_dict_ort_values.items()}
         return [onnxruntime.OrtValue.ortvalue_from_numpy(array) for array in self.run(output_names, feeds, run_options)]
 
+    @functools.cached_property
+    def _declared_inputs(self) -> dict[str, "_Declared"]:
+        return {value.name: _declared(value) for value in self.planner.declared}
+
     def check_feeds(self, input_feed: dict) -> dict:
         """Feeds checked against the model's inputs: names, element types, ranks and fixed sizes.
         A list feed of a tensor input becomes an array of the input's type, as in onnxruntime."""
         if not isinstance(input_feed, dict):
             raise FeedError(f"input_feed must be a dict of name to array, not {type(input_feed).__name__}")
-        expected = {v.name: v for v in self.planner.declared}
+        expected = self._declared_inputs
         unknown = [name for name in input_feed if name not in expected]
         if unknown:
             raise FeedError(f"unknown input name {unknown[0]!r} (inputs: {', '.join(expected)})")
@@ -259,25 +265,38 @@ def _user_cpu_session(model: onnx.ModelProto, sess_options):
     return onnxruntime.InferenceSession(model.SerializeToString(), sess_options, providers=[CPU_PROVIDER])
 
 
-def _checked_feed(name: str, value, feed):
+class _Declared(NamedTuple):
+    """What a feed is checked against, read from its input's declaration once, not at each run."""
+
+    dtype: np.dtype | None  # None: not a tensor (a sequence, map or optional: onnxruntime checks it)
+    sizes: tuple | None  # per axis the fixed size or None; None: no shape declared
+
+
+def _declared(value: onnx.ValueInfoProto) -> _Declared:
+    if not value.type.HasField("tensor_type"):
+        return _Declared(None, None)
+    tensor_type = value.type.tensor_type
+    sizes = tuple(graph.fixed_size(d) for d in tensor_type.shape.dim) if tensor_type.HasField("shape") else None
+    return _Declared(graph.element_dtype(value), sizes)
+
+
+def _checked_feed(name: str, declared: _Declared, feed):
     """One feed checked against its input's declaration."""
-    if not value.type.HasField("tensor_type"):  # a sequence, map or optional: onnxruntime checks it
+    dtype = declared.dtype
+    if dtype is None:
         return feed
-    dtype = graph.element_dtype(value)
     try:
         array = np.asarray(feed, dtype=dtype if isinstance(feed, (list, tuple)) else None)
     except (TypeError, ValueError) as exc:  # ragged nested lists and the like
         raise FeedError(f"input {name!r}: not an array ({exc})") from None
     if array.dtype != dtype:
         raise FeedError(f"input {name!r}: element type {array.dtype}, expected {dtype}")
-    tensor_type = value.type.tensor_type
-    if tensor_type.HasField("shape"):
-        dims = tensor_type.shape.dim
-        if array.ndim != len(dims):
-            raise FeedError(f"input {name!r}: rank {array.ndim} (shape {list(array.shape)}), expected rank {len(dims)}")
-        for axis, (size, dim) in enumerate(zip(array.shape, dims)):
-            if graph.fixed_size(dim) not in (None, size):
-                raise FeedError(f"input {name!r}: dimension {axis} is {size}, expected {dim.dim_value}")
+    if declared.sizes is not None:
+        if array.ndim != len(declared.sizes):
+            raise FeedError(f"input {name!r}: rank {array.ndim} (shape {list(array.shape)}), expected rank {len(declared.sizes)}")
+        for axis, (size, fixed) in enumerate(zip(array.shape, declared.sizes)):
+            if fixed not in (None, size):
+                raise FeedError(f"input {name!r}: dimension {axis} is {size}, expected {fixed}")
     if array.size > MAX_ELEMENTS:
         raise FeedError(f"input {name!r}: {array.size} elements, more than a DirectML tensor holds ({MAX_ELEMENTS})")
     if array.nbytes > MAX_FEED_BYTES:
