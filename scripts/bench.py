@@ -251,7 +251,7 @@ def bench_node(name: str, model: onnx.ModelProto, repeat: int, arithmetic: str, 
         runners["reference"] = lambda: reference.run(None, feeds)
     except Exception:  # noqa: BLE001  whatever it raises for an op it lacks
         pass
-    row = {"model": name, **summarize(time_interleaved(runners, max(3, repeat // 3)))}
+    row = {"model": name, **summarize(time_interleaved(runners, repeat))}
     if "reference_ms" in row:
         row["reference_speedup"] = row["reference_ms"] / row["dml_ep_ms"]
     return row
