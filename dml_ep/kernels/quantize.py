@@ -140,15 +140,17 @@ def mlas_codes(v: np.ndarray, zero_point, dtype) -> np.ndarray:
     lo, hi = quant_range(dtype)
     zero_point = np.asarray(zero_point)
     if zero_point.size == 1:  # scalars: numpy's per-call cost of small arrays is most of a small tensor's time
-        zp = int(zero_point.reshape(-1)[0])
+        zp = int(zero_point.item())
         low, high, byte = np.float32(lo - zp), np.float32(hi - zp), np.uint8(zp & 0xFF)  # int8 zero points wrap to their bytes
+        shift = zp != 0
     else:
         zp = zero_point.astype(np.int32)
         low, high, byte = (lo - zp).astype(np.float32), (hi - zp).astype(np.float32), zp.astype(np.uint8)
+        shift = zp.any()
     np.clip(v, low, high, out=v)
     v += _ROUNDING_ADDEND
     codes = v.view(np.int32).astype(np.uint8)
-    if byte.any():
+    if shift:
         codes += byte
     return codes.view(dtype)
 
