@@ -171,8 +171,9 @@ class OnnxruntimeEngine(Engine):
         half of the result it wrote from the other core's cache cost more than the second core
         saves up to about 3e8 multiply-adds (2-core Xeon, a GEMM plus the pass that reads its
         result: 128x384x384 32 µs alone against 70 µs on two threads, 128x768x768 94 against 185,
-        512x768x768 474 against 522; 2048x768x768 1745 against 1459), and each pool is a thread. The pools sleep between runs instead of spinning: dozens of pools
-        spinning would take the cores from each other and from the numpy work between two GEMMs.
+        512x768x768 474 against 522; 2048x768x768 1745 against 1459), and each pool is a thread.
+        The pools sleep between runs instead of spinning: dozens of pools spinning would take the
+        cores from each other and from the numpy work between two GEMMs.
         (onnxruntime's global thread pool would share one pool, but once set it refuses every
         session of the process that has a pool of its own, the user's included.) The sessions'
         outputs come from one shared memory arena, not an arena per session."""
