@@ -113,7 +113,7 @@ class Executor:
             group = None if keep_all else self._partitions.get(index)
             try:
                 if group is None:
-                    step = [planner.entry(index, infos)]
+                    step = [planner.entry(index, infos, values)]
                     results = self.run_entry(step[0], values)
                 else:
                     results = self.run_partition(group, values)

@@ -9,6 +9,8 @@ A desc that breaks DirectML's tables at the target feature level falls back, nam
 
 from __future__ import annotations
 
+from collections import ChainMap
+
 import dataclasses
 
 import numpy as np
@@ -27,11 +29,13 @@ from .real_ep import ASSIGNED_TO_DML, not_modelled_reason
 DEFAULT_FEATURE_LEVEL = max(DML_FEATURE_LEVEL)
 
 
-def signature(node: onnx.NodeProto, values: dict[str, ValueInfo], constants: dict[str, np.ndarray]) -> tuple:
-    """All an importer reads of a node: its op and attributes, each input's constant (by name) or
-    type and shape, and its output's type. Nodes of one signature make one desc, so that a model
-    of repeated layers imports each kind of node once."""
-    inputs = tuple(name if name in constants else _type_and_shape(values.get(name)) for name in node.input)
+def signature(node: onnx.NodeProto, values: dict[str, ValueInfo], constants: dict[str, np.ndarray], run_data: dict | None = None) -> tuple:
+    """All an importer reads of a node: its op and attributes, each input's constant (by name),
+    run-time CPU input (by value) or type and shape, and its output's type. Nodes of one signature
+    make one desc, so that a model of repeated layers imports each kind of node once."""
+    run_data = run_data or {}
+    inputs = tuple(name if name in constants else (run_data[name].dtype.str, run_data[name].tobytes()) if name in run_data
+                   else _type_and_shape(values.get(name)) for name in node.input)
     output = _type_and_shape(values.get(node.output[0])) if node.output else None
     return node.domain, node.op_type, tuple(a.SerializeToString() for a in attributes(node)), inputs, output
 
@@ -53,8 +57,16 @@ class NodeImporter:
     opsets: dict[str, int]
     _made: dict[tuple, DmlNode] = dataclasses.field(default_factory=dict, init=False, repr=False)  # by signature
 
-    def plan_node(self, node: onnx.NodeProto, origin: Origin, values: dict[str, ValueInfo]) -> PlanEntry:
-        """The node's entry, ``values`` giving the types and shapes of its inputs and the type of its output."""
+    def cpu_inputs(self, node: onnx.NodeProto) -> list[str]:
+        """The node's required CPU inputs (its row's ``constant_cpu_inputs``) that are not constants:
+        values computed at run time, whose data the node is planned from."""
+        row = REGISTRATIONS.get(("" if node.domain == "ai.onnx" else node.domain, node.op_type))
+        indices = row.constant_cpu_inputs if row is not None else ()
+        return [node.input[i] for i in indices if i < len(node.input) and node.input[i] and node.input[i] not in self.constants]
+
+    def plan_node(self, node: onnx.NodeProto, origin: Origin, values: dict[str, ValueInfo], run_data: dict | None = None) -> PlanEntry:
+        """The node's entry, ``values`` giving the types and shapes of its inputs and the type of its
+        output; ``run_data`` the values of its required CPU inputs computed in this run."""
         domain = "" if node.domain == "ai.onnx" else node.domain
         row = REGISTRATIONS.get((domain, node.op_type))
         if row is None:
@@ -63,11 +75,12 @@ class NodeImporter:
         if empty is not None:  # the real EP's operators skip empty tensors; dml_ep leaves them to the CPU EP
             return FallbackNode(node, f"input {empty!r} is empty (shape {list(values[empty].shape)}); DirectML sizes are at least 1; "
                                       "on DirectML in the real EP, whose operators skip empty tensors", origin)
-        key = signature(node, values, self.constants)
+        key = signature(node, values, self.constants, run_data)
         made = self._made.get(key)
         if made is not None:
             return self._rebound(made, node, origin)
-        ctx = NodeContext(node, values, self.constants, self.feature_level, self.opsets.get(domain, 1))
+        constants = ChainMap(run_data, self.constants) if run_data else self.constants
+        ctx = NodeContext(node, values, constants, self.feature_level, self.opsets.get(domain, 1))
         try:
             entry = row.import_node(ctx)
             validated(entry.desc, self.feature_level)

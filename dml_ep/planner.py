@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections import ChainMap
 
+import numpy as np
 import onnx
 
 from . import graph as graph_module
@@ -75,6 +76,7 @@ class Planner:
         self.nodes = list(graph.nodes)
         self.origins = [graph.origin(n) for n in self.nodes]
         self.reads = [[n for n in graph_module.node_reads(node) if n not in self.constants] for node in self.nodes]
+        self.cpu_reads = [self._importer.cpu_inputs(node) for node in self.nodes]  # planned from their data in a run
         self.never_maps = [self._importer.never_maps(node) for node in self.nodes]
         self.output_names = [o.name for o in model.graph.output]
         self._entries: dict[tuple, PlanEntry] = {}
@@ -93,19 +95,24 @@ class Planner:
                 infos[name] = ValueInfo(name, info.dtype, tuple(1 if d is None else d for d in info.shape))
         return self._importer.maps(node, ChainMap(infos, known))
 
-    def entry(self, index: int, values: dict[str, ValueInfo]) -> PlanEntry:
+    def entry(self, index: int, values: dict[str, ValueInfo], data: dict | None = None) -> PlanEntry:
         """Node ``index`` planned for the types and shapes of its inputs (``values`` holds at least
-        every name in ``reads[index]``); made once per distinct signature."""
+        every name in ``reads[index]``) and, where a run gives them in ``data``, the values of its
+        required CPU inputs (a Reshape's computed shape); made once per distinct signature."""
         reads = self.reads[index]
         key = (index, *((values[n].dtype, values[n].shape) for n in reads))
+        run_data = None
+        if self.cpu_reads[index] and data is not None and all(n in data for n in self.cpu_reads[index]):
+            run_data = {n: np.asarray(data[n]) for n in self.cpu_reads[index]}
+            key += tuple(array.tobytes() for array in run_data.values())
         entry = self._entries.get(key)
         if entry is None:
             inputs = {n: values[n] for n in reads}
-            entry = self._entries[key] = self._plan_node(self.nodes[index], self.origins[index], inputs)
+            entry = self._entries[key] = self._plan_node(self.nodes[index], self.origins[index], inputs, run_data)
         return entry
 
-    def _plan_node(self, node: onnx.NodeProto, origin, inputs: dict[str, ValueInfo]) -> PlanEntry:
-        entry = self._importer.plan_node(node, origin, ChainMap(inputs, self.static))  # no copy of every value per node
+    def _plan_node(self, node: onnx.NodeProto, origin, inputs: dict[str, ValueInfo], run_data: dict | None = None) -> PlanEntry:
+        entry = self._importer.plan_node(node, origin, ChainMap(inputs, self.static), run_data)  # no copy of every value per node
         if isinstance(entry, DmlNode):
             entry.input_shapes = {field: inputs[b].shape for field, b in entry.inputs.items() if isinstance(b, str)}
         if self.provider == DML and origin.rules and not has_dml_kernel(entry.node):

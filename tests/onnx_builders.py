@@ -33,8 +33,9 @@ class Feed:
     value: np.ndarray
 
 
-def single_node_model(op_type, operands, out_dtype, out_rank, domain="", consumer=None, **attributes):
-    """A model of one node (plus an optional single-input ``consumer`` node name, attributes).
+def single_node_model(op_type, operands, out_dtype, out_rank, domain="", consumer=None, opset=OPSET, **attributes):
+    """A model of one node (plus an optional single-input ``consumer`` node name, attributes), of
+    the ai.onnx ``opset``.
 
     ``operands`` are arrays (initializers), :class:`Feed` (inputs) or None (omitted).
     """
@@ -59,7 +60,7 @@ def single_node_model(op_type, operands, out_dtype, out_rank, domain="", consume
         nodes.append(helper.make_node(consumer_type, ["pre"], ["y"], **consumer_attributes))
     output = helper.make_tensor_value_info("y", out_type, [None] * out_rank)
     graph = helper.make_graph(nodes, f"single_{op_type}", inputs, [output], initializers)
-    opsets = [helper.make_opsetid("", OPSET)] + ([helper.make_opsetid(domain, 1)] if domain else [])
+    opsets = [helper.make_opsetid("", opset)] + ([helper.make_opsetid(domain, 1)] if domain else [])
     model = helper.make_model(graph, opset_imports=opsets)
     onnx.checker.check_model(model)
     return model, feeds

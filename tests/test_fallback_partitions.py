@@ -23,22 +23,23 @@ def conv(x, name, w_name):
 
 
 def conv_pool_conv_model():
-    """Quantize -> QLinearConv -> [MaxPool -> Transpose -> MaxPool] -> QLinearConv -> Dequantize."""
+    """Quantize -> QLinearConv -> [Tile -> Tile -> Tile] -> QLinearConv -> Dequantize (three ops dml_ep
+    does not model, the last with a shape known only when run: its repeats are an input)."""
     rng = np.random.default_rng(0)
     nodes = [
         helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"]),
         conv("q", "c1", "w1"),
-        helper.make_node("MaxPool", ["c1"], ["m1"], kernel_shape=[2, 2], strides=[2, 2]),
-        helper.make_node("Transpose", ["m1"], ["t"], perm=[0, 1, 3, 2]),
-        helper.make_node("MaxPool", ["t"], ["m2"], kernel_shape=[1, 1]),
+        helper.make_node("Tile", ["c1", "once"], ["m1"]),
+        helper.make_node("Tile", ["m1", "once"], ["t"]),
+        helper.make_node("Tile", ["t", "once"], ["m2"]),
         conv("m2", "c2", "w2"),
         helper.make_node("DequantizeLinear", ["c2", "s", "z"], ["y"]),
     ]
-    initializers = [const("s", np.float32(0.05)), const("z", np.uint8(10)), const("ws", np.float32(0.01)), const("wz", np.int8(0)),
+    initializers = [const("s", np.float32(0.05)), const("z", np.uint8(10)), const("ws", np.float32(0.01)), const("wz", np.int8(0)), const("once", np.ones(4, np.int64)),
                     const("w1", rng.integers(-60, 60, (4, 4, 3, 3)).astype(np.int8)),
                     const("w2", rng.integers(-60, 60, (4, 4, 3, 3)).astype(np.int8))]
     graph = helper.make_graph(nodes, "partitions", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 8, 8])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 4, 4])], initializers)
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 8, 8])], initializers)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
 
 
@@ -51,7 +52,7 @@ def test_a_partition_runs_as_one_session_and_matches_onnxruntime(arithmetic):
     if arithmetic == "onnxruntime":
         np.testing.assert_array_equal(ours, cpu_session(model, "ort-exact").run(None, feeds)[0])
     groups = [key[0] for key in session.executor._fallback_sessions]
-    assert (2, 3, 4) in groups  # MaxPool, Transpose, MaxPool: one session
+    assert (2, 3, 4) in groups  # the three Tiles: one session
     assert [type(e) for e in session.plan.entries] == [FallbackNode, DmlNode, FallbackNode, FallbackNode, FallbackNode, DmlNode, FallbackNode]
     # the convolution's channels-last output entered the partition as it lies
     (session_of_group, _, _), = [v for k, v in session.executor._fallback_sessions.items() if k[0] == (2, 3, 4)]
@@ -95,7 +96,7 @@ def test_partitions_are_the_runs_in_execution_order():
     np.testing.assert_allclose(ours, cpu_session(model, "ort-exact").run(None, feeds)[0], rtol=1e-6)
 
 
-@pytest.mark.parametrize("name", ["transformer_block", "squeezenet"])
+@pytest.mark.parametrize("name", ["squeezenet"])  # transformer_block's QDQ model has no partition left: its 8-bit Reshapes and Transposes run on DirectML
 def test_partitions_give_the_numbers_of_nodes_run_one_by_one(built, name):
     """QDQ models leave DequantizeLinear -> Mul/Gemm -> QuantizeLinear groups to the CPU EP: a
     partition must not let onnxruntime fuse them (into QLinearMul, QGemm), which rounds otherwise."""

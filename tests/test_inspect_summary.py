@@ -109,7 +109,9 @@ def test_json_keeps_whole_names_and_adds_the_summaries(capsys, chain, tmp_path):
     assert by_op_type == {("Add", "DML_OPERATOR_ELEMENT_WISE_ADD1"): (PAIRS, 8 * PAIRS),
                           ("Sigmoid", "fallback"): (PAIRS + EXTRA_SIGMOIDS, 0), ("Reshape", "fallback"): (1, 0)}
     assert {r["reason"]: r["nodes"] for r in plan["by_reason"]} == {
-        SIGMOID_REASON: PAIRS + EXTRA_SIGMOIDS, "ai.onnx::Reshape: on DirectML in the real EP, not modelled by dml_ep": 1}
+        SIGMOID_REASON: PAIRS + EXTRA_SIGMOIDS,
+        "input 1 's' is computed at run time (a required CPU input, which the real EP reads from CPU memory); on DirectML in the real EP; "
+        "dml_ep plans it from the value a run computes": 1}
 
 
 def test_qdq_rules_named_only_for_a_model_they_rewrote(capsys):

@@ -115,6 +115,16 @@ NODES = {  # row -> (inputs as (name, array, constant)), attributes, output type
                                            {"fused_activation": "Relu"}, np.float32),
     ("com.microsoft.dml", "DmlFusedSum"): ([("a", np.zeros((2, 3), np.float32), False), ("b", np.zeros(3, np.float32), False)],
                                            {"fused_activation": "LeakyRelu", "fused_alpha": 0.125}, np.float32),
+    ("", "Transpose"): ([("x", np.zeros((2, 3, 4), U8), False)], {"perm": [2, 0, 1]}, U8),
+    ("", "Identity"): ([("x", np.zeros((2, 3), np.int8), False)], {}, np.int8),
+    ("", "Flatten"): ([("x", np.zeros((2, 3, 4), U8), False)], {"axis": 2}, U8),
+    ("", "Squeeze"): ([("x", np.zeros((2, 1, 4), U8), False)], {}, U8),
+    ("", "Unsqueeze"): ([("x", np.zeros((2, 4), U8), False), ("axes", np.array([0, 3]), True)], {}, U8),
+    ("", "Reshape"): ([("x", np.zeros((2, 3, 4), U8), False), ("shape", np.array([0, -1]), True)], {}, U8),
+    ("", "Concat"): ([("a", np.zeros((2, 3), U8), False), ("b", np.zeros((2, 5), U8), False)], {"axis": -1}, U8),
+    ("", "Slice"): ([("x", np.zeros((4, 6), U8), False), ("starts", np.array([1, -1]), True), ("ends", np.array([3, -7]), True),
+                    ("axes", np.array([0, 1]), True), ("steps", np.array([1, -2]), True)], {"starts": [1], "ends": [3]}, U8),
+    ("", "Gather"): ([("x", np.zeros((5, 3), np.int8), False), ("i", np.array([[0, 4], [-1, 2]]), False)], {"axis": 0}, np.int8),
     ("com.microsoft.dml", "DmlDynamicQuantizeLinear"): ([("x", np.zeros((2, 3), np.float32), False)], {"to": 3}, np.int8),
 }
 

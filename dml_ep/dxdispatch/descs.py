@@ -70,6 +70,8 @@ def _fields_to_dict(desc: OperatorDesc) -> dict:
             continue  # a null optional tensor, activation or scale-bias
         if isinstance(value, DML_BUFFER_TENSOR_DESC):
             value = tensor_to_dict(value)
+        elif _kind(field) == "TensorDescArray":
+            value = [tensor_to_dict(each) for each in value]
         elif isinstance(value, OperatorDesc):  # a fused activation: its fields inline beside Type
             value = {"Type": value.OPERATOR_TYPE.name, **_fields_to_dict(value)}
         elif field.name == "ScaleBias":
@@ -151,6 +153,10 @@ def _optional(cls, name: str, kind: str) -> bool:
 
 
 def _field_from_dict(kind: str, value, where: str):
+    if kind == "TensorDescArray":
+        if not isinstance(value, list) or not value:
+            raise DxDispatchError(f"{where}: expected a non-empty list of tensor descs")
+        return tuple(tensor_from_dict(each, f"{where}[{index}]") for index, each in enumerate(value))
     if kind.startswith("TensorDesc"):
         return tensor_from_dict(value, where)
     if kind == "Optional[ActivationDesc]":
@@ -159,6 +165,8 @@ def _field_from_dict(kind: str, value, where: str):
         return _integer(value, where)
     if kind.startswith("tuple[int"):
         return _integers(value, where)
+    if kind == "SignedIntegers":  # an INT array (SLICE1's InputWindowStrides)
+        return _integers(value, where, signed=True)
     if kind == "float":
         return _float(value, where)
     if kind.startswith("Optional[tuple[float"):  # DML_SCALE_BIAS
@@ -241,16 +249,16 @@ def _member(enum, prefix: str, text):
     return enum.__members__.get(str(text).removeprefix(prefix))
 
 
-def _integer(value, where: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise DxDispatchError(f"{where}: expected a non-negative integer, not {value!r}")
+def _integer(value, where: str, signed: bool = False) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or (value < 0 and not signed):
+        raise DxDispatchError(f"{where}: expected a {'' if signed else 'non-negative '}integer, not {value!r}")
     return value
 
 
-def _integers(value, where: str) -> tuple[int, ...]:
+def _integers(value, where: str, signed: bool = False) -> tuple[int, ...]:
     if not isinstance(value, list):
         raise DxDispatchError(f"{where}: expected a list of integers, not {value!r}")
-    return tuple(_integer(v, f"{where}[{i}]") for i, v in enumerate(value))
+    return tuple(_integer(v, f"{where}[{i}]", signed) for i, v in enumerate(value))
 
 
 def _float(value, where: str) -> float:

@@ -146,6 +146,7 @@ class _Writer:
             self._bind(value, tensor, made=field in made)
             owned = tensor.Flags & DML_TENSOR_FLAGS.OWNED_BY_DML
             (initialization if owned else execution)[field] = value
+        initialization, execution = _arrays(initialization), _arrays(execution)
         dispatchable = descs.to_dict(entry.desc)
         if initialization:  # bound when DirectML initializes the operator, as OWNED_BY_DML tensors are
             dispatchable["bindings"] = initialization
@@ -185,6 +186,18 @@ class _Writer:
                 self.files[path] = array
                 resources[name] = {"initialValuesDataType": data_type, "initialValues": {"sourcePath": path}}
         return resources
+
+
+def _arrays(bindings: dict) -> dict:
+    """Bindings with an array field's tensors (``InputTensors[0]``, ...) as one list, as DxDispatch binds them."""
+    out = {}
+    for field, value in bindings.items():
+        name, _, index = field.partition("[")
+        if index:
+            out.setdefault(name, []).append(value)
+        else:
+            out[field] = value
+    return out
 
 
 def _dispatchable_names(entries: list[DmlNode]) -> dict[int, str]:

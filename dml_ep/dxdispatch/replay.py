@@ -111,20 +111,21 @@ class DxDispatchModel:
 
 
 def _names(bindings, where: str) -> dict[str, str]:
-    """Bind point -> resource name, from a name, ``{"name": ...}`` or a one-element list of either."""
+    """Bind point -> resource name, from a name, ``{"name": ...}`` or a one-element list of either;
+    a list of several binds an array field's tensors in order (``InputTensors[0]``, ...)."""
     if not isinstance(bindings, dict):
         raise DxDispatchError(f"{where}: bindings must be an object")
     names = {}
     for point, source in bindings.items():
-        if isinstance(source, list):
-            if len(source) != 1:
-                raise DxDispatchError(f"{where}: {point} takes one resource, {len(source)} are bound")
-            source = source[0]
-        if isinstance(source, dict):
-            if source.get("elementOffset") or "name" not in source:
-                raise DxDispatchError(f"{where}: {point}: only bindings of a whole resource by name are read")
-            source = source["name"]
-        names[point] = source
+        sources = source if isinstance(source, list) else [source]
+        if not sources:
+            raise DxDispatchError(f"{where}: {point}: an empty list binds nothing")
+        for index, each in enumerate(sources):
+            if isinstance(each, dict):
+                if each.get("elementOffset") or "name" not in each:
+                    raise DxDispatchError(f"{where}: {point}: only bindings of a whole resource by name are read")
+                each = each["name"]
+            names[point if len(sources) == 1 else f"{point}[{index}]"] = each
     return names
 
 

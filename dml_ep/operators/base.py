@@ -22,6 +22,8 @@ from ..tensor_desc import DML_BUFFER_TENSOR_DESC, left_pad
 
 
 TensorDesc = Optional[DML_BUFFER_TENSOR_DESC]
+SignedIntegers = tuple  # of int: a DirectML INT array (the others are UINT)
+TensorDescArray = tuple  # of DML_BUFFER_TENSOR_DESC: a ``_Field_size_(Count)`` array of tensor descs (JOIN's InputTensors)
 
 QUANTIZED = frozenset({DT.INT8, DT.UINT8})
 FLOATS = frozenset({DT.FLOAT32, DT.FLOAT16})
@@ -65,14 +67,25 @@ class OperatorDesc:
     INTRODUCED: ClassVar[FL] = FL.FL_1_0
     TENSOR_RULES: ClassVar[tuple[TensorRule, ...]] = ()
     SAME_TYPE: ClassVar[tuple[tuple[str, ...], ...]] = ()
+    TYPES_FROM: ClassVar[dict] = {}  # field -> {feature level: types allowed from it}, where a type's support came later
 
     def tensors(self) -> dict[str, DML_BUFFER_TENSOR_DESC]:
-        """The desc's non-null tensor fields, in field order."""
-        return {
-            f.name: getattr(self, f.name)
-            for f in dataclasses.fields(self)
-            if isinstance(getattr(self, f.name), DML_BUFFER_TENSOR_DESC)
-        }
+        """The desc's non-null tensor fields, in field order; an array field's tensors as
+        ``Name[0]``, ``Name[1]``, ..."""
+        out = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, DML_BUFFER_TENSOR_DESC):
+                out[f.name] = value
+            elif isinstance(value, tuple) and value and isinstance(value[0], DML_BUFFER_TENSOR_DESC):
+                out.update((f"{f.name}[{index}]", each) for index, each in enumerate(value))
+        return out
+
+    def tensor(self, field: str) -> TensorDesc:
+        """One tensor field by name, ``Name[i]`` for an element of an array field."""
+        name, _, index = field.partition("[")
+        value = getattr(self, name)
+        return value[int(index[:-1])] if index else value
 
     def fail(self, rule: str, field: str | None = None):
         """Raise DescValidationError naming the operator, the tensor or field, and the rule."""
@@ -111,6 +124,12 @@ class OperatorDesc:
                 tensor = getattr(self, field)
                 if tensor is not None and tensor.DataType != want:
                     self.fail(f"DataType {tensor.DataType.name} must equal {first}'s {want.name}", field)
+        for field, by_level in self.TYPES_FROM.items():
+            tensor = getattr(self, field)
+            allowed = frozenset().union(*(types for level, types in by_level.items() if level <= feature_level))
+            if tensor is not None and tensor.DataType not in allowed:
+                names = ", ".join(sorted(t.name for t in allowed))
+                self.fail(f"DataType {tensor.DataType.name} is not supported at {feature_level} (allowed: {names})", field)
         self.validate_shapes(feature_level)
 
     def validate_shapes(self, feature_level: FL) -> None:

@@ -37,8 +37,6 @@ Exact value (compare): ``x / scale``, so compare tells exact ties from float32 r
 from __future__ import annotations
 
 import dataclasses
-from typing import ClassVar
-
 import numpy as np
 
 from ..enums import DML_FEATURE_LEVEL as FL
@@ -79,17 +77,10 @@ class ElementWiseQuantizationDesc(OperatorDesc):
         return rules({field: (field == "ZeroPointTensor", ELEMENT_WISE_DIMS) for field in FIELDS},
                      {"InputTensor": input_types, "ScaleTensor": scale_types, "ZeroPointTensor": zero_point_types, "OutputTensor": output_types})
 
-    TYPES_FROM: ClassVar[dict] = {}  # field -> {feature level: types allowed from it}
-
     def validate_shapes(self, feature_level: FL) -> None:
         for field, tensor_desc in self.tensors().items():
             if tensor_desc.Sizes != self.OutputTensor.Sizes:
                 self.fail(f"sizes {list(tensor_desc.Sizes)} must equal OutputTensor's {list(self.OutputTensor.Sizes)}", field)
-            by_level = self.TYPES_FROM.get(field, {})
-            allowed = frozenset().union(*(types for level, types in by_level.items() if level <= feature_level))
-            if by_level and tensor_desc.DataType not in allowed:
-                names = ", ".join(sorted(t.name for t in allowed))
-                self.fail(f"DataType {tensor_desc.DataType.name} is not supported at {feature_level} (allowed: {names})", field)
         if self.ZeroPointTensor is None and feature_level < FL.FL_6_2:
             self.fail(f"a null ZeroPointTensor requires {FL.FL_6_2} (target is {feature_level})", "ZeroPointTensor")
 

@@ -64,7 +64,7 @@ class NodeContext:
         constant array, or the graph value's name. ``fields_by_input`` names the desc field of
         input 0, 1, ... (the node's outputs are not inputs); ``more_output_shapes``, the shapes of
         its outputs after the first, for an operator with several."""
-        input_index = {field: index for index, field in enumerate(fields_by_input) if getattr(desc, field) is not None}
+        input_index = {field: index for index, field in enumerate(fields_by_input) if desc.tensor(field) is not None}
         return bound(self.node, desc, input_index, (tuple(output_shape), *map(tuple, more_output_shapes)), self.constants)
 
 

@@ -28,9 +28,9 @@ import onnx
 from ..enums import DML_TENSOR_DATA_TYPE as DT
 from ..plan import DmlNode
 from ..real_ep import ON_CPU
-from . import (activation, convolution_integer, dynamic_quantize_linear, element_wise_add1, element_wise_dequantize_linear, element_wise_quantize_linear,
-               element_wise_quantized_linear_add, matrix_multiply_integer, matrix_multiply_integer_to_float, quantized_linear_convolution,
-               quantized_linear_matrix_multiply)
+from . import (activation, convolution_integer, dynamic_quantize_linear, element_wise_add1, element_wise_dequantize_linear, element_wise_identity,
+               element_wise_quantize_linear, element_wise_quantized_linear_add, gather, join, matrix_multiply_integer, matrix_multiply_integer_to_float,
+               quantized_linear_convolution, quantized_linear_matrix_multiply, slice1)
 from .base import FLOAT32, FLOATS, INT32, QUANTIZED, Operator
 from .importing import Fallback, NodeContext
 
@@ -47,6 +47,10 @@ MODULES = (
     element_wise_quantize_linear,
     element_wise_dequantize_linear,
     dynamic_quantize_linear,
+    element_wise_identity,
+    join,
+    slice1,
+    gather,
 )
 
 OPERATORS: dict = {entry.desc.OPERATOR_TYPE: entry for module in MODULES for entry in module.OPERATORS}
@@ -60,6 +64,8 @@ def operator_of(desc) -> Operator:
 # The DML EP's type masks (OperatorRegistration.cpp's SupportedTensorDataTypes names).
 INTS_8_TO_64 = frozenset({DT.INT8, DT.UINT8, DT.INT16, DT.UINT16, DT.INT32, DT.UINT32, DT.INT64, DT.UINT64})
 FLOAT16_TO_32 = FLOATS
+ALL_SCALARS = element_wise_identity.ALL_TYPES  # the real EP's also has bool, which DirectML reads as UINT8
+INT32_64 = frozenset({DT.INT32, DT.INT64})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,8 +98,9 @@ class Registration:
         if since not in self.versions:
             raise Fallback(self._unmatched(since, ctx.opset), ON_CPU)
         for index in self.constant_cpu_inputs:
-            if ctx.input_name(index) not in ctx.constants:
-                raise Fallback(f"input {index} {ctx.input_name(index)!r} is not a constant initializer (the DML EP requires a constant CPU input)", ON_CPU)
+            if ctx.input_name(index) and ctx.input_name(index) not in ctx.constants:
+                raise Fallback(f"input {index} {ctx.input_name(index)!r} is computed at run time (a required CPU input, which the "
+                               "real EP reads from CPU memory)", "on DirectML in the real EP; dml_ep plans it from the value a run computes")
         if self.support_query is not None:
             self.support_query(ctx)
         return self.importer(ctx)
@@ -124,6 +131,7 @@ _qladd = element_wise_quantized_linear_add
 _add1 = element_wise_add1
 _q, _dq, _dql = element_wise_quantize_linear, element_wise_dequantize_linear, dynamic_quantize_linear
 _convint = convolution_integer
+_identity = element_wise_identity
 
 _ROWS = (
     Registration("", "QLinearConv", (10,), {"T1": QUANTIZED, "T2": QUANTIZED, "T3": QUANTIZED, "T4": INT32}, _conv.qlinear_conv, _conv),
@@ -143,6 +151,17 @@ _ROWS = (
     Registration("", "DequantizeLinear", (10, 13, 19), {"T1": QUANTIZED | INT32, "T2": FLOAT16_TO_32}, _dq.dequantize_linear, _dq),
     Registration("com.microsoft", "DequantizeLinear", (1,), {"T1": QUANTIZED | INT32, "T2": FLOAT16_TO_32}, _dq.dequantize_linear, _dq),
     Registration("", "DynamicQuantizeLinear", (11,), {"T1": FLOAT32, "T2": QUANTIZED}, _dql.dynamic_quantize_linear, _dql),
+    # Data movement (the real EP's rows "7" are the since-versions in force at opset 7: Transpose-1, Concat-4, Reshape-5, ...);
+    # dml_ep models int8 and uint8 tensors (each importer says so for the others).
+    Registration("", "Transpose", (1, 13, 21), {"T": ALL_SCALARS}, _identity.transpose, _identity),
+    Registration("", "Identity", (1, 13, 14, 16, 19, 21), {"T": ALL_SCALARS}, _identity.copy, _identity),
+    Registration("", "Flatten", (1, 9, 11, 13, 21), {"T": ALL_SCALARS}, _identity.copy, _identity),
+    Registration("", "Squeeze", (1, 11, 13, 21), {"T": ALL_SCALARS}, _identity.copy, _identity, constant_cpu_inputs=(1,)),
+    Registration("", "Unsqueeze", (1, 11, 13, 21), {"T": ALL_SCALARS}, _identity.copy, _identity, constant_cpu_inputs=(1,)),
+    Registration("", "Reshape", (5, 13, 14, 19, 21), {"T": ALL_SCALARS}, _identity.copy, _identity, constant_cpu_inputs=(1,)),
+    Registration("", "Concat", (4, 11, 13), {"T": ALL_SCALARS}, join.concat, join),
+    Registration("", "Slice", (1, 10, 11, 13), {"T": ALL_SCALARS, "Tind": INT32_64}, slice1.slice_, slice1, constant_cpu_inputs=(1, 2, 3, 4)),
+    Registration("", "Gather", (1, 11, 13), {"T": ALL_SCALARS, "Tind": INT32_64}, gather.gather, gather),
     # Internal: made by the DML EP's activation fusion (passes/dml_fusion.py).
     Registration("com.microsoft.dml", "DmlFusedAdd", (1,), {"T": FLOAT16_TO_32}, _add1.fused_add, _add1),
     Registration("com.microsoft.dml", "DmlFusedSum", (1,), {"T": FLOAT16_TO_32}, _add1.fused_add, _add1, support_query=_add1.two_inputs),

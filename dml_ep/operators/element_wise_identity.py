@@ -1,0 +1,188 @@
+"""DML_OPERATOR_ELEMENT_WISE_IDENTITY (Transpose; Reshape, Flatten, Squeeze, Unsqueeze, Identity):
+desc, import, kernel.
+
+DirectML documents ``Output = Input`` (``Input * Scale + Bias`` with a ScaleBias): Input and Output
+of one data type, DimensionCount and Sizes; their strides may differ, which is how a layout change
+is expressed.
+
+Import, as the DML EP does (the real EP runs every scalar type; dml_ep models int8 and uint8, the
+tensors a quantized model moves after onnxruntime's QDQ rules drop the Q/DQ pairs around them):
+- Transpose (DmlOperatorTranspose.cpp L14-55): Input's sizes are the permuted sizes, its strides
+  the packed strides permuted alike; Output packed; both keep the ONNX rank (no 4-D padding).
+- Reshape, Flatten, Squeeze, Unsqueeze, Identity (DmlOperatorCopy.cpp, REG_INFO_COPY rows): the
+  data is unchanged, only the shape. The EP runs them as a resource copy (or an alias), and as
+  IDENTITY with the Output desc for Input only inside a fused DirectML graph; dml_ep plans that
+  IDENTITY (the operator a DxDispatch export can run) and its kernel returns a view: no copy. The
+  shape inputs (Reshape's ``shape``, Squeeze's and Unsqueeze's ``axes`` from opset 13) are
+  required CPU inputs: a constant, or a value computed on the CPU whose data the plan is made for.
+
+No exact value: nothing is quantized; every element is moved exactly.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Optional
+
+import numpy as np
+
+from ..enums import DML_FEATURE_LEVEL as FL
+from ..enums import DML_OPERATOR_TYPE as OP
+from ..enums import DML_TENSOR_DATA_TYPE as DT
+from ..errors import ShapeError
+from ..plan import DmlNode
+from ..real_ep import ASSIGNED_TO_DML, ON_DML
+from ..tensor_desc import packed_strides, view
+from .base import FLOATS, Operator, OperatorDesc, TensorDesc, rules
+from .importing import MAX_DIMENSIONS, Fallback, NodeContext, tensor
+
+# --- desc ------------------------------------------------------------------------------------
+
+INTS_32 = frozenset({DT.INT32, DT.INT16, DT.INT8, DT.UINT32, DT.UINT16, DT.UINT8})
+INTS_64 = frozenset({DT.FLOAT64, DT.INT64, DT.UINT64})
+ALL_TYPES = FLOATS | INTS_32 | INTS_64
+TYPES_BY_LEVEL = {FL.FL_1_0: FLOATS, FL.FL_2_1: INTS_32, FL.FL_4_1: INTS_64}  # JOIN, SLICE1, GATHER and IDENTITY share it
+DIMS = {FL.FL_1_0: (4, 5), FL.FL_3_0: (1, 8)}
+EIGHT_BIT = (np.dtype(np.int8), np.dtype(np.uint8))
+
+
+@dataclasses.dataclass(frozen=True)
+class DML_ELEMENT_WISE_IDENTITY_OPERATOR_DESC(OperatorDesc):
+    """ELEMENT_WISE_IDENTITY: ``Output = Input`` read through Input's strides, DML_FEATURE_LEVEL_1_0 and up.
+
+    ``ScaleBias`` is DirectML's optional DML_SCALE_BIAS, a (Scale, Bias) pair or None; the DML EP
+    leaves it null for data movement."""
+
+    InputTensor: TensorDesc
+    OutputTensor: TensorDesc
+    ScaleBias: Optional[tuple[float, float]] = None
+
+    OPERATOR_TYPE = OP.ELEMENT_WISE_IDENTITY
+    INTRODUCED = FL.FL_1_0
+    TENSOR_RULES = rules({"InputTensor": (False, DIMS), "OutputTensor": (False, DIMS)}, {"InputTensor": ALL_TYPES, "OutputTensor": ALL_TYPES})
+    SAME_TYPE = (("InputTensor", "OutputTensor"),)
+    TYPES_FROM = {"InputTensor": TYPES_BY_LEVEL, "OutputTensor": TYPES_BY_LEVEL}
+
+    def validate_shapes(self, feature_level: FL) -> None:
+        if self.InputTensor.Sizes != self.OutputTensor.Sizes:
+            self.fail(f"sizes {list(self.InputTensor.Sizes)} must equal OutputTensor's {list(self.OutputTensor.Sizes)}", "InputTensor")
+        if self.ScaleBias is not None and self.OutputTensor.DataType not in FLOATS:
+            self.fail("a ScaleBias on an integer tensor is not documented", "ScaleBias")
+
+
+# --- import from ONNX ------------------------------------------------------------------------
+
+
+def eight_bit(ctx: NodeContext, index: int = 0) -> np.dtype:
+    """The element type of the tensor a data-movement node moves: int8 or uint8, else Fallback
+    (the real EP moves every scalar type on DirectML; dml_ep models the 8-bit tensors)."""
+    dtype = ctx.info(index).dtype
+    if dtype not in EIGHT_BIT:
+        raise Fallback(f"{ctx.node.op_type} of a {dtype} tensor: dml_ep models data movement of int8 and uint8 tensors", ON_DML)
+    return dtype
+
+
+def dims_of(ctx: NodeContext, shape) -> tuple[int, ...]:
+    """A tensor's DirectML sizes at its ONNX rank (a scalar as {1}); Fallback beyond 8 dimensions."""
+    if len(shape) > MAX_DIMENSIONS:
+        raise Fallback(f"{len(shape)} dimensions (DirectML supports at most {MAX_DIMENSIONS})", ASSIGNED_TO_DML)
+    return tuple(shape) or (1,)
+
+
+def transpose(ctx: NodeContext) -> DmlNode:
+    dtype = eight_bit(ctx)
+    shape = ctx.info(0).shape
+    perm = ctx.attr("perm")
+    perm = list(range(len(shape)))[::-1] if perm is None else [int(p) for p in perm]
+    if sorted(perm) != list(range(len(shape))):
+        raise ShapeError(f"perm {perm} is not a permutation of the {len(shape)} axes of {list(shape)}", node=ctx.node)
+    out_shape = tuple(shape[p] for p in perm)
+    sizes = dims_of(ctx, out_shape)
+    strides = packed_strides(shape)
+    desc = DML_ELEMENT_WISE_IDENTITY_OPERATOR_DESC(
+        InputTensor=tensor(dtype, sizes, tuple(strides[p] for p in perm) or (1,)),
+        OutputTensor=tensor(dtype, sizes),
+    )
+    return ctx.dml_node(desc, ("InputTensor",), out_shape)
+
+
+def copy(ctx: NodeContext) -> DmlNode:
+    """Reshape, Flatten, Squeeze, Unsqueeze and Identity: the input read with the output's sizes."""
+    dtype = eight_bit(ctx)
+    shape = tuple(ctx.info(0).shape)
+    out_shape = RESHAPED[ctx.node.op_type](ctx, shape)
+    if math.prod(out_shape) != math.prod(shape):
+        raise ShapeError(f"{ctx.node.op_type} of {list(shape)} to {list(out_shape)} changes the element count", node=ctx.node)
+    sizes = dims_of(ctx, out_shape)
+    desc = DML_ELEMENT_WISE_IDENTITY_OPERATOR_DESC(InputTensor=tensor(dtype, sizes), OutputTensor=tensor(dtype, sizes))
+    return ctx.dml_node(desc, ("InputTensor",), out_shape)
+
+
+def _axes(ctx: NodeContext, rank: int) -> list[int] | None:
+    """Squeeze's or Unsqueeze's axes, from the attribute (before opset 13) or input 1, normalised
+    to ``[0, rank)``; None when not given."""
+    axes = ctx.attr("axes")
+    if axes is None and ctx.input_name(1):
+        axes = ctx.constants[ctx.input_name(1)].reshape(-1).tolist()
+    if axes is None:
+        return None
+    normalised = [int(a) + rank if int(a) < 0 else int(a) for a in axes]
+    if any(not 0 <= a < rank for a in normalised) or len(set(normalised)) != len(normalised):
+        raise ShapeError(f"axes {list(axes)} are out of range or repeated for rank {rank}", node=ctx.node)
+    return normalised
+
+
+def _reshape(ctx: NodeContext, shape) -> tuple[int, ...]:
+    target = [int(d) for d in ctx.constants[ctx.input_name(1)].reshape(-1)]
+    allow_zero = ctx.attr("allowzero", 0)
+    out = [shape[i] if d == 0 and not allow_zero and i < len(shape) else d for i, d in enumerate(target)]
+    if out.count(-1) > 1 or any(d < -1 for d in out):
+        raise ShapeError(f"shape {target} is not a valid Reshape target", node=ctx.node)
+    if -1 in out:
+        known = math.prod(d for d in out if d != -1)
+        if known == 0 or math.prod(shape) % known:
+            raise ShapeError(f"cannot reshape {list(shape)} to {target}", node=ctx.node)
+        out[out.index(-1)] = math.prod(shape) // known
+    return tuple(out)
+
+
+def _flatten(ctx: NodeContext, shape) -> tuple[int, ...]:
+    axis = ctx.attr("axis", 1)
+    if not -len(shape) <= axis <= len(shape):
+        raise ShapeError(f"axis {axis} is out of range for rank {len(shape)}", node=ctx.node)
+    axis += len(shape) if axis < 0 else 0
+    return math.prod(shape[:axis]), math.prod(shape[axis:])
+
+
+def _squeeze(ctx: NodeContext, shape) -> tuple[int, ...]:
+    axes = _axes(ctx, len(shape))
+    if axes is None:
+        return tuple(d for d in shape if d != 1)
+    if any(shape[a] != 1 for a in axes):
+        raise ShapeError(f"Squeeze axes {axes} of {list(shape)} are not all of size 1", node=ctx.node)
+    return tuple(d for i, d in enumerate(shape) if i not in axes)
+
+
+def _unsqueeze(ctx: NodeContext, shape) -> tuple[int, ...]:
+    rank = len(shape) + len(ctx.attr("axes") or (ctx.constants[ctx.input_name(1)].reshape(-1) if ctx.input_name(1) else ()))
+    axes = _axes(ctx, rank)
+    if axes is None:
+        raise ShapeError("Unsqueeze needs axes", node=ctx.node)
+    rest = iter(shape)
+    return tuple(1 if i in axes else next(rest) for i in range(rank))
+
+
+RESHAPED = {"Reshape": _reshape, "Flatten": _flatten, "Squeeze": _squeeze, "Unsqueeze": _unsqueeze, "Identity": lambda ctx, shape: shape}
+
+
+# --- kernel ----------------------------------------------------------------------------------
+
+
+def identity(desc, tensors: dict, arithmetic, cache: dict) -> np.ndarray:
+    """Input read through its desc; packed like the output: a view where Input's strides are
+    packed, else one copy."""
+    return np.ascontiguousarray(view(tensors["InputTensor"], desc.InputTensor))
+
+
+OPERATORS = (Operator(desc=DML_ELEMENT_WISE_IDENTITY_OPERATOR_DESC, kernel=identity, exact_value=None),)

@@ -1,0 +1,109 @@
+"""DML_OPERATOR_JOIN (Concat; inside com.microsoft QLinearConcat): desc, import, kernel.
+
+DirectML documents JOIN as the inverse of SPLIT: InputCount tensors that match Output in every
+dimension but ``Axis``, whose Axis sizes add up to Output's; one data type and DimensionCount.
+
+Import, as DmlOperatorConcat.cpp (L14-62; the EP drops empty inputs, which dml_ep leaves to the CPU EP
+with every empty tensor): every tensor
+right-aligned to at least 4 dimensions, and ``Axis`` the ONNX axis (negatives resolved) shifted
+by the padding (``GetDmlAdjustedAxis``). The real EP joins every scalar type; dml_ep models the
+int8 and uint8 tensors of quantized models, and the float32 join of QLinearConcat's DirectML
+graph (``passes/dml_graphs.py``).
+
+No exact value: nothing is quantized.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from ..enums import DML_FEATURE_LEVEL as FL
+from ..enums import DML_OPERATOR_TYPE as OP
+from ..enums import DML_TENSOR_DATA_TYPE as DT
+from ..errors import ShapeError
+from ..plan import DmlNode
+from ..tensor_desc import left_pad, view
+from .base import Operator, OperatorDesc, TensorDesc, TensorDescArray, rules
+from .element_wise_identity import ALL_TYPES, dims_of, eight_bit
+from .importing import NodeContext, bound, tensor
+
+# --- desc ------------------------------------------------------------------------------------
+
+DIMS = {FL.FL_1_0: (4, 4), FL.FL_3_0: (4, 5), FL.FL_3_1: (1, 8)}
+TYPES = {FL.FL_1_0: frozenset({DT.FLOAT32, DT.FLOAT16, DT.INT32, DT.INT16, DT.UINT32, DT.UINT16}),
+         FL.FL_2_1: frozenset({DT.INT8, DT.UINT8}), FL.FL_4_1: frozenset({DT.FLOAT64, DT.INT64, DT.UINT64})}
+
+
+@dataclasses.dataclass(frozen=True)
+class DML_JOIN_OPERATOR_DESC(OperatorDesc):
+    """JOIN: the inputs laid end to end along ``Axis``, DML_FEATURE_LEVEL_1_0 and up."""
+
+    InputCount: int
+    InputTensors: TensorDescArray
+    OutputTensor: TensorDesc
+    Axis: int
+
+    OPERATOR_TYPE = OP.JOIN
+    INTRODUCED = FL.FL_1_0
+    TENSOR_RULES = rules({"OutputTensor": (False, DIMS)}, {"OutputTensor": ALL_TYPES})
+    TYPES_FROM = {"OutputTensor": TYPES}
+
+    def validate_shapes(self, feature_level: FL) -> None:
+        if self.InputCount != len(self.InputTensors) or self.InputCount < 1:
+            self.fail(f"InputCount {self.InputCount} must be the number of InputTensors ({len(self.InputTensors)}), at least 1")
+        out = self.OutputTensor
+        if not 0 <= self.Axis < out.DimensionCount:
+            self.fail(f"Axis {self.Axis} is outside [0, {out.DimensionCount})")
+        total = 0
+        for index, each in enumerate(self.InputTensors):
+            field = f"InputTensors[{index}]"
+            if each.DataType != out.DataType or each.DimensionCount != out.DimensionCount:
+                self.fail(f"{each.DataType.name} {each.DimensionCount}-D must match OutputTensor's {out.DataType.name} {out.DimensionCount}-D", field)
+            if any(a != b for i, (a, b) in enumerate(zip(each.Sizes, out.Sizes)) if i != self.Axis) or each.Sizes[self.Axis] < 1:
+                self.fail(f"sizes {list(each.Sizes)} must match OutputTensor's {list(out.Sizes)} but on Axis {self.Axis}, which must not be 0", field)
+            total += each.Sizes[self.Axis]
+        if total != out.Sizes[self.Axis]:
+            self.fail(f"the inputs' sizes on Axis {self.Axis} add up to {total}, not OutputTensor's {out.Sizes[self.Axis]}", "OutputTensor")
+
+
+# --- import from ONNX ------------------------------------------------------------------------
+
+
+def concat(ctx: NodeContext) -> DmlNode:
+    dtype = eight_bit(ctx)
+    return joined(ctx, dtype, list(range(len(ctx.node.input))))
+
+
+def joined(ctx: NodeContext, dtype, indices) -> DmlNode:
+    """A JOIN of the node inputs at ``indices`` (all of ``dtype``) along the node's ``axis``."""
+    shapes = {index: tuple(ctx.info(index).shape) for index in indices}
+    rank = len(next(iter(shapes.values())))
+    axis = ctx.attr("axis")
+    if axis is None or not -rank <= axis < rank:
+        raise ShapeError(f"axis {axis} is missing or out of range for rank {rank}", node=ctx.node)
+    axis %= rank
+    for index, shape in shapes.items():
+        if ctx.info(index).dtype != dtype:
+            raise ShapeError(f"input {index} is {ctx.info(index).dtype}, not {dtype} as input 0", node=ctx.node)
+        if len(shape) != rank or any(a != b for i, (a, b) in enumerate(zip(shape, shapes[indices[0]])) if i != axis):
+            raise ShapeError(f"input shapes {[list(s) for s in shapes.values()]} do not concatenate on axis {axis}", node=ctx.node)
+    out_shape = tuple(sum(shapes[i][axis] for i in indices) if d == axis else size for d, size in enumerate(shapes[indices[0]]))
+    padded = max(4, len(dims_of(ctx, out_shape)))
+    inputs = tuple(tensor(dtype, left_pad(shapes[i], padded)) for i in indices)
+    desc = DML_JOIN_OPERATOR_DESC(InputCount=len(inputs), InputTensors=inputs, OutputTensor=tensor(dtype, left_pad(out_shape, padded)),
+                                  Axis=axis + padded - rank)
+    fields = {f"InputTensors[{n}]": index for n, index in enumerate(indices)}
+    return bound(ctx.node, desc, fields, (out_shape,), ctx.constants)
+
+
+# --- kernel ----------------------------------------------------------------------------------
+
+
+def join(desc, tensors: dict, arithmetic, cache: dict) -> np.ndarray:
+    parts = [view(tensors[f"InputTensors[{i}]"], each) for i, each in enumerate(desc.InputTensors)]
+    return np.concatenate(parts, axis=desc.Axis)
+
+
+OPERATORS = (Operator(desc=DML_JOIN_OPERATOR_DESC, kernel=join, exact_value=None),)
