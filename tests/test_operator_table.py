@@ -125,6 +125,8 @@ NODES = {  # row -> (inputs as (name, array, constant)), attributes, output type
     ("", "Slice"): ([("x", np.zeros((4, 6), U8), False), ("starts", np.array([1, -1]), True), ("ends", np.array([3, -7]), True),
                     ("axes", np.array([0, 1]), True), ("steps", np.array([1, -2]), True)], {"starts": [1], "ends": [3]}, U8),
     ("", "Gather"): ([("x", np.zeros((5, 3), np.int8), False), ("i", np.array([[0, 4], [-1, 2]]), False)], {"axis": 0}, np.int8),
+    ("com.microsoft.dml", "DmlJoin"): ([("a", np.zeros((2, 3), np.float32), False), ("b", np.zeros((2, 1), np.float32), False)],
+                                       {"axis": 1}, np.float32),
     ("com.microsoft.dml", "DmlDynamicQuantizeLinear"): ([("x", np.zeros((2, 3), np.float32), False)], {"to": 3}, np.int8),
 }
 

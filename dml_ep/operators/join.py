@@ -76,6 +76,11 @@ def concat(ctx: NodeContext) -> DmlNode:
     return joined(ctx, dtype, list(range(len(ctx.node.input))))
 
 
+def float_join(ctx: NodeContext) -> DmlNode:
+    """com.microsoft.dml DmlJoin: the float32 JOIN of QLinearConcat's DirectML graph."""
+    return joined(ctx, np.dtype(np.float32), list(range(len(ctx.node.input))))
+
+
 def joined(ctx: NodeContext, dtype, indices) -> DmlNode:
     """A JOIN of the node inputs at ``indices`` (all of ``dtype``) along the node's ``axis``."""
     shapes = {index: tuple(ctx.info(index).shape) for index in indices}

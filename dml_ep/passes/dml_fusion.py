@@ -61,6 +61,10 @@ def unfused(node: onnx.NodeProto) -> list[onnx.NodeProto]:
     onnxruntime runs it: an internal node never reaches onnxruntime."""
     if node.domain != DML_DOMAIN:
         return [node]
+    if node.op_type in GRAPH_PARTS_ON_CPU:  # a part of a DirectML graph (dml_graphs.py) that onnxruntime has an op for
+        plain = onnx.helper.make_node(GRAPH_PARTS_ON_CPU[node.op_type], list(node.input), list(node.output), name=node.name)
+        plain.attribute.extend(node.attribute)
+        return [plain]
     op_type = next((op for op, fused in FUSED_OP_TYPES.items() if fused == node.op_type), None)
     if op_type is None:  # a part of a DirectML graph (dml_graphs.py), planned only where it runs on DirectML
         raise FallbackError(f"{node.op_type} is a DirectML operator of the DML EP's own, which onnxruntime's CPU EP cannot run", node=node)
@@ -77,6 +81,8 @@ def unfused(node: onnx.NodeProto) -> list[onnx.NodeProto]:
         renamed.name = attribute.name.removeprefix("fused_")
     return [first, activation]
 
+
+GRAPH_PARTS_ON_CPU = {"DmlJoin": "Concat"}  # split from a node whose shapes are known only when run, so it may fall back
 
 FUSED_MARKERS = {"fused_activation", "fused_activation_domain", "fused_activation_since_version"}
 

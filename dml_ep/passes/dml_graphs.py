@@ -65,3 +65,41 @@ def derived_infos(derived: dict[str, tuple], values: dict) -> dict[str, ValueInf
         shape = (info.shape if info is not None else None) if codes else ()
         infos[name] = ValueInfo(name, dtype, shape, INTEGER_TYPES.get(dtype, "tensor(float)"))
     return infos
+
+
+CONCAT_NAME = "DmlOperatorQLinearConcat"
+JOIN = "DmlJoin"
+
+
+def qlinear_concat_graph(graph: EditableGraph, static: dict, on_dml: Callable) -> dict[str, tuple]:
+    """Split each com.microsoft QLinearConcat whose operators ``on_dml`` accepts, as
+    DmlOperatorQLinearConcat.cpp builds it (L100-165): one DequantizeLinear per input to float32,
+    a com.microsoft.dml ``DmlJoin`` (DML_OPERATOR_JOIN) of them, one QuantizeLinear to the output.
+    Where the inputs' ranks are known only when run, the split is made and each run plans its
+    parts; the CPU EP runs a DmlJoin that falls back as a Concat.
+    Inputs: y_scale, y_zero_point, then (x, x_scale, x_zero_point) per input. Returns the values
+    made, as :func:`dynamic_quantize_matmul_graph` does."""
+    derived = {}
+    for node in [n for n in graph.nodes if n.domain == MS_DOMAIN and n.op_type == "QLinearConcat"]:
+        triples = [node.input[i:i + 3] for i in range(2, len(node.input), 3)]
+        if len(node.input) < 5 or (len(node.input) - 2) % 3 or any(static.get(x) is None for x, _, _ in triples):
+            continue
+        out = node.output[0]
+        floats = [graph.unique_name(f"{out}.x{index}") for index in range(len(triples))]
+        joined = graph.unique_name(f"{out}.joined")
+        prefix = node.name or out
+        dequantize = [onnx.helper.make_node("DequantizeLinear", list(triple), [name], name=f"{prefix}.dequantize{index}", domain=MS_DOMAIN)
+                      for index, (triple, name) in enumerate(zip(triples, floats))]
+        axis = next(a.i for a in node.attribute if a.name == "axis")
+        join = onnx.helper.make_node(JOIN, floats, [joined], name=f"{prefix}.join", domain=DML_DOMAIN, axis=axis)
+        quantize = onnx.helper.make_node("QuantizeLinear", [joined, node.input[0], node.input[1]], [out], name=node.name, domain=MS_DOMAIN)
+        made = {**{name: (x, np.dtype(np.float32), True) for (x, _, _), name in zip(triples, floats)}, joined: (out, np.dtype(np.float32), True)}
+        infos = derived_infos(made, static)
+        ranked = all(static[x].shape is not None for x, _, _ in triples)  # else judged in each run (DmlJoin falls back as a Concat)
+        if ranked and not all(on_dml(part, infos) for part in (*dequantize, join, quantize)):
+            continue
+        graph.replace([node], quantize, CONCAT_NAME, at=node)
+        for part in (*dequantize, join):
+            graph.insert_before(quantize, part, graph.origin(quantize), None)
+        derived.update(made)
+    return derived
