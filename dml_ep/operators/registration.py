@@ -29,8 +29,8 @@ from ..enums import DML_TENSOR_DATA_TYPE as DT
 from ..plan import DmlNode
 from ..real_ep import ON_CPU
 from . import (activation, convolution_integer, dynamic_quantize_linear, element_wise_add1, element_wise_dequantize_linear, element_wise_quantize_linear,
-               element_wise_quantized_linear_add, matrix_multiply_integer, matrix_multiply_integer_to_float, quantized_linear_convolution,
-               quantized_linear_matrix_multiply)
+               element_wise_quantized_linear_add, matrix_multiply_integer, matrix_multiply_integer_to_float, max_pooling,
+               quantized_linear_convolution, quantized_linear_matrix_multiply)
 from .base import FLOAT32, FLOATS, INT32, QUANTIZED, Operator
 from .importing import Fallback, NodeContext
 
@@ -47,6 +47,7 @@ MODULES = (
     element_wise_quantize_linear,
     element_wise_dequantize_linear,
     dynamic_quantize_linear,
+    max_pooling,
 )
 
 OPERATORS: dict = {entry.desc.OPERATOR_TYPE: entry for module in MODULES for entry in module.OPERATORS}
@@ -142,6 +143,13 @@ _ROWS = (
     Registration("com.microsoft", "QuantizeLinear", (1,), {"T1": FLOAT16_TO_32 | INT32, "T2": QUANTIZED}, _q.quantize_linear, _q),
     Registration("", "DequantizeLinear", (10, 13, 19), {"T1": QUANTIZED | INT32, "T2": FLOAT16_TO_32}, _dq.dequantize_linear, _dq),
     Registration("com.microsoft", "DequantizeLinear", (1,), {"T1": QUANTIZED | INT32, "T2": FLOAT16_TO_32}, _dq.dequantize_linear, _dq),
+    # The real EP's MaxPool 7 row (float only) matches no node (MaxPool has no since-version 7) and it
+    # has no MaxPool-22 row (a MaxPool-22 runs on the CPU there). dml_ep models int8/uint8.
+    Registration("", "MaxPool", (8, 10, 11, 12), {"T": FLOAT16_TO_32 | QUANTIZED, "I": frozenset({DT.INT64})},
+                 max_pooling.max_pool, max_pooling, support_query=max_pooling.storage_order),
+    # Relu 7 and 13 are float only (7 is no since-version of Relu: a Relu-6 runs on the CPU); 14 adds
+    # int8, int16, int32 (no uint8). dml_ep models int8.
+    Registration("", "Relu", (7, 13, 14), {"T": FLOAT16_TO_32 | frozenset({DT.INT8, DT.INT16, DT.INT32})}, activation.relu, activation),
     Registration("", "DynamicQuantizeLinear", (11,), {"T1": FLOAT32, "T2": QUANTIZED}, _dql.dynamic_quantize_linear, _dql),
     # Internal: made by the DML EP's activation fusion (passes/dml_fusion.py).
     Registration("com.microsoft.dml", "DmlFusedAdd", (1,), {"T": FLOAT16_TO_32}, _add1.fused_add, _add1),
