@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
-from onnx import helper
+from onnx import helper, numpy_helper
 
 import dml_ep
 from dml_ep import graph
@@ -183,3 +183,21 @@ def test_uint8_relu_stays_on_the_cpu():
 def test_other_relus_fall_back(dtype, reason):
     entry = only_entry(one_node("Relu", dtype, (2, 3), opset=14))
     assert isinstance(entry, FallbackNode) and entry.reason == reason
+
+
+def test_qdq_max_pool_runs_on_int8_after_the_drop_rule():
+    """DQ -> MaxPool -> Q of one scale and zero point: onnxruntime's DropQDQ rule leaves MaxPool on
+    the 8-bit codes, which DirectML pools directly."""
+    scale = numpy_helper.from_array(np.array(0.05, np.float32), "s")
+    zero = numpy_helper.from_array(np.array(3, np.int8), "z")
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"]), helper.make_node("DequantizeLinear", ["q", "s", "z"], ["d"]),
+             helper.make_node("MaxPool", ["d"], ["p"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
+             helper.make_node("QuantizeLinear", ["p", "s", "z"], ["q2"]), helper.make_node("DequantizeLinear", ["q2", "s", "z"], ["y"])]
+    graph = helper.make_graph(nodes, "qdq", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 2, 7, 7])],
+                              [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 2, 4, 4])], [scale, zero])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    session = dml_ep.InferenceSession(model, arithmetic="onnxruntime")
+    (pool,) = [e for e in session.plan.entries if e.node.op_type == "MaxPool"]
+    assert isinstance(pool, DmlNode) and pool.desc.InputTensor.DataType.name == "INT8"
+    x = np.random.default_rng(0).normal(0, 3, (1, 2, 7, 7)).astype(np.float32)
+    np.testing.assert_array_equal(session.run(None, {"x": x})[0], cpu_session(model, "ort", threads=1).run(None, {"x": x})[0])
