@@ -1,6 +1,6 @@
 """ONNX's official node test cases through :mod:`dml_ep.backend`, run by ONNX's own test runner.
 
-Covered: QLinearConv, QLinearMatMul, Add (float Add maps to ELEMENT_WISE_ADD1, integer adds run on
+Covered: QLinearConv, QLinearMatMul, MaxPool (the 8-bit case rerun at opset 12 on DirectML), Add (float Add maps to ELEMENT_WISE_ADD1, integer adds run on
 fallback), Sum, and QuantizeLinear / DequantizeLinear (fallback). In the official cases every
 input, scales included, is a graph input, so the quantized ops run on fallback (the importer needs
 constant scales); ``test_official_quantized_cases_on_directml`` reruns them with the scales, zero
@@ -83,6 +83,21 @@ def test_official_quantized_cases_on_directml(case):
     np.testing.assert_array_equal(y, expected[0])
 
 
+@pytest.mark.parametrize("case", _official_cases(r"^test_maxpool_.*u?int8$"))
+def test_official_8_bit_maxpool_cases_at_opset_12_on_directml(case):
+    """The official cases are written at opset 22, whose MaxPool has no DML EP row (the sweep runs
+    them on the fallback); MaxPool-12 has the same semantics and runs on DirectML."""
+    model = onnx.ModelProto()
+    model.CopyFrom(case.model)
+    model.opset_import[0].version = 12
+    rep = dml_ep.backend.prepare(model)
+    (entry,) = rep.session.plan.entries
+    assert isinstance(entry, DmlNode), entry.summary()
+    inputs, expected = ([_normalize_tensor(t) for t in tensors] for tensors in case.data_sets[0])
+    for y, want in zip(rep.run(inputs), expected, strict=True):
+        np.testing.assert_array_equal(y, want)
+
+
 def test_supports_cpu_only():
     assert dml_ep.backend.supports_device("CPU")
     assert not dml_ep.backend.supports_device("CUDA")
@@ -157,7 +172,7 @@ def test_run_counts_inputs():
 
 # --- the issue-9 sweep: every official node case of these ops that onnxruntime's backend passes ---
 
-SWEEP = r"(qlinear|add|sum|quantize|dequantize|matmulinteger|convinteger)"
+SWEEP = r"(qlinear|add|sum|quantize|dequantize|matmulinteger|convinteger|maxpool)"
 
 
 # Expected values that are onnxruntime's float32 quotient at a near-tie (0.5 / scale = 25.4999 rounds to

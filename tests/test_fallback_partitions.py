@@ -85,22 +85,25 @@ def test_partitions_are_the_runs_in_execution_order():
                     const("w", rng.integers(-60, 60, (4, 4, 3, 3)).astype(np.int8))]
     graph = helper.make_graph(nodes, "runs", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 5, 5])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 5, 5])], initializers)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
-    # QuantizeLinear, MaxPool, AveragePool and Relu run consecutively (two unconnected branches,
-    # one session); the conv ends the run; the DequantizeLinear after it is alone (Add maps to DirectML).
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 22)])  # MaxPool-22: on the CPU
+    # QuantizeLinear, MaxPool and AveragePool run consecutively (two unconnected branches, one
+    # session); Relu ends the run (it has a row: an int8 Relu-14 maps, so only its types tell), then
+    # the conv; the DequantizeLinear after it is alone (Add maps to DirectML).
     planner = Planner(model)
     groups = {tuple(planner.nodes[i].op_type for i in group) for group in fallback_partitions(planner).values()}
-    assert groups == {("QuantizeLinear", "AveragePool", "MaxPool", "Relu")}
+    assert groups == {("QuantizeLinear", "AveragePool", "MaxPool")}
     feeds = {"x": rng.uniform(0, 10, (1, 4, 5, 5)).astype(np.float32)}
     ours = dml_ep.InferenceSession(model, arithmetic="onnxruntime").run(None, feeds)[0]
     np.testing.assert_allclose(ours, cpu_session(model, "ort-exact").run(None, feeds)[0], rtol=1e-6)
 
 
-@pytest.mark.parametrize("name", ["squeezenet"])  # transformer_block's QDQ model has no partition left: its 8-bit Reshapes and Transposes run on DirectML
+@pytest.mark.parametrize("name", ["transformer_block", "shufflenet"])
 def test_partitions_give_the_numbers_of_nodes_run_one_by_one(built, name):
-    """QDQ models leave DequantizeLinear -> Mul/Gemm -> QuantizeLinear groups to the CPU EP: a
-    partition must not let onnxruntime fuse them (into QLinearMul, QGemm), which rounds otherwise."""
-    model = onnx.load(built(name, "qdq"))
+    """A partition's one onnxruntime session must not let onnxruntime rewrite its nodes into other
+    arithmetic (a QDQ group fused into QLinearMul or QGemm rounds otherwise). The QOperator models
+    keep partitions (the built QDQ models have none left: their Q/DQ and 8-bit data movement run
+    on DirectML)."""
+    model = onnx.load(built(name))
     feeds = random_inputs(model, seed=4)
     session = dml_ep.InferenceSession(model, arithmetic="onnxruntime")
     assert any(len(key[0]) > 1 for key in session.executor._fallback_sessions)  # there are partitions

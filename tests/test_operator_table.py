@@ -111,6 +111,8 @@ NODES = {  # row -> (inputs as (name, array, constant)), attributes, output type
     ("com.microsoft", "DequantizeLinear"): ([("x", np.zeros((2, 3), np.int32), False), ("s", np.full(2, 0.5, np.float32), True)],
                                             {"axis": 0}, np.float32),
     ("", "DynamicQuantizeLinear"): ([("x", np.zeros((2, 3), np.float32), False)], {}, U8),
+    ("", "MaxPool"): ([("x", np.zeros((1, 2, 5, 5), U8), False)], {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}, U8),
+    ("", "Relu"): ([("x", np.zeros((2, 3), np.int8), False)], {}, np.int8),
     ("com.microsoft.dml", "DmlFusedAdd"): ([("a", np.zeros((2, 3), np.float32), False), ("b", np.zeros(3, np.float32), False)],
                                            {"fused_activation": "Relu"}, np.float32),
     ("com.microsoft.dml", "DmlFusedSum"): ([("a", np.zeros((2, 3), np.float32), False), ("b", np.zeros(3, np.float32), False)],

@@ -107,6 +107,9 @@ class DxDispatchModel:
         for field, result in zip(outputs, results if len(outputs) > 1 else (results,)):
             output, target = tensors[field], arrays[field]
             itemsize = target.itemsize
+            result = np.asarray(result)
+            if result.dtype.kind in "iu" and result.dtype != target.dtype and result.dtype.itemsize == itemsize:
+                result = result.view(target.dtype)  # MAX_POOLING2's UINT64 indices, returned as the ONNX int64 tensor
             np.copyto(as_strided(target, output.Sizes, [s * itemsize for s in output.element_strides]), np.reshape(result, output.Sizes))
 
 

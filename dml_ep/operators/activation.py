@@ -1,9 +1,11 @@
 """DML_OPERATOR_ACTIVATION_* and ELEMENT_WISE_CLIP: the activations, standalone or fused into
-ELEMENT_WISE_ADD1 (CONVOLUTION, GEMM, ... in DirectML): descs, import of a fused activation, kernel.
+ELEMENT_WISE_ADD1 (CONVOLUTION, GEMM, ... in DirectML): descs, import of a fused activation and
+of a standalone int8 Relu (ONNX Relu-14; float Relu is a float operator dml_ep does not model), kernel.
 
 Each formula is DirectML's, as written on its DML_*_OPERATOR_DESC reference page
 (learn.microsoft.com/windows/win32/api/directml/), evaluated in float32 (float16 tensors are
-computed in float32 and rounded back once). Input/Output are null when fused.
+computed in float32 and rounded back once); ACTIVATION_RELU on integers (INT8, INT16, INT32 from
+DML_FEATURE_LEVEL_5_1) is ``max(x, 0)`` in the input's type. Input/Output are null when fused.
 
 No exact value: the activations do not quantize.
 """
@@ -17,10 +19,12 @@ import numpy as np
 
 from ..enums import DML_FEATURE_LEVEL as FL
 from ..enums import DML_OPERATOR_TYPE as OP
-from ..real_ep import ON_DML
-from ..tensor_desc import view
+from ..enums import DML_TENSOR_DATA_TYPE as DT
+from ..plan import DmlNode
+from ..real_ep import ASSIGNED_TO_DML, ON_CPU, ON_DML
+from ..tensor_desc import left_pad, view
 from .base import FLOATS, Operator, OperatorDesc, TensorDesc, rules
-from .importing import Fallback, NodeContext
+from .importing import MAX_DIMENSIONS, Fallback, NodeContext, tensor
 
 # --- descs -----------------------------------------------------------------------------------
 
@@ -52,7 +56,15 @@ _ACTIVATION_RULES = rules(
 )
 
 
-def _activation(name: str, op: OP, introduced: FL = FL.FL_1_0, **params):
+# ACTIVATION_RELU standalone also takes integers (sdk-api ns-directml-dml_activation_relu_operator_desc.md):
+# 4-D FLOAT32/16 at FL 1_0, 4 to 5 dimensions from 2_0, 1 to 8 from 3_0, INT32, INT16 and INT8 from 5_1.
+_RELU_DIMS = {FL.FL_1_0: (4, 4), FL.FL_2_0: (4, 5), FL.FL_3_0: (1, 8)}
+_RELU_TYPES = {FL.FL_1_0: FLOATS, FL.FL_5_1: frozenset({DT.INT32, DT.INT16, DT.INT8})}
+_RELU_RULES = rules({"InputTensor": (False, _RELU_DIMS), "OutputTensor": (False, _RELU_DIMS)},
+                    {"InputTensor": _RELU_TYPES, "OutputTensor": _RELU_TYPES})
+
+
+def _activation(name: str, op: OP, introduced: FL = FL.FL_1_0, tensor_rules=_ACTIVATION_RULES, **params):
     """Declare a DML_ACTIVATION_* desc class with its parameters (as float fields with defaults)."""
     fields = [(p, float, dataclasses.field(default=default)) for p, default in params.items()]
     cls = dataclasses.make_dataclass(
@@ -60,7 +72,7 @@ def _activation(name: str, op: OP, introduced: FL = FL.FL_1_0, **params):
         fields,
         bases=(ActivationDesc,),
         frozen=True,
-        namespace={"OPERATOR_TYPE": op, "INTRODUCED": introduced, "TENSOR_RULES": _ACTIVATION_RULES},
+        namespace={"OPERATOR_TYPE": op, "INTRODUCED": introduced, "TENSOR_RULES": tensor_rules},
     )
     cls.__module__ = __name__
     cls.__doc__ = f"{op} (parameters: {', '.join(params) or 'none'})."
@@ -81,7 +93,7 @@ DML_ACTIVATION_LINEAR_OPERATOR_DESC = _activation(
 DML_ACTIVATION_PARAMETRIC_SOFTPLUS_OPERATOR_DESC = _activation(
     "DML_ACTIVATION_PARAMETRIC_SOFTPLUS_OPERATOR_DESC", OP.ACTIVATION_PARAMETRIC_SOFTPLUS, Alpha=1.0, Beta=1.0
 )
-DML_ACTIVATION_RELU_OPERATOR_DESC = _activation("DML_ACTIVATION_RELU_OPERATOR_DESC", OP.ACTIVATION_RELU)
+DML_ACTIVATION_RELU_OPERATOR_DESC = _activation("DML_ACTIVATION_RELU_OPERATOR_DESC", OP.ACTIVATION_RELU, tensor_rules=_RELU_RULES)
 DML_ACTIVATION_SCALED_ELU_OPERATOR_DESC = _activation(
     "DML_ACTIVATION_SCALED_ELU_OPERATOR_DESC", OP.ACTIVATION_SCALED_ELU, Alpha=1.67326319217681884765625, Gamma=1.05070102214813232421875
 )
@@ -160,6 +172,26 @@ def fused_activation(ctx: NodeContext):
     raise Fallback(f"fused activation {activation!r} is not modelled by dml_ep (Relu, LeakyRelu)", ON_DML)
 
 
+# --- import: a standalone Relu -----------------------------------------------------------------
+
+
+def relu(ctx: NodeContext) -> DmlNode:
+    """ONNX Relu on int8 (Relu-14) as ACTIVATION_RELU; the input right-aligned to at least 4-D."""
+    dtype = ctx.info(0).dtype
+    if dtype in (np.dtype(np.float32), np.dtype(np.float16)):
+        raise Fallback(f"float Relu (input {dtype}) is a float operator", ON_DML)
+    if dtype in (np.dtype(np.int16), np.dtype(np.int32)):
+        raise Fallback(f"{dtype} Relu is an integer operator dml_ep does not model (int8 only)", ON_DML)
+    if dtype != np.dtype(np.int8):
+        raise Fallback(f"{dtype} Relu: the DML EP registers Relu-14 for float16, float32, int8, int16, int32", ON_CPU)
+    shape = ctx.info(0).shape
+    if len(shape) > MAX_DIMENSIONS:
+        raise Fallback(f"{len(shape)} dimensions (DirectML supports at most {MAX_DIMENSIONS})", ASSIGNED_TO_DML)
+    sizes = left_pad(shape, max(4, len(shape)))
+    desc = DML_ACTIVATION_RELU_OPERATOR_DESC(InputTensor=tensor(dtype, sizes), OutputTensor=tensor(dtype, sizes))
+    return ctx.dml_node(desc, ("InputTensor",), shape)
+
+
 # --- kernel ----------------------------------------------------------------------------------
 
 
@@ -210,8 +242,12 @@ def apply_activation(activation: ActivationDesc, x: np.ndarray) -> np.ndarray:
 
 
 def activation(desc: ActivationDesc, tensors: dict, options, cache: dict) -> np.ndarray:
-    """A standalone activation operator (InputTensor to OutputTensor)."""
-    return apply_activation(desc, view(tensors["InputTensor"], desc.InputTensor)).reshape(desc.OutputTensor.Sizes)
+    """A standalone activation operator (InputTensor to OutputTensor); ACTIVATION_RELU on
+    integers is ``max(x, 0)`` in the input's type."""
+    x = view(tensors["InputTensor"], desc.InputTensor)
+    if x.dtype.kind in "iu":  # only RELU takes integers
+        return np.maximum(x, x.dtype.type(0)).reshape(desc.OutputTensor.Sizes)
+    return apply_activation(desc, x).reshape(desc.OutputTensor.Sizes)
 
 
 OPERATORS = tuple(Operator(desc=cls, kernel=activation, exact_value=None) for cls in FUSABLE_ACTIVATIONS)

@@ -42,22 +42,36 @@ def validated(desc: "OperatorDesc", feature_level: FL) -> None:
 class TensorRule:
     """One row of a DirectML support table: dimension counts per feature level, and data types.
 
-    ``dims`` maps the feature level from which a range applies to that (min, max) range.
+    ``dims`` maps the feature level from which a range applies to that (min, max) range;
+    ``types`` holds every data type the table lists at some level, and ``type_levels`` the level
+    from which a type is listed, for those not listed from the operator's introduction.
     """
 
     field: str
     optional: bool
     dims: dict
     types: frozenset
+    type_levels: dict = dataclasses.field(default_factory=dict)
 
     def dims_at(self, level: FL) -> tuple[int, int]:
         applicable = [fl for fl in self.dims if fl <= level]
         return self.dims[max(applicable)]
 
+    def types_at(self, level: FL) -> frozenset:
+        return frozenset(t for t in self.types if self.type_levels.get(t, level) <= level)
+
 
 def rules(table, types_by_field) -> tuple[TensorRule, ...]:
-    """Build TensorRules from ``{field: (optional, {FL: (lo, hi)})}`` and ``{field: types}``."""
-    return tuple(TensorRule(f, opt, dims, types_by_field[f]) for f, (opt, dims) in table.items())
+    """Build TensorRules from ``{field: (optional, {FL: (lo, hi)})}`` and ``{field: types}``; a
+    field's types may be ``{FL: types}``, the types added at each level (the table's rows)."""
+    made = []
+    for field, (optional, dims) in table.items():
+        types, levels = types_by_field[field], {}
+        if isinstance(types, dict):
+            levels = {t: level for level, added in sorted(types.items(), reverse=True) for t in added}
+            types = frozenset(levels)
+        made.append(TensorRule(field, optional, dims, types, levels))
+    return tuple(made)
 
 
 class OperatorDesc:
@@ -67,7 +81,6 @@ class OperatorDesc:
     INTRODUCED: ClassVar[FL] = FL.FL_1_0
     TENSOR_RULES: ClassVar[tuple[TensorRule, ...]] = ()
     SAME_TYPE: ClassVar[tuple[tuple[str, ...], ...]] = ()
-    TYPES_FROM: ClassVar[dict] = {}  # field -> {feature level: types allowed from it}, where a type's support came later
 
     def tensors(self) -> dict[str, DML_BUFFER_TENSOR_DESC]:
         """The desc's non-null tensor fields, in field order; an array field's tensors as
@@ -111,9 +124,11 @@ class OperatorDesc:
                     f"(allowed: {allowed})",
                     rule.field,
                 )
-            if tensor.DataType not in rule.types:
-                allowed = ", ".join(sorted(t.name for t in rule.types))
-                self.fail(f"DataType {tensor.DataType.name} is not supported (allowed: {allowed})", rule.field)
+            allowed_types = rule.types_at(feature_level)
+            if tensor.DataType not in allowed_types:
+                allowed = ", ".join(sorted(t.name for t in allowed_types))
+                at = f" at {feature_level}" if tensor.DataType in rule.types else ""
+                self.fail(f"DataType {tensor.DataType.name} is not supported{at} (allowed: {allowed})", rule.field)
             if any(size < 1 for size in tensor.Sizes):
                 self.fail(f"sizes {list(tensor.Sizes)} contain a size below 1", rule.field)
             if tensor.element_count > 2**32 - 1:
@@ -124,12 +139,6 @@ class OperatorDesc:
                 tensor = getattr(self, field)
                 if tensor is not None and tensor.DataType != want:
                     self.fail(f"DataType {tensor.DataType.name} must equal {first}'s {want.name}", field)
-        for field, by_level in self.TYPES_FROM.items():
-            tensor = getattr(self, field)
-            allowed = frozenset().union(*(types for level, types in by_level.items() if level <= feature_level))
-            if tensor is not None and tensor.DataType not in allowed:
-                names = ", ".join(sorted(t.name for t in allowed))
-                self.fail(f"DataType {tensor.DataType.name} is not supported at {feature_level} (allowed: {names})", field)
         self.validate_shapes(feature_level)
 
     def validate_shapes(self, feature_level: FL) -> None:

@@ -39,7 +39,7 @@ from ..kernels.float32_fma import dyadic, float32_of_dyadic
 from ..plan import DmlNode
 from ..real_ep import ON_CPU, ON_DML
 from ..tensor_desc import view
-from .base import FLOATS, Operator
+from .base import Operator
 from .element_wise_quantize_linear import ElementWiseQuantizationDesc, element_wise_node, parameters
 from .importing import Fallback, NodeContext
 
@@ -54,15 +54,13 @@ class DML_ELEMENT_WISE_DEQUANTIZE_LINEAR_OPERATOR_DESC(ElementWiseQuantizationDe
 
     OPERATOR_TYPE = OP.ELEMENT_WISE_DEQUANTIZE_LINEAR
     INTRODUCED = FL.FL_1_0
-    TENSOR_RULES = ElementWiseQuantizationDesc.tensor_rules(INTEGERS, FLOATS, FLOATS)
-    SAME_TYPE = (("InputTensor", "ZeroPointTensor"), ("OutputTensor", "ScaleTensor"))
-    _FLOAT32 = {FL.FL_1_0: frozenset({DT.FLOAT32}), FL.FL_6_0: frozenset({DT.FLOAT16})}
-    TYPES_FROM = {
+    TENSOR_RULES = ElementWiseQuantizationDesc.tensor_rules({
         "InputTensor": {FL.FL_1_0: frozenset({DT.UINT8}), FL.FL_2_1: INTEGERS},
         "ZeroPointTensor": {FL.FL_1_0: frozenset({DT.UINT8}), FL.FL_2_1: INTEGERS},
-        "ScaleTensor": _FLOAT32,
-        "OutputTensor": _FLOAT32,
-    }
+        "ScaleTensor": {FL.FL_1_0: frozenset({DT.FLOAT32}), FL.FL_6_0: frozenset({DT.FLOAT16})},
+        "OutputTensor": {FL.FL_1_0: frozenset({DT.FLOAT32}), FL.FL_6_0: frozenset({DT.FLOAT16})},
+    })
+    SAME_TYPE = (("InputTensor", "ZeroPointTensor"), ("OutputTensor", "ScaleTensor"))
 
 
 # --- import from ONNX ------------------------------------------------------------------------

@@ -60,9 +60,8 @@ class DML_ELEMENT_WISE_IDENTITY_OPERATOR_DESC(OperatorDesc):
 
     OPERATOR_TYPE = OP.ELEMENT_WISE_IDENTITY
     INTRODUCED = FL.FL_1_0
-    TENSOR_RULES = rules({"InputTensor": (False, DIMS), "OutputTensor": (False, DIMS)}, {"InputTensor": ALL_TYPES, "OutputTensor": ALL_TYPES})
+    TENSOR_RULES = rules({"InputTensor": (False, DIMS), "OutputTensor": (False, DIMS)}, {"InputTensor": TYPES_BY_LEVEL, "OutputTensor": TYPES_BY_LEVEL})
     SAME_TYPE = (("InputTensor", "OutputTensor"),)
-    TYPES_FROM = {"InputTensor": TYPES_BY_LEVEL, "OutputTensor": TYPES_BY_LEVEL}
 
     def validate_shapes(self, feature_level: FL) -> None:
         if self.InputTensor.Sizes != self.OutputTensor.Sizes:

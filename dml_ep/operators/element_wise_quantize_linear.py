@@ -49,7 +49,7 @@ from ..kernels.parameters import checked_scale
 from ..plan import DmlNode
 from ..real_ep import ON_CPU, ON_DML
 from ..tensor_desc import broadcast_strides, view
-from .base import FLOATS, INT32, QUANTIZED, Operator, OperatorDesc, TensorDesc, rules
+from .base import INT32, Operator, OperatorDesc, TensorDesc, rules
 from .importing import Fallback, NodeContext, broadcast, check_scale, check_zero_point, owned, parameter_shape, parameter_tensor, tensor
 
 # --- desc ------------------------------------------------------------------------------------
@@ -70,12 +70,10 @@ class ElementWiseQuantizationDesc(OperatorDesc):
     OutputTensor: TensorDesc
 
     @staticmethod
-    def tensor_rules(input_types, scale_types, output_types) -> tuple:
+    def tensor_rules(types: dict) -> tuple:
         """The four fields' rules: 4-D at FL 1_0, 1 to 8 dimensions from FL 3_0; the zero point
-        optional (null from FL 6_2) and of the type of ``Input`` (or ``Output``) it goes with."""
-        zero_point_types = output_types if output_types & QUANTIZED else input_types
-        return rules({field: (field == "ZeroPointTensor", ELEMENT_WISE_DIMS) for field in FIELDS},
-                     {"InputTensor": input_types, "ScaleTensor": scale_types, "ZeroPointTensor": zero_point_types, "OutputTensor": output_types})
+        optional (null from FL 6_2); ``types``: field -> {feature level: types added there}."""
+        return rules({field: (field == "ZeroPointTensor", ELEMENT_WISE_DIMS) for field in FIELDS}, types)
 
     def validate_shapes(self, feature_level: FL) -> None:
         for field, tensor_desc in self.tensors().items():
@@ -91,14 +89,13 @@ class DML_ELEMENT_WISE_QUANTIZE_LINEAR_OPERATOR_DESC(ElementWiseQuantizationDesc
 
     OPERATOR_TYPE = OP.ELEMENT_WISE_QUANTIZE_LINEAR
     INTRODUCED = FL.FL_1_0
-    TENSOR_RULES = ElementWiseQuantizationDesc.tensor_rules(FLOATS | INT32, FLOATS, QUANTIZED)
-    SAME_TYPE = (("OutputTensor", "ZeroPointTensor"),)
-    TYPES_FROM = {
+    TENSOR_RULES = ElementWiseQuantizationDesc.tensor_rules({
         "InputTensor": {FL.FL_1_0: frozenset({DT.FLOAT32}), FL.FL_2_1: INT32, FL.FL_6_0: frozenset({DT.FLOAT16})},
         "ScaleTensor": {FL.FL_1_0: frozenset({DT.FLOAT32}), FL.FL_6_0: frozenset({DT.FLOAT16})},
         "ZeroPointTensor": {FL.FL_1_0: frozenset({DT.UINT8}), FL.FL_2_1: frozenset({DT.INT8})},
         "OutputTensor": {FL.FL_1_0: frozenset({DT.UINT8}), FL.FL_2_1: frozenset({DT.INT8})},
-    }
+    })
+    SAME_TYPE = (("OutputTensor", "ZeroPointTensor"),)
 
     def validate_shapes(self, feature_level: FL) -> None:
         super().validate_shapes(feature_level)

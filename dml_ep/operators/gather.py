@@ -28,7 +28,7 @@ from ..errors import ShapeError
 from ..plan import DmlNode
 from ..tensor_desc import left_pad, view
 from .base import Operator, OperatorDesc, TensorDesc, rules
-from .element_wise_identity import ALL_TYPES, TYPES_BY_LEVEL, dims_of, eight_bit
+from .element_wise_identity import TYPES_BY_LEVEL, dims_of, eight_bit
 from .importing import NodeContext, tensor
 
 # --- desc ------------------------------------------------------------------------------------
@@ -50,9 +50,9 @@ class DML_GATHER_OPERATOR_DESC(OperatorDesc):
     OPERATOR_TYPE = OP.GATHER
     INTRODUCED = FL.FL_1_0
     TENSOR_RULES = rules({"InputTensor": (False, DIMS), "IndicesTensor": (False, DIMS), "OutputTensor": (False, DIMS)},
-                         {"InputTensor": ALL_TYPES, "IndicesTensor": INDEX_TYPES, "OutputTensor": ALL_TYPES})
+                         {"InputTensor": TYPES_BY_LEVEL, "IndicesTensor": {FL.FL_1_0: frozenset({DT.UINT32}), FL.FL_3_0: INDEX_TYPES},
+                          "OutputTensor": TYPES_BY_LEVEL})
     SAME_TYPE = (("InputTensor", "OutputTensor"),)
-    TYPES_FROM = {"InputTensor": TYPES_BY_LEVEL, "IndicesTensor": {FL.FL_1_0: frozenset({DT.UINT32}), FL.FL_3_0: INDEX_TYPES}}
 
     def validate_shapes(self, feature_level: FL) -> None:
         rank = self.OutputTensor.DimensionCount

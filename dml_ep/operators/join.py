@@ -26,7 +26,7 @@ from ..errors import ShapeError
 from ..plan import DmlNode
 from ..tensor_desc import left_pad, view
 from .base import Operator, OperatorDesc, TensorDesc, TensorDescArray, rules
-from .element_wise_identity import ALL_TYPES, dims_of, eight_bit
+from .element_wise_identity import dims_of, eight_bit
 from .importing import NodeContext, bound, tensor
 
 # --- desc ------------------------------------------------------------------------------------
@@ -47,8 +47,7 @@ class DML_JOIN_OPERATOR_DESC(OperatorDesc):
 
     OPERATOR_TYPE = OP.JOIN
     INTRODUCED = FL.FL_1_0
-    TENSOR_RULES = rules({"OutputTensor": (False, DIMS)}, {"OutputTensor": ALL_TYPES})
-    TYPES_FROM = {"OutputTensor": TYPES}
+    TENSOR_RULES = rules({"OutputTensor": (False, DIMS)}, {"OutputTensor": TYPES})
 
     def validate_shapes(self, feature_level: FL) -> None:
         if self.InputCount != len(self.InputTensors) or self.InputCount < 1:

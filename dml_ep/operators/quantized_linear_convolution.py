@@ -23,7 +23,6 @@ convolution reads it without a transpose.
 from __future__ import annotations
 
 import dataclasses
-import math
 
 import numpy as np
 
@@ -48,22 +47,9 @@ from .importing import (
     quantized_type,
     tensor,
 )
+from .windows import output_sizes, positive, resolve_padding
 
 # --- desc ------------------------------------------------------------------------------------
-
-
-def convolution_output_sizes(in_spatial, kernel, strides, dilations, start_padding, end_padding) -> tuple[int, ...]:
-    """Output size per spatial dimension: (padded input - dilated kernel) // stride + 1.
-
-    ValueError(span, padded input) when the dilated kernel is larger than the padded input.
-    """
-    sizes = []
-    for size, k, s, d, p0, p1 in zip(in_spatial, kernel, strides, dilations, start_padding, end_padding):
-        span, padded = (k - 1) * d + 1, size + p0 + p1
-        if padded < span:
-            raise ValueError(span, padded)
-        sizes.append((padded - span) // s + 1)
-    return tuple(sizes)
 
 
 def validate_convolution(desc, same_dims: tuple[str, ...]) -> int:
@@ -95,7 +81,7 @@ def validate_convolution(desc, same_dims: tuple[str, ...]) -> int:
             "FilterTensor",
         )
     try:
-        out_spatial = convolution_output_sizes(in_spatial, kernel, desc.Strides, desc.Dilations, desc.StartPadding, desc.EndPadding)
+        out_spatial = output_sizes(in_spatial, kernel, desc.Strides, desc.Dilations, desc.StartPadding, desc.EndPadding)
     except ValueError as exc:
         span, padded = exc.args
         desc.fail(f"the dilated filter ({span}) is larger than the padded input ({padded})", "FilterTensor")
@@ -188,36 +174,6 @@ FIELDS_BY_INPUT = (
 )
 
 
-def _ints(ctx: NodeContext, name: str, default: list[int], count: int) -> list[int]:
-    values = list(ctx.attr(name, default))
-    if len(values) != count:
-        raise InvalidAttributeError(f"{name} has {len(values)} values, expected {count}", node=ctx.node)
-    return values
-
-
-def resolve_padding(ctx, in_spatial, kernel, strides, dilations) -> tuple[list[int], list[int]]:
-    """Start and end padding from ``pads`` or ``auto_pad``, as the DML EP's ConvolutionHelper resolves them."""
-    rank = len(in_spatial)
-    auto_pad = ctx.attr("auto_pad", "NOTSET")
-    if auto_pad == "NOTSET":
-        pads = _ints(ctx, "pads", [0] * 2 * rank, 2 * rank)
-        if any(p < 0 for p in pads):
-            raise InvalidAttributeError(f"pads {pads} must not be negative", node=ctx.node)
-        return pads[:rank], pads[rank:]
-    if auto_pad == "VALID":
-        return [0] * rank, [0] * rank
-    if auto_pad not in ("SAME_UPPER", "SAME_LOWER"):
-        raise InvalidAttributeError(f"auto_pad {auto_pad!r} is not one of NOTSET, SAME_UPPER, SAME_LOWER, VALID", node=ctx.node)
-    start, end = [], []
-    for size, k, s, d in zip(in_spatial, kernel, strides, dilations):
-        out = math.ceil(size / s)
-        total = max(0, s * (out - 1) + (k - 1) * d + 1 - size)
-        first = total // 2 if auto_pad == "SAME_UPPER" else (total + 1) // 2
-        start.append(first)
-        end.append(total - first)
-    return start, end
-
-
 @dataclasses.dataclass(frozen=True)
 class ConvolutionGeometry:
     """A convolution node's shapes and attributes, read as DmlOperatorQLinearConv.cpp and
@@ -281,12 +237,8 @@ def convolution_geometry(ctx: NodeContext, x: int, w: int, operator: str) -> Con
     kernel_shape = list(ctx.attr("kernel_shape", kernel))
     if kernel_shape != kernel:
         raise InvalidAttributeError(f"kernel_shape {kernel_shape} does not match the filter's {kernel}", node=ctx.node)
-    strides = _ints(ctx, "strides", [1] * spatial, spatial)
-    dilations = _ints(ctx, "dilations", [1] * spatial, spatial)
-    if any(s < 1 for s in strides):
-        raise InvalidAttributeError(f"strides {strides} must be positive", node=ctx.node)
-    if any(d < 1 for d in dilations):
-        raise InvalidAttributeError(f"dilations {dilations} must be positive", node=ctx.node)
+    strides = positive(ctx, "strides", spatial)
+    dilations = positive(ctx, "dilations", spatial)
     group = ctx.attr("group", 1)
     if group < 1 or channels % group or out_channels % group:
         raise InvalidAttributeError(
@@ -300,7 +252,7 @@ def convolution_geometry(ctx: NodeContext, x: int, w: int, operator: str) -> Con
         )
     start, end = resolve_padding(ctx, in_spatial, kernel, strides, dilations)
     try:
-        out_spatial = convolution_output_sizes(in_spatial, kernel, strides, dilations, start, end)
+        out_spatial = output_sizes(in_spatial, kernel, strides, dilations, start, end)
     except ValueError as exc:
         span, padded = exc.args
         raise ShapeError(f"the (dilated) kernel spans {span} but the padded input is only {padded}", node=ctx.node) from None

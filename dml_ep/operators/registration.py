@@ -30,7 +30,7 @@ from ..plan import DmlNode
 from ..real_ep import ON_CPU
 from . import (activation, convolution_integer, dynamic_quantize_linear, element_wise_add1, element_wise_dequantize_linear, element_wise_identity,
                element_wise_quantize_linear, element_wise_quantized_linear_add, gather, join, matrix_multiply_integer, matrix_multiply_integer_to_float,
-               quantized_linear_convolution, quantized_linear_matrix_multiply, slice1)
+               max_pooling, quantized_linear_convolution, quantized_linear_matrix_multiply, slice1)
 from .base import FLOAT32, FLOATS, INT32, QUANTIZED, Operator
 from .importing import Fallback, NodeContext
 
@@ -51,6 +51,7 @@ MODULES = (
     join,
     slice1,
     gather,
+    max_pooling,
 )
 
 OPERATORS: dict = {entry.desc.OPERATOR_TYPE: entry for module in MODULES for entry in module.OPERATORS}
@@ -150,6 +151,13 @@ _ROWS = (
     Registration("com.microsoft", "QuantizeLinear", (1,), {"T1": FLOAT16_TO_32 | INT32, "T2": QUANTIZED}, _q.quantize_linear, _q),
     Registration("", "DequantizeLinear", (10, 13, 19), {"T1": QUANTIZED | INT32, "T2": FLOAT16_TO_32}, _dq.dequantize_linear, _dq),
     Registration("com.microsoft", "DequantizeLinear", (1,), {"T1": QUANTIZED | INT32, "T2": FLOAT16_TO_32}, _dq.dequantize_linear, _dq),
+    # The real EP's MaxPool "7" row (float only) is MaxPool-1, the version in force at opset 7; it has
+    # no MaxPool-22 row (a MaxPool-22 runs on the CPU there). dml_ep models int8/uint8.
+    Registration("", "MaxPool", (1, 8, 10, 11, 12), {"T": FLOAT16_TO_32 | QUANTIZED, "I": frozenset({DT.INT64})},
+                 max_pooling.max_pool, max_pooling, support_query=max_pooling.storage_order),
+    # Relu "7" (Relu-6, in force at opset 7) and 13 are float only; 14 adds int8, int16, int32 (no
+    # uint8). dml_ep models int8.
+    Registration("", "Relu", (6, 13, 14), {"T": FLOAT16_TO_32 | frozenset({DT.INT8, DT.INT16, DT.INT32})}, activation.relu, activation),
     Registration("", "DynamicQuantizeLinear", (11,), {"T1": FLOAT32, "T2": QUANTIZED}, _dql.dynamic_quantize_linear, _dql),
     # Data movement (the real EP's rows "7" are the since-versions in force at opset 7: Transpose-1, Concat-4, Reshape-5, ...);
     # dml_ep models int8 and uint8 tensors (each importer says so for the others).

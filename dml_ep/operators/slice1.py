@@ -27,7 +27,7 @@ from ..plan import DmlNode
 from ..real_ep import ON_CPU
 from ..tensor_desc import view
 from .base import FLOATS, Operator, OperatorDesc, SignedIntegers, TensorDesc, rules
-from .element_wise_identity import ALL_TYPES, INTS_32, INTS_64, dims_of, eight_bit
+from .element_wise_identity import INTS_32, INTS_64, dims_of, eight_bit
 from .importing import Fallback, NodeContext, tensor
 
 # --- desc ------------------------------------------------------------------------------------
@@ -48,9 +48,9 @@ class DML_SLICE1_OPERATOR_DESC(OperatorDesc):
 
     OPERATOR_TYPE = OP.SLICE1
     INTRODUCED = FL.FL_2_1
-    TENSOR_RULES = rules({"InputTensor": (False, DIMS), "OutputTensor": (False, DIMS)}, {"InputTensor": ALL_TYPES, "OutputTensor": ALL_TYPES})
+    TYPES = {FL.FL_2_1: FLOATS | INTS_32, FL.FL_4_1: INTS_64}
+    TENSOR_RULES = rules({"InputTensor": (False, DIMS), "OutputTensor": (False, DIMS)}, {"InputTensor": TYPES, "OutputTensor": TYPES})
     SAME_TYPE = (("InputTensor", "OutputTensor"),)
-    TYPES_FROM = {"InputTensor": {FL.FL_2_1: FLOATS | INTS_32, FL.FL_4_1: INTS_64}}
 
     def validate_shapes(self, feature_level: FL) -> None:
         window = (self.InputWindowOffsets, self.InputWindowSizes, self.InputWindowStrides)
