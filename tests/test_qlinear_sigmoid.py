@@ -185,3 +185,21 @@ def test_compare_per_node_runs_the_three_together():
     dequantize, sigmoid, quantize = report.nodes
     assert dequantize.isolated is None and sigmoid.isolated is None
     assert quantize.isolated is not None and quantize.isolated.differing == 0
+
+
+def test_split_where_x_rank_is_unknown_before_a_run():
+    """x reshaped to a shape fed at run time (of unknown length): with scalar parameters the node is
+    still split, its parts planned from the shapes of the run."""
+    u8 = TensorProto.UINT8
+    scalars = {"s": np.array(0.05, np.float32), "z": np.array(128, np.uint8), "ys": np.array(1 / 256, np.float32), "yz": np.array(0, np.uint8)}
+    nodes = [helper.make_node("Reshape", ["a", "shape"], ["t"], name="reshape"),
+             helper.make_node("QLinearSigmoid", ["t", "s", "z", "ys", "yz"], ["y"], domain="com.microsoft", name="qsig")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("a", u8, (4, 64)), helper.make_tensor_value_info("shape", TensorProto.INT64, [None])],
+                              [helper.make_tensor_value_info("y", u8, None)], [numpy_helper.from_array(v, n) for n, v in scalars.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid("com.microsoft", 1)], ir_version=8)
+    plan = plan_model(model)
+    assert [n.op_type for n in plan.pending] == ["DequantizeLinear", "DmlSigmoid", "QuantizeLinear"]
+    feeds = {"a": every_code(np.uint8), "shape": np.array([2, 8, 16], np.int64)}
+    session = dml_ep.InferenceSession(model, arithmetic="onnxruntime")
+    np.testing.assert_array_equal(session.run(None, feeds)[0], cpu_session(model).run(None, feeds)[0], strict=True)
+    assert [e.operator for e in session.executor.plan.dml_nodes] == OPERATORS
