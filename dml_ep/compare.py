@@ -52,6 +52,7 @@ from .kernels.parameters import parameter4d
 from .operators.base import OperatorDesc
 from .operators.registration import operator_of
 from .passes import CPU, DEFAULT_RELEASE
+from .passes.dml_graphs import GRAPHS as DML_GRAPHS
 from .passes.qdq_util import is_dq, is_q
 from .plan import DmlNode, Plan, PlanEntry
 from .planner import Planner
@@ -410,6 +411,8 @@ def compare_nodes(executor: Executor, values: dict, reference: dict, steps: dict
         )
         if not isolate:
             compare_rewritten(executor, entry, reference, steps, atol, alternatives, comparison, float_reference)
+        elif isinstance(entry, DmlNode) and entry.origin.rules and entry.origin.rules[-1] in DML_GRAPHS:
+            compare_dml_graph(executor, entry, reference, steps, atol, alternatives, comparison)
         elif isinstance(entry, DmlNode) and entry.output in reference and all(n in reference for n in entry.value_inputs):
             result = first_output(entry, executor.run_dml(entry, reference))
             expected = reference[entry.output]
@@ -445,6 +448,38 @@ def compare_rewritten(executor: Executor, entry: PlanEntry, reference: dict, ste
     else:
         comparison.graph = f"onnxruntime's QDQ rule ({entry.origin.rule}) makes {entry.node.op_type} on one side only"
         comparison.causes = {"graph": comparison.isolated.differing}
+
+
+def compare_dml_graph(executor: Executor, entry: DmlNode, reference: dict, steps: dict, atol: int, alternatives,
+                      comparison: NodeComparison) -> None:
+    """The DirectML operators the DML EP builds for one node (a graph of its own,
+    ``passes/dml_graphs.py``), run together on the reference's inputs of the node; at the last of
+    them, whose output is the node's, compared (the values between them are dml_ep's alone).
+    Differences are counted by the first alternative arithmetic that gives the reference's value."""
+    group = [e for e in executor.plan.entries if e.origin is entry.origin]
+    made = {n for e in group for n in e.outputs}
+    inputs = [n for e in group for n in e.value_inputs if n not in made and n not in executor.plan.constants]
+    if group[-1] is not entry or entry.output not in reference or not all(n in reference for n in inputs):
+        return
+
+    def run(runner: Executor) -> np.ndarray:
+        values = collections.ChainMap({}, reference)
+        for member in group:
+            values.update(runner.run_entry(member, values))
+        return values[entry.output]
+
+    result, expected = run(executor), reference[entry.output]
+    comparison.desc = desc_summary(entry.desc)
+    comparison.isolated = compare_tensors(entry.output, result, expected, step_of(entry.output, expected, steps), atol)
+    if not comparison.inexact_in_isolation:
+        return
+    unexplained, counts = result != expected, collections.Counter()
+    for cause, runner in alternatives:
+        explained = unexplained & (run(runner) == expected)
+        counts[cause] += int(np.count_nonzero(explained))
+        unexplained &= ~explained
+    counts["other"] = int(np.count_nonzero(unexplained))
+    comparison.causes = {cause: counts[cause] for cause in CAUSES if counts[cause]}
 
 
 def compare_cpu_only_group(executor: Executor, entry: PlanEntry, reference: dict, steps: dict, atol: int, comparison) -> None:

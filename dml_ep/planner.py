@@ -25,7 +25,7 @@ from .memory import paused_gc
 from .passes import (DEFAULT_RELEASE, DML, RELEASES, EditableGraph, constant_folding,
                      constant_nodes_to_initializers, dml_operator_fusion, matmul_integer_to_float_fusion, onnxruntime_fusions,
                      qdq_transformer)
-from .passes.dml_graphs import derived_infos, dynamic_quantize_matmul_graph, qlinear_concat_graph
+from .passes.dml_graphs import derived_infos, dynamic_quantize_matmul_graph, qlinear_concat_graph, qlinear_sigmoid_graph
 from .graph import ValueInfo, value_info_of
 from .plan import DmlNode, Plan, PlanEntry
 from .real_ep import has_dml_kernel
@@ -70,8 +70,11 @@ class Planner:
         self._importer = NodeImporter(self.constants, self.feature_level, opset_versions(self.header))
         if provider == DML and optimization_level >= 2:  # DmlOperatorFusionTransformer is a Level-2 transformer
             dml_operator_fusion(graph, self._maps_by_type)
-        self._derived = dynamic_quantize_matmul_graph(graph, self.static, self._maps_by_type) if provider == DML else {}
-        self._derived.update(qlinear_concat_graph(graph, self.static, self._maps_by_type) if provider == DML else {})
+        self._derived = {}
+        if provider == DML:  # the DML EP's operators that are small DirectML graphs, one plan node per DirectML operator
+            self._derived.update(dynamic_quantize_matmul_graph(graph, self.static, self._maps_by_type))
+            self._derived.update(qlinear_sigmoid_graph(graph, self.static, self._maps_by_type))
+            self._derived.update(qlinear_concat_graph(graph, self.static, self._maps_by_type))
         if self._derived:
             self.static = {**self.static, **derived_infos(self._derived, self.static)}
         self.nodes = list(graph.nodes)

@@ -130,7 +130,14 @@ NODES = {  # row -> (inputs as (name, array, constant)), attributes, output type
     ("com.microsoft.dml", "DmlJoin"): ([("a", np.zeros((2, 3), np.float32), False), ("b", np.zeros((2, 1), np.float32), False)],
                                        {"axis": 1}, np.float32),
     ("com.microsoft.dml", "DmlDynamicQuantizeLinear"): ([("x", np.zeros((2, 3), np.float32), False)], {"to": 3}, np.int8),
+    ("com.microsoft", "QLinearSigmoid"): ([("x", np.zeros((2, 3), U8), False), *zip(("xs", "xz"), _parameters(), (True, True)),
+                                           *zip(("ys", "yz"), _parameters(), (True, True))], {}, U8),
+    ("com.microsoft.dml", "DmlSigmoid"): ([("x", np.zeros((2, 3), np.float32), False)], {}, np.float32),
 }
+
+# Rows of a DirectML graph: the planner splits the node into one plan node per DirectML operator
+# (passes/dml_graphs.py); the row answers for a node it does not split.
+GRAPH_ROWS = {("com.microsoft", "QLinearSigmoid")}
 
 
 def plan_one(domain: str, op_type: str, opset: int = 19, inputs=None):
@@ -152,13 +159,38 @@ def test_every_row_has_an_example():
     assert set(NODES) == set(registration.REGISTRATIONS)
 
 
-@pytest.mark.parametrize("row", ROWS, ids=row_id)
+@pytest.mark.parametrize("row", [row for row in ROWS if (row.domain, row.op_type) not in GRAPH_ROWS], ids=row_id)
 def test_row_imports_a_node_whose_desc_round_trips_through_dxdispatch(row):
     entry = plan_one(row.domain, row.op_type)
     assert isinstance(entry, DmlNode), entry.summary()
     assert type(entry.desc) is registration.OPERATORS[entry.desc.OPERATOR_TYPE].desc
     assert registration.OPERATORS[entry.desc.OPERATOR_TYPE] in row.operator.OPERATORS
     assert dxdispatch.from_dict(dxdispatch.to_dict(entry.desc)) == entry.desc
+
+
+def example_model(domain: str, op_type: str) -> onnx.ModelProto:
+    """A one-node model of the row's example node, its non-constant inputs graph inputs."""
+    specs, attributes, out_type = NODES[(domain, op_type)]
+    node = helper.make_node(op_type, [name for name, _, _ in specs], ["y"], domain=domain, **attributes)
+    inputs = [helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(array.dtype), array.shape)
+              for name, array, constant in specs if not constant]
+    output = helper.make_tensor_value_info("y", helper.np_dtype_to_tensor_dtype(np.dtype(out_type)), None)
+    initializers = [numpy_helper.from_array(array, name) for name, array, constant in specs if constant]
+    opsets = [helper.make_opsetid("", 19)] + ([helper.make_opsetid(domain, 1)] if domain else [])
+    return helper.make_model(helper.make_graph([node], "one", inputs, [output], initializers), opset_imports=opsets, ir_version=9)
+
+
+@pytest.mark.parametrize("row", [row for row in ROWS if (row.domain, row.op_type) in GRAPH_ROWS], ids=row_id)
+def test_graph_row_is_planned_as_directml_operators_whose_descs_round_trip(row):
+    from dml_ep.planner import plan_model
+
+    plan = plan_model(example_model(row.domain, row.op_type))
+    assert len(plan.entries) > 1 and all(isinstance(e, DmlNode) for e in plan.entries), [e.summary() for e in plan.entries]
+    for entry in plan.entries:
+        assert entry.origin.nodes[0].op_type == row.op_type
+        assert dxdispatch.from_dict(dxdispatch.to_dict(entry.desc)) == entry.desc
+    alone = plan_one(row.domain, row.op_type)  # not split: the row says why
+    assert isinstance(alone, FallbackNode) and "graph of" in alone.reason
 
 
 @pytest.mark.parametrize("cls", activation.FUSABLE_ACTIVATIONS, ids=lambda cls: cls.__name__)

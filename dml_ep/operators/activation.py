@@ -7,6 +7,27 @@ Each formula is DirectML's, as written on its DML_*_OPERATOR_DESC reference page
 computed in float32 and rounded back once); ACTIVATION_RELU on integers (INT8, INT16, INT32 from
 DML_FEATURE_LEVEL_5_1) is ``max(x, 0)`` in the input's type. Input/Output are null when fused.
 
+Standalone, dml_ep plans one activation: ACTIVATION_SIGMOID, the middle of the three DirectML
+operators the DML EP builds for com.microsoft QLinearSigmoid (DmlOperatorQLinearSigmoid.cpp:
+ELEMENT_WISE_DEQUANTIZE_LINEAR -> ACTIVATION_SIGMOID in place on a FLOAT32 intermediate ->
+ELEMENT_WISE_QUANTIZE_LINEAR). ``passes/dml_graphs.py`` splits the node into those three, the
+sigmoid as the internal com.microsoft.dml ``DmlSigmoid``; the QLinearSigmoid row itself only
+answers for a node the split did not take. A float Sigmoid a model brings is not registered: on
+DirectML in the real EP, not modelled.
+
+ACTIVATION_SIGMOID's kernel.
+- ``"directml"``: the page's ``1 / (1 + exp(-x))`` in float32 (numpy's exp). DirectML's GPU exp is
+  not specified, so this is where dml_ep and a real GPU may differ by an ulp, and the codes
+  QUANTIZE_LINEAR makes of it where a value sits near a rounding boundary.
+- ``"onnxruntime"``: onnxruntime's CPU QLinearSigmoid dequantizes the 256 codes, runs them through
+  MlasComputeLogistic and quantizes the table (qlinear_lookup_table.cc): the same three steps,
+  element by element. MlasComputeLogistic on x86-64 with AVX2 is MlasLogisticKernelFma3
+  (LogisticKernelFma3.S): x clamped to [-18, 18] (``maxps``/``minps``: NaN passes), Eigen's
+  rational polynomial ``x * p(x^2) / q(x^2) + 0.5`` with every multiply-add fused, then clamped
+  below at 0. :func:`mlas_logistic` emulates it bit for bit (checked against onnxruntime's float
+  Sigmoid, which calls the same routine). The generic SSE kernel (no FMA3) rounds each multiply
+  and add and also clamps at 1: not modelled.
+
 No exact value: the activations do not quantize.
 """
 
@@ -20,11 +41,12 @@ import numpy as np
 from ..enums import DML_FEATURE_LEVEL as FL
 from ..enums import DML_OPERATOR_TYPE as OP
 from ..enums import DML_TENSOR_DATA_TYPE as DT
+from ..kernels.float32_fma import fma32
 from ..plan import DmlNode
 from ..real_ep import ASSIGNED_TO_DML, ON_CPU, ON_DML
 from ..tensor_desc import left_pad, view
 from .base import FLOATS, Operator, OperatorDesc, TensorDesc, rules
-from .importing import MAX_DIMENSIONS, Fallback, NodeContext, tensor
+from .importing import MAX_DIMENSIONS, Fallback, NodeContext, broadcast, quantized_type, tensor
 
 # --- descs -----------------------------------------------------------------------------------
 
@@ -192,6 +214,58 @@ def relu(ctx: NodeContext) -> DmlNode:
     return ctx.dml_node(desc, ("InputTensor",), shape)
 
 
+# --- import: ACTIVATION_SIGMOID in QLinearSigmoid --------------------------------------------
+
+QLINEAR_SIGMOID_OPERATORS = ("ELEMENT_WISE_DEQUANTIZE_LINEAR", "ACTIVATION_SIGMOID", "ELEMENT_WISE_QUANTIZE_LINEAR")
+
+
+def sigmoid(ctx: NodeContext) -> DmlNode:
+    """com.microsoft.dml DmlSigmoid (QLinearSigmoid's middle operator): the FLOAT32 intermediate,
+    input and output of the output's shape, padded to at least 4 dimensions."""
+    x_type, x_shape = ctx.info(0).dtype, ctx.info(0).shape
+    if x_type != np.dtype(np.float32):
+        raise Fallback(f"input type {x_type} is not supported (QLinearSigmoid's intermediate is FLOAT32)", ON_CPU)
+    out_shape, sizes = broadcast(ctx, x_shape, x_shape)
+    desc = DML_ACTIVATION_SIGMOID_OPERATOR_DESC(InputTensor=tensor(x_type, sizes), OutputTensor=tensor(x_type, sizes))
+    return ctx.dml_node(desc, ("InputTensor",), out_shape)
+
+
+def both_zero_points(ctx: NodeContext) -> None:
+    """QueryQLinearSigmoid (DmlOperatorQLinearSigmoid.cpp): fewer than 5 inputs, a zero point
+    missing, go to the CPU."""
+    count = len(ctx.node.input)
+    if count < 5:
+        raise Fallback(f"QLinearSigmoid with {count} inputs (QueryQLinearSigmoid takes 5: DirectML's DEQUANTIZE_LINEAR and "
+                       "QUANTIZE_LINEAR are built with both zero points)", ON_CPU)
+
+
+def misplaced_parameter(x_shape, shapes: dict) -> str | None:
+    """Why DmlOperatorQLinearSigmoid refuses its scales and zero points (``shapes``: name -> shape,
+    None unknown), or None: a 1-D one other than x's shape goes on axis 0 and must be as long
+    as x's first dimension (``ML_CHECK_VALID_ARGUMENT``, L44-48; no length-1 exception)."""
+    for name, shape in shapes.items():
+        if shape is not None and len(shape) == 1 and tuple(shape) != tuple(x_shape) and (not x_shape or shape[0] != x_shape[0]):
+            first = f"x's first dimension {x_shape[0]}" if x_shape else "a dimension x, a scalar, does not have"
+            return (f"{name!r} of shape {list(shape)} is put on axis 0 of x {list(x_shape)}, and DmlOperatorQLinearSigmoid "
+                    f"requires its length to be {first}")
+    return None
+
+
+def qlinear_sigmoid(ctx: NodeContext) -> DmlNode:
+    """A QLinearSigmoid the planner did not split (``passes/dml_graphs.py`` plans it as its three
+    DirectML operators where each runs on DirectML, types and ranks known before a run)."""
+    quantized_type(ctx, 0, "input")
+    x_shape = ctx.info(0).shape
+    if x_shape is not None:
+        shapes = {name: ctx.constants[name].shape if name in ctx.constants else getattr(ctx.values.get(name), "shape", None)
+                  for name in ctx.node.input[1:5] if name}
+        misplaced = misplaced_parameter(x_shape, shapes)
+        if misplaced is not None:
+            raise Fallback(misplaced, ASSIGNED_TO_DML)
+    raise Fallback(f"QLinearSigmoid is a graph of three DirectML operators ({', '.join(QLINEAR_SIGMOID_OPERATORS)}); dml_ep plans "
+                   "it as those only where the planner finds all three on DirectML before a run", ON_DML)
+
+
 # --- kernel ----------------------------------------------------------------------------------
 
 
@@ -241,12 +315,41 @@ def apply_activation(activation: ActivationDesc, x: np.ndarray) -> np.ndarray:
     return np.asarray(result, dtype=np.float32).astype(x.dtype, copy=False)
 
 
-def activation(desc: ActivationDesc, tensors: dict, options, cache: dict) -> np.ndarray:
+# MlasLogisticConstants (mlas/lib/logistic.cpp), in the order LogisticKernelFma3.S uses them.
+_LOGISTIC = np.array([-18.0, 18.0, 4.37031012579801e-11, 1.15627324459942e-07, 6.08574864600143e-05, 8.51377133304701e-03,
+                      2.48287947061529e-01, 6.10247389755681e-13, 5.76102136993427e-09, 6.29106785017040e-06, 1.70198817374094e-03,
+                      1.16817656904453e-01, 9.93151921023180e-01, 0.5], dtype=np.float32)
+
+
+def mlas_logistic(x: np.ndarray) -> np.ndarray:
+    """MlasLogisticKernelFma3 on float32 ``x``: clamp to [-18, 18] (NaN passes), ``x2 = x * x``,
+    ``p = x * (((a9 x2 + a7) x2 + a5) x2 + a3) x2 + a1)``, ``q = ((((b10 x2 + b8) x2 + b6) x2 + b4)
+    x2 + b2) x2 + b0`` with every multiply-add one rounding (``vfmadd``), ``p / q + 0.5``, clamped
+    below at 0 (``maxps(0, r)``: NaN passes)."""
+    low, high, a9, a7, a5, a3, a1, b10, b8, b6, b4, b2, b0, half = _LOGISTIC
+    x = np.asarray(x, dtype=np.float32)
+    v = np.where(x < low, low, np.where(x > high, high, x))
+    x2 = np.multiply(v, v, dtype=np.float32)
+    p = fma32(x2, a9, a7)
+    for alpha in (a5, a3, a1):
+        p = fma32(p, x2, alpha)
+    q = fma32(x2, b10, b8)
+    for beta in (b6, b4, b2, b0):
+        q = fma32(q, x2, beta)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        r = np.add(np.divide(np.multiply(v, p, dtype=np.float32), q, dtype=np.float32), half, dtype=np.float32)
+    return np.where(r < 0, np.float32(0), r).reshape(x.shape)
+
+
+def activation(desc: ActivationDesc, tensors: dict, arithmetic, cache: dict) -> np.ndarray:
     """A standalone activation operator (InputTensor to OutputTensor); ACTIVATION_RELU on
-    integers is ``max(x, 0)`` in the input's type."""
+    integers is ``max(x, 0)`` in the input's type; ACTIVATION_SIGMOID in ``"onnxruntime"``
+    arithmetic is MLAS's logistic kernel (:func:`mlas_logistic`)."""
     x = view(tensors["InputTensor"], desc.InputTensor)
     if x.dtype.kind in "iu":  # only RELU takes integers
         return np.maximum(x, x.dtype.type(0)).reshape(desc.OutputTensor.Sizes)
+    if arithmetic.onnxruntime and type(desc) is DML_ACTIVATION_SIGMOID_OPERATOR_DESC and x.dtype == np.float32:
+        return mlas_logistic(x).reshape(desc.OutputTensor.Sizes)
     return apply_activation(desc, x).reshape(desc.OutputTensor.Sizes)
 
 

@@ -133,6 +133,7 @@ _add1 = element_wise_add1
 _q, _dq, _dql = element_wise_quantize_linear, element_wise_dequantize_linear, dynamic_quantize_linear
 _convint = convolution_integer
 _identity = element_wise_identity
+_act = activation
 
 _ROWS = (
     Registration("", "QLinearConv", (10,), {"T1": QUANTIZED, "T2": QUANTIZED, "T3": QUANTIZED, "T4": INT32}, _conv.qlinear_conv, _conv),
@@ -157,7 +158,10 @@ _ROWS = (
                  max_pooling.max_pool, max_pooling, support_query=max_pooling.storage_order),
     # Relu "7" (Relu-6, in force at opset 7) and 13 are float only; 14 adds int8, int16, int32 (no
     # uint8). dml_ep models int8.
-    Registration("", "Relu", (6, 13, 14), {"T": FLOAT16_TO_32 | frozenset({DT.INT8, DT.INT16, DT.INT32})}, activation.relu, activation),
+    Registration("", "Relu", (6, 13, 14), {"T": FLOAT16_TO_32 | frozenset({DT.INT8, DT.INT16, DT.INT32})}, _act.relu, _act),
+    # The DML EP's graph DEQUANTIZE_LINEAR -> ACTIVATION_SIGMOID -> QUANTIZE_LINEAR: the planner splits the node into those
+    # (passes/dml_graphs.py); this row answers for a node it does not split (the support query's, or why not).
+    Registration("com.microsoft", "QLinearSigmoid", (1,), {"T": QUANTIZED}, _act.qlinear_sigmoid, _act, support_query=_act.both_zero_points),
     Registration("", "DynamicQuantizeLinear", (11,), {"T1": FLOAT32, "T2": QUANTIZED}, _dql.dynamic_quantize_linear, _dql),
     # Data movement (the real EP's rows "7" are the since-versions in force at opset 7: Transpose-1, Concat-4, Reshape-5, ...);
     # dml_ep models int8 and uint8 tensors (each importer says so for the others).
@@ -177,6 +181,9 @@ _ROWS = (
     Registration("com.microsoft.dml", "DmlJoin", (1,), {"T": FLOAT32}, join.float_join, join),
     # Internal: the first of the two DirectML operators the DML EP builds for DynamicQuantizeMatMul (passes/dml_graphs.py).
     Registration("com.microsoft.dml", "DmlDynamicQuantizeLinear", (1,), {"T1": FLOAT32, "T2": QUANTIZED}, _dql.dynamic_quantize_linear, _dql),
+    # Internal: the middle of the three DirectML operators the DML EP builds for QLinearSigmoid (passes/dml_graphs.py).
+    # ai.onnx Sigmoid is not registered: a float Sigmoid a model brings runs on DirectML in the real EP, not modelled.
+    Registration("com.microsoft.dml", "DmlSigmoid", (1,), {"T": FLOAT32}, _act.sigmoid, _act),
 )
 
 REGISTRATIONS: dict = {(row.domain, row.op_type): row for row in _ROWS}

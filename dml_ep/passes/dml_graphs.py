@@ -12,6 +12,18 @@ only when both run on DirectML; otherwise the node stays whole.
 
 onnxruntime never makes DynamicQuantizeMatMul for DML nodes (its fusion is for CPU and ACL nodes),
 so the node is one a model brings.
+
+com.microsoft QLinearSigmoid is, in the DML EP (DmlOperatorQLinearSigmoid.cpp L71-159, "the first
+usage of graph based implementation"), ELEMENT_WISE_DEQUANTIZE_LINEAR -> ACTIVATION_SIGMOID (in
+place on a FLOAT32 intermediate) -> ELEMENT_WISE_QUANTIZE_LINEAR. dml_ep plans it as com.microsoft
+DequantizeLinear (x, x_scale, x_zero_point to a float32 value of its own), com.microsoft.dml
+``DmlSigmoid`` (to a second one: dml_ep's values are not written in place), and com.microsoft
+QuantizeLinear (to the node's output), all three standing for the user's node. The Q/DQ nodes
+carry ``axis=0``: the EP puts a 1-D scale or zero point on axis 0 (L32-66), where
+DmlOperatorElementwiseQLinear would read ``axis``; unlike that class it takes no 1-D length-1
+parameter but on a first dimension of 1 (``ML_CHECK_VALID_ARGUMENT``), which the QLinearSigmoid row
+reports. A node with fewer than 5 inputs is the CPU's (QueryQLinearSigmoid), and is not split.
+onnxruntime's QDQ rules make QLinearSigmoid for DML nodes from DQ -> Sigmoid -> Q.
 """
 
 from __future__ import annotations
@@ -22,12 +34,17 @@ import numpy as np
 import onnx
 
 from ..graph import ValueInfo
+from ..operators.activation import misplaced_parameter
 from .dml_fusion import DML_DOMAIN
 from .editable import EditableGraph
 from .qdq_actions import MS_DOMAIN
 
 NAME = "DmlOperatorDynamicQuantizeMatMul"
 QUANTIZE = "DmlDynamicQuantizeLinear"
+SIGMOID_NAME = "DmlOperatorQLinearSigmoid"
+SIGMOID = "DmlSigmoid"
+FLOAT32 = np.dtype(np.float32)
+GRAPHS = (NAME, SIGMOID_NAME)  # the rules of the nodes a split makes: compare runs each group as one
 INTEGER_TYPES = {np.dtype(np.uint8): "tensor(uint8)", np.dtype(np.int8): "tensor(int8)"}
 
 
@@ -53,6 +70,46 @@ def dynamic_quantize_matmul_graph(graph: EditableGraph, static: dict, on_dml: Ca
             continue
         graph.replace([node], matmul, NAME, at=node)
         graph.insert_before(matmul, quantize, graph.origin(matmul), None)
+        derived.update(made)
+    return derived
+
+
+def qlinear_sigmoid_graph(graph: EditableGraph, static: dict, on_dml: Callable) -> dict[str, tuple]:
+    """Split each QLinearSigmoid of 5 inputs whose three operators ``on_dml(node, infos)`` accepts.
+    Returns the values the split made, as :func:`dynamic_quantize_matmul_graph` does (both are
+    float32 of x's shape)."""
+    derived = {}
+    for node in [n for n in graph.nodes if n.domain == MS_DOMAIN and n.op_type == "QLinearSigmoid"]:
+        x = node.input[0]
+        if len(node.input) < 5 or getattr(static.get(x), "dtype", None) is None:  # QueryQLinearSigmoid: the CPU's
+            continue
+        shapes = {name: np.shape(graph.constant(name)) if graph.constant(name) is not None else getattr(static.get(name), "shape", None)
+                  for name in node.input[1:5] if name}
+        x_info = static[x]
+        if x_info.shape is None:
+            # x's rank unknown to dml_ep (onnx's inference skips contrib ops; onnxruntime's knows them): with scalar
+            # parameters nothing the EP checks depends on it, and each part is planned from the real shapes of a run
+            if any(shape != () for shape in shapes.values()):
+                continue
+            x_info = ValueInfo(x, x_info.dtype, (1,), x_info.type)
+        elif misplaced_parameter(x_info.shape, shapes) is not None:  # the real EP fails creating it: the row says so
+            continue
+        x_scale, x_zero_point, y_scale, y_zero_point = node.input[1:5]
+        names = [graph.unique_name(f"{node.output[0]}.{part}") for part in ("dequantized", "sigmoid")]
+        made = {name: (x, FLOAT32, True) for name in names}
+        prefix = node.name or node.output[0]
+        dequantize = onnx.helper.make_node("DequantizeLinear", [x, x_scale, x_zero_point], [names[0]], name=f"{prefix}.dequantize",
+                                           domain=MS_DOMAIN, axis=0)
+        sigmoid = onnx.helper.make_node(SIGMOID, [names[0]], [names[1]], name=f"{prefix}.sigmoid", domain=DML_DOMAIN)
+        quantize = onnx.helper.make_node("QuantizeLinear", [names[1], y_scale, y_zero_point], list(node.output), name=node.name,
+                                         domain=MS_DOMAIN, axis=0)
+        infos = {**derived_infos(made, {x: x_info}), x: x_info}
+        if not all(on_dml(part, infos) for part in (dequantize, sigmoid, quantize)):
+            continue
+        graph.replace([node], quantize, SIGMOID_NAME, at=node)
+        origin = graph.origin(quantize)
+        graph.insert_before(quantize, dequantize, origin, None)
+        graph.insert_before(quantize, sigmoid, origin, None)
         derived.update(made)
     return derived
 
