@@ -191,6 +191,19 @@ def test_global_route_rounds_the_float32_product_not_the_exact_value():
     assert differ.any() and np.all(np.abs(theirs.astype(int) - expected)[differ] == 1)
 
 
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+@pytest.mark.parametrize("image, kernel", [((4, 9), [2, 3]), ((2, 3), [2, 3])], ids=["windows-of-6", "whole-image-of-6"])
+def test_ties_of_six_element_windows_tell_the_routes_apart(image, kernel, dtype):
+    """Equal power-of-two scales and windows of 6: the exact mean is often k + 1/2. onnxruntime's
+    pooling route divides an exact float32 sum by 6 (exact: ties stay ties, to even); its global
+    route multiplies by float32(1/6) (inexact: ties move). Dividing by the count, not multiplying by
+    its reciprocal, and which route a node takes, are both decided here."""
+    x = codes((2, 64, *image), dtype, 9)
+    for scale in (np.float32(1.0), np.float32(0.25)):
+        model, feeds = pool_model(x, scale, dtype(3), scale, dtype(-1 if dtype == np.int8 else 1), kernel_shape=kernel)
+        assert_onnxruntime_mode_exact(model, feeds)
+
+
 def test_exact_value_is_the_window_mean_over_the_output_scale():
     """compare's ideal values (the operator's exact_value) in the output's order, NHWC included."""
     x = codes((1, 5, 6, 3), np.uint8, 7)
