@@ -25,6 +25,7 @@ from dml_ep import dxdispatch
 from dml_ep.dxdispatch import descs
 from dml_ep.errors import DxDispatchError
 from dml_ep.inputs import random_inputs
+from dml_ep.reference import cpu_session
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "dxdispatch"
 EXAMPLES = ["dml_convolution_2d.json", "dml_element_wise_add1.json", "dml_owned_tensors.json"]
@@ -274,11 +275,12 @@ def test_add1_with_fused_activation_and_broadcast(tmp_path, activation, attribut
 
 
 def test_fallback_islands_become_dispatch_sequences_with_captured_inputs(built, tmp_path):
-    """small_cnn: QuantizeLinear (fallback), convolutions and adds, a fallback Flatten, the
-    classifier; the values the fallback makes are stored, and the directory stands alone."""
+    """small_cnn at FL 6_1: convolutions and adds, the global average pool on the CPU fallback
+    (QUANTIZED_LINEAR_AVERAGE_POOLING is FL 6_2), the classifier; the values the fallback makes are
+    stored, and the directory stands alone."""
     model = built("small_cnn")
     feeds = random_inputs(onnx.load(model), seed=3)
-    made, _ = export_and_replay(model, tmp_path / "out", feeds)
+    made, _ = export_and_replay(model, tmp_path / "out", feeds, feature_level="6_1")
     assert len(made.sequences) == 2 and made.captured
     fallback_outputs = {name for entry in made.plan.fallback_nodes for name in entry.outputs}
     assert set(made.captured) <= fallback_outputs
@@ -297,10 +299,21 @@ def test_fallback_islands_become_dispatch_sequences_with_captured_inputs(built, 
     assert dxdispatch.COMMAND_LINE in readme and all(name in readme for name in made.captured)
 
 
+def test_a_model_with_nothing_on_the_fallback_is_one_sequence(built, tmp_path):
+    """small_cnn (QOperator, uint8): every node runs on DirectML, its global average pool and
+    Flatten too, so the export is one sequence of every operator, replayed to onnxruntime's output."""
+    model = built("small_cnn")
+    feeds = random_inputs(onnx.load(model), seed=3)
+    made, replayed = export_and_replay(model, tmp_path / "out", feeds, arithmetic="onnxruntime")
+    assert not made.plan.fallback_nodes and len(made.sequences) == 1 and not made.captured
+    assert len(made.sequences[0]) == len(made.plan.dml_nodes)
+    np.testing.assert_array_equal(replayed["output"], cpu_session(onnx.load(model), "ort").run(None, feeds)[0])
+
+
 def test_a_difference_in_one_sequence_does_not_spread(built, tmp_path):
     """The second sequence reads the captured fallback value, not the first sequence's result:
     breaking one resource of the first sequence changes only the first sequence's outputs."""
-    made = dxdispatch.export(built("small_cnn"), str(tmp_path / "out"))
+    made = dxdispatch.export(built("small_cnn"), str(tmp_path / "out"), feature_level="6_1")
     model = dxdispatch.load(str(tmp_path / "out"))
     first_input = made.model["commands"][0]["bindings"]["InputTensor"]
     model.resources[first_input].buffer[:] = bytes(len(model.resources[first_input].buffer))
@@ -410,8 +423,9 @@ def test_cli_export_with_inputs_and_feature_level(built, tmp_path):
     result = dml_ep_cli("export", model, "--dxdispatch", tmp_path / "fl21", "--feature-level", "2_1", "--input", f"input={tmp_path / 'x.npy'}")
     assert result.returncode == 0, result.stderr
     fl21 = json.loads((tmp_path / "fl21" / "model.json").read_text())
-    # QLinearAdd needs FL 4_0; the Flatten's 2-D IDENTITY 3_0 (4-D and 5-D before)
-    assert {d["type"] for d in fl21["dispatchables"].values()} == types - {"DML_OPERATOR_ELEMENT_WISE_QUANTIZED_LINEAR_ADD", "DML_OPERATOR_ELEMENT_WISE_IDENTITY"}
+    # QLinearAdd needs FL 4_0, QLinearGlobalAveragePool 6_2; the Flatten's 2-D IDENTITY 3_0 (4-D and 5-D before)
+    below_2_1 = {"DML_OPERATOR_ELEMENT_WISE_QUANTIZED_LINEAR_ADD", "DML_OPERATOR_QUANTIZED_LINEAR_AVERAGE_POOLING", "DML_OPERATOR_ELEMENT_WISE_IDENTITY"}
+    assert {d["type"] for d in fl21["dispatchables"].values()} == types - below_2_1
     validate(fl21)
     replayed = dxdispatch.load(str(tmp_path / "fl21")).run()
     expected = {p.stem: np.load(p) for p in (tmp_path / "fl21" / "expected").glob("*.npy")}

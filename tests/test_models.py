@@ -87,7 +87,8 @@ def test_resnet50_onnxruntime_arithmetic_is_bit_exact(built):
 def test_shipped_model_plan_maps_every_quantized_node():
     plan = dml_ep.InferenceSession(ROOT / "models" / "small_cnn.onnx").plan
     mapped = {e.node.op_type for e in plan.dml_nodes}
-    assert mapped == {"QLinearConv", "QLinearAdd", "QLinearMatMul", "QuantizeLinear", "DequantizeLinear", "Flatten"}  # Flatten of uint8 codes
+    assert mapped == {"QLinearConv", "QLinearAdd", "QLinearMatMul", "QLinearGlobalAveragePool", "QuantizeLinear", "DequantizeLinear",
+                      "Flatten"}  # Flatten of uint8 codes
     assert all(e.node.op_type not in mapped for e in plan.fallback_nodes)
 
 

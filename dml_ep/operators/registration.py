@@ -30,7 +30,7 @@ from ..plan import DmlNode
 from ..real_ep import ON_CPU
 from . import (activation, convolution_integer, dynamic_quantize_linear, element_wise_add1, element_wise_dequantize_linear, element_wise_identity,
                element_wise_quantize_linear, element_wise_quantized_linear_add, gather, join, matrix_multiply_integer, matrix_multiply_integer_to_float,
-               max_pooling, quantized_linear_convolution, quantized_linear_matrix_multiply, slice1)
+               max_pooling, quantized_linear_average_pooling, quantized_linear_convolution, quantized_linear_matrix_multiply, slice1)
 from .base import FLOAT32, FLOATS, INT32, QUANTIZED, Operator
 from .importing import Fallback, NodeContext
 
@@ -52,6 +52,7 @@ MODULES = (
     slice1,
     gather,
     max_pooling,
+    quantized_linear_average_pooling,
 )
 
 OPERATORS: dict = {entry.desc.OPERATOR_TYPE: entry for module in MODULES for entry in module.OPERATORS}
@@ -134,6 +135,7 @@ _q, _dq, _dql = element_wise_quantize_linear, element_wise_dequantize_linear, dy
 _convint = convolution_integer
 _identity = element_wise_identity
 _act = activation
+_pool = quantized_linear_average_pooling
 
 _ROWS = (
     Registration("", "QLinearConv", (10,), {"T1": QUANTIZED, "T2": QUANTIZED, "T3": QUANTIZED, "T4": INT32}, _conv.qlinear_conv, _conv),
@@ -143,6 +145,8 @@ _ROWS = (
                  matrix_multiply_integer_to_float.matmul_integer_to_float, matrix_multiply_integer_to_float),
     Registration("", "ConvInteger", (10,), {"T1": QUANTIZED, "T2": QUANTIZED, "T3": INT32}, _convint.conv_integer, _convint),
     Registration("com.microsoft", "QLinearAdd", (1,), {"T": QUANTIZED}, _qladd.qlinear_add, _qladd),
+    Registration("com.microsoft", "QLinearAveragePool", (1,), {"T": QUANTIZED}, _pool.qlinear_average_pool, _pool),
+    Registration("com.microsoft", "QLinearGlobalAveragePool", (1,), {"T": QUANTIZED}, _pool.qlinear_global_average_pool, _pool),
     Registration("", "Add", (7, 13, 14), {"T": FLOAT16_TO_32 | INTS_8_TO_64}, _add1.add, _add1),
     # The real EP also registers Sum-6 (its "7") and runs 1 or 3+ inputs as a loop of adds; dml_ep
     # maps the two-input Sum, the one its fusion takes.
