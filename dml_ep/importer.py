@@ -70,7 +70,9 @@ class NodeImporter:
         domain = "" if node.domain == "ai.onnx" else node.domain
         row = REGISTRATIONS.get((domain, node.op_type))
         if row is None:
-            return FallbackNode(node, not_modelled_reason(node, origin), origin)
+            out = values.get(node.output[0]) if node.output else None
+            float_op = out is not None and out.dtype is not None and out.dtype.kind == "f"
+            return FallbackNode(node, not_modelled_reason(node, origin, float_op), origin)
         empty = next((n for n in node.input if 0 in (getattr(values.get(n), "shape", None) or ())), None)
         if empty is not None:  # the real EP's operators skip empty tensors; dml_ep leaves them to the CPU EP
             return FallbackNode(node, f"input {empty!r} is empty (shape {list(values[empty].shape)}); DirectML sizes are at least 1; "

@@ -16,7 +16,7 @@ from dml_ep.cli import main
 MODELS = Path(__file__).resolve().parent.parent / "models"
 WIDTH = 160
 PAIRS, EXTRA_SIGMOIDS, PENDING = 100, 10, 12  # Sigmoid -> Add pairs, then Sigmoids, then nodes after a Reshape
-SIGMOID_REASON = "ai.onnx::Sigmoid: on DirectML in the real EP, not modelled by dml_ep"
+SIGMOID_REASON = "ai.onnx::Sigmoid: float op on DirectML in the real EP, not modelled by dml_ep"
 
 
 def long_name(op_type: str, index: int) -> str:

@@ -218,9 +218,13 @@ def test_ai_onnx_rows_match_the_schema_since_version_exactly(row):
             assert isinstance(entry, DmlNode), (opset, entry.summary())
         else:
             assert isinstance(entry, FallbackNode), opset
-            registered = f"the DML EP registers {row.op_type} {', '.join(map(str, row.versions))}"
+            registered = f"the DML EP registers {row.op_type} {', '.join(map(str, sorted({*row.versions, *row.real_ep_only})))}"
             assert registered in entry.reason
             assert (f"{row.op_type}-{since}" if since else "has no schema") in entry.reason
+            if since in row.real_ep_only:  # the real EP runs it on DirectML, as another operator
+                assert entry.reason.endswith(f"on DirectML in the real EP as DML_OPERATOR_{row.real_ep_only[since]}, not modelled by dml_ep")
+            else:
+                assert entry.reason.endswith("on the CPU in the real EP too")
 
 
 def test_add_of_opset_6_names_its_since_version_and_the_rows():

@@ -27,7 +27,7 @@ import onnx
 
 from ..enums import DML_TENSOR_DATA_TYPE as DT
 from ..plan import DmlNode
-from ..real_ep import ON_CPU
+from ..real_ep import ON_CPU, ON_DML_AS
 from . import (activation, convolution_integer, dynamic_quantize_linear, element_wise_add1, element_wise_dequantize_linear, element_wise_identity,
                element_wise_quantize_linear, element_wise_quantized_linear_add, gather, join, matrix_multiply_integer, matrix_multiply_integer_to_float,
                max_pooling, quantized_linear_average_pooling, quantized_linear_convolution, quantized_linear_matrix_multiply, slice1)
@@ -79,6 +79,8 @@ class Registration:
       importer may take fewer, and its fallback says why.
     - ``constant_cpu_inputs``: input indices that must be constant initializers (the real EP's
       requiredConstantCpuInputs).
+    - ``real_ep_only``: since-versions the real EP registers and dml_ep does not map, with the
+      DirectML operator it runs them as.
     - ``support_query``: ``query(ctx)`` raising :class:`~dml_ep.operators.importing.Fallback` for a
       node the row does not take, or None.
     - ``importer``: ``importer(ctx) -> DmlNode``; ``operator``: the DirectML operator module.
@@ -92,11 +94,14 @@ class Registration:
     operator: ModuleType
     constant_cpu_inputs: tuple[int, ...] = ()
     support_query: Optional[Callable] = None
+    real_ep_only: dict = dataclasses.field(default_factory=dict)  # since-version -> the DirectML operator the real EP runs it as
 
     def import_node(self, ctx: NodeContext) -> DmlNode:
         """The node as its operator's desc: the since-version matched, required constant inputs
         and the support query checked, then the importer. Raises Fallback otherwise."""
         since = since_version(self.domain, self.op_type, ctx.opset)
+        if since in self.real_ep_only:
+            raise Fallback(f"{self.op_type}-{since}: {self._registered()}", ON_DML_AS.format(self.real_ep_only[since]))
         if since not in self.versions:
             raise Fallback(self._unmatched(since, ctx.opset), ON_CPU)
         for index in self.constant_cpu_inputs:
@@ -107,8 +112,11 @@ class Registration:
             self.support_query(ctx)
         return self.importer(ctx)
 
+    def _registered(self) -> str:
+        return f"the DML EP registers {self.op_type} {', '.join(str(v) for v in sorted({*self.versions, *self.real_ep_only}))}"
+
     def _unmatched(self, since: int | None, opset: int) -> str:
-        registered = f"the DML EP registers {self.op_type} {', '.join(str(v) for v in self.versions)}"
+        registered = self._registered()
         if since is None:
             return f"{self.op_type} has no schema at opset {opset}; {registered}"
         at = "" if since == opset else f" (its since-version at opset {opset})"
@@ -151,10 +159,12 @@ _ROWS = (
     # The real EP also registers Sum-6 (its "7") and runs 1 or 3+ inputs as a loop of adds; dml_ep
     # maps the two-input Sum, the one its fusion takes.
     Registration("", "Sum", (8, 13), {"T": FLOAT16_TO_32}, _add1.add, _add1, support_query=_add1.two_inputs),
-    # DequantizeLinear / QuantizeLinear 21 and later: the real EP's DEQUANTIZE / QUANTIZE, not modelled (CPU here).
-    Registration("", "QuantizeLinear", (10, 13, 19), {"T1": FLOAT16_TO_32 | INT32, "T2": QUANTIZED}, _q.quantize_linear, _q),
+    # DequantizeLinear / QuantizeLinear 21: the real EP's DEQUANTIZE / QUANTIZE, not modelled (CPU here); 23 and later: no DML EP row.
+    Registration("", "QuantizeLinear", (10, 13, 19), {"T1": FLOAT16_TO_32 | INT32, "T2": QUANTIZED}, _q.quantize_linear, _q,
+                 real_ep_only={21: "QUANTIZE"}),
     Registration("com.microsoft", "QuantizeLinear", (1,), {"T1": FLOAT16_TO_32 | INT32, "T2": QUANTIZED}, _q.quantize_linear, _q),
-    Registration("", "DequantizeLinear", (10, 13, 19), {"T1": QUANTIZED | INT32, "T2": FLOAT16_TO_32}, _dq.dequantize_linear, _dq),
+    Registration("", "DequantizeLinear", (10, 13, 19), {"T1": QUANTIZED | INT32, "T2": FLOAT16_TO_32}, _dq.dequantize_linear, _dq,
+                 real_ep_only={21: "DEQUANTIZE"}),
     Registration("com.microsoft", "DequantizeLinear", (1,), {"T1": QUANTIZED | INT32, "T2": FLOAT16_TO_32}, _dq.dequantize_linear, _dq),
     # The real EP's MaxPool "7" row (float only) is MaxPool-1, the version in force at opset 7; it has
     # no MaxPool-22 row (a MaxPool-22 runs on the CPU there). dml_ep models int8/uint8.
