@@ -904,3 +904,46 @@ def test_cpu_rewrite_matches_onnxruntime(case, tmp_path):
     model = CPU_CASES[case]()
     ours = collections.Counter(op for op in ops(rewrite(model, provider=CPU)) if op[0] != "Identity")
     assert ours == onnxruntime_ops(model, tmp_path)
+
+
+def _float_weight_model(op_type):
+    """DQ(x) -> <op_type> with a float32 weight initializer (and bias) -> Q: a QOperator model's
+    ConvTranspose or Conv that the quantizer left float, as PP-OCRv4's detector has them."""
+    rng = np.random.default_rng(21)
+    g = Graph()
+    x = g.node("DequantizeLinear", [g.input("xq", U8, [1, 3, 6, 6]), g.const("xs", F32(0.02)), g.const("xz", U8(120))], "x")
+    weight = (rng.standard_normal((3, 4, 3, 3)) * 0.3).astype(F32)
+    weight[0, 0, 0, 0] = -0.79  # an asymmetric range: the zero point is not 0
+    y = g.node(op_type, [x, g.const("w", weight), g.const("b", rng.standard_normal(4).astype(F32))], "y")
+    g.node("QuantizeLinear", [y, g.const("ys", F32(0.05)), g.const("yz", U8(128))], "q")
+    g.output("q", U8, None)
+    return g.model()
+
+
+@pytest.mark.parametrize("op_type", ["ConvTranspose", "Conv"])
+def test_float_weight_quantized_as_onnxruntime_quantizes_it(op_type, tmp_path):
+    """WeightBiasQuantization (weight_bias_quantization.cc) also quantizes a float32 weight
+    initializer: GetQuantizationParameter<int8_t> (per tensor, asymmetric) and a Q that constant
+    folding folds. dml_ep's codes, scale and zero point are onnxruntime's own, read from the
+    optimized graph it writes; then the Conv rule fuses the Conv, and both run bit-exactly."""
+    model = _float_weight_model(op_type)
+    if op_type == "Conv":  # Conv wants [out, in, kh, kw]: 4 filters over 3 channels
+        model.graph.initializer[2].CopyFrom(numpy_helper.from_array(numpy_helper.to_array(model.graph.initializer[2]).transpose(1, 0, 2, 3).copy(), "w"))
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
+    options.optimized_model_filepath = str(tmp_path / "optimized.onnx")
+    ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    optimized = onnx.load(str(tmp_path / "optimized.onnx"))
+    theirs = {i.name: numpy_helper.to_array(i) for i in optimized.graph.initializer}
+    graph = rewrite(model)
+    ours = {name: graph.constants[name] for name in graph.added_constants}
+    for suffix in ("_weight_q", "_weight_scale", "_weight_zp"):
+        name = f"y{suffix}"
+        assert name in theirs and name in ours, name
+        np.testing.assert_array_equal(ours[name], theirs[name], strict=True)
+    assert int(ours["y_weight_zp"]) != 0
+    if op_type == "Conv":
+        assert ops(graph) == [("QLinearConv", "")]
+    feeds = {"xq": np.random.default_rng(3).integers(0, 256, (1, 3, 6, 6)).astype(U8)}
+    np.testing.assert_array_equal(dml_ep.InferenceSession(model, arithmetic="onnxruntime").run(None, feeds)[0],
+                                  cpu_session(model, "ort").run(None, feeds)[0])

@@ -1,12 +1,14 @@
-"""WeightBiasQuantization: a float bias of a quantized Conv/ConvTranspose/Gemm becomes int32 + DQ.
+"""WeightBiasQuantization: a float weight and bias of a quantized Conv/ConvTranspose/Gemm become
+int8 + DQ and int32 + DQ.
 
 onnxruntime (1.20 and later) adds, when the node's input comes from a DQ with a per-tensor scale
 and its output reaches a Q (through Relu/Clip at most) without branching:
 ``DQ(Cast<int32>(Round(bias / (x_scale * w_scale))), x_scale * w_scale)``, all in float32, which
 constant folding then makes initializers. The Conv rule can then fuse the node with its bias.
 dml_ep computes the same constants directly (numpy's float32 division and rint round as ONNX's
-Div and Round do). A float weight initializer, which onnxruntime would also quantize to int8, is
-left as it is: the node then stays float (docs/dml_ep_mapping.md).
+Div and Round do). A float32 weight initializer becomes int8 codes and a DQ (per tensor,
+asymmetric: :func:`_quantize_weight`), after which the Conv rule can make a QLinearConv of a Conv;
+a ConvTranspose or Gemm stays a float op, reading its weight through the DQ.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
+from ..kernels import quantize
 from .editable import EditableGraph, Origin
 from .qdq_util import is_dq, is_q, scalar_constant
 
@@ -24,21 +27,33 @@ OPS = ("Conv", "ConvTranspose", "Gemm")
 def weight_bias_quantization(graph: EditableGraph) -> bool:
     changed = False
     for node in list(graph.nodes):
-        if node.op_type not in OPS or node.domain not in ("", "ai.onnx") or len(node.input) < 3 or not node.input[2]:
+        if node.op_type not in OPS or node.domain not in ("", "ai.onnx"):
             continue
         x_dq, w_dq = graph.producer(node.input[0]), graph.producer(node.input[1])
-        bias = graph.constant(node.input[2])
-        if not is_dq(x_dq) or scalar_constant(graph, x_dq.input[1]) is None or not is_dq(w_dq):
+        if not is_dq(x_dq) or scalar_constant(graph, x_dq.input[1]) is None or not _reaches_q(graph, node):
             continue
-        if bias is None or bias.ndim != 1 or bias.dtype != np.float32 or not _reaches_q(graph, node):
+        has_bias = len(node.input) > 2 and bool(node.input[2])
+        bias = graph.constant(node.input[2]) if has_bias else None
+        if has_bias and (bias is None or bias.ndim != 1 or bias.dtype != np.float32):
             continue
-        w_scale = graph.constant(w_dq.input[1])
-        if w_scale is None:
+        if is_dq(w_dq):
+            if bias is None:  # nothing to quantize
+                continue
+            w_scale = graph.constant(w_dq.input[1])
+            if w_scale is None:
+                continue
+            per_channel = w_scale.size != 1 or w_scale.ndim > 1
+            if per_channel and (w_scale.ndim != 1 or w_scale.size != bias.size or _axis(node, w_dq, graph) != _expected_axis(node)):
+                continue
+        else:
+            weight = graph.constant(node.input[1])
+            if weight is None or weight.dtype != np.float32:
+                continue
+            w_scale, per_channel = _quantize_weight(graph, node, weight), False
+            changed = True
+        if bias is None:
             continue
-        per_channel = w_scale.size != 1 or w_scale.ndim > 1
-        if per_channel and (w_scale.ndim != 1 or w_scale.size != bias.size or _axis(node, w_dq, graph) != _expected_axis(node)):
-            continue
-        scale = (scalar_constant(graph, x_dq.input[1]).astype(np.float32) * w_scale.astype(np.float32)).astype(np.float32)
+        scale = np.asarray(scalar_constant(graph, x_dq.input[1]).astype(np.float32) * w_scale.astype(np.float32), np.float32)  # 0-d stays an array
         quantized = np.rint(bias / scale).astype(np.int32)
         bias_dq = onnx.helper.make_node(
             "DequantizeLinear",
@@ -52,6 +67,27 @@ def weight_bias_quantization(graph: EditableGraph) -> bool:
         graph.changed(node)
         changed = True
     return changed
+
+
+def _quantize_weight(graph: EditableGraph, node: onnx.NodeProto, weight: np.ndarray) -> np.ndarray:
+    """The float weight initializer as int8 codes and a DQ feeding ``node``; returns its scale.
+
+    GetQuantizationParameter<int8_t> (core/util/qmath.h): the range [min, max] widened to hold 0,
+    ``scale = (max - min) / 255`` (1 for an all-zero weight), ``zp = RoundHalfToEven(clamp(-128 -
+    min / scale))``, all float32: per tensor and asymmetric, whatever the comment there says. The
+    Q onnxruntime inserts is folded by its CPU QuantizeLinear kernel (MLAS), as here."""
+    low, high = min(np.float32(weight.min()), np.float32(0)), max(np.float32(weight.max()), np.float32(0))
+    scale = np.float32(1) if high == low else np.float32(high - low) / np.float32(255)
+    zero_point = np.int8(np.rint(np.clip(np.float32(-128) - low / scale, -128, 127)))
+    codes = quantize.mlas_codes(np.divide(weight, scale, dtype=np.float32), zero_point, np.int8)
+    names = [graph.add_constant(f"{node.name}_weight_q", codes), graph.add_constant(f"{node.name}_weight_scale", np.array(scale, np.float32)),
+             graph.add_constant(f"{node.name}_weight_zp", np.array(zero_point, np.int8))]
+    weight_dq = onnx.helper.make_node("DequantizeLinear", names, [graph.unique_name(f"{node.name}_weight_dq")],
+                                      name=graph.unique_name(f"{node.name}_weight_dq"))
+    graph.insert_before(node, weight_dq, Origin((NAME,), ()), np.dtype(np.float32))
+    node.input[1] = weight_dq.output[0]
+    graph.changed(node)
+    return np.array(scale, np.float32)
 
 
 def _reaches_q(graph: EditableGraph, node: onnx.NodeProto) -> bool:
