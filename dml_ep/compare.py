@@ -48,6 +48,7 @@ from .executor import Executor
 from .graph import load_model, ort_message
 from .importer import DEFAULT_FEATURE_LEVEL
 from .engines import get_engine
+from .enums import DML_OPERATOR_TYPE as OP
 from .kernels.parameters import parameter4d
 from .operators.base import OperatorDesc
 from .operators.registration import operator_of
@@ -420,6 +421,10 @@ def compare_nodes(executor: Executor, values: dict, reference: dict, steps: dict
             comparison.isolated = compare_tensors(entry.output, result, expected, step_of(entry.output, expected, steps), atol)
             if comparison.inexact_in_isolation:
                 comparison.causes = classify(entry, reference, result, expected, alternatives, float_reference)
+                if "other" in comparison.causes and exact_for_any_input(entry.desc):
+                    comparison.causes["graph"] = comparison.causes.get("graph", 0) + comparison.causes.pop("other")
+                    comparison.graph = (f"{entry.operator} gives every arithmetic's value for onnxruntime's input, so onnxruntime made its "
+                                        "output from another graph than the input it exposed (a CPU-only rewrite: QDQS8ToU8Transformer, a QDQ fusion)")
         elif entry.origin.cpu_rule:
             compare_cpu_only_group(executor, entry, reference, steps, atol, comparison)
         nodes.append(comparison)
@@ -549,6 +554,18 @@ def classify(entry: DmlNode, reference: dict, result: np.ndarray, expected: np.n
         unexplained &= ~explained
     counts["other"] = int(np.count_nonzero(unexplained))
     return {cause: counts[cause] for cause in CAUSES if counts[cause]}
+
+
+# DirectML operators whose output is the same in every arithmetic for a given input: data movement,
+# a max, int8 Relu, and the dequantization of 8-bit codes (``x - zp`` exact in float32, one correctly rounded product).
+EXACT_OPERATORS = frozenset({OP.ELEMENT_WISE_IDENTITY, OP.JOIN, OP.SLICE1, OP.GATHER, OP.MAX_POOLING, OP.MAX_POOLING2, OP.ACTIVATION_RELU})
+
+
+def exact_for_any_input(desc: OperatorDesc) -> bool:
+    """Whether no arithmetic can make ``desc``'s output differ for one input (see EXACT_OPERATORS)."""
+    if desc.OPERATOR_TYPE == OP.ELEMENT_WISE_DEQUANTIZE_LINEAR:
+        return desc.InputTensor.DataType.element_size == 1
+    return desc.OPERATOR_TYPE in EXACT_OPERATORS  # dml_ep's standalone ACTIVATION_RELU is int8's
 
 
 def first_output(entry: DmlNode, result):
