@@ -98,6 +98,42 @@ def test_official_8_bit_maxpool_cases_at_opset_12_on_directml(case):
         np.testing.assert_array_equal(y, want)
 
 
+DATA_MOVEMENT = r"^test_(transpose|reshape|flatten|squeeze|unsqueeze|concat|slice|gather(?!_elements|nd))(_|$)"
+
+
+def _as_uint8(model: onnx.ModelProto) -> onnx.ModelProto:
+    """An official float32 case with its float32 tensors retyped uint8 (indices and shapes stay), at
+    opset 21: the cases are written at opset 25, whose versions of these ops have no DML EP row
+    (the sweep runs them on the fallback); their version at 21 has the same semantics."""
+    retyped = onnx.ModelProto()
+    retyped.CopyFrom(model)
+    retyped.opset_import[0].version = 21
+    for value in (*retyped.graph.input, *retyped.graph.output):
+        if value.type.tensor_type.elem_type == onnx.TensorProto.FLOAT:
+            value.type.tensor_type.elem_type = onnx.TensorProto.UINT8
+    return retyped
+
+
+@pytest.mark.parametrize("case", _official_cases(DATA_MOVEMENT))
+def test_official_data_movement_cases_on_uint8_codes_run_on_directml(case):
+    """The official data-movement cases are float32; the same graphs on uint8 codes (the tensors
+    a quantized model moves) run on DirectML and give onnxruntime's output element for element."""
+    import onnxruntime
+
+    model = _as_uint8(case.model)
+    assert model.graph.input[0].type.tensor_type.elem_type == onnx.TensorProto.UINT8  # every such case moves float32 data
+    inputs = [_normalize_tensor(t) for t in case.data_sets[0][0]]
+    inputs = [(np.abs(x) * 37).astype(np.uint8) if x.dtype == np.float32 else x for x in inputs]
+    feeds = {value.name: x for value, x in zip(model.graph.input, inputs)}
+    session = dml_ep.InferenceSession(model)
+    ours = session.run(None, feeds)
+    theirs = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+    for mine, expected in zip(ours, theirs, strict=True):
+        np.testing.assert_array_equal(mine, expected, strict=True)
+    if all(y.size for y in theirs):  # an empty output is left to the CPU EP, as every empty tensor
+        assert all(isinstance(entry, DmlNode) for entry in session.plan.entries), [e.summary() for e in session.plan.entries]
+
+
 def test_supports_cpu_only():
     assert dml_ep.backend.supports_device("CPU")
     assert not dml_ep.backend.supports_device("CUDA")
@@ -172,7 +208,7 @@ def test_run_counts_inputs():
 
 # --- the issue-9 sweep: every official node case of these ops that onnxruntime's backend passes ---
 
-SWEEP = r"(qlinear|add|sum|quantize|dequantize|matmulinteger|convinteger|maxpool)"
+SWEEP = r"(qlinear|add|sum|quantize|dequantize|matmulinteger|convinteger|maxpool|transpose|reshape|flatten|squeeze|unsqueeze|concat|slice|gather|relu)"
 
 
 # Expected values that are onnxruntime's float32 quotient at a near-tie (0.5 / scale = 25.4999 rounds to
