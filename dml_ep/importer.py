@@ -103,11 +103,15 @@ class NodeImporter:
         entry.origin = origin
         return entry
 
-    def never_maps(self, node: onnx.NodeProto) -> bool:
-        """Whether ``node`` falls back whatever its shapes: no DirectML operator is modelled for its op."""
+    def never_maps(self, node: onnx.NodeProto, values: dict[str, ValueInfo]) -> bool:
+        """Whether ``node`` falls back whatever its shapes: no DirectML operator is modelled for its op,
+        its version, or (``values``' static types) the element type of its first input."""
         domain = "" if node.domain == "ai.onnx" else node.domain
         row = REGISTRATIONS.get((domain, node.op_type))
-        return row is None or since_version(domain, node.op_type, self.opsets.get(domain, 1)) not in row.versions
+        if row is None or since_version(domain, node.op_type, self.opsets.get(domain, 1)) not in row.versions:
+            return True
+        first = values.get(node.input[0]) if node.input and node.input[0] not in self.constants else None
+        return row.input_types is not None and first is not None and first.dtype is not None and first.dtype not in row.input_types
 
     def maps(self, node: onnx.NodeProto, values: dict[str, ValueInfo]) -> bool:
         """Whether ``node`` becomes a DirectML operator (the DML EP's IsNodeSupportedByDml)."""

@@ -81,7 +81,7 @@ class Planner:
         self.origins = [graph.origin(n) for n in self.nodes]
         self.reads = [[n for n in graph_module.node_reads(node) if n not in self.constants] for node in self.nodes]
         self.cpu_reads = [self._importer.cpu_inputs(node) for node in self.nodes]  # planned from their data in a run
-        self.never_maps = [self._importer.never_maps(node) for node in self.nodes]
+        self.never_maps = [self._importer.never_maps(node, self.static) for node in self.nodes]
         self.output_names = [o.name for o in model.graph.output]
         self._entries: dict[tuple, PlanEntry] = {}
 

@@ -86,12 +86,12 @@ def test_partitions_are_the_runs_in_execution_order():
     graph = helper.make_graph(nodes, "runs", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 5, 5])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 5, 5])], initializers)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 22)])  # MaxPool-22: on the CPU
-    # QuantizeLinear, MaxPool and AveragePool run consecutively (two unconnected branches, one
-    # session); Relu ends the run (it has a row: an int8 Relu-14 maps, so only its types tell), then
-    # the conv; the DequantizeLinear after it is alone (Add maps to DirectML).
+    # QuantizeLinear, MaxPool, AveragePool and Relu run consecutively (two unconnected branches, one
+    # session; a float Relu never maps: dml_ep models int8 Relu only); the conv ends the run; the
+    # DequantizeLinear after it is alone (Add maps to DirectML).
     planner = Planner(model)
     groups = {tuple(planner.nodes[i].op_type for i in group) for group in fallback_partitions(planner).values()}
-    assert groups == {("QuantizeLinear", "AveragePool", "MaxPool")}
+    assert groups == {("QuantizeLinear", "AveragePool", "MaxPool", "Relu")}
     feeds = {"x": rng.uniform(0, 10, (1, 4, 5, 5)).astype(np.float32)}
     ours = dml_ep.InferenceSession(model, arithmetic="onnxruntime").run(None, feeds)[0]
     np.testing.assert_allclose(ours, cpu_session(model, "ort-exact").run(None, feeds)[0], rtol=1e-6)

@@ -230,17 +230,33 @@ def max_pooling(desc, tensors: dict, arithmetic, cache: dict):
     """``Output[n, c, o] = max over the window of Input`` (padding at the type's lowest value), and
     for MAX_POOLING2 with OutputIndicesTensor the flat offset in Input of the first maximum."""
     x = view(tensors["InputTensor"], desc.InputTensor)
-    nd = desc.DimensionCount
     out_spatial = tuple(desc.OutputTensor.Sizes[2:])
     # enough end padding for every window the output reads (the ceil_mode size may read past EndPadding)
     ends = [max(p1, (o - 1) * s + (k - 1) * d + 1 - n - p0) for o, s, k, d, n, p0, p1 in
             zip(out_spatial, desc.Strides, desc.WindowSize, desc.dilations, x.shape[2:], desc.StartPadding, desc.EndPadding)]
     pads = [(0, 0), (0, 0), *zip(desc.StartPadding, ends)]
-    windows = _windows(desc, np.pad(x, pads, constant_values=_lowest(x.dtype)), out_spatial)  # [N, C, *out, *window]
-    values = windows.max(axis=tuple(range(2 + nd, 2 + 2 * nd)))
+    values = _window_max(desc, x, pads, out_spatial)
     if getattr(desc, "OutputIndicesTensor", None) is None:
         return values
+    windows = _windows(desc, np.pad(x, pads, constant_values=_lowest(x.dtype)), out_spatial)  # [N, C, *out, *window]
     return values, _indices(desc, x, windows, pads)
+
+
+def _window_max(desc, x: np.ndarray, pads, out_spatial) -> np.ndarray:
+    """The window maxima, one ``np.maximum`` per window tap over strided views, in the input's
+    memory order (a channels-last input stays channels last: its channels are the contiguous run)."""
+    nd = desc.DimensionCount
+    order = [0, *range(2, 2 + nd), 1] if x.transpose(0, *range(2, 2 + nd), 1).flags.c_contiguous else list(range(2 + nd))
+    padded = np.pad(x.transpose(order), [pads[axis] for axis in order], constant_values=_lowest(x.dtype))
+    spatial = [order.index(axis) for axis in range(2, 2 + nd)]
+    values = None
+    for tap in np.ndindex(*desc.WindowSize):
+        index = [slice(None)] * padded.ndim
+        for axis, t, d, o, s in zip(spatial, tap, desc.dilations, out_spatial, desc.Strides):
+            index[axis] = slice(t * d, t * d + (o - 1) * s + 1, s)
+        window = padded[tuple(index)]
+        values = window.copy() if values is None else np.maximum(values, window, out=values)
+    return values.transpose(np.argsort(order))
 
 
 def _indices(desc, x: np.ndarray, windows: np.ndarray, pads) -> np.ndarray:

@@ -288,6 +288,7 @@ class Windows:
     pad_width: tuple
     taps: tuple  # per tap, in row-major tap order, the slices selecting it for every output
     count: np.ndarray  # broadcastable to the output's logical sizes, at least 1 element
+    whole: int = 0  # the number of spatial dimensions when one window covers the unpadded input (global pooling), else 0
 
     @staticmethod
     def of(desc) -> "Windows":
@@ -308,10 +309,14 @@ class Windows:
         count = count.reshape((1,) * (len(desc.OutputTensor.Sizes) - dims) + count.shape)
         lead = (slice(None),) * (len(desc.InputTensor.Sizes) - dims)
         taps = tuple(lead + combo for combo in itertools.product(*per_dim_taps))
-        return Windows(tuple(pad_width), taps, count)
+        whole = tuple(desc.WindowSize) == tuple(in_spatial) and set(out_spatial) == {1} and not any(w for pair in pad_width for w in pair)
+        return Windows(tuple(pad_width), taps, count, dims if whole else 0)
 
     def sums(self, values: np.ndarray, dtype) -> np.ndarray:
-        """Each window's sum of ``values`` (padding reads 0), tap by tap in row-major order in ``dtype``."""
+        """Each window's sum of ``values`` (padding reads 0), tap by tap in row-major order in ``dtype``;
+        an integer sum over one whole-input window in one reduction (its order cannot matter)."""
+        if self.whole and np.dtype(dtype).kind in "iu":
+            return values.sum(axis=tuple(range(values.ndim - self.whole, values.ndim)), dtype=dtype, keepdims=True)
         padded = np.pad(values.astype(dtype, copy=False), self.pad_width)
         total = np.zeros(padded[self.taps[0]].shape, dtype=dtype)
         for tap in self.taps:

@@ -23,6 +23,7 @@ import functools
 from types import ModuleType
 from typing import Callable, Optional
 
+import numpy as np
 import onnx
 
 from ..enums import DML_TENSOR_DATA_TYPE as DT
@@ -68,6 +69,8 @@ INTS_8_TO_64 = frozenset({DT.INT8, DT.UINT8, DT.INT16, DT.UINT16, DT.INT32, DT.U
 FLOAT16_TO_32 = FLOATS
 ALL_SCALARS = element_wise_identity.ALL_TYPES  # the real EP's also has bool, which DirectML reads as UINT8
 INT32_64 = frozenset({DT.INT32, DT.INT64})
+EIGHT_BIT = frozenset({np.dtype(np.int8), np.dtype(np.uint8)})  # what dml_ep models of data movement, MaxPool
+INT8_ONLY = frozenset({np.dtype(np.int8)})  # of Relu
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,6 +82,8 @@ class Registration:
       importer may take fewer, and its fallback says why.
     - ``constant_cpu_inputs``: input indices that must be constant initializers (the real EP's
       requiredConstantCpuInputs).
+    - ``input_types``: the element types of input 0 dml_ep models (None: what the importer takes);
+      a node of another type falls back whatever its shapes, so it joins a CPU partition.
     - ``real_ep_only``: since-versions the real EP registers and dml_ep does not map, with the
       DirectML operator it runs them as.
     - ``support_query``: ``query(ctx)`` raising :class:`~dml_ep.operators.importing.Fallback` for a
@@ -95,6 +100,7 @@ class Registration:
     constant_cpu_inputs: tuple[int, ...] = ()
     support_query: Optional[Callable] = None
     real_ep_only: dict = dataclasses.field(default_factory=dict)  # since-version -> the DirectML operator the real EP runs it as
+    input_types: Optional[frozenset] = None  # the numpy element types of input 0 dml_ep models, where it models fewer than the real EP
 
     def import_node(self, ctx: NodeContext) -> DmlNode:
         """The node as its operator's desc: the since-version matched, required constant inputs
@@ -169,25 +175,26 @@ _ROWS = (
     # The real EP's MaxPool "7" row (float only) is MaxPool-1, the version in force at opset 7; it has
     # no MaxPool-22 row (a MaxPool-22 runs on the CPU there). dml_ep models int8/uint8.
     Registration("", "MaxPool", (1, 8, 10, 11, 12), {"T": FLOAT16_TO_32 | QUANTIZED, "I": frozenset({DT.INT64})},
-                 max_pooling.max_pool, max_pooling, support_query=max_pooling.storage_order),
+                 max_pooling.max_pool, max_pooling, support_query=max_pooling.storage_order, input_types=EIGHT_BIT),
     # Relu "7" (Relu-6, in force at opset 7) and 13 are float only; 14 adds int8, int16, int32 (no
     # uint8). dml_ep models int8.
-    Registration("", "Relu", (6, 13, 14), {"T": FLOAT16_TO_32 | frozenset({DT.INT8, DT.INT16, DT.INT32})}, _act.relu, _act),
+    Registration("", "Relu", (6, 13, 14), {"T": FLOAT16_TO_32 | frozenset({DT.INT8, DT.INT16, DT.INT32})}, _act.relu, _act, input_types=INT8_ONLY),
     # The DML EP's graph DEQUANTIZE_LINEAR -> ACTIVATION_SIGMOID -> QUANTIZE_LINEAR: the planner splits the node into those
     # (passes/dml_graphs.py); this row answers for a node it does not split (the support query's, or why not).
     Registration("com.microsoft", "QLinearSigmoid", (1,), {"T": QUANTIZED}, _act.qlinear_sigmoid, _act, support_query=_act.both_zero_points),
     Registration("", "DynamicQuantizeLinear", (11,), {"T1": FLOAT32, "T2": QUANTIZED}, _dql.dynamic_quantize_linear, _dql),
     # Data movement (the real EP's rows "7" are the since-versions in force at opset 7: Transpose-1, Concat-4, Reshape-5, ...);
     # dml_ep models int8 and uint8 tensors (each importer says so for the others).
-    Registration("", "Transpose", (1, 13, 21), {"T": ALL_SCALARS}, _identity.transpose, _identity),
-    Registration("", "Identity", (1, 13, 14, 16, 19, 21), {"T": ALL_SCALARS}, _identity.copy, _identity),
-    Registration("", "Flatten", (1, 9, 11, 13, 21), {"T": ALL_SCALARS}, _identity.copy, _identity),
-    Registration("", "Squeeze", (1, 11, 13, 21), {"T": ALL_SCALARS}, _identity.copy, _identity, constant_cpu_inputs=(1,)),
-    Registration("", "Unsqueeze", (1, 11, 13, 21), {"T": ALL_SCALARS}, _identity.copy, _identity, constant_cpu_inputs=(1,)),
-    Registration("", "Reshape", (5, 13, 14, 19, 21), {"T": ALL_SCALARS}, _identity.copy, _identity, constant_cpu_inputs=(1,)),
-    Registration("", "Concat", (4, 11, 13), {"T": ALL_SCALARS}, join.concat, join),
-    Registration("", "Slice", (1, 10, 11, 13), {"T": ALL_SCALARS, "Tind": INT32_64}, slice1.slice_, slice1, constant_cpu_inputs=(1, 2, 3, 4)),
-    Registration("", "Gather", (1, 11, 13), {"T": ALL_SCALARS, "Tind": INT32_64}, gather.gather, gather),
+    Registration("", "Transpose", (1, 13, 21), {"T": ALL_SCALARS}, _identity.transpose, _identity, input_types=EIGHT_BIT),
+    Registration("", "Identity", (1, 13, 14, 16, 19, 21), {"T": ALL_SCALARS}, _identity.copy, _identity, input_types=EIGHT_BIT),
+    Registration("", "Flatten", (1, 9, 11, 13, 21), {"T": ALL_SCALARS}, _identity.copy, _identity, input_types=EIGHT_BIT),
+    Registration("", "Squeeze", (1, 11, 13, 21), {"T": ALL_SCALARS}, _identity.copy, _identity, constant_cpu_inputs=(1,), input_types=EIGHT_BIT),
+    Registration("", "Unsqueeze", (1, 11, 13, 21), {"T": ALL_SCALARS}, _identity.copy, _identity, constant_cpu_inputs=(1,), input_types=EIGHT_BIT),
+    Registration("", "Reshape", (5, 13, 14, 19, 21), {"T": ALL_SCALARS}, _identity.copy, _identity, constant_cpu_inputs=(1,), input_types=EIGHT_BIT),
+    Registration("", "Concat", (4, 11, 13), {"T": ALL_SCALARS}, join.concat, join, input_types=EIGHT_BIT),
+    Registration("", "Slice", (1, 10, 11, 13), {"T": ALL_SCALARS, "Tind": INT32_64}, slice1.slice_, slice1, constant_cpu_inputs=(1, 2, 3, 4),
+                 input_types=EIGHT_BIT),
+    Registration("", "Gather", (1, 11, 13), {"T": ALL_SCALARS, "Tind": INT32_64}, gather.gather, gather, input_types=EIGHT_BIT),
     # Internal: made by the DML EP's activation fusion (passes/dml_fusion.py).
     Registration("com.microsoft.dml", "DmlFusedAdd", (1,), {"T": FLOAT16_TO_32}, _add1.fused_add, _add1),
     Registration("com.microsoft.dml", "DmlFusedSum", (1,), {"T": FLOAT16_TO_32}, _add1.fused_add, _add1, support_query=_add1.two_inputs),
