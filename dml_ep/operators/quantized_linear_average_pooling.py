@@ -228,8 +228,9 @@ def _import(ctx: NodeContext, global_pooling: bool) -> DmlNode:
     try:
         out_spatial = pooled_sizes(spatial, kernel, strides, [1] * len(spatial), start, end, ceiling)
     except ValueError as exc:
-        span, padded = exc.args
-        raise ShapeError(f"the kernel spans {span} but the padded input is only {padded}", node=ctx.node) from None
+        span, padded = exc.args  # onnxruntime's size formula truncates toward zero (one output); DirectML's is negative here
+        raise Fallback(f"the kernel spans {span} but the padded input is only {padded}: DirectML's output size would be below 1",
+                       "the real EP assigns it to DirectML, whose behaviour for it is undocumented") from None
     past = [i for i, (out, size, s, p0) in enumerate(zip(out_spatial, spatial, strides, start)) if (out - 1) * s >= size + p0]
     if ceiling and past:  # onnxruntime (and ONNX) drop a last window that starts past the input; the DML EP keeps it
         raise Fallback(f"ceil_mode makes a last window start past the input on spatial axis {past[0]}: the DML EP's output is one "
