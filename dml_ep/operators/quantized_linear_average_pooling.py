@@ -66,25 +66,12 @@ from ..real_ep import ASSIGNED_TO_DML, ON_DML
 from ..tensor_desc import left_pad, packed_strides, view
 from .base import FLOAT32, QUANTIZED, Operator, OperatorDesc, TensorDesc, rules
 from .importing import Fallback, NodeContext, check_scale, check_zero_point, output_type, quantized_type, tensor
+from .windows import output_sizes
 
 # --- desc ------------------------------------------------------------------------------------
 
 FIELDS = ("InputTensor", "InputScaleTensor", "InputZeroPointTensor", "OutputScaleTensor", "OutputZeroPointTensor", "OutputTensor")
 WINDOW_FIELDS = ("Strides", "WindowSize", "StartPadding", "EndPadding", "Dilations")
-
-
-def pooled_sizes(in_spatial, window, strides, dilations, start, end, ceiling: bool = False) -> tuple[int, ...]:
-    """Output size per pooled dimension: (padded input - window) // stride + 1, plus 1 where
-    ``ceiling`` and the division has a remainder (the DML EP's ceil_mode). The window spans
-    (WindowSize - 1) * Dilation + 1 (DirectML's formula has no Dilations term; the DML EP's are 1).
-    ValueError(span, padded input) when the window is larger than the padded input."""
-    sizes = []
-    for size, k, s, d, p0, p1 in zip(in_spatial, window, strides, dilations, start, end):
-        span, padded = (k - 1) * d + 1, size + p0 + p1
-        if padded < span:
-            raise ValueError(span, padded)
-        sizes.append((padded - span) // s + 1 + (ceiling and (padded - span) % s != 0))
-    return tuple(sizes)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -144,11 +131,11 @@ class DML_QUANTIZED_LINEAR_AVERAGE_POOLING_OPERATOR_DESC(OperatorDesc):
                 self.fail(f"sizes {list(tensor.Sizes)} must hold 1 element or one per channel {list(channels_only)}", field)
         args = (in_spatial, self.WindowSize, self.Strides, self.Dilations, self.StartPadding, self.EndPadding)
         try:
-            floor = pooled_sizes(*args)
+            floor = output_sizes(*args)
         except ValueError as exc:
             span, padded = exc.args
             self.fail(f"the window ({span}) is larger than the padded input ({padded})", "WindowSize")
-        allowed = {(batch, channels, *floor), (batch, channels, *pooled_sizes(*args, ceiling=True))}
+        allowed = {(batch, channels, *floor), (batch, channels, *output_sizes(*args, ceil=True))}
         if tuple(self.OutputTensor.Sizes) not in allowed:
             self.fail(f"sizes {list(self.OutputTensor.Sizes)} must be {list(min(allowed))}"
                       + (f" (or {list(max(allowed))}, the DML EP's ceil_mode)" if len(allowed) > 1 else ""), "OutputTensor")
@@ -226,7 +213,7 @@ def _import(ctx: NodeContext, global_pooling: bool) -> DmlNode:
     else:
         kernel, strides, start, end, ceiling = _window(ctx, spatial)
     try:
-        out_spatial = pooled_sizes(spatial, kernel, strides, [1] * len(spatial), start, end, ceiling)
+        out_spatial = output_sizes(spatial, kernel, strides, [1] * len(spatial), start, end, ceiling)
     except ValueError as exc:
         span, padded = exc.args  # onnxruntime's size formula truncates toward zero (one output); DirectML's is negative here
         raise Fallback(f"the kernel spans {span} but the padded input is only {padded}: DirectML's output size would be below 1",
