@@ -24,6 +24,10 @@ DmlOperatorElementwiseQLinear would read ``axis``; unlike that class it takes no
 parameter but on a first dimension of 1 (``ML_CHECK_VALID_ARGUMENT``), which the QLinearSigmoid row
 reports. A node with fewer than 5 inputs is the CPU's (QueryQLinearSigmoid), and is not split.
 onnxruntime's QDQ rules make QLinearSigmoid for DML nodes from DQ -> Sigmoid -> Q.
+
+com.microsoft QLinearConcat is, in the DML EP (DmlOperatorQLinearConcat.cpp L100-165), one
+ELEMENT_WISE_DEQUANTIZE_LINEAR per input to FLOAT32, JOIN, then ELEMENT_WISE_QUANTIZE_LINEAR:
+planned as those, the JOIN as com.microsoft.dml ``DmlJoin``.
 """
 
 from __future__ import annotations
@@ -43,8 +47,10 @@ NAME = "DmlOperatorDynamicQuantizeMatMul"
 QUANTIZE = "DmlDynamicQuantizeLinear"
 SIGMOID_NAME = "DmlOperatorQLinearSigmoid"
 SIGMOID = "DmlSigmoid"
+CONCAT_NAME = "DmlOperatorQLinearConcat"
+JOIN = "DmlJoin"
 FLOAT32 = np.dtype(np.float32)
-GRAPHS = (NAME, SIGMOID_NAME)  # the rules of the nodes a split makes: compare runs each group as one
+GRAPHS = (NAME, SIGMOID_NAME, CONCAT_NAME)  # the rules of the nodes a split makes: compare runs each group as one
 INTEGER_TYPES = {np.dtype(np.uint8): "tensor(uint8)", np.dtype(np.int8): "tensor(int8)"}
 
 
@@ -68,8 +74,7 @@ def dynamic_quantize_matmul_graph(graph: EditableGraph, static: dict, on_dml: Ca
         infos = derived_infos(made, static)
         if not (on_dml(quantize, infos) and on_dml(matmul, infos)):
             continue
-        graph.replace([node], matmul, NAME, at=node)
-        graph.insert_before(matmul, quantize, graph.origin(matmul), None)
+        _split(graph, node, (quantize, matmul), NAME)
         derived.update(made)
     return derived
 
@@ -106,10 +111,7 @@ def qlinear_sigmoid_graph(graph: EditableGraph, static: dict, on_dml: Callable) 
         infos = {**derived_infos(made, {x: x_info}), x: x_info}
         if not all(on_dml(part, infos) for part in (dequantize, sigmoid, quantize)):
             continue
-        graph.replace([node], quantize, SIGMOID_NAME, at=node)
-        origin = graph.origin(quantize)
-        graph.insert_before(quantize, dequantize, origin, None)
-        graph.insert_before(quantize, sigmoid, origin, None)
+        _split(graph, node, (dequantize, sigmoid, quantize), SIGMOID_NAME)
         derived.update(made)
     return derived
 
@@ -123,9 +125,6 @@ def derived_infos(derived: dict[str, tuple], values: dict) -> dict[str, ValueInf
         infos[name] = ValueInfo(name, dtype, shape, INTEGER_TYPES.get(dtype, "tensor(float)"))
     return infos
 
-
-CONCAT_NAME = "DmlOperatorQLinearConcat"
-JOIN = "DmlJoin"
 
 
 def qlinear_concat_graph(graph: EditableGraph, static: dict, on_dml: Callable) -> dict[str, tuple]:
@@ -150,13 +149,19 @@ def qlinear_concat_graph(graph: EditableGraph, static: dict, on_dml: Callable) -
         axis = next(a.i for a in node.attribute if a.name == "axis")
         join = onnx.helper.make_node(JOIN, floats, [joined], name=f"{prefix}.join", domain=DML_DOMAIN, axis=axis)
         quantize = onnx.helper.make_node("QuantizeLinear", [joined, node.input[0], node.input[1]], [out], name=node.name, domain=MS_DOMAIN)
-        made = {**{name: (x, np.dtype(np.float32), True) for (x, _, _), name in zip(triples, floats)}, joined: (out, np.dtype(np.float32), True)}
+        made = {**{name: (x, FLOAT32, True) for (x, _, _), name in zip(triples, floats)}, joined: (out, FLOAT32, True)}
         infos = derived_infos(made, static)
         ranked = all(static[x].shape is not None for x, _, _ in triples)  # else judged in each run (DmlJoin falls back as a Concat)
         if ranked and not all(on_dml(part, infos) for part in (*dequantize, join, quantize)):
             continue
-        graph.replace([node], quantize, CONCAT_NAME, at=node)
-        for part in (*dequantize, join):
-            graph.insert_before(quantize, part, graph.origin(quantize), None)
+        _split(graph, node, (*dequantize, join, quantize), CONCAT_NAME)
         derived.update(made)
     return derived
+
+
+def _split(graph: EditableGraph, node: onnx.NodeProto, parts: tuple, rule: str) -> None:
+    """``node`` replaced by ``parts`` in order, the last making its outputs, all standing for it."""
+    *before, last = parts
+    graph.replace([node], last, rule, at=node)
+    for part in before:
+        graph.insert_before(last, part, graph.origin(last), None)
