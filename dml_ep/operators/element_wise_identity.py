@@ -44,7 +44,7 @@ INTS_64 = frozenset({DT.FLOAT64, DT.INT64, DT.UINT64})
 ALL_TYPES = FLOATS | INTS_32 | INTS_64
 TYPES_BY_LEVEL = {FL.FL_1_0: FLOATS, FL.FL_2_1: INTS_32, FL.FL_4_1: INTS_64}  # JOIN, SLICE1, GATHER and IDENTITY share it
 DIMS = {FL.FL_1_0: (4, 5), FL.FL_3_0: (1, 8)}
-EIGHT_BIT = (np.dtype(np.int8), np.dtype(np.uint8))
+EIGHT_BIT = frozenset({np.dtype(np.int8), np.dtype(np.uint8)})  # what dml_ep models of data movement (and of MaxPool)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -118,12 +118,16 @@ def copy(ctx: NodeContext) -> DmlNode:
     return ctx.dml_node(desc, ("InputTensor",), out_shape)
 
 
-def _axes(ctx: NodeContext, rank: int) -> list[int] | None:
-    """Squeeze's or Unsqueeze's axes, from the attribute (before opset 13) or input 1, normalised
-    to ``[0, rank)``; None when not given."""
+def _given_axes(ctx: NodeContext) -> list[int] | None:
+    """Squeeze's or Unsqueeze's axes as given: the attribute (before opset 13) or input 1; None when absent."""
     axes = ctx.attr("axes")
     if axes is None and ctx.input_name(1):
         axes = ctx.constants[ctx.input_name(1)].reshape(-1).tolist()
+    return axes
+
+
+def _axes(ctx: NodeContext, axes: list[int] | None, rank: int) -> list[int] | None:
+    """``axes`` normalised to ``[0, rank)``, checked."""
     if axes is None:
         return None
     normalised = [int(a) + rank if int(a) < 0 else int(a) for a in axes]
@@ -155,7 +159,7 @@ def _flatten(ctx: NodeContext, shape) -> tuple[int, ...]:
 
 
 def _squeeze(ctx: NodeContext, shape) -> tuple[int, ...]:
-    axes = _axes(ctx, len(shape))
+    axes = _axes(ctx, _given_axes(ctx), len(shape))
     if axes is None:
         return tuple(d for d in shape if d != 1)
     if any(shape[a] != 1 for a in axes):
@@ -164,10 +168,11 @@ def _squeeze(ctx: NodeContext, shape) -> tuple[int, ...]:
 
 
 def _unsqueeze(ctx: NodeContext, shape) -> tuple[int, ...]:
-    rank = len(shape) + len(ctx.attr("axes") or (ctx.constants[ctx.input_name(1)].reshape(-1) if ctx.input_name(1) else ()))
-    axes = _axes(ctx, rank)
-    if axes is None:
+    given = _given_axes(ctx)
+    if given is None:
         raise ShapeError("Unsqueeze needs axes", node=ctx.node)
+    rank = len(shape) + len(given)
+    axes = _axes(ctx, given, rank)
     rest = iter(shape)
     return tuple(1 if i in axes else next(rest) for i in range(rank))
 

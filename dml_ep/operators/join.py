@@ -71,35 +71,33 @@ class DML_JOIN_OPERATOR_DESC(OperatorDesc):
 
 
 def concat(ctx: NodeContext) -> DmlNode:
-    dtype = eight_bit(ctx)
-    return joined(ctx, dtype, list(range(len(ctx.node.input))))
+    return joined(ctx, eight_bit(ctx))
 
 
 def float_join(ctx: NodeContext) -> DmlNode:
     """com.microsoft.dml DmlJoin: the float32 JOIN of QLinearConcat's DirectML graph."""
-    return joined(ctx, np.dtype(np.float32), list(range(len(ctx.node.input))))
+    return joined(ctx, np.dtype(np.float32))
 
 
-def joined(ctx: NodeContext, dtype, indices) -> DmlNode:
-    """A JOIN of the node inputs at ``indices`` (all of ``dtype``) along the node's ``axis``."""
-    shapes = {index: tuple(ctx.info(index).shape) for index in indices}
-    rank = len(next(iter(shapes.values())))
+def joined(ctx: NodeContext, dtype) -> DmlNode:
+    """A JOIN of the node's inputs (all of ``dtype``) along its ``axis``."""
+    shapes = [tuple(ctx.info(index).shape) for index in range(len(ctx.node.input))]
+    first, rank = shapes[0], len(shapes[0])
     axis = ctx.attr("axis")
     if axis is None or not -rank <= axis < rank:
         raise ShapeError(f"axis {axis} is missing or out of range for rank {rank}", node=ctx.node)
     axis %= rank
-    for index, shape in shapes.items():
+    for index, shape in enumerate(shapes):
         if ctx.info(index).dtype != dtype:
             raise ShapeError(f"input {index} is {ctx.info(index).dtype}, not {dtype} as input 0", node=ctx.node)
-        if len(shape) != rank or any(a != b for i, (a, b) in enumerate(zip(shape, shapes[indices[0]])) if i != axis):
-            raise ShapeError(f"input shapes {[list(s) for s in shapes.values()]} do not concatenate on axis {axis}", node=ctx.node)
-    out_shape = tuple(sum(shapes[i][axis] for i in indices) if d == axis else size for d, size in enumerate(shapes[indices[0]]))
+        if len(shape) != rank or any(a != b for i, (a, b) in enumerate(zip(shape, first)) if i != axis):
+            raise ShapeError(f"input shapes {[list(s) for s in shapes]} do not concatenate on axis {axis}", node=ctx.node)
+    out_shape = tuple(sum(shape[axis] for shape in shapes) if d == axis else size for d, size in enumerate(first))
     padded = max(4, len(dims_of(ctx, out_shape)))
-    inputs = tuple(tensor(dtype, left_pad(shapes[i], padded)) for i in indices)
+    inputs = tuple(tensor(dtype, left_pad(shape, padded)) for shape in shapes)
     desc = DML_JOIN_OPERATOR_DESC(InputCount=len(inputs), InputTensors=inputs, OutputTensor=tensor(dtype, left_pad(out_shape, padded)),
                                   Axis=axis + padded - rank)
-    fields = {f"InputTensors[{n}]": index for n, index in enumerate(indices)}
-    return bound(ctx.node, desc, fields, (out_shape,), ctx.constants)
+    return bound(ctx.node, desc, {f"InputTensors[{index}]": index for index in range(len(shapes))}, (out_shape,), ctx.constants)
 
 
 # --- kernel ----------------------------------------------------------------------------------

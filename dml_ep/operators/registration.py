@@ -69,7 +69,7 @@ INTS_8_TO_64 = frozenset({DT.INT8, DT.UINT8, DT.INT16, DT.UINT16, DT.INT32, DT.U
 FLOAT16_TO_32 = FLOATS
 ALL_SCALARS = element_wise_identity.ALL_TYPES  # the real EP's also has bool, which DirectML reads as UINT8
 INT32_64 = frozenset({DT.INT32, DT.INT64})
-EIGHT_BIT = frozenset({np.dtype(np.int8), np.dtype(np.uint8)})  # what dml_ep models of data movement, MaxPool
+EIGHT_BIT = element_wise_identity.EIGHT_BIT
 INT8_ONLY = frozenset({np.dtype(np.int8)})  # of Relu
 
 
