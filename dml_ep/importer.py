@@ -9,9 +9,8 @@ A desc that breaks DirectML's tables at the target feature level falls back, nam
 
 from __future__ import annotations
 
-from collections import ChainMap
-
 import dataclasses
+from collections import ChainMap
 
 import numpy as np
 import onnx

@@ -131,7 +131,7 @@ def test_a_float_tensor_moved_is_left_to_the_cpu_with_the_reason():
     model, feeds = single_node_model("Transpose", [Feed(np.zeros((2, 3), np.float32))], np.float32, 2)
     entry, = dml_ep.InferenceSession(model).plan.entries
     assert isinstance(entry, FallbackNode)
-    assert entry.reason == ("Transpose of a float32 tensor: dml_ep models data movement of int8 and uint8 tensors; "
+    assert entry.reason == ("Transpose of float32 data: dml_ep models data movement of int8 and uint8 tensors; "
                             "on DirectML in the real EP, not modelled by dml_ep")
 
 

@@ -78,7 +78,7 @@ def eight_bit(ctx: NodeContext, index: int = 0) -> np.dtype:
     (the real EP moves every scalar type on DirectML; dml_ep models the 8-bit tensors)."""
     dtype = ctx.info(index).dtype
     if dtype not in EIGHT_BIT:
-        raise Fallback(f"{ctx.node.op_type} of a {dtype} tensor: dml_ep models data movement of int8 and uint8 tensors", ON_DML)
+        raise Fallback(f"{ctx.node.op_type} of {dtype} data: dml_ep models data movement of int8 and uint8 tensors", ON_DML)
     return dtype
 
 
