@@ -1,22 +1,29 @@
 """dml_ep: an emulator of onnxruntime's DirectML execution provider for quantized ONNX models."""
 
-from .arithmetic import ARITHMETICS, Arithmetic
-from .enums import DML_FEATURE_LEVEL, DML_OPERATOR_TYPE, DML_TENSOR_DATA_TYPE, DML_TENSOR_FLAGS
-from .errors import DmlEpError
-from .session import PROVIDERS, InferenceSession, ModelMetadata, NodeArg
+__version__ = "0.1.0"  # the one place the version is written: pyproject.toml reads it from here
 
-# What scripts written for onnxruntime take from its module, so that ``import dml_ep as ort`` runs them.
-from onnxruntime import GraphOptimizationLevel, OrtValue, RunOptions, SessionOptions  # noqa: E402
+from .errors import DmlEpError, MissingRuntimeError, missing_runtime
 
+if (_missing := missing_runtime()) is not None:
+    # The package still imports, so that ``dml-ep`` can say in one line what to install; each name
+    # of the API raises the typed error.
+    def __getattr__(name: str):
+        if name in __all__:
+            raise _missing
+        raise AttributeError(f"module 'dml_ep' has no attribute {name!r}")
+else:
+    from .arithmetic import ARITHMETICS, Arithmetic
+    from .enums import DML_FEATURE_LEVEL, DML_OPERATOR_TYPE, DML_TENSOR_DATA_TYPE, DML_TENSOR_FLAGS
+    from .session import PROVIDERS, InferenceSession, ModelMetadata, NodeArg
 
-def get_available_providers() -> list[str]:
-    return list(PROVIDERS)
+    # What scripts written for onnxruntime take from its module, so that ``import dml_ep as ort`` runs them.
+    from onnxruntime import GraphOptimizationLevel, OrtValue, RunOptions, SessionOptions  # noqa: E402
 
+    def get_available_providers() -> list[str]:
+        return list(PROVIDERS)
 
-def get_device() -> str:
-    return "DML"
-
-__version__ = "0.1.0"
+    def get_device() -> str:
+        return "DML"
 
 __all__ = [
     "ARITHMETICS",
@@ -26,6 +33,7 @@ __all__ = [
     "DML_TENSOR_DATA_TYPE",
     "DML_TENSOR_FLAGS",
     "DmlEpError",
+    "MissingRuntimeError",
     "GraphOptimizationLevel",
     "InferenceSession",
     "ModelMetadata",

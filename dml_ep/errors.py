@@ -111,3 +111,19 @@ __all__ = [
     "RealEpError",
     "DxDispatchError",
 ]
+
+
+class MissingRuntimeError(DmlEpError, ImportError):
+    """No ``onnxruntime`` module is importable. dml_ep runs onnxruntime (its CPU EP, and the real DML
+    EP as a reference); it does not depend on one package of it, since onnxruntime and
+    onnxruntime-directml install the same module and clash: an extra installs the one wanted."""
+
+
+def missing_runtime() -> MissingRuntimeError | None:
+    """The error to raise when no onnxruntime is importable, else None."""
+    try:
+        import onnxruntime  # noqa: F401
+    except ImportError as exc:
+        return MissingRuntimeError(f"no onnxruntime is importable ({exc}): install dml_ep[cpu] (onnxruntime), "
+                                   "or dml_ep[directml] (onnxruntime-directml, on Windows)")
+    return None

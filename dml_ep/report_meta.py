@@ -15,7 +15,6 @@ meaning, not when one is added. Version 1:
 
 from __future__ import annotations
 
-import importlib.metadata
 import platform
 
 import numpy as np
@@ -30,11 +29,7 @@ SCHEMA_VERSION = 1
 
 def versions() -> dict[str, str]:
     """dml_ep's version, and those of what decides its results."""
-    try:
-        dml_ep = importlib.metadata.version("dml_ep")
-    except importlib.metadata.PackageNotFoundError:  # run from a source tree, not installed
-        dml_ep = __version__
-    return {"dml_ep": dml_ep, "onnxruntime": onnxruntime.__version__, "onnx": onnx.__version__,
+    return {"dml_ep": __version__, "onnxruntime": onnxruntime.__version__, "onnx": onnx.__version__,
             "numpy": np.__version__, "python": platform.python_version()}
 
 
