@@ -4,7 +4,7 @@
 Exit status (``EXIT_STATUS``): 0 on success, 1 when ``compare`` finds an output out of tolerance,
 2 on a usage or input error (one line on stderr, ``dml-ep: error: ...``; for ``compare``, when any
 model could not be compared), 3 on an internal error, so that a crash never reads as a conformance
-verdict, and 130 on Ctrl-C. ``--debug`` shows the traceback instead.
+verdict, 130 on Ctrl-C and 143 on SIGTERM (nothing partial left behind). ``--debug`` shows the traceback instead.
 """
 
 from __future__ import annotations
@@ -14,16 +14,16 @@ import contextlib
 import dataclasses
 import functools
 import glob
-import json
 import os
 import re
+import signal
 import sys
-import tempfile
+import threading
 import time
 
 import numpy as np
 
-from . import dxdispatch
+from . import dxdispatch, files
 from .arithmetic import ARITHMETICS
 from .engines import ENGINES
 from .compare import CANDIDATES, FLOAT_ATOL, FLOAT_RTOL, ModelReport, TensorComparison, compare_model, compare_shipped, node_label
@@ -47,7 +47,8 @@ EXIT_STATUS = """exit status:
   1    compare: an output out of tolerance
   2    usage or input error (one line on stderr)
   3    internal error (--debug shows the traceback)
-  130  interrupted (Ctrl-C)"""
+  130  interrupted (Ctrl-C)
+  143  terminated (SIGTERM)"""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -170,12 +171,13 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return args.handler(args)
-    except KeyboardInterrupt:
+        with _sigterm_raises():
+            return args.handler(args)
+    except (KeyboardInterrupt, Terminated) as stop:
         if args.debug:
             raise
-        print("dml-ep: interrupted", file=sys.stderr)
-        return 130
+        print(f"dml-ep: {'interrupted' if isinstance(stop, KeyboardInterrupt) else 'terminated'}", file=sys.stderr)
+        return 130 if isinstance(stop, KeyboardInterrupt) else 143
     except BrokenPipeError:  # the reader went away (``| head``): not an error, and nothing more to print
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
@@ -191,6 +193,26 @@ def main(argv=None) -> int:
         return 3
 
 
+class Terminated(BaseException):
+    """SIGTERM, raised where the command is, so that what it was writing is cleaned up as on Ctrl-C."""
+
+
+@contextlib.contextmanager
+def _sigterm_raises():
+    """While a command runs in the main thread, SIGTERM raises :class:`Terminated` (by default it
+    would end the process at once, leaving a partial file or staging folder behind)."""
+    if not hasattr(signal, "SIGTERM") or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    def terminate(signum, frame):
+        raise Terminated
+    previous = signal.signal(signal.SIGTERM, terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 # --- inspect -------------------------------------------------------------------------------
 
 
@@ -204,7 +226,7 @@ def cmd_inspect(args) -> int:
     per plan entry, the nodes onnxruntime's rewrites made and what they stand for; with ``--descs``,
     each DirectML operator's desc."""
     if args.json:
-        _check_writable(args.json)
+        files.check_writable(args.json, inputs=_inputs_read(args))
     out = _text_output(args)
     model = load_model(args.model)
     shapes = dict(args.shape)
@@ -246,7 +268,7 @@ def cmd_inspect(args) -> int:
                 print(f"\n{row['node']}: {entry.operator}", file=out)
                 print("\n".join("  " + line for line in entry.desc.describe()), file=out)
     if args.json:
-        _write_files({args.json: _json_writer(report_meta(model=args.model, input_shapes=shapes, assumed=plan.assumed,
+        files.write_files({args.json: files.json_writer(report_meta(model=args.model, input_shapes=shapes, assumed=plan.assumed,
                                                           pending=[node_label(n) for n in plan.pending], nodes=rows, summary=summary,
                                                           by_op_type=by_op_type, by_reason=by_reason))})
     return 0
@@ -400,7 +422,7 @@ def _ascii_if_needed(text: str, out) -> str:
 def cmd_run(args) -> int:
     """Run with dml_ep; outputs are written only once the whole run has succeeded, all or none."""
     if args.output_dir:
-        _check_writable(args.output_dir, directory=True)
+        files.check_writable(args.output_dir, directory=True)
     model = load_model(args.model)
     feeds, sources = make_feeds(model, args.seed, args.input, args.input_dir, dict(args.shape), args.val_range)
     session = InferenceSession(
@@ -413,13 +435,12 @@ def cmd_run(args) -> int:
     if not args.output_dir:
         print(_table(["output", "shape", "dtype"], [[n, list(r.shape), r.dtype] for n, r in results.items()]))
         return 0
-    files = npy_file_names(names)
-    print(_table(["output", "shape", "dtype", "file"], [[n, list(r.shape), r.dtype, files[n]] for n, r in results.items()]))
+    paths = {name: os.path.join(args.output_dir, file) for name, file in npy_file_names(names).items()}
+    for path in paths.values():
+        files.check_not_input(path, _inputs_read(args))
+    print(_table(["output", "shape", "dtype", "file"], [[n, list(r.shape), r.dtype, os.path.basename(paths[n])] for n, r in results.items()]))
     os.makedirs(args.output_dir, exist_ok=True)
-    _write_files({
-        os.path.join(args.output_dir, files[name]): functools.partial(np.save, arr=array)
-        for name, array in results.items()
-    })
+    files.write_files({paths[name]: functools.partial(np.save, arr=array) for name, array in results.items()})
     return 0
 
 
@@ -472,7 +493,7 @@ def cmd_compare(args) -> int:
     with several, one that fails is reported and the others still run."""
     for path in (args.json, args.save_outputs, args.save_inputs):
         if path:
-            _check_writable(path)
+            files.check_writable(path, inputs=_inputs_read(args))
     out = _text_output(args)
     cases = comparison_cases(args)
     reports, errors, fed, feed_sources = [], [], [], []
@@ -530,7 +551,7 @@ def cmd_compare(args) -> int:
     if args.json:
         models = [{**r.to_dict(), "inputs": sources} for r, sources in zip(reports, feed_sources)]
         ok = not errors and all(r.ok for r in reports)
-        _write_files({args.json: _json_writer(report_meta(seed=args.seed, ok=ok, models=models, errors=errors))})
+        files.write_files({args.json: files.json_writer(report_meta(seed=args.seed, ok=ok, models=models, errors=errors))})
     save_polygraphy(args, cases, reports, fed, errors)
     if errors:
         return 2
@@ -648,12 +669,12 @@ def polygraphy_cases(path: str, args) -> list[Case]:
 
 
 def split_runner(text: str) -> tuple[str, str | None]:
-    """``FILE[:RUNNER]``, split at the first colon unless ``text`` is a file (Polygraphy's runner
-    names hold colons: ``onnxrt-runner-N0-05/06/24-10:11:12``)."""
-    if os.path.exists(text) or ":" not in text:
+    """``FILE[:RUNNER]``, split at the first colon after a drive letter (``C:\\out.json:onnxrt``)
+    unless ``text`` is a file (Polygraphy's runner names hold colons: ``onnxrt-runner-N0-05/06/24-10:11:12``)."""
+    colon = text.find(":", 2 if re.match(r"[A-Za-z]:[\\/]", text) else 0)
+    if os.path.exists(text) or colon < 0:
         return text, None
-    file, _, runner = text.partition(":")
-    return file, runner
+    return text[:colon], text[colon + 1:]
 
 
 def case_feeds(case: Case, model, args) -> tuple[dict, dict]:
@@ -667,11 +688,11 @@ def case_feeds(case: Case, model, args) -> tuple[dict, dict]:
 
 def save_polygraphy(args, cases: list[Case], reports: list[ModelReport], feeds: list[dict], errors: list) -> None:
     """Write ``--save-outputs`` and ``--save-inputs``, one iteration per comparison, when all of them ran."""
-    files = [f for f in (args.save_outputs, args.save_inputs) if f]
-    if not files:
+    paths = [f for f in (args.save_outputs, args.save_inputs) if f]
+    if not paths:
         return
     if errors:
-        print(f"dml-ep: not writing {', '.join(files)}: {len(errors)} comparison(s) failed", file=sys.stderr)
+        print(f"dml-ep: not writing {', '.join(paths)}: {len(errors)} comparison(s) failed", file=sys.stderr)
         return
     writers = {}
     if args.save_outputs:
@@ -680,10 +701,10 @@ def save_polygraphy(args, cases: list[Case], reports: list[ModelReport], feeds: 
         if reference == candidate:
             reference += "-reference"
         runs = {candidate: [r.candidate_outputs for r in reports], reference: [r.reference_outputs for r in reports]}
-        writers[args.save_outputs] = _text_writer(run_results_json(runs))
+        writers[args.save_outputs] = files.text_writer(run_results_json(runs))
     if args.save_inputs:
-        writers[args.save_inputs] = _text_writer(inputs_json(feeds))
-    _write_files(writers)
+        writers[args.save_inputs] = files.text_writer(inputs_json(feeds))
+    files.write_files(writers)
 
 
 def format_report(report: ModelReport, per_node: bool) -> str:
@@ -816,77 +837,18 @@ def _max_diff(c: TensorComparison) -> str:
     return f"{c.max_diff:g} {c.unit}" if c.unit == "LSB" else f"{c.max_diff:.3g}"
 
 
+def _inputs_read(args) -> list[str]:
+    """The paths a command reads (models, zoo directories, --input files, --input-dir, Polygraphy
+    files), which nothing it writes may replace."""
+    models = [found for pattern in getattr(args, "models", None) or [args.model] for found in glob.glob(pattern) or [pattern]]
+    given = [text.partition("=")[2] for text in args.input]
+    polygraphy = [getattr(args, "load_inputs", None), split_runner(args.load_outputs)[0] if getattr(args, "load_outputs", None) else None]
+    return [path for path in (*models, *given, args.input_dir, *polygraphy) if path]
+
+
 def _text_output(args):
     """Where the report's text goes: stderr when its JSON takes stdout (``--json -``)."""
     return sys.stderr if args.json == "-" else sys.stdout
-
-
-def _check_writable(path: str, directory: bool = False) -> None:
-    """Fail before the work, not after it: the file ``path`` needs an existing, writable directory
-    (or, for a device or FIFO, to be writable itself; ``-`` is stdout); with ``directory``, ``path``
-    is that directory, made later if missing (then its nearest existing ancestor must be writable)."""
-    if not directory and _in_place(path):
-        if path == "-" or os.access(path, os.W_OK):
-            return
-        raise OSError(f"cannot write {path}: no permission")
-    folder = os.path.abspath(path) if directory else os.path.dirname(os.path.abspath(path))
-    while directory and not os.path.exists(folder):
-        folder = os.path.dirname(folder)
-    if not os.path.isdir(folder):
-        reason = f"{folder} is not a directory" if os.path.exists(folder) else f"no such directory {folder}"
-    elif not os.access(folder, os.W_OK | os.X_OK):
-        reason = f"no permission to write in {folder}"
-    else:
-        return
-    raise OSError(f"cannot write {path}: {reason}")
-
-
-def _in_place(path: str) -> bool:
-    """Whether ``path`` is written as it is, not renamed over: ``-`` (stdout), or something that
-    exists and is not a regular file (/dev/stdout, /dev/null, a FIFO), which a rename would replace."""
-    return path == "-" or os.path.exists(path) and not os.path.isfile(path)
-
-
-def _write_files(writers: dict) -> None:
-    """Write each ``path: write(binary_file)``. A regular file is written to a temporary name beside
-    it, then all are renamed, so that a failure leaves none of them (not a mix of new and old
-    files); ``-`` and devices are written in place. Errors name the path."""
-    staged, renamed, path = [], [], None
-    try:
-        for path, write in writers.items():
-            if path == "-":
-                sys.stdout.flush()
-                write(sys.stdout.buffer)
-                sys.stdout.buffer.flush()
-            elif _in_place(path):
-                with open(path, "wb") as f:
-                    write(f)
-            else:
-                fd, temp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), suffix=".tmp")
-                staged.append((temp, path))
-                with os.fdopen(fd, "wb") as f:
-                    write(f)
-        for temp, path in staged:
-            os.replace(temp, path)
-            renamed.append(path)
-    except OSError as exc:
-        if path == "-":
-            raise  # stdout's reader went away (``| head``): main's quiet BrokenPipeError
-        for done in renamed:
-            os.remove(done)
-        raise OSError(f"cannot write {path}: {exc.strerror or exc}") from None
-    finally:
-        for temp, _ in staged:
-            if os.path.exists(temp):
-                os.remove(temp)
-
-
-def _text_writer(text: str):
-    return lambda f: f.write(text.encode())
-
-
-def _json_writer(data):
-    return lambda f: f.write(json.dumps(data, indent=2, default=str).encode())
 
 
 def _version_line() -> str:

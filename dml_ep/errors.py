@@ -6,6 +6,8 @@ CLI user can act on the one line that ``dml-ep`` prints.
 
 from __future__ import annotations
 
+import importlib
+
 
 class DmlEpError(Exception):
     """Base class of every error dml_ep raises on bad input."""
@@ -122,7 +124,7 @@ class MissingRuntimeError(DmlEpError, ImportError):
 def missing_runtime() -> MissingRuntimeError | None:
     """The error to raise when no onnxruntime is importable, else None."""
     try:
-        import onnxruntime  # noqa: F401
+        importlib.import_module("onnxruntime")
     except ImportError as exc:
         return MissingRuntimeError(f"no onnxruntime is importable ({exc}): install dml_ep[cpu] (onnxruntime), "
                                    "or dml_ep[directml] (onnxruntime-directml, on Windows)")

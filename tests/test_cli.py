@@ -21,7 +21,7 @@ from onnx_builders import qlinear_matmul
 
 MODELS = Path(__file__).resolve().parent.parent / "models"
 SHIPPED = ["small_cnn", "mlp", "transformer_block", "transformer_block.dynamic"]
-DML_EP = Path(sys.executable).parent / "dml-ep"
+DML_EP = [sys.executable, "-m", "dml_ep"]  # the CLI as it runs on any OS
 
 
 def run_cli(capsys, *argv):
@@ -106,7 +106,7 @@ def test_compare_shipped_models_exit_0(capsys, name, options):
 
 
 def test_compare_as_installed_command_with_glob_and_summary():
-    result = subprocess.run([DML_EP, "compare", str(MODELS / "*.onnx"), "--reference", "ort-exact"], capture_output=True, text=True)
+    result = subprocess.run([*DML_EP, "compare", str(MODELS / "*.onnx"), "--reference", "ort-exact"], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     shipped = len(list(MODELS.glob("*.onnx")))
     assert "summary:" in result.stdout and result.stdout.count(" ok") == shipped
@@ -197,7 +197,7 @@ def test_run_failure_writes_nothing(capsys, tmp_path):
     ],
 )
 def test_errors_exit_2_with_one_line(argv, message):
-    result = subprocess.run([DML_EP, *argv], capture_output=True, text=True)
+    result = subprocess.run([*DML_EP, *argv], capture_output=True, text=True)
     assert result.returncode == 2
     assert result.stderr.startswith("dml-ep: error: ") and result.stderr.count("\n") == 1
     assert message in result.stderr and "Traceback" not in result.stderr

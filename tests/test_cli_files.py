@@ -1,10 +1,12 @@
 """The dml-ep command's files and edges: where reports and outputs go, where feeds and external
 data come from, what it refuses to read or allocate, its one-line errors, and its metadata."""
 
+import contextlib
 import importlib.metadata
 import json
 import os
 import platform
+import signal
 import stat
 import subprocess
 import sys
@@ -25,7 +27,8 @@ from dml_ep.graph import load_model
 from dml_ep.inputs import load_array, random_inputs
 
 MODELS = Path(__file__).resolve().parent.parent / "models"
-DML_EP = Path(sys.executable).parent / "dml-ep"
+DML_EP = [sys.executable, "-m", "dml_ep"]  # the CLI as it runs on any OS
+POSIX = pytest.mark.skipif(os.name != "posix", reason="FIFOs and /dev/ are POSIX")
 
 
 def run_cli(capsys, *argv):
@@ -76,6 +79,7 @@ def test_json_dash_is_stdout(capsys, tmp_path, monkeypatch):
     assert list(tmp_path.iterdir()) == []
 
 
+@POSIX
 def test_json_to_a_fifo_is_written_in_place(capsys, tmp_path):
     """A FIFO (as /dev/stdout or /dev/null would be) is opened and written, not renamed over."""
     fifo = tmp_path / "fifo"
@@ -107,6 +111,92 @@ def test_run_gives_outputs_whose_file_names_collide_distinct_files(capsys, tmp_p
         np.testing.assert_array_equal(np.load(tmp_path / "out" / file), array)
     rows = {line.split()[0]: line.split()[-1] for line in out.splitlines()[1:]}
     assert rows == {"o/1": "o_1.npy", "o_1": "o_1_2.npy", "Y": "Y.npy", "y": "y_2.npy"}
+
+
+def save_then_sigterm(file, arr):
+    """np.save that writes part of the file (export gives a path, run an open file), then receives
+    SIGTERM (as from ``kill``)."""
+    with contextlib.nullcontext(file) if hasattr(file, "write") else open(file, "wb") as f:
+        f.write(b"partial")
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGTERM") or os.name != "posix", reason="POSIX signals")
+def test_sigterm_while_writing_outputs_leaves_nothing_partial(capsys, tmp_path, monkeypatch):
+    (tmp_path / "out").mkdir()
+    monkeypatch.setattr(np, "save", save_then_sigterm)
+    status, out, err = run_cli(capsys, "run", MODELS / "mlp.onnx", "--output-dir", tmp_path / "out")
+    assert (status, err) == (143, "dml-ep: terminated\n")
+    assert list((tmp_path / "out").iterdir()) == []
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # the handler is the command's only
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGTERM") or os.name != "posix", reason="POSIX signals")
+def test_sigterm_while_exporting_leaves_no_staging_folder(capsys, tmp_path, monkeypatch):
+    monkeypatch.setattr(np, "save", save_then_sigterm)
+    status, _, err = run_cli(capsys, "export", MODELS / "small_cnn.onnx", "--dxdispatch", tmp_path / "cnn.dxd")
+    assert (status, err) == (143, "dml-ep: terminated\n")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("command", ["inspect", "compare"])
+def test_a_report_is_never_written_over_an_input(capsys, tmp_path, command):
+    """``compare M --json M`` would replace the model with the report: refused, by any name of it."""
+    model = tmp_path / "m.onnx"
+    model.write_bytes((MODELS / "mlp.onnx").read_bytes())
+    os.symlink(model, tmp_path / "link.onnx")
+    for report in (model, tmp_path / "." / "m.onnx", tmp_path / "link.onnx"):
+        status, _, err = run_cli(capsys, command, model, "--json", report)
+        assert status == 2 and one_line_error(err) and "is an input of this command" in err
+        assert model.read_bytes() == (MODELS / "mlp.onnx").read_bytes()
+
+
+def test_saved_outputs_are_never_written_over_the_inputs_read(capsys, tmp_path):
+    np.save(tmp_path / "input.npy", np.ones((1, 64), np.float32))
+    feeds = tmp_path / "in.json"
+    assert run_cli(capsys, "compare", MODELS / "mlp.onnx", "--input", f"input={tmp_path / 'input.npy'}", "--save-inputs", feeds)[0] == 0
+    before = feeds.read_bytes()
+    for option in ("--save-outputs", "--save-inputs", "--json"):
+        status, _, err = run_cli(capsys, "compare", MODELS / "mlp.onnx", "--load-inputs", feeds, option, feeds)
+        assert status == 2 and "is an input of this command" in err
+    assert feeds.read_bytes() == before
+    # run: an output file that is an --input file
+    model = unary_model(tmp_path / "m.onnx", [("Neg", "y")])
+    np.save(tmp_path / "y.npy", np.ones(3, np.float32))
+    status, _, err = run_cli(capsys, "run", model, "--input", f"x={tmp_path / 'y.npy'}", "--output-dir", tmp_path)
+    assert status == 2 and "y.npy: it is an input of this command" in err
+    np.testing.assert_array_equal(np.load(tmp_path / "y.npy"), np.ones(3, np.float32))
+
+
+def test_a_symlinked_report_is_written_through(capsys, tmp_path):
+    """As editors and cp do: the link's target gets the report, and the link stays a link."""
+    (tmp_path / "target.json").write_text("old")
+    (tmp_path / "target.json").chmod(0o640)
+    os.symlink(tmp_path / "target.json", tmp_path / "link.json")
+    status, _, _ = run_cli(capsys, "inspect", MODELS / "mlp.onnx", "--json", tmp_path / "link.json")
+    assert status == 0
+    assert (tmp_path / "link.json").is_symlink()
+    assert json.loads((tmp_path / "target.json").read_text())["model"] == str(MODELS / "mlp.onnx")
+    assert stat.S_IMODE((tmp_path / "target.json").stat().st_mode) == 0o640  # a replaced file keeps its mode
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.json", "target.json"]
+
+
+@pytest.mark.skipif(os.name != "posix", reason="POSIX modes")
+@pytest.mark.parametrize("umask", [0o022, 0o077, 0o002])
+def test_files_and_folders_written_get_the_users_umask(capsys, tmp_path, umask):
+    previous = os.umask(umask)
+    try:
+        assert run_cli(capsys, "inspect", MODELS / "mlp.onnx", "--json", tmp_path / "r.json")[0] == 0
+        assert run_cli(capsys, "run", MODELS / "mlp.onnx", "--output-dir", tmp_path / "out")[0] == 0
+        assert run_cli(capsys, "export", MODELS / "mlp.onnx", "--dxdispatch", tmp_path / "mlp.dxd")[0] == 0
+    finally:
+        os.umask(previous)
+    mode = lambda path: stat.S_IMODE(path.stat().st_mode)  # noqa: E731
+    assert mode(tmp_path / "r.json") == 0o666 & ~umask
+    assert {mode(p) for p in (tmp_path / "out").iterdir()} == {0o666 & ~umask}
+    export = tmp_path / "mlp.dxd"
+    assert mode(export) == 0o777 & ~umask and mode(export / "resources") == 0o777 & ~umask
+    assert mode(export / "model.json") == 0o666 & ~umask
 
 
 # --- reading feeds and models --------------------------------------------------------------
@@ -174,6 +264,7 @@ def test_model_external_data_stays_in_the_models_folder(tmp_path, location):
         load_model(str(path))
 
 
+@POSIX
 def test_load_model_refuses_what_is_not_a_regular_file(tmp_path):
     with pytest.raises(ModelError, match="^/dev/null: not a regular file"):
         load_model("/dev/null")
@@ -182,9 +273,10 @@ def test_load_model_refuses_what_is_not_a_regular_file(tmp_path):
         load_model(str(tmp_path / "fifo"))
 
 
+@POSIX
 def test_inspect_dev_zero_is_one_line_error():
     """/dev/zero never ends: refused at once, not read until memory runs out."""
-    result = subprocess.run([DML_EP, "inspect", "/dev/zero"], capture_output=True, text=True, timeout=60)
+    result = subprocess.run([*DML_EP, "inspect", "/dev/zero"], capture_output=True, text=True, timeout=60)
     assert result.returncode == 2
     assert one_line_error(result.stderr) and "/dev/zero: not a regular file" in result.stderr
 
@@ -209,7 +301,7 @@ def test_onnxruntime_logs_nothing_above_the_one_error_line(tmp_path):
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])],
     )
     onnx.save(helper.make_model(graph), tmp_path / "gather.onnx")
-    result = subprocess.run([DML_EP, "run", tmp_path / "gather.onnx", "--val-range", "i=4,4"], capture_output=True, text=True)
+    result = subprocess.run([*DML_EP, "run", tmp_path / "gather.onnx", "--val-range", "i=4,4"], capture_output=True, text=True)
     assert result.returncode == 2
     assert one_line_error(result.stderr) and "indices element out of data bounds" in result.stderr, result.stderr
 
@@ -316,7 +408,7 @@ def test_help_lists_the_exit_statuses(capsys):
     status, out, _ = run_cli(capsys, "--help")
     assert status == 0
     epilog = out.split("exit status:", 1)[1]
-    for code in ("0", "1", "2", "3", "130"):
+    for code in ("0", "1", "2", "3", "130", "143"):
         assert f"\n  {code} " in epilog
 
 

@@ -404,7 +404,7 @@ def test_replay_refuses_what_dxdispatch_or_directml_would(tmp_path, edit, messag
 
 
 def dml_ep_cli(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "dml_ep.cli", *map(str, args)], capture_output=True, text=True, cwd=cwd)
+    return subprocess.run([sys.executable, "-m", "dml_ep", *map(str, args)], capture_output=True, text=True, cwd=cwd)
 
 
 def test_cli_export_with_inputs_and_feature_level(built, tmp_path):

@@ -108,10 +108,10 @@ def test_engines_give_the_same_outputs(path, arithmetic):
 
 def test_cli_takes_the_engine(tmp_path):
     for name in ENGINES:
-        done = subprocess.run([sys.executable, "-m", "dml_ep.cli", "compare", str(SHIPPED[0]), "--reference", "ort-exact",
+        done = subprocess.run([sys.executable, "-m", "dml_ep", "compare", str(SHIPPED[0]), "--reference", "ort-exact",
                                "--arithmetic", "onnxruntime", "--engine", name], capture_output=True, text=True)
         assert done.returncode == 0, done.stdout + done.stderr
-    refused = subprocess.run([sys.executable, "-m", "dml_ep.cli", "run", str(SHIPPED[0]), "--engine", "blas"], capture_output=True, text=True)
+    refused = subprocess.run([sys.executable, "-m", "dml_ep", "run", str(SHIPPED[0]), "--engine", "blas"], capture_output=True, text=True)
     assert refused.returncode == 2 and "--engine" in refused.stderr
 
 

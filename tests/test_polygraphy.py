@@ -11,7 +11,7 @@ import onnx
 import pytest
 
 import dml_ep
-from dml_ep.cli import main
+from dml_ep.cli import main, split_runner
 from dml_ep.polygraphy_json import inputs_json, load_inputs, load_run_results, run_results_json
 
 MODELS = Path(__file__).resolve().parent.parent / "models"
@@ -186,7 +186,7 @@ def test_bad_saved_outputs_exit_2_with_one_line(tmp_path, monkeypatch, make, opt
     np.save(tmp_path / "input.npy", np.zeros((1, 64), np.float32))
     write(tmp_path / "in.json", inputs_json([{"input": np.zeros((1, 64), np.float32)}]))
     path = make(tmp_path)
-    result = subprocess.run([BIN / "dml-ep", "compare", MODELS / "mlp.onnx", "--load-outputs", path.name, *options],
+    result = subprocess.run([sys.executable, "-m", "dml_ep", "compare", MODELS / "mlp.onnx", "--load-outputs", path.name, *options],
                             capture_output=True, text=True)
     assert result.returncode == 2, result.stdout
     assert result.stderr.startswith("dml-ep: error: ") and result.stderr.count("\n") == 1
@@ -237,3 +237,15 @@ def test_polygraphy_comparator_with_every_tensor_an_output(name):
     assert list(results["dml_ep"][0].keys()) == list(reference.keys())
     tolerances = quantization_tolerances(model(), dict(reference.items()))
     assert Comparator.compare_accuracy(results, compare_func=SimpleCompareFunc(**tolerances))
+
+
+@pytest.mark.parametrize("text, split", [
+    (r"C:\out.json:onnxrt", (r"C:\out.json", "onnxrt")),
+    ("C:/out.json", ("C:/out.json", None)),
+    (r"D:\runs\out.json:onnxrt-runner-N0-05/06/24-10:11:12", (r"D:\runs\out.json", "onnxrt-runner-N0-05/06/24-10:11:12")),
+    ("out.json:onnxrt", ("out.json", "onnxrt")),
+    ("out.json", ("out.json", None)),
+])
+def test_load_outputs_file_runner_keeps_a_drive_letter(text, split):
+    """``FILE[:RUNNER]``: a Windows drive's colon is part of FILE, not the start of RUNNER."""
+    assert split_runner(text) == split

@@ -26,6 +26,7 @@ import numpy as np
 
 from ..enums import DML_TENSOR_DATA_TYPE, DML_TENSOR_FLAGS
 from ..errors import DxDispatchError
+from ..files import new_mode
 from ..graph import load_model
 from ..importer import DEFAULT_FEATURE_LEVEL
 from ..inputs import distinct_names, npy_file_names, random_inputs
@@ -266,6 +267,7 @@ def _write_directory(directory: str, files: dict, empty=()) -> None:
     directory = _check_new_directory(directory)
     staging = tempfile.mkdtemp(dir=os.path.dirname(directory), prefix=".dxdispatch-")
     try:
+        os.chmod(staging, new_mode(directory=True))  # mkdtemp's 0700, as a new folder would not be
         for folder in empty:
             os.makedirs(os.path.join(staging, folder), exist_ok=True)
         for path, data in files.items():

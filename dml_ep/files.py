@@ -1,0 +1,113 @@
+"""How ``dml-ep`` writes its reports, outputs and exports: all or nothing, never over what it reads.
+
+A regular file is written to a temporary name beside it and renamed into place once every file of
+the command is written, so that a failure (or Ctrl-C, or SIGTERM: the CLI turns it into an
+exception) leaves neither a partial file nor a mix of new and old ones. A symbolic link is written
+through, as editors and ``cp`` do: its target is replaced, the link stays. New files and folders get
+the user's umask (a temporary name is made 0600 and a staging folder 0700); a file replaced keeps
+its mode. A path that is also an input of the same command is refused before any work.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import sys
+import tempfile
+from collections.abc import Callable, Iterable
+from typing import BinaryIO
+
+Writer = Callable[[BinaryIO], object]
+
+
+def check_writable(path: str, directory: bool = False, inputs: Iterable[str] = ()) -> None:
+    """Fail before the work, not after it: the file ``path`` needs an existing, writable directory
+    (or, for a device or FIFO, to be writable itself; ``-`` is stdout); with ``directory``, ``path``
+    is that directory, made later if missing (then its nearest existing ancestor must be writable).
+    ``inputs`` are the paths the command reads: ``path`` must not be one of them."""
+    if not directory:
+        check_not_input(path, inputs)
+    if not directory and in_place(path):
+        if path == "-" or os.access(path, os.W_OK):
+            return
+        raise OSError(f"cannot write {path}: no permission")
+    target = path if directory else os.path.realpath(path)
+    folder = os.path.abspath(target) if directory else os.path.dirname(target)
+    while directory and not os.path.exists(folder):
+        folder = os.path.dirname(folder)
+    if not os.path.isdir(folder):
+        reason = f"{folder} is not a directory" if os.path.exists(folder) else f"no such directory {folder}"
+    elif not os.access(folder, os.W_OK | os.X_OK):
+        reason = f"no permission to write in {folder}"
+    else:
+        return
+    raise OSError(f"cannot write {path}: {reason}")
+
+
+def check_not_input(path: str, inputs: Iterable[str]) -> None:
+    """Refuse to write ``path`` over a file the same command reads (``compare M --json M``), by
+    any name (a link, ``./M``)."""
+    if path == "-" or not os.path.exists(path):
+        return
+    for source in inputs:
+        if os.path.exists(source) and os.path.samefile(path, source):
+            raise OSError(f"cannot write {path}: it is an input of this command ({source}); give another path")
+
+
+def in_place(path: str) -> bool:
+    """Whether ``path`` is written as it is, not renamed over: ``-`` (stdout), or something that
+    exists and is not a regular file (/dev/stdout, /dev/null, a FIFO), which a rename would replace."""
+    return path == "-" or os.path.exists(path) and not os.path.isfile(path)
+
+
+def write_files(writers: dict[str, Writer]) -> None:
+    """Write each ``path: write(binary_file)``, all or none (see the module's docstring); ``-``
+    and devices are written in place. Errors name the path."""
+    staged: list[tuple[str, str]] = []
+    renamed: list[str] = []
+    path = None
+    try:
+        for path, write in writers.items():
+            if path == "-":
+                sys.stdout.flush()
+                write(sys.stdout.buffer)
+                sys.stdout.buffer.flush()
+            elif in_place(path):
+                with open(path, "wb") as f:
+                    write(f)
+            else:
+                target = os.path.realpath(path)  # through a symbolic link
+                fd, temp = tempfile.mkstemp(dir=os.path.dirname(target), suffix=".tmp")
+                staged.append((temp, target))
+                os.chmod(temp, stat.S_IMODE(os.stat(target).st_mode) if os.path.exists(target) else new_mode())
+                with os.fdopen(fd, "wb") as f:
+                    write(f)
+        for temp, target in staged:
+            os.replace(temp, target)
+            renamed.append(target)
+    except OSError as exc:
+        if path == "-":
+            raise  # stdout's reader went away (``| head``): main's quiet BrokenPipeError
+        for done in renamed:
+            os.remove(done)
+        raise OSError(f"cannot write {path}: {exc.strerror or exc}") from None
+    finally:
+        for temp, _ in staged:
+            if os.path.exists(temp):
+                os.remove(temp)
+
+
+def new_mode(directory: bool = False) -> int:
+    """The mode ``open`` or ``mkdir`` would give a new file or folder under the user's umask."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return (0o777 if directory else 0o666) & ~umask
+
+
+def text_writer(text: str) -> Writer:
+    return lambda f: f.write(text.encode())
+
+
+def json_writer(data) -> Writer:
+    return lambda f: f.write(json.dumps(data, indent=2, default=str).encode())
