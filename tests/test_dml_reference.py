@@ -2,13 +2,17 @@
 the CPU EP standing in for the DML EP (at one seam, ``reference.DML_PROVIDERS``), which must then
 give what ``--reference ort`` gives."""
 
+import importlib.metadata
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
 import onnxruntime
 import pytest
 
-from dml_ep import arithmetic, reference
+from dml_ep import arithmetic, cli, reference
 from dml_ep.arithmetic import Arithmetic, host_saturates_u8s8
 from dml_ep.compare import alternative_arithmetics, compare_model
 from dml_ep.errors import ReferenceUnavailableError
@@ -17,6 +21,10 @@ from dml_ep.inputs import random_inputs
 from onnx_builders import qlinear_matmul
 
 MODELS = Path(__file__).resolve().parent.parent / "models"
+DML_EP = Path(sys.executable).parent / "dml-ep"
+VERSION = onnxruntime.__version__
+NO_DML = ("reference dml runs the real DML EP, but the installed onnxruntime {} has no DmlExecutionProvider: on Windows, "
+          "pip install dml_ep[directml] (onnxruntime-directml) in its place (uninstall it first: both install the onnxruntime module)")
 
 
 @pytest.fixture
@@ -39,11 +47,25 @@ def dml_sessions(made) -> list:
     return [m for m in made if m[0] is not None and not m[0].enable_mem_pattern]
 
 
-def test_compare_model_refuses_before_any_work(monkeypatch):
+@pytest.mark.skipif("DmlExecutionProvider" in onnxruntime.get_available_providers(), reason="this onnxruntime has the DML EP")
+@pytest.mark.skipif(importlib.metadata.packages_distributions().get("onnxruntime") != ["onnxruntime"],
+                    reason="the message names the onnxruntime package installed")
+def test_without_the_dml_ep_the_command_refuses_in_one_line():
+    result = subprocess.run([DML_EP, "compare", MODELS / "mlp.onnx", MODELS / "small_cnn.onnx", "--reference", "dml"],
+                            capture_output=True, text=True)
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr == f"dml-ep: error: {NO_DML.format(VERSION)}\n"  # once, not once per model
+
+
+def test_the_refusal_comes_before_any_work(monkeypatch, capsys):
     def no_work(*args, **kwargs):
         pytest.fail("work done before the refusal")
 
     monkeypatch.setattr(onnxruntime, "get_available_providers", lambda: ["CPUExecutionProvider"])
+    monkeypatch.setattr(cli, "compare_model", no_work)
+    monkeypatch.setattr(cli, "comparison_cases", no_work)
+    assert cli.main(["compare", str(MODELS / "mlp.onnx"), "--reference", "dml"]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
     monkeypatch.setattr("dml_ep.compare.load_model", no_work)
     with pytest.raises(ReferenceUnavailableError, match="has no DmlExecutionProvider"):
         compare_model(MODELS / "mlp.onnx", {}, reference="dml", progress=no_work)
@@ -72,14 +94,13 @@ def failing_session(*args, **kwargs):
     (failing_session, "887A0004 The specified device interface or feature level is not supported on this system."),
     (CpuOnlySession, "onnxruntime ran the session on CPUExecutionProvider"),
 ])
-def test_a_dml_ep_without_a_device_is_refused_in_one_line(monkeypatch, session, problem):
+def test_a_dml_ep_without_a_device_is_refused_in_one_line(monkeypatch, capsys, session, problem):
     monkeypatch.setattr(onnxruntime, "get_available_providers", lambda: ["DmlExecutionProvider", "CPUExecutionProvider"])
     monkeypatch.setattr(onnxruntime, "InferenceSession", session)
+    assert cli.main(["compare", str(MODELS / "mlp.onnx"), "--reference", "dml"]) == 2
     installed = reference._installed_onnxruntime()
-    with pytest.raises(ReferenceUnavailableError) as refused:
-        compare_model(MODELS / "mlp.onnx", {}, reference="dml")
-    assert str(refused.value) == (f"reference dml: the DmlExecutionProvider of {installed} cannot start "
-                                  f"a session (no DirectX 12 device?): {problem}")
+    assert capsys.readouterr().err == (f"dml-ep: error: reference dml: the DmlExecutionProvider of {installed} cannot start "
+                                       f"a session (no DirectX 12 device?): {problem}\n")
 
 
 def test_dml_sessions_have_the_options_the_dml_ep_requires(dml_on_cpu):
@@ -154,3 +175,16 @@ def test_a_group_only_cpu_rules_fuse_is_not_a_graph_difference_against_the_real_
     assert ort.cause_counts == {"graph": 1} and dml.cause_counts == {"other": 1}
     softmax = next(n for n in dml.nodes if n.node == "attn.softmax")
     assert softmax.cause_text == "other" and softmax.graph is None
+
+
+def test_the_command_names_the_real_ep(dml_on_cpu, capsys, tmp_path):
+    model = MODELS / "small_cnn.onnx"
+    status = cli.main(["compare", str(model), "--reference", "dml", "--per-node", "--quiet", "--save-outputs", str(tmp_path / "out.json")])
+    out = capsys.readouterr().out
+    assert status == 0
+    assert out.startswith(f"{model}: reference dml (the real DML EP), arithmetic directml,")
+    assert len(dml_sessions(dml_on_cpu)) == 3  # cmd_compare's probe, compare_model's, the reference's run
+    runners = [runner for runner, _ in json.loads((tmp_path / "out.json").read_text())["lst"]]
+    assert runners == ["dml_ep", "onnxruntime-dml"]
+    assert cli.main(["compare", str(model), "--reference", "dml", "--candidate", "ort", "--quiet"]) == 0
+    assert capsys.readouterr().out.startswith(f"{model}: onnxruntime ort against reference dml (the real DML EP), atol 0")
