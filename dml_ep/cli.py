@@ -36,7 +36,7 @@ from .planner import plan_model
 from .inputs import ASSUMED, INTEGERS, input_shapes, load_directory, load_tensor_protos, make_feeds, npy_file_names, zoo_layout
 from .plan import DmlNode, node_macs
 from .polygraphy_json import inputs_json, load_inputs, load_run_results, pick_runner, run_results_json
-from .reference import REFERENCES
+from .reference import DML_REFERENCE, REFERENCES, require_dml
 from .report_meta import report_meta, versions
 from .session import InferenceSession
 
@@ -120,7 +120,7 @@ def build_parser() -> argparse.ArgumentParser:
     compare = commands.add_parser(
         "compare",
         parents=[common, feeding, arithmetic],
-        help="compare dml_ep with onnxruntime's CPU EP",
+        help="compare dml_ep with onnxruntime's CPU EP, or with the real DML EP",
         description=(
             "Integer outputs, and float outputs made by DequantizeLinear, compare in quantized steps "
             f"(LSB) within --atol; other float outputs within {FLOAT_ATOL:g} + {FLOAT_RTOL:g} * |reference|. "
@@ -133,7 +133,8 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--atol", type=_non_negative, default=0, metavar="STEPS",
                          help="largest difference allowed, in quantized steps (default: 0, bit-exact)")
     compare.add_argument("--reference", choices=REFERENCES, default="ort",
-                         help="onnxruntime CPU as deployed, with exact u8s8 GEMMs, or without QDQ fusions (default: %(default)s)")
+                         help="onnxruntime CPU as deployed, with exact u8s8 GEMMs, or without QDQ fusions; or dml, the real "
+                              "DML EP (onnxruntime-directml and a DirectX 12 device) (default: %(default)s)")
     compare.add_argument("--candidate", choices=CANDIDATES, default="dml_ep",
                          help="what is compared with the reference: dml_ep, or another onnxruntime configuration, "
                               "e.g. --candidate ort --reference ort-unfused says why QDQ fusion changes outputs "
@@ -494,6 +495,8 @@ def cmd_compare(args) -> int:
     for path in (args.json, args.save_outputs, args.save_inputs):
         if path:
             files.check_writable(path, inputs=_inputs_read(args))
+    if args.reference == DML_REFERENCE:  # once, not once per model
+        require_dml()
     out = _text_output(args)
     cases = comparison_cases(args)
     reports, errors, fed, feed_sources = [], [], [], []
@@ -708,11 +711,13 @@ def save_polygraphy(args, cases: list[Case], reports: list[ModelReport], feeds: 
 
 
 def format_report(report: ModelReport, per_node: bool) -> str:
+    real_ep = report.reference == DML_REFERENCE
+    reference = f"{report.reference} (the real DML EP)" if real_ep else report.reference
     if report.candidate == "dml_ep":
-        lines = [f"{report.model}: reference {report.reference}, arithmetic {report.arithmetic}, "
+        lines = [f"{report.model}: reference {reference}, arithmetic {report.arithmetic}, "
                  f"{report.feature_level}, atol {report.atol} step(s)"]
     else:
-        lines = [f"{report.model}: onnxruntime {report.candidate} against reference {report.reference}, atol {report.atol} step(s)"]
+        lines = [f"{report.model}: onnxruntime {report.candidate} against reference {reference}, atol {report.atol} step(s)"]
     lines += _indent(_table(
         ["output", "dtype", "shape", "elements", "exact %", "max diff"],
         [[o.name, o.dtype, o.shape, o.elements, _percent(o), _max_diff(o)] for o in report.outputs],
@@ -743,6 +748,8 @@ def format_report(report: ModelReport, per_node: bool) -> str:
         lines.append(f"  result: MISMATCH ({'; '.join(reasons)})")
     elif report.on_dml or report.candidate != "dml_ep":
         lines.append("  result: OK")
+    elif real_ep:
+        lines.append("  result: OK, but dml_ep ran nothing on DirectML: its CPU fallback matches the real DML EP")
     else:
         lines.append("  result: OK, but nothing ran on DirectML: both sides ran onnxruntime's CPU EP")
     for o in bad:
@@ -751,6 +758,8 @@ def format_report(report: ModelReport, per_node: bool) -> str:
     if report.nodes is not None and (per_node or not report.ok):
         counts = ", ".join(f"{cause} {count}" for cause, count in report.cause_counts.items())
         lines.append(f"  causes (nodes differing in isolation): {counts or 'none'}")
+        if real_ep and "other" in report.cause_counts:
+            lines.append("  other: not judged (reference is the real DML EP: no arithmetic of dml_ep's reproduces these values)")
         within = ", ".join(f"{cause} {count}" for cause, count in report.within_tolerance_cause_counts.items())
         if within and not report.ok:
             lines.append(f"  within tolerance in isolation but not bit-exact, differences later nodes grow: {within}")

@@ -1,4 +1,4 @@
-"""Conformance of dml_ep with onnxruntime's CPU EP: output by output, and node by node.
+"""Conformance of dml_ep with onnxruntime's CPU EP, or with the real DML EP: output by output, and node by node.
 
 Design notes:
 
@@ -20,6 +20,11 @@ Design notes:
   value is near, not at, a half-integer, and onnxruntime's float32 requantization multiplier or
   fused multiply-add lands on the other side). "u8s8 saturation" when the int16 saturation of
   uint8 x int8 product pairs changes, else "other".
+- The real DML EP as reference ("dml") computes in float32 on the GPU, as "ort-unfused" does on
+  the CPU: a value next to DirectML's exact one is its float32 rounding. Its products are exact,
+  so u8s8 saturation is a cause only where dml_ep itself saturates, and no CPU-only QDQ rule
+  applies: a group such a rule would fuse runs as DQ -> op -> Q there too, and its differences
+  (the real EP may run the op on the GPU, which dml_ep does not model) are "other".
 - QDQ models: the reference applies onnxruntime's QDQ rules for CPU nodes, dml_ep those for DML
   nodes. Intermediates are matched by name (the rules keep the Q outputs' names); the float
   tensors inside QDQ groups (DQ outputs, Q inputs) are never listed as reference outputs, since
@@ -57,7 +62,7 @@ from .passes.dml_graphs import GRAPHS as DML_GRAPHS
 from .passes.qdq_util import is_dq, is_q
 from .plan import DmlNode, Plan, PlanEntry
 from .planner import Planner
-from .reference import cpu_session
+from .reference import DML_REFERENCE, cpu_session, dml_session, require_dml
 from .session import InferenceSession
 from .tensor_desc import DML_BUFFER_TENSOR_DESC, left_pad
 
@@ -68,6 +73,10 @@ HISTOGRAM_STEPS = (-2, -1, 1, 2)
 # QDQ fusions dml_ep reproduces node by node (so not "ort-unfused").
 CANDIDATES = ("dml_ep", "ort", "ort-exact")
 CAUSES = ("tie rounding", "float32 rounding", "u8s8 saturation", "graph", "other")
+# References whose uint8 x int8 products are exact: no u8s8 saturation to mimic, nor to blame.
+EXACT_PRODUCTS = ("ort-exact", DML_REFERENCE)
+# References that compute quantized groups in float32 and then quantize (see classify).
+FLOAT_REFERENCES = ("ort-unfused", DML_REFERENCE)
 
 
 @dataclasses.dataclass
@@ -207,7 +216,8 @@ class ModelReport:
 
     @property
     def on_dml(self) -> bool:
-        """Whether anything ran on DirectML: otherwise both sides ran onnxruntime's CPU EP."""
+        """Whether dml_ep ran anything on DirectML: otherwise all of it ran on onnxruntime's CPU EP
+        (and so did a CPU reference)."""
         return self.plan["dml"]["operators"] > 0
 
     @property
@@ -276,7 +286,8 @@ def compare_model(
     once, exposing every intermediate; otherwise the intermediates cost a second run only when an
     output is out of tolerance. ``progress(stage, done, total)`` hears where a long run is.
     ``u8s8_saturation=None`` follows the reference: the host's onnxruntime for ``"ort"``, none for
-    ``"ort-exact"`` (its u8s8 products are exact).
+    ``"ort-exact"`` and ``"dml"`` (their u8s8 products are exact). ``"dml"``, the real DML EP, is
+    refused before any work where it cannot run (:func:`dml_ep.reference.require_dml`).
 
     ``candidate`` "ort" or "ort-exact" (see ``CANDIDATES``) compares that onnxruntime configuration
     with the reference instead: dml_ep then plans the graph onnxruntime's CPU EP runs and judges
@@ -287,9 +298,11 @@ def compare_model(
     """
     if candidate not in CANDIDATES:
         raise DmlEpError(f"unknown candidate {candidate!r} (choose from {', '.join(CANDIDATES)})")
+    if reference == DML_REFERENCE:
+        require_dml()
     progress = progress or (lambda *args: None)
     # dml_ep's arithmetic mimics the reference, or in candidate mode the candidate
-    if u8s8_saturation is None and (reference if candidate == "dml_ep" else candidate) == "ort-exact":
+    if u8s8_saturation is None and (reference if candidate == "dml_ep" else candidate) in EXACT_PRODUCTS:
         u8s8_saturation = False
     proto = load_model(model)
     session = InferenceSession(
@@ -335,7 +348,7 @@ def compare_model(
             progress("running onnxruntime for the intermediate values")
             expected.update(run_reference(proto, feeds, intermediates, reference))
         report.nodes = compare_nodes(executor, values, {**feeds, **expected}, steps, atol, progress,
-                                     isolate=candidate == "dml_ep", float_reference=reference == "ort-unfused")
+                                     isolate=candidate == "dml_ep", against=reference)
     return report
 
 
@@ -389,16 +402,18 @@ def compare_shipped(report: ModelReport, shipped: dict[str, np.ndarray]) -> None
 
 
 def compare_nodes(executor: Executor, values: dict, reference: dict, steps: dict, atol: int, progress, isolate: bool = True,
-                  float_reference: bool = False) -> list[NodeComparison]:
+                  against: str = "ort") -> list[NodeComparison]:
     """Every plan entry's outputs (as both full runs left them), every DML node in isolation, and
     every group that only a CPU-only QDQ rule fuses in isolation; ``progress(stage, done, total)``
     hears each entry start.
 
     With ``isolate`` False (``values`` are another onnxruntime's), the nodes the candidate's QDQ
-    rules made are judged in isolation instead (:func:`compare_rewritten`). ``float_reference``:
-    the reference computes quantized groups in float32 (see :func:`classify`).
+    rules made are judged in isolation instead (:func:`compare_rewritten`). ``against`` names the
+    reference (``REFERENCES``), which decides the causes it can have (see the module's notes).
     """
-    alternatives = [(cause, executor.with_arithmetic(arith)) for cause, arith in alternative_arithmetics(executor.arithmetic)]
+    float_reference, real_ep = against in FLOAT_REFERENCES, against == DML_REFERENCE
+    alternatives = [(cause, executor.with_arithmetic(arith))
+                    for cause, arith in alternative_arithmetics(executor.arithmetic, saturating=against not in EXACT_PRODUCTS)]
     entries = executor.plan.entries
     nodes = []
     for index, entry in enumerate(entries, 1):
@@ -423,10 +438,12 @@ def compare_nodes(executor: Executor, values: dict, reference: dict, steps: dict
                 comparison.causes = classify(entry, reference, result, expected, alternatives, float_reference)
                 if "other" in comparison.causes and exact_for_any_input(entry.desc):
                     comparison.causes["graph"] = comparison.causes.get("graph", 0) + comparison.causes.pop("other")
-                    comparison.graph = (f"{entry.operator} gives every arithmetic's value for onnxruntime's input, so onnxruntime made its "
-                                        "output from another graph than the input it exposed (a CPU-only rewrite: QDQS8ToU8Transformer, a QDQ fusion)")
+                    comparison.graph = (f"{entry.operator} gives every arithmetic's value for the reference's input, so the reference made its "
+                                        "output from another graph than the input it exposed "
+                                        + ("(a rewrite of the real DML EP's that dml_ep does not model)" if real_ep
+                                           else "(a CPU-only rewrite: QDQS8ToU8Transformer, a QDQ fusion)"))
         elif entry.origin.cpu_rule:
-            compare_cpu_only_group(executor, entry, reference, steps, atol, comparison)
+            compare_cpu_only_group(executor, entry, reference, steps, atol, comparison, real_ep)
         nodes.append(comparison)
     return nodes
 
@@ -487,9 +504,11 @@ def compare_dml_graph(executor: Executor, entry: DmlNode, reference: dict, steps
     comparison.causes = {cause: counts[cause] for cause in CAUSES if counts[cause]}
 
 
-def compare_cpu_only_group(executor: Executor, entry: PlanEntry, reference: dict, steps: dict, atol: int, comparison) -> None:
-    """Run DQs -> ``entry`` -> Q, which a CPU-only rule fuses on the reference, on the reference's
-    inputs of the DQs; differences of its Q output are the "graph" cause."""
+def compare_cpu_only_group(executor: Executor, entry: PlanEntry, reference: dict, steps: dict, atol: int, comparison,
+                           real_ep: bool = False) -> None:
+    """Run DQs -> ``entry`` -> Q, which a CPU-only rule fuses on a CPU reference, on the reference's
+    inputs of the DQs; differences of its Q output are the "graph" cause, or against the real DML
+    EP (``real_ep``), which runs the group unfused too, "other"."""
     group = cpu_only_group(executor.plan, entry)
     output = group[-1].outputs[0]
     made = {n for e in group for n in e.outputs}
@@ -500,10 +519,11 @@ def compare_cpu_only_group(executor: Executor, entry: PlanEntry, reference: dict
     for member in group:
         values.update(executor.run_entry(member, values))
     comparison.isolated = compare_tensors(output, values[output], reference[output], step_of(output, reference[output], steps), atol)
-    comparison.graph = (f"on CPU onnxruntime's QDQ rule '{entry.origin.cpu_rule}' fuses {entry.node.op_type} with its "
-                        f"DQs and Q; on DML it runs as DequantizeLinear -> {entry.node.op_type} -> QuantizeLinear")
+    if not real_ep:
+        comparison.graph = (f"on CPU onnxruntime's QDQ rule '{entry.origin.cpu_rule}' fuses {entry.node.op_type} with its "
+                            f"DQs and Q; on DML it runs as DequantizeLinear -> {entry.node.op_type} -> QuantizeLinear")
     if comparison.differs_in_isolation:
-        comparison.causes = {"graph": comparison.isolated.differing}
+        comparison.causes = {"other" if real_ep else "graph": comparison.isolated.differing}
 
 
 def cpu_only_group(plan: Plan, entry: PlanEntry) -> list[PlanEntry]:
@@ -625,13 +645,16 @@ def ideal_values(desc: OperatorDesc, tensors: dict, index: np.ndarray) -> list[F
     return [sum(values) / divisor for *values, divisor in zip(*products, at(output_scale))]
 
 
-def alternative_arithmetics(used: Arithmetic) -> list[tuple[str, Arithmetic]]:
-    """The arithmetics other than ``used``, each labelled by what it changes, fewest changes first."""
+def alternative_arithmetics(used: Arithmetic, saturating: bool = True) -> list[tuple[str, Arithmetic]]:
+    """The arithmetics other than ``used``, each labelled by what it changes, fewest changes first;
+    none that saturates u8s8 products unless the reference may (``saturating``)."""
 
     def key(arith):
         return arith.mode, bool(arith.onnxruntime and arith.u8s8_saturation)
 
     variants = [Arithmetic("onnxruntime", False), Arithmetic("onnxruntime", True), Arithmetic("directml")]
+    if not saturating:
+        variants.remove(Arithmetic("onnxruntime", True))
     changes = []
     for arith in variants:
         mode_changes, saturation_changes = (a != b for a, b in zip(key(arith), key(used)))
@@ -646,7 +669,8 @@ def describe_arithmetic(arith: Arithmetic) -> str:
 
 
 def run_reference(model: onnx.ModelProto, feeds: dict, names: list[str], reference: str) -> dict[str, np.ndarray]:
-    """onnxruntime CPU's values of ``names``, which it exposes by listing them as graph outputs."""
+    """The reference's values of ``names`` (onnxruntime's CPU EP, or the real DML EP), which it
+    exposes by listing them as graph outputs."""
     if not names:
         return {}
     probe = onnx.ModelProto()
@@ -654,7 +678,8 @@ def run_reference(model: onnx.ModelProto, feeds: dict, names: list[str], referen
     listed = {o.name for o in probe.graph.output}
     probe.graph.output.extend(onnx.helper.make_empty_tensor_value_info(n) for n in names if n not in listed)
     try:
-        results = cpu_session(probe, reference).run(names, feeds)
+        session = dml_session(probe) if reference == DML_REFERENCE else cpu_session(probe, reference)
+        results = session.run(names, feeds)
     except Exception as exc:  # onnxruntime's exception types share no base class but Exception
         raise ModelError(f"onnxruntime ({reference}) cannot run the model: {ort_message(exc)}") from None
     return dict(zip(names, results))

@@ -89,6 +89,11 @@ class FeatureLevelError(DmlEpError):
     """An unknown DirectML feature level was asked for."""
 
 
+class ReferenceUnavailableError(DmlEpError):
+    """The reference asked for cannot run here: the real DML EP without onnxruntime-directml's
+    DmlExecutionProvider, or without a DirectX 12 device to start it on."""
+
+
 class DxDispatchError(DmlEpError):
     """A DxDispatch model (JSON and its resource files) cannot be read, written or replayed."""
 
@@ -111,6 +116,7 @@ __all__ = [
     "FeedError",
     "FeatureLevelError",
     "RealEpError",
+    "ReferenceUnavailableError",
     "DxDispatchError",
 ]
 

@@ -1,22 +1,33 @@
-"""onnxruntime's CPU execution provider: the reference dml_ep compares with, and the fallback it runs on.
+"""onnxruntime's execution providers: the references dml_ep compares with, and the CPU fallback it runs on.
 
-``REFERENCES`` names the ways to run it: ``"ort"`` as deployed (its default graph optimizations,
-which turn QDQ groups into QLinear nodes by the CPU EP's rules); ``"ort-exact"`` with the session
-config entry ``session.x64quantprecision = "1"``, which makes its uint8 x int8 GEMMs exact on x86
-CPUs whose kernels would otherwise saturate pairs of products to int16; and ``"ort-unfused"`` with
-``session.disable_quant_qdq = "1"``, which leaves QDQ groups as DQ -> float op -> Q.
+``REFERENCES`` names the ways to run the reference: ``"ort"``, onnxruntime's CPU EP as deployed
+(its default graph optimizations, which turn QDQ groups into QLinear nodes by the CPU EP's rules);
+``"ort-exact"`` with the session config entry ``session.x64quantprecision = "1"``, which makes its
+uint8 x int8 GEMMs exact on x86 CPUs whose kernels would otherwise saturate pairs of products to
+int16; ``"ort-unfused"`` with ``session.disable_quant_qdq = "1"``, which leaves QDQ groups as DQ ->
+float op -> Q; and ``"dml"``, the real DML EP (onnxruntime-directml on Windows, with a DirectX 12
+device), which :func:`require_dml` refuses in one line where it cannot run.
 """
 
 from __future__ import annotations
 
 import functools
+import importlib.metadata
+import re
 
 import onnx
 import onnxruntime as ort
 
+from .errors import ReferenceUnavailableError
+from .graph import internal_model, ort_message
 from .memory import release_freed_memory
 
-REFERENCES = ("ort", "ort-exact", "ort-unfused")
+CPU_REFERENCES = ("ort", "ort-exact", "ort-unfused")
+DML_REFERENCE = "dml"
+REFERENCES = CPU_REFERENCES + (DML_REFERENCE,)
+# The real DML EP's session, the CPU EP taking the nodes it declines. Tests put the CPU EP alone
+# here to run the "dml" reference's code path on a machine without DirectML.
+DML_PROVIDERS = ("DmlExecutionProvider", "CPUExecutionProvider")
 
 
 def cpu_session(model, reference: str = "ort", threads: int | None = None, spinning: bool = True,
@@ -29,8 +40,9 @@ def cpu_session(model, reference: str = "ort", threads: int | None = None, spinn
     its memory from one arena shared by all such sessions (:func:`_shared_arena`) instead of an
     arena of its own, which dozens of small sessions would each keep.
     """
-    options = ort.SessionOptions()
-    options.log_severity_level = 4  # fatal only: its errors reach the caller as exceptions, not as log lines
+    if reference not in CPU_REFERENCES:
+        raise ValueError(f"unknown CPU reference {reference!r} (choose from {', '.join(CPU_REFERENCES)})")
+    options = _options(reference)
     if not optimize:
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     if threads is not None:
@@ -40,14 +52,73 @@ def cpu_session(model, reference: str = "ort", threads: int | None = None, spinn
     if shared_arena:
         _shared_arena()
         options.add_session_config_entry("session.use_env_allocators", "1")
+    return ort.InferenceSession(_serialized(model), options, providers=["CPUExecutionProvider"])
+
+
+def dml_session(model) -> ort.InferenceSession:
+    """A session of the real DML EP (``DML_PROVIDERS``) for a ModelProto or serialized model.
+
+    The DML EP supports neither onnxruntime's memory pattern optimization nor parallel execution,
+    and refuses a session that asks for them (onnxruntime's DirectML EP documentation), so both
+    are off. onnxruntime's fallback is off too: where the DML EP fails, onnxruntime would rerun on
+    the CPU EP alone, printing to stdout, and the reference would silently be the CPU EP.
+    """
+    options = _options("ort")
+    options.enable_mem_pattern = False
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    return ort.InferenceSession(_serialized(model), options, providers=list(DML_PROVIDERS), enable_fallback=0)
+
+
+def require_dml() -> None:
+    """Refuse the "dml" reference before any work, in one line saying what is missing: onnxruntime's
+    DmlExecutionProvider (the onnxruntime installed is another package than onnxruntime-directml),
+    or a device it can start on (tried on a one-node model)."""
+    provider = DML_PROVIDERS[0]
+    if provider not in ort.get_available_providers():
+        raise ReferenceUnavailableError(
+            f"reference {DML_REFERENCE} runs the real DML EP, but the installed {_installed_onnxruntime()} has no {provider}: "
+            "on Windows, pip install dml_ep[directml] (onnxruntime-directml) in its place (uninstall it first: both install "
+            "the onnxruntime module)")
+    graph = onnx.helper.make_graph([onnx.helper.make_node("Identity", ["x"], ["y"])], "dml_probe",
+                                   [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1])],
+                                   [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1])])
+    try:
+        used = dml_session(internal_model(graph, 13)).get_providers()
+        problem = None if used[0] == provider else f"onnxruntime ran the session on {', '.join(used)}"
+    except Exception as exc:  # noqa: BLE001  onnxruntime's exception types share no base class but Exception
+        problem = _condensed(exc)
+    if problem:
+        raise ReferenceUnavailableError(f"reference {DML_REFERENCE}: the {provider} of {_installed_onnxruntime()} "
+                                        f"cannot start a session (no DirectX 12 device?): {problem}")
+
+
+def _options(reference: str) -> ort.SessionOptions:
+    """The options every reference and fallback session shares, and those ``reference`` adds."""
+    options = ort.SessionOptions()
+    options.log_severity_level = 4  # fatal only: its errors reach the caller as exceptions, not as log lines
     if reference == "ort-exact":
         options.add_session_config_entry("session.x64quantprecision", "1")
     elif reference == "ort-unfused":
         options.add_session_config_entry("session.disable_quant_qdq", "1")
-    elif reference != "ort":
-        raise ValueError(f"unknown reference {reference!r} (choose from {', '.join(REFERENCES)})")
-    data = model.SerializeToString() if isinstance(model, onnx.ModelProto) else bytes(model)
-    return ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
+    return options
+
+
+def _serialized(model) -> bytes:
+    return model.SerializeToString() if isinstance(model, onnx.ModelProto) else bytes(model)
+
+
+def _installed_onnxruntime() -> str:
+    """The distributions that installed the onnxruntime module, with their versions: "onnxruntime
+    1.20.1", or "onnxruntime-directml 1.20.1", or both where one overwrote the other's files."""
+    names = sorted(set(importlib.metadata.packages_distributions().get("onnxruntime", ())))
+    return " and ".join(f"{name} {importlib.metadata.version(name)}" for name in names) or f"onnxruntime {ort.__version__}"
+
+
+def _condensed(exc: Exception) -> str:
+    """onnxruntime's message on one line, without what the DML EP's Windows errors lead with
+    (source file and line, module and address, caller, ``Exception(1) tid(1a2c)``), so that it
+    starts at the HRESULT and its text."""
+    return re.sub(r"^\S*\(\d+\)\\\S*: \(caller: \w+\) Exception\(\d+\) tid\(\w+\) ", "", ort_message(exc, with_node=False))
 
 
 def loaded_graph(model: onnx.ModelProto) -> tuple[list, list]:
