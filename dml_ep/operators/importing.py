@@ -9,6 +9,7 @@ is invalid. The registration table (``registration.py``) names the importer of e
 from __future__ import annotations
 
 import dataclasses
+from typing import Mapping
 
 import numpy as np
 import onnx
@@ -16,6 +17,7 @@ import onnx
 from ..enums import DML_FEATURE_LEVEL, DML_TENSOR_DATA_TYPE, DML_TENSOR_FLAGS
 from ..errors import QuantizationParameterError, ShapeError
 from ..graph import ValueInfo, attributes
+from ..passes.editable import Origin
 from ..plan import DmlNode
 from ..real_ep import ASSIGNED_TO_DML, ON_CPU
 from ..tensor_desc import DML_BUFFER_TENSOR_DESC, broadcast_shapes, broadcast_strides, left_pad
@@ -33,13 +35,15 @@ class Fallback(Exception):
 
 @dataclasses.dataclass
 class NodeContext:
-    """One node plus what the importer knows of the graph around it."""
+    """One node plus what the importer knows of the graph around it; ``origin`` names the user's
+    nodes it stands for."""
 
     node: onnx.NodeProto
-    values: dict[str, ValueInfo]
-    constants: dict[str, np.ndarray]
+    values: Mapping[str, ValueInfo]
+    constants: Mapping[str, np.ndarray]
     feature_level: DML_FEATURE_LEVEL
     opset: int
+    origin: Origin
 
     def attr(self, name: str, default=None):
         for attribute in attributes(self.node):
@@ -65,17 +69,18 @@ class NodeContext:
         input 0, 1, ... (the node's outputs are not inputs); ``more_output_shapes``, the shapes of
         its outputs after the first, for an operator with several."""
         input_index = {field: index for index, field in enumerate(fields_by_input) if desc.tensor(field) is not None}
-        return bound(self.node, desc, input_index, (tuple(output_shape), *map(tuple, more_output_shapes)), self.constants)
+        return bound(self.node, desc, input_index, (tuple(output_shape), *map(tuple, more_output_shapes)), self.constants, self.origin)
 
 
-def bound(node: onnx.NodeProto, desc, input_index: dict[str, int], output_shapes: tuple, constants: dict[str, np.ndarray]) -> DmlNode:
+def bound(node: onnx.NodeProto, desc, input_index: dict[str, int], output_shapes: tuple, constants: Mapping[str, np.ndarray],
+          origin: Origin) -> DmlNode:
     """``node`` as ``desc``, each field of ``input_index`` bound to the node input at that position:
     the constant array, or the graph value's name (an omitted input binds ""); its outputs of
-    ``output_shapes`` in order."""
+    ``output_shapes`` in order; ``origin``, the user's nodes it stands for."""
     names = {field: node.input[index] if index < len(node.input) else "" for field, index in input_index.items()}
     inputs = {field: constants.get(name, name) for field, name in names.items()}
     first, *more = output_shapes
-    return DmlNode(node, desc, inputs, node.output[0], first, names=names, input_index=input_index,
+    return DmlNode(node, desc, inputs, node.output[0], first, origin, names=names, input_index=input_index,
                    more_outputs=tuple(zip(node.output[1:], more)))
 
 

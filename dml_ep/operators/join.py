@@ -97,7 +97,8 @@ def joined(ctx: NodeContext, dtype) -> DmlNode:
     inputs = tuple(tensor(dtype, left_pad(shape, padded)) for shape in shapes)
     desc = DML_JOIN_OPERATOR_DESC(InputCount=len(inputs), InputTensors=inputs, OutputTensor=tensor(dtype, left_pad(out_shape, padded)),
                                   Axis=axis + padded - rank)
-    return bound(ctx.node, desc, {f"InputTensors[{index}]": index for index in range(len(shapes))}, (out_shape,), ctx.constants)
+    return bound(ctx.node, desc, {f"InputTensors[{index}]": index for index in range(len(shapes))}, (out_shape,), ctx.constants,
+                 ctx.origin)
 
 
 # --- kernel ----------------------------------------------------------------------------------
