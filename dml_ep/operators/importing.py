@@ -58,6 +58,12 @@ class NodeContext:
     def info(self, index: int) -> ValueInfo:
         return self.values[self.input_name(index)]
 
+    def shape(self, index: int) -> tuple[int, ...]:
+        """A tensor input's shape: known, as a node is planned only from its inputs' known shapes."""
+        shape = self.info(index).shape
+        assert shape is not None, f"input {index} of a {self.node.op_type} node has no known shape"
+        return shape
+
     def parameter(self, index: int) -> np.ndarray | None:
         """A scale's or zero point's value if it is a constant initializer; None if it comes at run
         time (the real EP binds it as a tensor, and the kernel checks its value when it arrives)."""
@@ -116,7 +122,7 @@ def _one_axis(shape) -> bool:
 def parameter_shape(ctx: NodeContext, index: int) -> tuple[int, ...]:
     """A scale's or zero point's shape, constant or bound at run time."""
     value = ctx.parameter(index)
-    return value.shape if value is not None else ctx.info(index).shape
+    return value.shape if value is not None else ctx.shape(index)
 
 
 def check_scale(ctx: NodeContext, index: int, scale: np.ndarray | None, allowed_sizes: tuple[int, ...] = (1,)) -> np.ndarray | None:
@@ -161,8 +167,7 @@ def _value_or_stand_in(ctx: NodeContext, index: int, value) -> np.ndarray:
     """A constant parameter's value; for one bound at run time an empty array of its type and
     shape, which stands in for them in the checks."""
     if value is None:
-        info = ctx.info(index)
-        return np.empty(info.shape, info.dtype)
+        return np.empty(ctx.shape(index), ctx.info(index).dtype)
     return np.asarray(value)
 
 
@@ -185,8 +190,8 @@ def output_type(ctx: NodeContext) -> np.dtype:
     return _quantized(ctx.values[ctx.node.output[0]].dtype, "output")
 
 
-def _quantized(dtype: np.dtype, what: str) -> np.dtype:
-    if dtype not in (np.dtype(np.uint8), np.dtype(np.int8)):
+def _quantized(dtype: np.dtype | None, what: str) -> np.dtype:
+    if dtype is None or dtype not in (np.dtype(np.uint8), np.dtype(np.int8)):
         raise Fallback(f"{what} type {dtype} is not supported (INT8, UINT8)", ON_CPU)
     return dtype
 
@@ -221,16 +226,20 @@ def one_matrix(ctx: NodeContext, index: int, what: str) -> None:
 
 
 def placed_parameter(ctx: NodeContext, index: int, value, per_axis_sizes: tuple[int, ...],
-                     own: bool = True) -> DML_BUFFER_TENSOR_DESC | None:
+                     own: bool = True) -> DML_BUFFER_TENSOR_DESC:
     """A scale's, zero point's (or bias's) desc: {1,1,1,1}, or ``per_axis_sizes`` when it has more
     than one element; a constant as ``parameter_tensor`` makes it, OWNED_BY_DML where ``own``
     says; one bound at run time from its type and shape (never the broadcast-scalar dedup, which
     needs the values)."""
-    if not ctx.input_name(index):
-        return None
     shape = parameter_shape(ctx, index)
     sizes = per_axis_sizes if int(np.prod(shape)) > 1 else (1, 1, 1, 1)
     if value is None:
         return tensor(ctx.info(index).dtype, sizes)
     desc = parameter_tensor(np.asarray(value), sizes)
     return owned(desc) if own else desc
+
+
+def optional_parameter(ctx: NodeContext, index: int, value, per_axis_sizes: tuple[int, ...],
+                       own: bool = True) -> DML_BUFFER_TENSOR_DESC | None:
+    """:func:`placed_parameter` of an input the node may omit (a zero point): None when it does."""
+    return placed_parameter(ctx, index, value, per_axis_sizes, own) if ctx.input_name(index) else None

@@ -81,7 +81,7 @@ def float_join(ctx: NodeContext) -> DmlNode:
 
 def joined(ctx: NodeContext, dtype) -> DmlNode:
     """A JOIN of the node's inputs (all of ``dtype``) along its ``axis``."""
-    shapes = [tuple(ctx.info(index).shape) for index in range(len(ctx.node.input))]
+    shapes = [ctx.shape(index) for index in range(len(ctx.node.input))]
     first, rank = shapes[0], len(shapes[0])
     axis = ctx.attr("axis")
     if axis is None or not -rank <= axis < rank:
