@@ -4,12 +4,15 @@ __version__ = "0.1.0"  # the one place the version is written: pyproject.toml re
 
 from .errors import DmlEpError, MissingRuntimeError, missing_runtime
 
-if (_missing := missing_runtime()) is not None:
+_missing = missing_runtime()
+if _missing is not None:
     # The package still imports, so that ``dml-ep`` can say in one line what to install; each name
     # of the API raises the typed error.
+    _error: MissingRuntimeError = _missing
+
     def __getattr__(name: str):
         if name in __all__:
-            raise _missing
+            raise _error
         raise AttributeError(f"module 'dml_ep' has no attribute {name!r}")
 else:
     from .arithmetic import ARITHMETICS, Arithmetic

@@ -26,7 +26,8 @@ import numpy as np
 from . import dxdispatch, files
 from .arithmetic import ARITHMETICS
 from .engines import ENGINES
-from .compare import CANDIDATES, FLOAT_ATOL, FLOAT_RTOL, ModelReport, TensorComparison, compare_model, compare_shipped, node_label
+from .compare import (CANDIDATES, FLOAT_ATOL, FLOAT_RTOL, ModelReport, ShippedComparison, TensorComparison, compare_model, compare_shipped,
+                      node_label)
 from .errors import DmlEpError, FeedError, NodeError
 from .graph import graph_inputs, load_model, one_line
 from .importer import DEFAULT_FEATURE_LEVEL
@@ -61,7 +62,7 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     """The subcommands, sharing --feature-level/--debug and (run, compare, export) the input options."""
-    common = argparse.ArgumentParser(add_help=False)
+    common = _Parser(add_help=False)
     common.add_argument("--feature-level", default=DEFAULT_FEATURE_LEVEL.label, metavar="L",
                         help="DirectML feature level to target, e.g. 4_0 (default: %(default)s)")
     # SUPPRESS: unless given after the command, the subcommand leaves the main parser's --debug as it is
@@ -74,7 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--shape", action="append", type=_shape, default=[], metavar="NAME=D0,D1,...",
                         help="an input's shape for the plan and its random values, instead of the declared one "
                              "with symbolic dimensions as 1 (repeatable)")
-    feeding = argparse.ArgumentParser(add_help=False)
+    feeding = _Parser(add_help=False)
     feeding.add_argument("--input", action="append", default=[], metavar="NAME=FILE",
                          help="an input from a .npy or TensorProto .pb file (repeatable)")
     feeding.add_argument("--input-dir", metavar="DIR",
@@ -86,7 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
                               "[LO,HI] for every input not named; repeatable); default: integers of 32 and 64 bits in "
                               "[0, 1], or within the data of a Gather they index; of 8 and 16 bits, their whole type; "
                               "floats standard normal")
-    arithmetic = argparse.ArgumentParser(add_help=False)
+    arithmetic = _Parser(add_help=False)
     arithmetic.add_argument("--arithmetic", choices=ARITHMETICS, default="directml",
                          help="dml_ep's arithmetic (default: %(default)s)")
     arithmetic.add_argument("--u8s8-saturation", choices=U8S8_SATURATION, default="auto",
@@ -279,7 +280,7 @@ def _by_op_type(plan, rows: list[dict]) -> list[dict]:
     """Plan entries counted by op type and where they run (a DirectML operator, or ``fallback``),
     most MACs first."""
     total = sum(r["macs"] for r in rows)
-    groups = {}
+    groups: dict[tuple[str, str], dict] = {}
     for row, entry in zip(rows, plan.entries):
         key = (row["op_type"], entry.summary() if isinstance(entry, DmlNode) else "fallback")
         group = groups.setdefault(key, {"op_type": key[0], "runs_on": key[1], "nodes": 0, "macs": 0})
@@ -295,7 +296,7 @@ def _by_reason(plan) -> list[dict]:
     reason goes without the note on why no QDQ rule fused its node, when no rule would on any
     provider (the note stays in ``--nodes`` and the JSON's rows)."""
     qdq = _qdq_rewritten(plan)
-    groups = {}
+    groups: dict[str, dict] = {}
     for entry in plan.fallback_nodes:
         reason, note = entry.reason, entry.origin.note
         if note and not qdq and entry.origin.cpu_rule is None:
@@ -383,7 +384,7 @@ def _fit_list(items: list[str], width: int, most: int | None = None) -> str:
     count = min(len(items), most or len(items))
     room = width - (len(f" and {len(items)} more") if len(items) > 1 else 0)
     each = max(16, room // max(count, 1) - 2 if most else room)
-    shown = []
+    shown: list[str] = []
     for index, item in enumerate(items[:count]):
         more = len(items) - index - 1
         candidate = shown + [_shorten_middle(item, each)]
@@ -596,19 +597,22 @@ class Progress:
 
 def expand_models(patterns: list[str]) -> list[str]:
     """Model paths from files, directories (their *.onnx, or the directory itself when laid out as
-    the ONNX model zoo) and glob patterns."""
+    the ONNX model zoo) and glob patterns (each match a file or such a directory)."""
     paths = []
     for pattern in patterns:
-        if os.path.isdir(pattern):
-            found = [pattern] if zoo_layout(pattern) else sorted(glob.glob(os.path.join(pattern, "*.onnx")))
-        elif glob.has_magic(pattern):
-            found = sorted(glob.glob(pattern))
-        else:
-            found = [pattern]
+        matches = sorted(glob.glob(pattern)) if glob.has_magic(pattern) and not os.path.exists(pattern) else [pattern]
+        found = [model for match in matches for model in _models_in(match)]
         if not found:
             raise FeedError(f"{pattern}: no ONNX models found")
         paths.extend(found)
     return paths
+
+
+def _models_in(path: str) -> list[str]:
+    """``path`` itself (a model, or a model zoo directory), or a directory's *.onnx."""
+    if not os.path.isdir(path) or zoo_layout(path):
+        return [path]
+    return sorted(glob.glob(os.path.join(glob.escape(path), "*.onnx")))
 
 
 # --- compare: model zoo directories and Polygraphy's files --------------------------------
@@ -640,7 +644,9 @@ def comparison_cases(args) -> list[Case]:
         if args.input or args.input_dir or args.load_inputs or args.load_outputs:
             raise FeedError(f"{path}: a model zoo directory brings its inputs and outputs "
                             "(drop --input, --input-dir, --load-inputs and --load-outputs)")
-        model, data_sets = zoo_layout(path)
+        layout = zoo_layout(path)
+        assert layout is not None, "expand_models gives only model zoo directories"
+        model, data_sets = layout
         cases += [Case(data_set, model, data_set=data_set) for data_set in data_sets]
     return cases
 
@@ -663,7 +669,9 @@ def polygraphy_cases(path: str, args) -> list[Case]:
         if len(saved) != (1 if feeds is None else len(feeds)):
             given = f"{args.load_inputs} holds {len(feeds)} feed dict(s)" if feeds is not None else "--input and --input-dir give one"
             raise FeedError(f"{file}: runner {runner!r} has {len(saved)} iteration(s), {given}")
-    count = len(saved if saved is not None else feeds)
+    iterations = saved if saved is not None else feeds
+    assert iterations is not None, "--load-inputs or --load-outputs gives them"
+    count = len(iterations)
     if not count:
         raise FeedError(f"{args.load_inputs or args.load_outputs}: no iterations")
     return [Case(path if count == 1 else f"{path} [iteration {i}]", path,
@@ -738,7 +746,7 @@ def format_report(report: ModelReport, per_node: bool) -> str:
                      f"{plan['dml']['operators']} operator(s), {plan['dml']['macs_percent']:.1f}% of the MACs "
                      f"({_rules_text(plan['qdq_rules'])})")
     if report.shipped is not None:
-        lines += _format_shipped(report)
+        lines += _format_shipped(report, report.shipped)
     bad = [o for o in report.outputs if not o.within_tolerance]
     faulted = [s for s in report.shipped or () if s.faults_candidate]
     if not report.ok:
@@ -769,12 +777,12 @@ def format_report(report: ModelReport, per_node: bool) -> str:
     return "\n".join(lines)
 
 
-def _format_shipped(report: ModelReport) -> list[str]:
+def _format_shipped(report: ModelReport, shipped: list[ShippedComparison]) -> list[str]:
     """The data set's shipped outputs against both sides; they judge the candidate only where the
     reference matches them (:class:`dml_ep.compare.ShippedComparison`)."""
     candidate = "dml_ep" if report.candidate == "dml_ep" else f"onnxruntime {report.candidate}"
     rows = []
-    for s in report.shipped:
+    for s in shipped:
         if s.faults_candidate:
             verdict = f"MISMATCH: {report.reference} matches it, {candidate} does not"
         elif s.reference.within_tolerance:

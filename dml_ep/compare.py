@@ -42,7 +42,7 @@ import collections
 import dataclasses
 import os
 from fractions import Fraction
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 import onnx
@@ -56,6 +56,7 @@ from .engines import get_engine
 from .enums import DML_OPERATOR_TYPE as OP
 from .kernels.parameters import parameter4d
 from .operators.base import OperatorDesc
+from .operators.element_wise_dequantize_linear import DML_ELEMENT_WISE_DEQUANTIZE_LINEAR_OPERATOR_DESC
 from .operators.registration import operator_of
 from .passes import CPU, DEFAULT_RELEASE
 from .passes.dml_graphs import GRAPHS as DML_GRAPHS
@@ -119,7 +120,7 @@ class TensorComparison:
 def compare_tensors(name: str, actual: np.ndarray, expected: np.ndarray, step: float | None, atol: int = 0) -> TensorComparison:
     """Compare ``actual`` (dml_ep) with ``expected`` (onnxruntime); ``step`` is one LSB, or None."""
     actual, expected = np.asarray(actual), np.asarray(expected)
-    base = dict(name=name, dtype=str(expected.dtype), shape=list(expected.shape), elements=int(expected.size), step=step)
+    base: dict[str, Any] = dict(name=name, dtype=str(expected.dtype), shape=list(expected.shape), elements=int(expected.size), step=step)
     if actual.shape != expected.shape or actual.dtype != expected.dtype:
         problem = f"dml_ep gives {actual.dtype} {list(actual.shape)}, onnxruntime {expected.dtype} {list(expected.shape)}"
         return TensorComparison(**base, equal=0, max_diff=float("inf"), mean_diff=float("inf"), histogram=None, within_tolerance=False, problem=problem)
@@ -401,6 +402,12 @@ def compare_shipped(report: ModelReport, shipped: dict[str, np.ndarray]) -> None
     ]
 
 
+def ran_plan(executor: Executor) -> Plan:
+    """The plan of the executor's run that is being compared."""
+    assert executor.plan is not None, "compared after a run"
+    return executor.plan
+
+
 def compare_nodes(executor: Executor, values: dict, reference: dict, steps: dict, atol: int, progress, isolate: bool = True,
                   against: str = "ort") -> list[NodeComparison]:
     """Every plan entry's outputs (as both full runs left them), every DML node in isolation, and
@@ -414,7 +421,7 @@ def compare_nodes(executor: Executor, values: dict, reference: dict, steps: dict
     float_reference, real_ep = against in FLOAT_REFERENCES, against == DML_REFERENCE
     alternatives = [(cause, executor.with_arithmetic(arith))
                     for cause, arith in alternative_arithmetics(executor.arithmetic, saturating=against not in EXACT_PRODUCTS)]
-    entries = executor.plan.entries
+    entries = ran_plan(executor).entries
     nodes = []
     for index, entry in enumerate(entries, 1):
         progress("comparing node", index, len(entries))
@@ -454,11 +461,11 @@ def compare_rewritten(executor: Executor, entry: PlanEntry, reference: dict, ste
     inputs (a DML node by dml_ep's kernels in onnxruntime's arithmetic, others by onnxruntime's CPU
     kernel: what the candidate computes). A DML node's differences are classified by arithmetic;
     any other node's have the cause "graph"."""
-    constants = executor.plan.constants
-    output = entry.outputs[0] if entry.outputs else None
-    if not entry.origin.rules or output not in reference or not all(
-        n in reference for n in entry.value_inputs if n not in constants
-    ):
+    constants = ran_plan(executor).constants
+    if not entry.origin.rules or not entry.outputs:
+        return
+    output = entry.outputs[0]
+    if output not in reference or not all(n in reference for n in entry.value_inputs if n not in constants):
         return
     result = executor.run_entry(entry, reference)[output]
     comparison.isolated = compare_tensors(output, result, reference[output], step_of(output, reference[output], steps), atol)
@@ -478,9 +485,10 @@ def compare_dml_graph(executor: Executor, entry: DmlNode, reference: dict, steps
     ``passes/dml_graphs.py``), run together on the reference's inputs of the node; at the last of
     them, whose output is the node's, compared (the values between them are dml_ep's alone).
     Differences are counted by the first alternative arithmetic that gives the reference's value."""
-    group = [e for e in executor.plan.entries if e.origin is entry.origin]
+    plan = ran_plan(executor)
+    group = [e for e in plan.entries if e.origin is entry.origin]
     made = {n for e in group for n in e.outputs}
-    inputs = [n for e in group for n in e.value_inputs if n not in made and n not in executor.plan.constants]
+    inputs = [n for e in group for n in e.value_inputs if n not in made and n not in plan.constants]
     if group[-1] is not entry or entry.output not in reference or not all(n in reference for n in inputs):
         return
 
@@ -495,7 +503,8 @@ def compare_dml_graph(executor: Executor, entry: DmlNode, reference: dict, steps
     comparison.isolated = compare_tensors(entry.output, result, expected, step_of(entry.output, expected, steps), atol)
     if not comparison.inexact_in_isolation:
         return
-    unexplained, counts = result != expected, collections.Counter()
+    unexplained = result != expected
+    counts: collections.Counter[str] = collections.Counter()
     for cause, runner in alternatives:
         explained = unexplained & (run(runner) == expected)
         counts[cause] += int(np.count_nonzero(explained))
@@ -509,10 +518,11 @@ def compare_cpu_only_group(executor: Executor, entry: PlanEntry, reference: dict
     """Run DQs -> ``entry`` -> Q, which a CPU-only rule fuses on a CPU reference, on the reference's
     inputs of the DQs; differences of its Q output are the "graph" cause, or against the real DML
     EP (``real_ep``), which runs the group unfused too, "other"."""
-    group = cpu_only_group(executor.plan, entry)
+    plan = ran_plan(executor)
+    group = cpu_only_group(plan, entry)
     output = group[-1].outputs[0]
     made = {n for e in group for n in e.outputs}
-    inputs = [n for e in group for n in e.value_inputs if n not in made and n not in executor.plan.constants]
+    inputs = [n for e in group for n in e.value_inputs if n not in made and n not in plan.constants]
     if not is_q(group[-1].node) or output not in reference or not all(n in reference for n in inputs):
         return
     values = dict(reference)
@@ -559,7 +569,7 @@ def classify(entry: DmlNode, reference: dict, result: np.ndarray, expected: np.n
     other integer next to the exact value, its float32 rounding landed on the other side of the half.
     """
     unexplained = result != expected
-    counts = collections.Counter()
+    counts: collections.Counter[str] = collections.Counter()
     for cause, executor in alternatives:
         explained = unexplained & (first_output(entry, executor.run_dml(entry, reference)) == expected)
         ties = int(np.count_nonzero(exact_ties(entry, reference, explained))) if cause == "float32 rounding" else 0
@@ -583,7 +593,7 @@ EXACT_OPERATORS = frozenset({OP.ELEMENT_WISE_IDENTITY, OP.JOIN, OP.SLICE1, OP.GA
 
 def exact_for_any_input(desc: OperatorDesc) -> bool:
     """Whether no arithmetic can make ``desc``'s output differ for one input (see EXACT_OPERATORS)."""
-    if desc.OPERATOR_TYPE == OP.ELEMENT_WISE_DEQUANTIZE_LINEAR:
+    if isinstance(desc, DML_ELEMENT_WISE_DEQUANTIZE_LINEAR_OPERATOR_DESC):
         return desc.InputTensor.DataType.element_size == 1
     return desc.OPERATOR_TYPE in EXACT_OPERATORS  # dml_ep's standalone ACTIVATION_RELU is int8's
 
@@ -708,7 +718,7 @@ def node_label(node: onnx.NodeProto) -> str:
 
 def desc_summary(desc: OperatorDesc) -> dict:
     """A desc in short: operator type, tensors as ``UINT8 {1,16,32,32}``, other fields as they are."""
-    summary = {"Type": str(desc.OPERATOR_TYPE)}
+    summary: dict[str, object] = {"Type": str(desc.OPERATOR_TYPE)}
     for field in dataclasses.fields(desc):
         value = getattr(desc, field.name)
         if isinstance(value, DML_BUFFER_TENSOR_DESC):

@@ -78,13 +78,13 @@ def fits_float32(b: np.ndarray, b_zero_point: np.ndarray, bias) -> bool:
 
 def content_key(*arrays) -> tuple:
     """Arrays by dtype, shape and a digest of their bytes (None stays None): equal keys, equal arrays."""
-    key = []
+    key: list[tuple | None] = []
     for array in arrays:
         if array is None:
             key.append(None)
             continue
         array = np.asarray(array)
-        key.append((array.dtype.str, array.shape, hashlib.blake2b(np.ascontiguousarray(array), digest_size=32).digest()))
+        key.append((array.dtype.str, array.shape, hashlib.blake2b(np.ascontiguousarray(array).data, digest_size=32).digest()))
     return tuple(key)
 
 
@@ -112,6 +112,10 @@ class Engine:
 
     def _threads(self, b: np.ndarray, rows) -> int:
         return 1
+
+    def _make(self, b, b_zero_point, constant: bool, bias, threads: int):
+        """A new product (each engine makes its own)."""
+        raise NotImplementedError
 
 
 class NumpyEngine(Engine):

@@ -41,7 +41,7 @@ class DML_TENSOR_DATA_TYPE(enum.IntEnum):
         return 1 if self in (DML_TENSOR_DATA_TYPE.UINT4, DML_TENSOR_DATA_TYPE.INT4) else self.numpy().itemsize
 
 
-_TO_NUMPY = {
+_TO_NUMPY: dict[DML_TENSOR_DATA_TYPE, np.dtype] = {
     DML_TENSOR_DATA_TYPE.FLOAT32: np.dtype(np.float32),
     DML_TENSOR_DATA_TYPE.FLOAT16: np.dtype(np.float16),
     DML_TENSOR_DATA_TYPE.UINT32: np.dtype(np.uint32),

@@ -25,7 +25,7 @@ class NodeError(DmlEpError):
         self.node_name = getattr(node, "name", None) if node is not None else None
         self.op_type = getattr(node, "op_type", None) if node is not None else None
         self.tensor = tensor
-        self.made_from = None
+        self.made_from: str | None = None
         super().__init__(self._format())
 
     def _format(self) -> str:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import copy
 import os
 from collections import ChainMap
+from typing import Any, Mapping
 
 import numpy as np
 import onnx
@@ -22,7 +23,7 @@ import onnx
 from .arithmetic import Arithmetic
 from .engines import get_engine
 from .errors import FallbackError, NodeError, OutOfMemoryError, ShapeError
-from .graph import node_reads, ort_message, type_proto, value_info_of
+from .graph import ValueInfo, node_reads, ort_message, type_proto, value_info_of
 from .kernels.dispatch import prepare_kernel, run_kernel
 from .operators.registration import operator_of
 from .passes.dml_fusion import unfused
@@ -39,17 +40,17 @@ class Executor:
         self.planner = planner
         self.arithmetic = arithmetic
         self.engine = get_engine(engine)
-        self._last_run = None  # (entries, value infos) of the last run
-        self._fallback_sessions = {}
-        self._fed = {}
+        self._last_run: Plan | tuple[list[PlanEntry], dict[str, ValueInfo]] | None = None  # (entries, value infos) of the last run
+        self._fallback_sessions: dict[tuple[tuple[int, ...], frozenset[str]], tuple[Any, list[str], list[str]]] = {}
+        self._fed: dict[tuple[int, ...], list[str]] = {}
         self._partitions = fallback_partitions(planner)
         self._last_readers = _last_readers(planner, self._partitions)
         self._partition_of = {id(planner.nodes[i]): group for group in self._partitions.values() for i in group}
-        self._readers = {}  # value name -> indices of the nodes reading it
+        self._readers: dict[str, list[int]] = {}  # value name -> indices of the nodes reading it
         for index, reads in enumerate(planner.reads):
             for name in reads:
                 self._readers.setdefault(name, []).append(index)
-        self._io = {}
+        self._io: dict[tuple[int, ...], tuple[list[str], list[str]]] = {}
         self._pooled = 0  # fallback sessions made with a thread pool
         self._index = {id(node): index for index, node in enumerate(planner.nodes)}
         self._graph_outputs = set(planner.output_names)
@@ -77,10 +78,10 @@ class Executor:
         """Make the sessions of ``plan`` now, as onnxruntime does loading a model: the kernels'
         engine sessions for their weights, and the fallback sessions (refusing a node whose types
         or attributes are invalid before the first run)."""
-        for entry in plan.dml_nodes:
-            prepare_kernel(entry.desc, self._constants(entry), self.arithmetic, self.engine, entry.cache)
-        channels_last = set()  # the values expected to lie channels last: the sessions are made for them
-        made = set()
+        for dml_node in plan.dml_nodes:
+            prepare_kernel(dml_node.desc, self._constants(dml_node), self.arithmetic, self.engine, dml_node.cache)
+        channels_last: set[str] = set()  # the values expected to lie channels last: the sessions are made for them
+        made: set[int] = set()
         for entry in plan.entries:
             if isinstance(entry, DmlNode):
                 if operator_of(entry.desc).output_channels_last or entry.names.get("ATensor") in channels_last:
@@ -106,7 +107,8 @@ class Executor:
         values = dict(feeds)
         values.update((name, planner.constants[name]) for name in self._graph_outputs if name in planner.constants)
         infos = {name: value_info_of(name, value) for name, value in values.items()}
-        entries, done = [], set()
+        entries: list[PlanEntry] = []
+        done: set[int] = set()
         for index in range(len(planner.nodes)):
             if index in done:
                 continue
@@ -136,14 +138,15 @@ class Executor:
                 values[name] = value.copy()
         return values
 
-    def run_entry(self, entry: PlanEntry, values: dict) -> dict[str, np.ndarray]:
+    def run_entry(self, entry: PlanEntry, values: Mapping[str, Any]) -> dict[str, np.ndarray]:
         """One entry's outputs, its inputs read from ``values``."""
         if isinstance(entry, DmlNode):
             result = self.run_dml(entry, values)
-            return dict(zip(entry.outputs, result)) if entry.more_outputs else {entry.output: result}
+            return dict(zip(entry.outputs, result)) if isinstance(result, list) else {entry.output: result}
         return self.run_partition((self._index[id(entry.node)],), values)
 
-    def run_dml(self, entry: DmlNode, values: dict) -> np.ndarray:
+    def run_dml(self, entry: DmlNode, values: Mapping[str, Any]) -> np.ndarray | list[np.ndarray]:
+        """The node's output; a list of its outputs for an operator of several."""
         tensors = {}
         for field, binding in entry.inputs.items():
             tensor = binding if isinstance(binding, np.ndarray) else values[binding]
@@ -169,7 +172,7 @@ class Executor:
             constants = entry.cache["constants"] = {field: b for field, b in entry.inputs.items() if isinstance(b, np.ndarray)}
         return constants
 
-    def run_partition(self, group: tuple[int, ...], values: dict) -> dict[str, np.ndarray]:
+    def run_partition(self, group: tuple[int, ...], values: Mapping[str, Any]) -> dict[str, np.ndarray]:
         """The outputs of fallback nodes (one, or a partition: those read after it), from one
         onnxruntime run. Inputs that lie channels last in memory go in as they lie."""
         inputs = self._partition_inputs(group)
@@ -280,11 +283,11 @@ def _last_readers(planner: Planner, partitions: dict[int, tuple[int, ...]]) -> d
         for member in group:
             step[member] = first
     keep = set(planner.output_names)
-    last = {}
+    last: dict[str, int] = {}
     for index, reads in enumerate(planner.reads):
         for name in reads:
             last[name] = max(last.get(name, -1), step[index])
-    readers = {}
+    readers: dict[int, list[str]] = {}
     for name, at in last.items():
         if name not in keep:
             readers.setdefault(at, []).append(name)

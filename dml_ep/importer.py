@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import ChainMap
+from typing import Mapping
 
 import numpy as np
 import onnx
@@ -28,7 +29,7 @@ from .real_ep import ASSIGNED_TO_DML, not_modelled_reason
 DEFAULT_FEATURE_LEVEL = max(DML_FEATURE_LEVEL)
 
 
-def signature(node: onnx.NodeProto, values: dict[str, ValueInfo], constants: dict[str, np.ndarray], run_data: dict | None = None) -> tuple:
+def signature(node: onnx.NodeProto, values: Mapping[str, ValueInfo], constants: dict[str, np.ndarray], run_data: dict | None = None) -> tuple:
     """All an importer reads of a node: its op and attributes, each input's constant (by name),
     run-time CPU input (by value) or type and shape, and its output's type. Nodes of one signature
     make one desc, so that a model of repeated layers imports each kind of node once."""
@@ -63,7 +64,7 @@ class NodeImporter:
         indices = row.constant_cpu_inputs if row is not None else ()
         return [node.input[i] for i in indices if i < len(node.input) and node.input[i] and node.input[i] not in self.constants]
 
-    def plan_node(self, node: onnx.NodeProto, origin: Origin, values: dict[str, ValueInfo], run_data: dict | None = None) -> PlanEntry:
+    def plan_node(self, node: onnx.NodeProto, origin: Origin, values: Mapping[str, ValueInfo], run_data: dict | None = None) -> PlanEntry:
         """The node's entry, ``values`` giving the types and shapes of its inputs and the type of its
         output; ``run_data`` the values of its required CPU inputs computed in this run."""
         domain = "" if node.domain == "ai.onnx" else node.domain
@@ -72,16 +73,18 @@ class NodeImporter:
             out = values.get(node.output[0]) if node.output else None
             float_op = out is not None and out.dtype is not None and out.dtype.kind == "f"
             return FallbackNode(node, not_modelled_reason(node, origin, float_op), origin)
-        empty = next((n for n in node.input if 0 in (getattr(values.get(n), "shape", None) or ())), None)
+        shapes = ((n, getattr(values.get(n), "shape", None) or ()) for n in node.input)
+        empty = next(((n, shape) for n, shape in shapes if 0 in shape), None)
         if empty is not None:  # the real EP's operators skip empty tensors; dml_ep leaves them to the CPU EP
-            return FallbackNode(node, f"input {empty!r} is empty (shape {list(values[empty].shape)}); DirectML sizes are at least 1; "
+            name, shape = empty
+            return FallbackNode(node, f"input {name!r} is empty (shape {list(shape)}); DirectML sizes are at least 1; "
                                       "on DirectML in the real EP, whose operators skip empty tensors", origin)
         key = signature(node, values, self.constants, run_data)
         made = self._made.get(key)
         if made is not None:
             return self._rebound(made, node, origin)
         constants = ChainMap(run_data, self.constants) if run_data else self.constants
-        ctx = NodeContext(node, values, constants, self.feature_level, self.opsets.get(domain, 1))
+        ctx = NodeContext(node, values, constants, self.feature_level, self.opsets.get(domain, 1), origin)
         try:
             entry = row.import_node(ctx)
             validated(entry.desc, self.feature_level)
@@ -91,18 +94,16 @@ class NodeImporter:
             return FallbackNode(node, f"{reason}; {ASSIGNED_TO_DML} on a device below that feature level", origin)
         except NodeError as error:  # invalid: name the model's own nodes too
             raise error.made_by(origin) from None
-        entry.origin = origin
         self._made[key] = entry
         return entry
 
     def _rebound(self, made: DmlNode, node: onnx.NodeProto, origin: Origin) -> DmlNode:
         """``made``, the entry of a node of the same signature, for ``node``: its desc shared, its
         fields bound to ``node``'s inputs."""
-        entry = bound(node, made.desc, made.input_index, (made.output_shape, *(shape for _, shape in made.more_outputs)), self.constants)
-        entry.origin = origin
-        return entry
+        return bound(node, made.desc, made.input_index, (made.output_shape, *(shape for _, shape in made.more_outputs)), self.constants,
+                     origin)
 
-    def never_maps(self, node: onnx.NodeProto, values: dict[str, ValueInfo]) -> bool:
+    def never_maps(self, node: onnx.NodeProto, values: Mapping[str, ValueInfo]) -> bool:
         """Whether ``node`` falls back whatever its shapes: no DirectML operator is modelled for its op,
         its version, or (``values``' static types) the element type of its first input."""
         domain = "" if node.domain == "ai.onnx" else node.domain
@@ -112,6 +113,6 @@ class NodeImporter:
         first = values.get(node.input[0]) if node.input and node.input[0] not in self.constants else None
         return row.input_types is not None and first is not None and first.dtype is not None and first.dtype not in row.input_types
 
-    def maps(self, node: onnx.NodeProto, values: dict[str, ValueInfo]) -> bool:
+    def maps(self, node: onnx.NodeProto, values: Mapping[str, ValueInfo]) -> bool:
         """Whether ``node`` becomes a DirectML operator (the DML EP's IsNodeSupportedByDml)."""
         return isinstance(self.plan_node(node, Origin((), (node,)), values), DmlNode)

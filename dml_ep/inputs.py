@@ -61,7 +61,7 @@ def _shape_text(name: str, shape: tuple[int, ...]) -> str:
 
 
 def random_inputs(model: onnx.ModelProto, seed: int = 0, shapes: dict[str, tuple[int, ...]] | None = None,
-                  ranges: dict[str, tuple] | None = None) -> dict[str, np.ndarray]:
+                  ranges: dict[str, tuple | None] | None = None) -> dict[str, np.ndarray]:
     """One seeded random array per graph input, at its shape in ``shapes``, else its declared
     shape (symbolic dims as 1), with values in its range in ``ranges`` (as :func:`value_ranges`
     gives them; by default, ``value_ranges(model)``)."""
@@ -110,7 +110,7 @@ def value_ranges(model: onnx.ModelProto, given: dict[str | None, tuple] | None =
         if name is not None and name not in names:
             raise FeedError(f"--val-range {_range_text(name, bounds)}: no model input named {name!r} (inputs: {', '.join(names)})")
     sizes = gather_sizes(model.graph)
-    ranges = {}
+    ranges: dict[str, tuple | None] = {}
     for value in values:
         if not value.type.HasField("tensor_type"):
             continue
@@ -157,7 +157,8 @@ def gather_sizes(graph_proto: onnx.GraphProto) -> dict[str, int]:
     or Constant node, maybe through a DequantizeLinear or Cast): the smallest size of such data
     along the gathered axis, so that indices drawn in ``[0, size - 1]`` are in range."""
     shapes = {tensor.name: tuple(tensor.dims) for tensor in graph_proto.initializer}
-    producers, consumers = {}, {}
+    producers: dict[str, onnx.NodeProto] = {}
+    consumers: dict[str, list[tuple[onnx.NodeProto, int]]] = {}
     for node in graph_proto.node:
         if node.domain not in ("", "ai.onnx"):
             continue
@@ -173,7 +174,7 @@ def gather_sizes(graph_proto: onnx.GraphProto) -> dict[str, int]:
             return shapes.get(name)
         return data_shape(node.input[0])
 
-    sizes = {}
+    sizes: dict[str, int] = {}
     for value in graph.graph_inputs(graph_proto):
         reached, seen = [value.name], set()
         while reached:
@@ -206,8 +207,8 @@ def parse_val_range(text: str) -> tuple[str | None, tuple]:
         if not sep or not name:
             raise FeedError(f"--val-range {text!r}: expected NAME=LO,HI, NAME:[LO,HI] or [LO,HI]")
     parts = bounds.split(",")
-    numbers = [_number(part.strip()) for part in parts]
-    if len(numbers) != 2 or None in numbers:
+    numbers = [n for n in (_number(part.strip()) for part in parts) if n is not None]
+    if len(parts) != 2 or len(numbers) != 2:
         raise FeedError(f"--val-range {text!r}: the range is two numbers, LO,HI")
     low, high = numbers
     if not (math.isfinite(low) and math.isfinite(high)):
@@ -354,10 +355,12 @@ def _drawn(dtype: np.dtype, bounds: tuple | None) -> str:
     """What a source adds about a random input's values: the range of integers, unless their whole
     type, or of floats drawn uniformly (``--val-range``); nothing for standard normal floats and
     booleans."""
+    if bounds is None:  # standard normal floats
+        return ""
     if dtype.kind in "iu":
         info = np.iinfo(dtype)
         return "" if bounds == (info.min, info.max) else f", {INTEGERS} [{bounds[0]}, {bounds[1]}]"
-    if dtype.kind == "f" and bounds is not None:
+    if dtype.kind == "f":
         return f", uniform in [{bounds[0]:g}, {bounds[1]:g})"
     return ""
 

@@ -30,10 +30,10 @@ class DmlNode:
     inputs: dict[str, Union[str, np.ndarray]]
     output: str
     output_shape: tuple[int, ...]
+    origin: Origin
     names: dict[str, str] = dataclasses.field(default_factory=dict)  # the graph value bound to each field of ``inputs``
     input_index: dict[str, int] = dataclasses.field(default_factory=dict)  # the node input bound to each field, by position
-    origin: Origin | None = None  # set by the importer
-    input_shapes: dict[str, tuple] = dataclasses.field(default_factory=dict)  # of the values bound, set by the planner
+    input_shapes: dict[str, tuple | None] = dataclasses.field(default_factory=dict)  # of the values bound, set by the planner
     cache: dict = dataclasses.field(default_factory=dict, repr=False)
     more_outputs: tuple[tuple[str, tuple], ...] = ()  # (name, shape) of the outputs after the first (DYNAMIC_QUANTIZE_LINEAR's scale, zero point)
 
@@ -149,17 +149,22 @@ def node_macs(node: onnx.NodeProto, values: dict[str, "ValueInfo"]) -> int:
     """A node's multiply-accumulates from the value shapes, by one rule on DirectML and the fallback
     (so MACs move with a node between them): convolutions N*OC*OH*OW*(C/G)*KH*KW, matmul-like
     outputs*K, element-wise arithmetic one per output element, other ops 0."""
-    out = values.get(node.output[0]) if node.output else None
-    if out is None or not out.known:  # not a tensor, or its shape known only when run
+    out = known_shape(values.get(node.output[0]) if node.output else None)
+    if out is None:  # not a tensor, or its shape known only when run
         return 0
-    outputs = int(np.prod(out.shape))
+    outputs = int(np.prod(out))
     if node.op_type in CONV_WEIGHT_INPUT:
-        weight = values.get(node.input[CONV_WEIGHT_INPUT[node.op_type]])
-        return outputs * int(np.prod(weight.shape[1:])) if weight and weight.known else 0
+        weight = known_shape(values.get(node.input[CONV_WEIGHT_INPUT[node.op_type]]))
+        return outputs * int(np.prod(weight[1:])) if weight is not None else 0
     if node.op_type in MATMUL_A_INPUT:
-        a = values.get(node.input[0])
-        if a is None or not a.known or not a.shape:
+        a = known_shape(values.get(node.input[0]))
+        if not a:
             return 0
         transposed = any(attr.name == "transA" and attr.i for attr in node.attribute)
-        return outputs * a.shape[-2 if transposed else -1]
+        return outputs * a[-2 if transposed else -1]
     return outputs if node.op_type in ELEMENT_WISE else 0
+
+
+def known_shape(info: ValueInfo | None) -> tuple[int, ...] | None:
+    """A tensor's shape when every dimension is known, else None."""
+    return info.shape if info is not None and info.known else None

@@ -13,6 +13,7 @@ session, the executor, the CLI and compare all plan through this module.
 from __future__ import annotations
 
 from collections import ChainMap
+from typing import Mapping
 
 import numpy as np
 import onnx
@@ -99,7 +100,7 @@ class Planner:
                 infos[name] = ValueInfo(name, info.dtype, tuple(1 if d is None else d for d in info.shape))
         return self._importer.maps(node, ChainMap(infos, known))
 
-    def entry(self, index: int, values: dict[str, ValueInfo], data: dict | None = None) -> PlanEntry:
+    def entry(self, index: int, values: Mapping[str, ValueInfo], data: dict | None = None) -> PlanEntry:
         """Node ``index`` planned for the types and shapes of its inputs (``values`` holds at least
         every name in ``reads[index]``) and, where a run gives them in ``data``, the values of its
         required CPU inputs (a Reshape's computed shape); made once per distinct signature."""
@@ -131,9 +132,9 @@ class Planner:
         are all known, in order; the others are listed as ``pending`` (their shapes come with a run)."""
         entries, pending = [], []
         for index, node in enumerate(self.nodes):
-            inputs = {n: values.get(n) for n in self.reads[index]}
-            if all(info is not None and (info.known or info.dtype is None and info.type) for info in inputs.values()):
-                entries.append(self.entry(index, inputs))
+            infos = [values.get(n) for n in self.reads[index]]
+            if all(info is not None and (info.known or info.dtype is None and info.type) for info in infos):
+                entries.append(self.entry(index, values))
             else:
                 pending.append(node)
         return self.plan_of(entries, values, pending, assumed)

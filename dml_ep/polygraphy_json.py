@@ -57,7 +57,7 @@ def inputs_json(feeds: list[dict[str, np.ndarray]]) -> str:
 
 def load_run_results(path: str) -> dict[str, list[dict[str, np.ndarray]]]:
     """Each runner's iterations in a RunResults file (or a directory of per-iteration ones), in order."""
-    runners = {}
+    runners: dict[str, list[dict[str, np.ndarray]]] = {}
     for file, document in _documents(path):
         try:
             if not isinstance(document, dict) or document.get(MARKER) != "RunResults":

@@ -181,9 +181,11 @@ class InferenceSession:
             reason = "the session's providers do not include DmlExecutionProvider"
             entries = [FallbackNode(n, reason, Origin((), (n,))) for n in self.planner.source.graph.node]
             return self.planner.plan_of(entries, dict(self.planner.static))
-        if self.executor.plan is None and self._loaded_plan is None:
+        if self.executor.plan is not None:
+            return self.executor.plan
+        if self._loaded_plan is None:
             self._loaded_plan = self.planner.plan_for_shapes()
-        return self.executor.plan or self._loaded_plan
+        return self._loaded_plan
 
     def get_inputs(self) -> list[NodeArg]:
         return [self._node_arg(v) for v in self.planner.declared]

@@ -61,7 +61,8 @@ class DML_BUFFER_TENSOR_DESC:
 
         Descs are immutable, so equal ones are one object (:func:`_interned`): a graph of
         thousands of nodes of a few shapes holds a few descs, not three per node."""
-        return _interned(cls, data_type, tuple(sizes), None if strides is None else tuple(strides), flags)
+        # mypy checks the class against Hashable by its instances' __hash__ (a class is always hashable)
+        return _interned(cls, data_type, tuple(sizes), None if strides is None else tuple(strides), flags)  # type: ignore[arg-type]
 
     @classmethod
     def _make(cls, data_type, sizes, strides, flags) -> "DML_BUFFER_TENSOR_DESC":

@@ -177,3 +177,19 @@ def test_bad_model_zoo_directories_exit_2(capsys, zoo, spoil, options, message):
 def test_a_directory_without_models_or_data_sets_is_an_error(capsys, tmp_path):
     status, _, err = run_cli(capsys, "compare", tmp_path)
     assert status == 2 and err == f"dml-ep: error: {tmp_path}: no ONNX models found\n"
+
+
+def test_a_glob_matching_directories_takes_zoo_layouts_and_other_folders_models(capsys, zoo):
+    """``compare 'DIR/*'``: a matched folder not laid out as a zoo gives its *.onnx (it was an
+    internal error: its missing layout unpacked), a zoo folder its data sets, a file itself."""
+    plain = zoo.parent / "plain"
+    plain.mkdir()
+    shutil.copy(MODELS / "mlp.onnx", plain / "mlp.onnx")
+    shutil.copy(MODELS / "mlp.onnx", zoo.parent / "loose.onnx")
+    (zoo.parent / "empty").mkdir()
+    status, out, err, report = compare_zoo(capsys, zoo.parent / "*")
+    assert status == 0, err
+    assert sorted(m["model"] for m in report["models"]) == sorted(
+        [str(zoo.parent / "loose.onnx"), str(plain / "mlp.onnx"), str(zoo / "test_data_set_0"), str(zoo / "test_data_set_1")])
+    status, _, err = run_cli(capsys, "compare", zoo.parent / "empty" / "*")
+    assert status == 2 and "no ONNX models found" in err

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import cast
 
 from ..enums import DML_OPERATOR_TYPE, DML_TENSOR_DATA_TYPE, DML_TENSOR_FLAGS
 from ..errors import DxDispatchError
@@ -48,7 +49,7 @@ def to_dict(desc: OperatorDesc) -> dict:
 
 def tensor_to_dict(tensor: DML_BUFFER_TENSOR_DESC) -> dict:
     """DataType, Sizes, Strides (when not packed), Flags and TotalTensorSizeInBytes."""
-    out = {"DataType": tensor.DataType.name, "Sizes": list(tensor.Sizes)}
+    out: dict[str, object] = {"DataType": tensor.DataType.name, "Sizes": list(tensor.Sizes)}
     if tensor.Strides is not None:
         out["Strides"] = list(tensor.Strides)
     out["Flags"] = _flags_name(tensor.Flags)
@@ -123,7 +124,7 @@ def _desc_from_dict(op_type: DML_OPERATOR_TYPE, data, where: str, fused: bool = 
     unknown = sorted(set(data) - set(fields))
     if unknown:
         raise DxDispatchError(f"{where}: {cls.__name__} has no field {unknown[0]!r} (fields: {', '.join(fields)})")
-    values = {}
+    values: dict[str, object] = {}
     for name, field in fields.items():
         at, kind = f"{where}.{name}", _kind(field)
         if fused and kind.startswith("TensorDesc"):
@@ -185,7 +186,7 @@ def _activation_from_dict(value, where: str) -> ActivationDesc:
     if not issubclass(cls, ActivationDesc):
         raise DxDispatchError(f"{where}: {op_type} is not an activation")
     fields = value["Desc"] if set(value) == {"Type", "Desc"} else {k: v for k, v in value.items() if k != "Type"}
-    return _desc_from_dict(op_type, fields, where, fused=True)
+    return cast(ActivationDesc, _desc_from_dict(op_type, fields, where, fused=True))  # an activation's class: checked above
 
 
 def tensor_from_dict(value, where: str) -> DML_BUFFER_TENSOR_DESC:

@@ -21,6 +21,7 @@ import json
 import os
 import shutil
 import tempfile
+from typing import Any
 
 import numpy as np
 
@@ -94,7 +95,7 @@ def export(model, directory: str, feeds: dict | None = None, *, seed: int = 0, s
         values={name: np.asarray(values[name], order="C").reshape(dimensions.get(name, np.shape(values[name])))
                 for name in expected_names},
     )
-    files = {MODEL_FILE: _json_bytes(model_json), "README.txt": _readme(result, source, arithmetic).encode()}
+    files: dict[str, bytes | np.ndarray] = {MODEL_FILE: _json_bytes(model_json), "README.txt": _readme(result, source, arithmetic).encode()}
     files.update((path, result.values[name]) for name, path in result.expected.items())
     files.update((path, writer.files[path]) for path in writer.files)
     _write_directory(directory, files, empty=["output"])
@@ -106,12 +107,15 @@ class _Writer:
 
     def __init__(self, plan: Plan, values: dict):
         self.plan, self.values = plan, values
-        self.resources, self.dispatchables, self.commands = {}, {}, []
-        self.files = {}  # resources/<file> -> array
-        self.sequences, self.captured = [], []
-        self.made = set()  # values a dispatch writes
-        self._sizes = {}  # resource -> bytes the descs bound to it span
-        self._sources = {}  # resource -> array it is initialized from
+        self.resources: dict[str, dict] = {}
+        self.dispatchables: dict[str, dict] = {}
+        self.commands: list[dict] = []
+        self.files: dict[str, np.ndarray] = {}  # resources/<file> -> array
+        self.sequences: list[list[str]] = []
+        self.captured: list[str] = []
+        self.made: set[str] = set()  # values a dispatch writes
+        self._sizes: dict[str, int] = {}  # resource -> bytes the descs bound to it span
+        self._sources: dict[str, np.ndarray] = {}  # resource -> array it is initialized from
         self._graph_inputs = {value.name for value in plan.inputs}
 
     def model(self) -> dict:
@@ -140,19 +144,19 @@ class _Writer:
         return [name for entry in self.plan.dml_nodes for name in entry.outputs if name in read_by_fallback | outputs]
 
     def _dispatch(self, entry: DmlNode, name: str) -> None:
-        initialization, execution = {}, {}
+        initialization: dict[str, str] = {}
+        execution: dict[str, str] = {}
         made = dict(zip(descs.output_fields(entry.desc), entry.outputs))  # OutputTensor, and any further outputs in order
         for field, tensor in entry.desc.tensors().items():
-            value = made.get(field, entry.names.get(field))
+            value = made[field] if field in made else entry.names[field]
             self._bind(value, tensor, made=field in made)
             owned = tensor.Flags & DML_TENSOR_FLAGS.OWNED_BY_DML
             (initialization if owned else execution)[field] = value
-        initialization, execution = _arrays(initialization), _arrays(execution)
         dispatchable = descs.to_dict(entry.desc)
         if initialization:  # bound when DirectML initializes the operator, as OWNED_BY_DML tensors are
-            dispatchable["bindings"] = initialization
+            dispatchable["bindings"] = _arrays(initialization)
         self.dispatchables[name] = dispatchable
-        self.commands.append({"type": "dispatch", "dispatchable": name, "bindings": execution})
+        self.commands.append({"type": "dispatch", "dispatchable": name, "bindings": _arrays(execution)})
         self.sequences[-1].append(name)
 
     def _bind(self, value: str, tensor, made: bool) -> None:
@@ -189,9 +193,9 @@ class _Writer:
         return resources
 
 
-def _arrays(bindings: dict) -> dict:
+def _arrays(bindings: dict[str, str]) -> dict[str, Any]:
     """Bindings with an array field's tensors (``InputTensors[0]``, ...) as one list, as DxDispatch binds them."""
-    out = {}
+    out: dict[str, Any] = {}  # a name, or a list of them
     for field, value in bindings.items():
         name, _, index = field.partition("[")
         if index:

@@ -25,6 +25,7 @@ from ..engines import get_engine
 from ..enums import DML_FEATURE_LEVEL, DML_TENSOR_DATA_TYPE
 from ..errors import DescValidationError, DxDispatchError
 from ..kernels.dispatch import run_kernel
+from ..operators.base import OperatorDesc
 from .descs import FLOAT_WORDS, NotModelled, data_type_of, from_dict, output_fields
 
 
@@ -49,7 +50,7 @@ class Dispatchable:
 
     name: str
     type: str
-    desc: object | None
+    desc: OperatorDesc | None
     bindings: dict
     not_modelled: DxDispatchError | None = None
     cache: dict = dataclasses.field(default_factory=dict, repr=False)
@@ -67,15 +68,16 @@ class DxDispatchModel:
     def run(self, arithmetic: str = "directml", engine: str | None = None) -> dict[str, np.ndarray]:
         """Execute the commands on fresh copies of the resources; return what ``writeFile`` and
         ``print`` commands give, by resource name (a later command on a resource replaces an earlier)."""
-        arithmetic, engine = Arithmetic(arithmetic), get_engine(engine)
+        kernel_arithmetic, kernel_engine = Arithmetic(arithmetic), get_engine(engine)
         buffers = {name: dataclasses.replace(resource, buffer=bytearray(resource.buffer)) for name, resource in self.resources.items()}
         results = {}
         for command in self.commands:
             kind = command["type"].lower()
-            resource = buffers.get(command.get("resource"))
             if kind == "dispatch":
-                self._dispatch(self.dispatchables[command["dispatchable"]], command["bindings"], buffers, arithmetic, engine)
-            elif kind == "writefile":
+                self._dispatch(self.dispatchables[command["dispatchable"]], command["bindings"], buffers, kernel_arithmetic, kernel_engine)
+                continue
+            resource = buffers[command["resource"]]  # the reader checked that it names one
+            if kind == "writefile":
                 dims = command.get("dimensions")
                 count = None if not dims else math.prod(dims)
                 results[command["resource"]] = resource.elements(count).reshape(dims or -1)
@@ -88,6 +90,7 @@ class DxDispatchModel:
         if dispatchable.not_modelled is not None:
             raise dispatchable.not_modelled
         desc = dispatchable.desc
+        assert desc is not None, "a dispatchable dml_ep models has its desc"
         tensors = desc.tensors()
         bound = {**dispatchable.bindings, **_names(bindings, where)}
         unknown = sorted(set(bound) - set(tensors))

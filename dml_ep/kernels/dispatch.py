@@ -12,6 +12,14 @@ the quantized products' exact integer sums (``dml_ep.engines``); ``cache`` is th
 from __future__ import annotations
 
 from ..operators.registration import operator_of
+from .quantized_product import PreparedQuantizedProduct
+
+
+def product_class(desc) -> type[PreparedQuantizedProduct]:
+    """The prepared class of a quantized product's desc."""
+    product = operator_of(desc).prepared
+    assert product is not None, f"{desc.OPERATOR_TYPE} has a kernel, not a prepared product"
+    return product
 
 
 def prepared(desc, tensors: dict, arithmetic, engine, cache: dict):
@@ -19,7 +27,7 @@ def prepared(desc, tensors: dict, arithmetic, engine, cache: dict):
     buffers bound at initialization, which ``tensors`` must hold)."""
     key = ("prepared", engine.name, arithmetic)
     if key not in cache:
-        cache[key] = operator_of(desc).prepared(desc, tensors, arithmetic, engine, cache)
+        cache[key] = product_class(desc)(desc, tensors, arithmetic, engine, cache)
     return cache[key]
 
 
@@ -30,6 +38,7 @@ def run_kernel(desc, tensors: dict, arithmetic, engine, cache: dict, constants: 
     operator = operator_of(desc)
     if operator.prepared is not None:
         return prepared(desc, tensors if constants is None else constants, arithmetic, engine, cache)(tensors)
+    assert operator.kernel is not None, "every operator has a kernel or a prepared product"
     return operator.kernel(desc, tensors, arithmetic, cache)
 
 
@@ -43,4 +52,4 @@ def prepare_kernel(desc, constants: dict, arithmetic, engine, cache: dict) -> No
 def integer_core(desc, tensors: dict, engine):
     """A quantized product's exact integer sums alone: convolutions channels last, [N, OH, OW, OC];
     matrix multiplies [batch, channel, M, N]."""
-    return operator_of(desc).prepared.integer_core(desc, tensors, engine)
+    return product_class(desc).integer_core(desc, tensors, engine)

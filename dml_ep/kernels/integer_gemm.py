@@ -42,8 +42,8 @@ def exact_matmul(a: np.ndarray, b: np.ndarray, blocks: list[slice]) -> np.ndarra
     """
     if len(blocks) == 1:
         return np.matmul(a, b)
-    total = None
-    for block in blocks:
-        part = np.matmul(a[..., block], b[..., block, :])
-        total = part.astype(np.float64) if total is None else np.add(total, part, out=total)
+    first, *rest = blocks
+    total = np.matmul(a[..., first], b[..., first, :]).astype(np.float64)
+    for block in rest:
+        np.add(total, np.matmul(a[..., block], b[..., block, :]), out=total)
     return total

@@ -78,7 +78,8 @@ class PreparedQuantizedProduct:
         return getattr(self.desc, field, None) is not None and field not in self.initialized
 
     def _requantizer(self, tensors: dict) -> quantize.Requantizer:
-        return quantize.Requantizer(*self.requantize_parameters(tensors), self.desc.OutputTensor.DataType.numpy(), self.arithmetic)
+        scale_a, scale_b, scale_out, zero_point = self.requantize_parameters(tensors)
+        return quantize.Requantizer(scale_a, scale_b, scale_out, zero_point, self.desc.OutputTensor.DataType.numpy(), self.arithmetic)
 
     def finish(self, acc: np.ndarray, tensors: dict) -> np.ndarray:
         """The output values from the integer core's sums (u8s8 correction included); ``tensors``

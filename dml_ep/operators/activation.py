@@ -55,8 +55,8 @@ from .importing import MAX_DIMENSIONS, Fallback, NodeContext, broadcast, quantiz
 class ActivationDesc(OperatorDesc):
     """Common base of DML_ACTIVATION_*_OPERATOR_DESC."""
 
-    InputTensor: TensorDesc = None
-    OutputTensor: TensorDesc = None
+    InputTensor: TensorDesc | None = None
+    OutputTensor: TensorDesc | None = None
     SAME_TYPE = (("InputTensor", "OutputTensor"),)
 
     @property
@@ -206,7 +206,7 @@ def relu(ctx: NodeContext) -> DmlNode:
         raise Fallback(f"{dtype} Relu is an integer operator dml_ep does not model (int8 only)", ON_DML)
     if dtype != np.dtype(np.int8):
         raise Fallback(f"{dtype} Relu: the DML EP registers Relu-14 for float16, float32, int8, int16, int32", ON_CPU)
-    shape = ctx.info(0).shape
+    shape = ctx.shape(0)
     if len(shape) > MAX_DIMENSIONS:
         raise Fallback(f"{len(shape)} dimensions (DirectML supports at most {MAX_DIMENSIONS})", ASSIGNED_TO_DML)
     sizes = left_pad(shape, max(4, len(shape)))
@@ -345,6 +345,7 @@ def activation(desc: ActivationDesc, tensors: dict, arithmetic, cache: dict) -> 
     """A standalone activation operator (InputTensor to OutputTensor); ACTIVATION_RELU on
     integers is ``max(x, 0)`` in the input's type; ACTIVATION_SIGMOID in ``"onnxruntime"``
     arithmetic is MLAS's logistic kernel (:func:`mlas_logistic`)."""
+    assert desc.InputTensor is not None and desc.OutputTensor is not None  # null only in a fused activation
     x = view(tensors["InputTensor"], desc.InputTensor)
     if x.dtype.kind in "iu":  # only RELU takes integers
         return np.maximum(x, x.dtype.type(0)).reshape(desc.OutputTensor.Sizes)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Callable, ClassVar, Optional
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Optional, Sequence
 
 from ..enums import DML_FEATURE_LEVEL as FL
 from ..enums import DML_OPERATOR_TYPE as OP
@@ -20,8 +20,10 @@ from ..enums import DML_TENSOR_DATA_TYPE as DT
 from ..errors import DescValidationError
 from ..tensor_desc import DML_BUFFER_TENSOR_DESC, left_pad
 
+if TYPE_CHECKING:
+    from ..kernels.quantized_product import PreparedQuantizedProduct
 
-TensorDesc = Optional[DML_BUFFER_TENSOR_DESC]
+TensorDesc = DML_BUFFER_TENSOR_DESC  # a tensor field; one DirectML lets be null is ``TensorDesc | None``
 SignedIntegers = tuple  # of int: a DirectML INT array (the others are UINT)
 TensorDescArray = tuple  # of DML_BUFFER_TENSOR_DESC: a ``_Field_size_(Count)`` array of tensor descs (JOIN's InputTensors)
 
@@ -77,6 +79,7 @@ def rules(table, types_by_field) -> tuple[TensorRule, ...]:
 class OperatorDesc:
     """Behaviour shared by the operator descs; subclasses are frozen dataclasses."""
 
+    __dataclass_fields__: ClassVar[dict[str, dataclasses.Field[Any]]]  # each subclass's, as a dataclass
     OPERATOR_TYPE: ClassVar[OP]
     INTRODUCED: ClassVar[FL] = FL.FL_1_0
     TENSOR_RULES: ClassVar[tuple[TensorRule, ...]] = ()
@@ -94,7 +97,7 @@ class OperatorDesc:
                 out.update((f"{f.name}[{index}]", each) for index, each in enumerate(value))
         return out
 
-    def tensor(self, field: str) -> TensorDesc:
+    def tensor(self, field: str) -> TensorDesc | None:
         """One tensor field by name, ``Name[i]`` for an element of an array field."""
         name, _, index = field.partition("[")
         value = getattr(self, name)
@@ -148,7 +151,7 @@ class OperatorDesc:
         """A tensor's sizes right-aligned to 4-D (lower feature levels allow fewer dimensions)."""
         return left_pad(getattr(self, field).Sizes, 4)
 
-    def check_sizes(self, field: str, allowed: list[tuple[int, ...]], what: str) -> None:
+    def check_sizes(self, field: str, allowed: Sequence[tuple[int, ...]], what: str) -> None:
         tensor = getattr(self, field)
         if tensor is not None and self.sizes4(field) not in allowed:
             self.fail(f"sizes {list(tensor.Sizes)} must be {what}", field)
@@ -215,12 +218,12 @@ class QuantizedBinaryDesc(OperatorDesc):
 
     ATensor: TensorDesc
     AScaleTensor: TensorDesc
-    AZeroPointTensor: TensorDesc
+    AZeroPointTensor: TensorDesc | None
     BTensor: TensorDesc
     BScaleTensor: TensorDesc
-    BZeroPointTensor: TensorDesc
+    BZeroPointTensor: TensorDesc | None
     OutputScaleTensor: TensorDesc
-    OutputZeroPointTensor: TensorDesc
+    OutputZeroPointTensor: TensorDesc | None
     OutputTensor: TensorDesc
 
     SAME_TYPE = QUANTIZED_BINARY_SAME_TYPE
@@ -252,5 +255,5 @@ class Operator:
     desc: type
     exact_value: Optional[Callable]
     kernel: Optional[Callable] = None
-    prepared: Optional[type] = None
+    prepared: Optional[type[PreparedQuantizedProduct]] = None
     output_channels_last: bool = False

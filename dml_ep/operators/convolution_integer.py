@@ -56,9 +56,9 @@ class DML_CONVOLUTION_INTEGER_OPERATOR_DESC(OperatorDesc):
     """CONVOLUTION_INTEGER (ONNX ConvInteger), DML_FEATURE_LEVEL_2_1 and up."""
 
     InputTensor: TensorDesc
-    InputZeroPointTensor: TensorDesc
+    InputZeroPointTensor: TensorDesc | None
     FilterTensor: TensorDesc
-    FilterZeroPointTensor: TensorDesc
+    FilterZeroPointTensor: TensorDesc | None
     OutputTensor: TensorDesc
     DimensionCount: int
     Strides: tuple[int, ...]
@@ -109,7 +109,7 @@ def conv_integer(ctx: NodeContext) -> DmlNode:
     if w_zp is not None:  # a constant: per channel unless one value (all-equal: a broadcast scalar)
         w_zp_desc = parameter_tensor(w_zp, channel4 if w_zp.size > 1 else (1, 1, 1, 1))
     elif ctx.input_name(W_ZP):  # bound at run time: as its shape says
-        w_zp_desc = tensor(w_type, channel4 if int(np.prod(ctx.info(W_ZP).shape)) > 1 else (1, 1, 1, 1))
+        w_zp_desc = tensor(w_type, channel4 if int(np.prod(ctx.shape(W_ZP))) > 1 else (1, 1, 1, 1))
     else:
         w_zp_desc = None
     desc = DML_CONVOLUTION_INTEGER_OPERATOR_DESC(

@@ -90,7 +90,7 @@ def dynamic_quantize_linear(ctx: NodeContext) -> DmlNode:
     y_type = ctx.values[ctx.node.output[0]].dtype
     if y_type not in (np.dtype(np.uint8), np.dtype(np.int8)):
         raise Fallback(f"output type {y_type} is not supported (INT8, UINT8)", ON_CPU)
-    shape = ctx.info(0).shape
+    shape = ctx.shape(0)
     if len(shape) > 4:
         raise Fallback(f"a {len(shape)}-D input: the DML EP pads the scale and zero point to 4 dimensions, "
                        "which must equal the input's DimensionCount (inferred)", ASSIGNED_TO_DML)
@@ -153,9 +153,9 @@ def _lanes_min_max(x: np.ndarray) -> tuple[np.float32, np.float32]:
         for row in x[: n // 32 * 32].reshape(-1, 32):
             mx, mn = maxps(mx, row), minps(mn, row)
         i = n // 32 * 32
-        mx, mn = mx.reshape(4, 8), mn.reshape(4, 8)
-        mx8 = maxps(maxps(mx[0], mx[1]), maxps(mx[2], mx[3])) if n >= 32 else mx[0]
-        mn8 = minps(minps(mn[0], mn[1]), minps(mn[2], mn[3])) if n >= 32 else mn[0]
+        mx4, mn4 = mx.reshape(4, 8), mn.reshape(4, 8)
+        mx8 = maxps(maxps(mx4[0], mx4[1]), maxps(mx4[2], mx4[3])) if n >= 32 else mx4[0]
+        mn8 = minps(minps(mn4[0], mn4[1]), minps(mn4[2], mn4[3])) if n >= 32 else mn4[0]
         while n - i >= 8:
             mx8, mn8 = maxps(mx8, x[i:i + 8]), minps(mn8, x[i:i + 8])
             i += 8

@@ -77,7 +77,7 @@ def add(ctx: NodeContext) -> DmlNode:
     """Add, or a two-input Sum (the registration row matches the since-version and the input count)."""
     dtype = ctx.info(0).dtype
     if dtype not in (np.dtype(np.float32), np.dtype(np.float16)):
-        real_ep = ON_DML_AS.format("ELEMENT_WISE_ADD") if dtype.kind in "iu" else ON_CPU
+        real_ep = ON_DML_AS.format("ELEMENT_WISE_ADD") if dtype is not None and dtype.kind in "iu" else ON_CPU
         raise Fallback(f"element type {dtype} is not supported by ELEMENT_WISE_ADD1 (FLOAT32, FLOAT16)", real_ep)
     if ctx.info(1).dtype != dtype:
         raise ShapeError(f"input types differ: {dtype} and {ctx.info(1).dtype}", node=ctx.node)

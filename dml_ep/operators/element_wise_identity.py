@@ -91,7 +91,7 @@ def dims_of(ctx: NodeContext, shape) -> tuple[int, ...]:
 
 def transpose(ctx: NodeContext) -> DmlNode:
     dtype = eight_bit(ctx)
-    shape = ctx.info(0).shape
+    shape = ctx.shape(0)
     perm = ctx.attr("perm")
     perm = list(range(len(shape)))[::-1] if perm is None else [int(p) for p in perm]
     if sorted(perm) != list(range(len(shape))):
@@ -109,7 +109,7 @@ def transpose(ctx: NodeContext) -> DmlNode:
 def copy(ctx: NodeContext) -> DmlNode:
     """Reshape, Flatten, Squeeze, Unsqueeze and Identity: the input read with the output's sizes."""
     dtype = eight_bit(ctx)
-    shape = tuple(ctx.info(0).shape)
+    shape = ctx.shape(0)
     out_shape = RESHAPED[ctx.node.op_type](ctx, shape)
     if math.prod(out_shape) != math.prod(shape):
         raise ShapeError(f"{ctx.node.op_type} of {list(shape)} to {list(out_shape)} changes the element count", node=ctx.node)
@@ -126,10 +126,8 @@ def _given_axes(ctx: NodeContext) -> list[int] | None:
     return axes
 
 
-def _axes(ctx: NodeContext, axes: list[int] | None, rank: int) -> list[int] | None:
+def _axes(ctx: NodeContext, axes: list[int], rank: int) -> list[int]:
     """``axes`` normalised to ``[0, rank)``, checked."""
-    if axes is None:
-        return None
     normalised = [int(a) + rank if int(a) < 0 else int(a) for a in axes]
     if any(not 0 <= a < rank for a in normalised) or len(set(normalised)) != len(normalised):
         raise ShapeError(f"axes {list(axes)} are out of range or repeated for rank {rank}", node=ctx.node)
@@ -159,9 +157,10 @@ def _flatten(ctx: NodeContext, shape) -> tuple[int, ...]:
 
 
 def _squeeze(ctx: NodeContext, shape) -> tuple[int, ...]:
-    axes = _axes(ctx, _given_axes(ctx), len(shape))
-    if axes is None:
+    given = _given_axes(ctx)
+    if given is None:
         return tuple(d for d in shape if d != 1)
+    axes = _axes(ctx, given, len(shape))
     if any(shape[a] != 1 for a in axes):
         raise ShapeError(f"Squeeze axes {axes} of {list(shape)} are not all of size 1", node=ctx.node)
     return tuple(d for i, d in enumerate(shape) if i not in axes)

@@ -66,7 +66,7 @@ class ElementWiseQuantizationDesc(OperatorDesc):
 
     InputTensor: TensorDesc
     ScaleTensor: TensorDesc
-    ZeroPointTensor: TensorDesc
+    ZeroPointTensor: TensorDesc | None
     OutputTensor: TensorDesc
 
     @staticmethod
@@ -109,7 +109,7 @@ class DML_ELEMENT_WISE_QUANTIZE_LINEAR_OPERATOR_DESC(ElementWiseQuantizationDesc
 X, SCALE, ZERO_POINT = range(3)
 
 
-def placed_parameters(ctx: NodeContext, x_shape, sizes, zero_point_type) -> tuple[TensorDesc, TensorDesc]:
+def placed_parameters(ctx: NodeContext, x_shape, sizes, zero_point_type) -> tuple[TensorDesc, TensorDesc | None]:
     """The scale's and zero point's descs as DmlOperatorElementwiseQLinear places them, each with
     the output's ``sizes``: per tensor, or a 1-D one of length ``shape[axis]`` on ``axis``. A
     constant is checked now (and an all-equal one read as a broadcast scalar, the EP's

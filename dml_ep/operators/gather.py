@@ -67,7 +67,7 @@ class DML_GATHER_OPERATOR_DESC(OperatorDesc):
 
 def gather(ctx: NodeContext) -> DmlNode:
     dtype = eight_bit(ctx)
-    shape, index_shape = tuple(ctx.info(0).shape), tuple(ctx.info(1).shape)
+    shape, index_shape = ctx.shape(0), ctx.shape(1)
     axis = ctx.attr("axis", 0)
     if not shape or not -len(shape) <= axis < len(shape):
         raise ShapeError(f"axis {axis} is out of range for data of shape {list(shape)}", node=ctx.node)

@@ -9,6 +9,7 @@ is invalid. The registration table (``registration.py``) names the importer of e
 from __future__ import annotations
 
 import dataclasses
+from typing import Mapping
 
 import numpy as np
 import onnx
@@ -16,6 +17,7 @@ import onnx
 from ..enums import DML_FEATURE_LEVEL, DML_TENSOR_DATA_TYPE, DML_TENSOR_FLAGS
 from ..errors import QuantizationParameterError, ShapeError
 from ..graph import ValueInfo, attributes
+from ..passes.editable import Origin
 from ..plan import DmlNode
 from ..real_ep import ASSIGNED_TO_DML, ON_CPU
 from ..tensor_desc import DML_BUFFER_TENSOR_DESC, broadcast_shapes, broadcast_strides, left_pad
@@ -33,13 +35,15 @@ class Fallback(Exception):
 
 @dataclasses.dataclass
 class NodeContext:
-    """One node plus what the importer knows of the graph around it."""
+    """One node plus what the importer knows of the graph around it; ``origin`` names the user's
+    nodes it stands for."""
 
     node: onnx.NodeProto
-    values: dict[str, ValueInfo]
-    constants: dict[str, np.ndarray]
+    values: Mapping[str, ValueInfo]
+    constants: Mapping[str, np.ndarray]
     feature_level: DML_FEATURE_LEVEL
     opset: int
+    origin: Origin
 
     def attr(self, name: str, default=None):
         for attribute in attributes(self.node):
@@ -54,6 +58,12 @@ class NodeContext:
     def info(self, index: int) -> ValueInfo:
         return self.values[self.input_name(index)]
 
+    def shape(self, index: int) -> tuple[int, ...]:
+        """A tensor input's shape: known, as a node is planned only from its inputs' known shapes."""
+        shape = self.info(index).shape
+        assert shape is not None, f"input {index} of a {self.node.op_type} node has no known shape"
+        return shape
+
     def parameter(self, index: int) -> np.ndarray | None:
         """A scale's or zero point's value if it is a constant initializer; None if it comes at run
         time (the real EP binds it as a tensor, and the kernel checks its value when it arrives)."""
@@ -65,17 +75,18 @@ class NodeContext:
         input 0, 1, ... (the node's outputs are not inputs); ``more_output_shapes``, the shapes of
         its outputs after the first, for an operator with several."""
         input_index = {field: index for index, field in enumerate(fields_by_input) if desc.tensor(field) is not None}
-        return bound(self.node, desc, input_index, (tuple(output_shape), *map(tuple, more_output_shapes)), self.constants)
+        return bound(self.node, desc, input_index, (tuple(output_shape), *map(tuple, more_output_shapes)), self.constants, self.origin)
 
 
-def bound(node: onnx.NodeProto, desc, input_index: dict[str, int], output_shapes: tuple, constants: dict[str, np.ndarray]) -> DmlNode:
+def bound(node: onnx.NodeProto, desc, input_index: dict[str, int], output_shapes: tuple, constants: Mapping[str, np.ndarray],
+          origin: Origin) -> DmlNode:
     """``node`` as ``desc``, each field of ``input_index`` bound to the node input at that position:
     the constant array, or the graph value's name (an omitted input binds ""); its outputs of
-    ``output_shapes`` in order."""
+    ``output_shapes`` in order; ``origin``, the user's nodes it stands for."""
     names = {field: node.input[index] if index < len(node.input) else "" for field, index in input_index.items()}
     inputs = {field: constants.get(name, name) for field, name in names.items()}
     first, *more = output_shapes
-    return DmlNode(node, desc, inputs, node.output[0], first, names=names, input_index=input_index,
+    return DmlNode(node, desc, inputs, node.output[0], first, origin, names=names, input_index=input_index,
                    more_outputs=tuple(zip(node.output[1:], more)))
 
 
@@ -111,7 +122,7 @@ def _one_axis(shape) -> bool:
 def parameter_shape(ctx: NodeContext, index: int) -> tuple[int, ...]:
     """A scale's or zero point's shape, constant or bound at run time."""
     value = ctx.parameter(index)
-    return value.shape if value is not None else ctx.info(index).shape
+    return value.shape if value is not None else ctx.shape(index)
 
 
 def check_scale(ctx: NodeContext, index: int, scale: np.ndarray | None, allowed_sizes: tuple[int, ...] = (1,)) -> np.ndarray | None:
@@ -156,8 +167,7 @@ def _value_or_stand_in(ctx: NodeContext, index: int, value) -> np.ndarray:
     """A constant parameter's value; for one bound at run time an empty array of its type and
     shape, which stands in for them in the checks."""
     if value is None:
-        info = ctx.info(index)
-        return np.empty(info.shape, info.dtype)
+        return np.empty(ctx.shape(index), ctx.info(index).dtype)
     return np.asarray(value)
 
 
@@ -180,8 +190,8 @@ def output_type(ctx: NodeContext) -> np.dtype:
     return _quantized(ctx.values[ctx.node.output[0]].dtype, "output")
 
 
-def _quantized(dtype: np.dtype, what: str) -> np.dtype:
-    if dtype not in (np.dtype(np.uint8), np.dtype(np.int8)):
+def _quantized(dtype: np.dtype | None, what: str) -> np.dtype:
+    if dtype is None or dtype not in (np.dtype(np.uint8), np.dtype(np.int8)):
         raise Fallback(f"{what} type {dtype} is not supported (INT8, UINT8)", ON_CPU)
     return dtype
 
@@ -216,16 +226,20 @@ def one_matrix(ctx: NodeContext, index: int, what: str) -> None:
 
 
 def placed_parameter(ctx: NodeContext, index: int, value, per_axis_sizes: tuple[int, ...],
-                     own: bool = True) -> DML_BUFFER_TENSOR_DESC | None:
+                     own: bool = True) -> DML_BUFFER_TENSOR_DESC:
     """A scale's, zero point's (or bias's) desc: {1,1,1,1}, or ``per_axis_sizes`` when it has more
     than one element; a constant as ``parameter_tensor`` makes it, OWNED_BY_DML where ``own``
     says; one bound at run time from its type and shape (never the broadcast-scalar dedup, which
     needs the values)."""
-    if not ctx.input_name(index):
-        return None
     shape = parameter_shape(ctx, index)
     sizes = per_axis_sizes if int(np.prod(shape)) > 1 else (1, 1, 1, 1)
     if value is None:
         return tensor(ctx.info(index).dtype, sizes)
     desc = parameter_tensor(np.asarray(value), sizes)
     return owned(desc) if own else desc
+
+
+def optional_parameter(ctx: NodeContext, index: int, value, per_axis_sizes: tuple[int, ...],
+                       own: bool = True) -> DML_BUFFER_TENSOR_DESC | None:
+    """:func:`placed_parameter` of an input the node may omit (a zero point): None when it does."""
+    return placed_parameter(ctx, index, value, per_axis_sizes, own) if ctx.input_name(index) else None

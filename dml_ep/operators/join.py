@@ -81,7 +81,7 @@ def float_join(ctx: NodeContext) -> DmlNode:
 
 def joined(ctx: NodeContext, dtype) -> DmlNode:
     """A JOIN of the node's inputs (all of ``dtype``) along its ``axis``."""
-    shapes = [tuple(ctx.info(index).shape) for index in range(len(ctx.node.input))]
+    shapes = [ctx.shape(index) for index in range(len(ctx.node.input))]
     first, rank = shapes[0], len(shapes[0])
     axis = ctx.attr("axis")
     if axis is None or not -rank <= axis < rank:
@@ -97,7 +97,8 @@ def joined(ctx: NodeContext, dtype) -> DmlNode:
     inputs = tuple(tensor(dtype, left_pad(shape, padded)) for shape in shapes)
     desc = DML_JOIN_OPERATOR_DESC(InputCount=len(inputs), InputTensors=inputs, OutputTensor=tensor(dtype, left_pad(out_shape, padded)),
                                   Axis=axis + padded - rank)
-    return bound(ctx.node, desc, {f"InputTensors[{index}]": index for index in range(len(shapes))}, (out_shape,), ctx.constants)
+    return bound(ctx.node, desc, {f"InputTensors[{index}]": index for index in range(len(shapes))}, (out_shape,), ctx.constants,
+                 ctx.origin)
 
 
 # --- kernel ----------------------------------------------------------------------------------

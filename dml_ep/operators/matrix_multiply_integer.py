@@ -31,7 +31,7 @@ from ..enums import DML_FEATURE_LEVEL as FL
 from ..enums import DML_OPERATOR_TYPE as OP
 from ..plan import DmlNode
 from .base import INT32, QUANTIZED, Operator, OperatorDesc, TensorDesc, rules
-from .importing import NodeContext, check_zero_point, one_matrix, placed_parameter, quantized_type, tensor
+from .importing import NodeContext, check_zero_point, one_matrix, optional_parameter, quantized_type, tensor
 from .quantized_linear_matrix_multiply import PreparedMatrixMultiply, matrix_shapes, per_column_parameter, validate_matrix_sizes
 
 # --- desc ------------------------------------------------------------------------------------
@@ -42,9 +42,9 @@ class DML_MATRIX_MULTIPLY_INTEGER_OPERATOR_DESC(OperatorDesc):
     """MATRIX_MULTIPLY_INTEGER (ONNX MatMulInteger), DML_FEATURE_LEVEL_2_1 and up."""
 
     ATensor: TensorDesc
-    AZeroPointTensor: TensorDesc
+    AZeroPointTensor: TensorDesc | None
     BTensor: TensorDesc
-    BZeroPointTensor: TensorDesc
+    BZeroPointTensor: TensorDesc | None
     OutputTensor: TensorDesc
 
     OPERATOR_TYPE = OP.MATRIX_MULTIPLY_INTEGER
@@ -89,7 +89,7 @@ def zero_points(ctx: NodeContext, a_index: int, a_type, b_index: int, b_type, m:
         one_matrix(ctx, b_index, "B zero point")
     a_zp = check_zero_point(ctx, a_index, ctx.parameter(a_index), a_type, (1, m))
     b_zp = check_zero_point(ctx, b_index, b_value, b_type, (1, n))
-    return placed_parameter(ctx, a_index, a_zp, (1, 1, m, 1)), placed_parameter(ctx, b_index, b_zp, (1, 1, 1, n))
+    return optional_parameter(ctx, a_index, a_zp, (1, 1, m, 1)), optional_parameter(ctx, b_index, b_zp, (1, 1, 1, n))
 
 
 def matmul_integer(ctx: NodeContext) -> DmlNode:

@@ -74,11 +74,11 @@ class DML_MATRIX_MULTIPLY_INTEGER_TO_FLOAT_OPERATOR_DESC(OperatorDesc):
 
     ATensor: TensorDesc
     AScaleTensor: TensorDesc
-    AZeroPointTensor: TensorDesc
+    AZeroPointTensor: TensorDesc | None
     BTensor: TensorDesc
     BScaleTensor: TensorDesc
-    BZeroPointTensor: TensorDesc
-    BiasTensor: TensorDesc
+    BZeroPointTensor: TensorDesc | None
+    BiasTensor: TensorDesc | None
     OutputTensor: TensorDesc
 
     OPERATOR_TYPE = OP.MATRIX_MULTIPLY_INTEGER_TO_FLOAT
@@ -146,14 +146,15 @@ def bias_tensor(ctx: NodeContext, output_sizes: tuple[int, ...]):
     """The bias ([N], or [1, ..., N]), float32, broadcast to the output's sizes (zero strides)."""
     if not ctx.input_name(BIAS):
         return None
-    shape, dtype = parameter_shape(ctx, BIAS), ctx.info(BIAS).dtype if ctx.parameter(BIAS) is None else ctx.parameter(BIAS).dtype
+    bias = ctx.parameter(BIAS)
+    shape, dtype = parameter_shape(ctx, BIAS), ctx.info(BIAS).dtype if bias is None else bias.dtype
     n = output_sizes[-1]
     if dtype != np.float32:
         raise Fallback(f"bias type {dtype} is not modelled (float32)", ON_DML)
     if not shape or shape[-1] != n or any(size != 1 for size in shape[:-1]):
         raise ShapeError(f"bias has shape {list(shape)}; expected [{n}] (B's last dimension)", node=ctx.node, tensor=ctx.input_name(BIAS))
     desc = tensor(np.float32, output_sizes, broadcast_strides((1,) * (len(output_sizes) - 1) + (n,), output_sizes))
-    return desc if ctx.parameter(BIAS) is None else owned(desc)
+    return desc if bias is None else owned(desc)
 
 
 # --- kernel ----------------------------------------------------------------------------------

@@ -22,6 +22,7 @@ strided view, their maximum; no quantization, so no exact value.
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
@@ -53,7 +54,15 @@ _DIMS = {FL.FL_1_0: (4, 5)}
 
 
 class PoolingDesc(OperatorDesc):
-    """The size rules MAX_POOLING and MAX_POOLING2 share."""
+    """The size rules MAX_POOLING and MAX_POOLING2 share, over the fields both declare."""
+
+    InputTensor: TensorDesc
+    OutputTensor: TensorDesc
+    DimensionCount: int
+    Strides: tuple[int, ...]
+    WindowSize: tuple[int, ...]
+    StartPadding: tuple[int, ...]
+    EndPadding: tuple[int, ...]
 
     SAME_TYPE = (("InputTensor", "OutputTensor"),)
 
@@ -88,9 +97,9 @@ class PoolingDesc(OperatorDesc):
         # remainder) is accepted too: the page is silent on it, the EP builds such descs.
         allowed = {(*batch_channels, *floor), (*batch_channels, *output_sizes(in_spatial, *window, ceil=True))}
         for field in ("OutputTensor", "OutputIndicesTensor"):
-            each = getattr(self, field, None)
-            if each is not None and tuple(each.Sizes) not in allowed:
-                self.fail(f"sizes {list(each.Sizes)} must be {list(min(allowed))} (or the ceil_mode size)", field)
+            output = getattr(self, field, None)
+            if output is not None and tuple(output.Sizes) not in allowed:
+                self.fail(f"sizes {list(output.Sizes)} must be {list(min(allowed))} (or the ceil_mode size)", field)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -118,7 +127,7 @@ class DML_MAX_POOLING2_OPERATOR_DESC(PoolingDesc):
 
     InputTensor: TensorDesc
     OutputTensor: TensorDesc
-    OutputIndicesTensor: TensorDesc
+    OutputIndicesTensor: TensorDesc | None
     DimensionCount: int
     Strides: tuple[int, ...]
     WindowSize: tuple[int, ...]
@@ -169,13 +178,14 @@ def max_pool(ctx: NodeContext) -> DmlNode:
         raise Fallback(f"float MaxPool (input {x.dtype}) is a float operator", ON_DML)
     if x.dtype not in (np.dtype(np.uint8), np.dtype(np.int8)):
         raise Fallback(f"input type {x.dtype} is not supported (the DML EP registers float16, float32, int8, uint8)", ON_CPU)
-    rank = len(x.shape)
+    shape = ctx.shape(0)
+    rank = len(shape)
     if rank < 3:
         raise ShapeError(f"input has {rank} dimensions; MaxPool needs at least 3 (N, C and a spatial one)", node=ctx.node)
     if rank > 5:
         raise Fallback(f"{rank - 2}-D pooling (DirectML pools 4-D and 5-D tensors)", ASSIGNED_TO_DML)
     spatial = rank - 2
-    batch, channels, *in_spatial = x.shape
+    batch, channels, *in_spatial = shape
     if ctx.attr("kernel_shape") is None:
         raise InvalidAttributeError("kernel_shape is required", node=ctx.node)
     kernel = int_list(ctx, "kernel_shape", [], spatial)
@@ -195,11 +205,12 @@ def max_pool(ctx: NodeContext) -> DmlNode:
         raise Fallback(f"ceil_mode output size {list(out_spatial)}: the DML EP keeps a last window starting past the input, "
                        f"onnxruntime's size is {list(theirs)}", ON_DML)
     pad1, zero1 = (1,) * (spatial == 1), (0,) * (spatial == 1)  # 1-D: a height of 1 in front
-    fields = dict(DimensionCount=len(pad1) + spatial, Strides=pad1 + tuple(strides), WindowSize=pad1 + tuple(kernel),
+    fields: dict[str, Any] = dict(DimensionCount=len(pad1) + spatial, Strides=pad1 + tuple(strides), WindowSize=pad1 + tuple(kernel),
                   StartPadding=zero1 + tuple(start), EndPadding=zero1 + tuple(end))
     in_sizes, out_sizes = (batch, channels, *pad1, *in_spatial), (batch, channels, *pad1, *out_spatial)
     indices = len(ctx.node.output) > 1 and bool(ctx.node.output[1])
     out_shape = (batch, channels, *out_spatial)
+    desc: PoolingDesc
     if indices or any(d != 1 for d in dilations):
         desc = DML_MAX_POOLING2_OPERATOR_DESC(
             InputTensor=tensor(x.dtype, in_sizes), OutputTensor=tensor(x.dtype, out_sizes),
@@ -223,7 +234,7 @@ def _windows(desc, padded: np.ndarray, out_spatial) -> np.ndarray:
     spans = [(k - 1) * d + 1 for k, d in zip(desc.WindowSize, desc.dilations)]
     windows = sliding_window_view(padded, spans, axis=tuple(range(padded.ndim - nd, padded.ndim)))
     picks = (*(slice(0, (o - 1) * s + 1, s) for o, s in zip(out_spatial, desc.Strides)), *(slice(None, None, d) for d in desc.dilations))
-    return windows[(Ellipsis, *picks)]
+    return windows[(Ellipsis,) + picks]
 
 
 def max_pooling(desc, tensors: dict, arithmetic, cache: dict):
@@ -249,28 +260,30 @@ def _window_max(desc, x: np.ndarray, pads, out_spatial) -> np.ndarray:
     order = [0, *range(2, 2 + nd), 1] if x.transpose(0, *range(2, 2 + nd), 1).flags.c_contiguous else list(range(2 + nd))
     padded = np.pad(x.transpose(order), [pads[axis] for axis in order], constant_values=_lowest(x.dtype))
     spatial = [order.index(axis) for axis in range(2, 2 + nd)]
-    values = None
+    values: np.ndarray | None = None
     for tap in np.ndindex(*desc.WindowSize):
         index = [slice(None)] * padded.ndim
         for axis, t, d, o, s in zip(spatial, tap, desc.dilations, out_spatial, desc.Strides):
             index[axis] = slice(t * d, t * d + (o - 1) * s + 1, s)
         window = padded[tuple(index)]
         values = window.copy() if values is None else np.maximum(values, window, out=values)
+    assert values is not None  # a window has at least one tap: WindowSize is validated positive
     return values.transpose(np.argsort(order))
 
 
 def _indices(desc, x: np.ndarray, windows: np.ndarray, pads) -> np.ndarray:
     """The flat offset in Input of each window's first maximum, padding never taken."""
     nd = desc.DimensionCount
-    out_spatial = windows.shape[2:2 + nd]
+    out_spatial: tuple[int, ...] = windows.shape[2:2 + nd]
     flat = windows.reshape(*windows.shape[:2 + nd], -1).astype(np.float64 if x.dtype.kind == "f" else np.int64)
     valid = _windows(desc, np.pad(np.ones(x.shape[2:], bool), pads[2:]), out_spatial).reshape(*out_spatial, -1)
     flat = np.where(valid, flat, -np.inf if x.dtype.kind == "f" else np.iinfo(np.int64).min)
     offsets = np.unravel_index(flat.argmax(axis=-1), desc.WindowSize)  # the first maximum, row-major window order
     grid = np.indices(out_spatial, sparse=True)
     coords = [o * s - p0 + offset * d for o, s, p0, offset, d in zip(grid, desc.Strides, desc.StartPadding, offsets, desc.dilations)]
-    batch, channels = np.indices(x.shape[:2], sparse=True)
-    position = (batch * x.shape[1] + channels).reshape(*x.shape[:2], *(1,) * nd)
+    batch_channels: tuple[int, ...] = x.shape[:2]
+    batch, channels = np.indices(batch_channels, sparse=True)
+    position = (batch * x.shape[1] + channels).reshape(*batch_channels, *(1,) * nd)
     for size, coord in zip(x.shape[2:], coords):
         position = position * size + coord
     indices = position.astype(desc.OutputIndicesTensor.DataType.numpy())

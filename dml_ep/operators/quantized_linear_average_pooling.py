@@ -81,9 +81,9 @@ class DML_QUANTIZED_LINEAR_AVERAGE_POOLING_OPERATOR_DESC(OperatorDesc):
 
     InputTensor: TensorDesc
     InputScaleTensor: TensorDesc
-    InputZeroPointTensor: TensorDesc
+    InputZeroPointTensor: TensorDesc | None
     OutputScaleTensor: TensorDesc
-    OutputZeroPointTensor: TensorDesc
+    OutputZeroPointTensor: TensorDesc | None
     OutputTensor: TensorDesc
     DimensionCount: int
     Strides: tuple[int, ...]
@@ -199,7 +199,7 @@ def _window(ctx: NodeContext, spatial: tuple[int, ...]) -> tuple[list, list, lis
 
 def _import(ctx: NodeContext, global_pooling: bool) -> DmlNode:
     x_type = quantized_type(ctx, X, "input")
-    shape = tuple(ctx.info(X).shape)
+    shape = ctx.shape(X)
     rank = len(shape)
     if rank < 3:
         raise ShapeError(f"input has {rank} dimensions; pooling needs at least 3 ([N, C, D1, ...])", node=ctx.node, tensor=ctx.input_name(X))

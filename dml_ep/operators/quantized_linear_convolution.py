@@ -42,6 +42,7 @@ from .importing import (
     NodeContext,
     check_scale,
     check_zero_point,
+    optional_parameter,
     output_type,
     placed_parameter,
     quantized_type,
@@ -97,13 +98,13 @@ class DML_QUANTIZED_LINEAR_CONVOLUTION_OPERATOR_DESC(OperatorDesc):
 
     InputTensor: TensorDesc
     InputScaleTensor: TensorDesc
-    InputZeroPointTensor: TensorDesc
+    InputZeroPointTensor: TensorDesc | None
     FilterTensor: TensorDesc
     FilterScaleTensor: TensorDesc
-    FilterZeroPointTensor: TensorDesc
-    BiasTensor: TensorDesc
+    FilterZeroPointTensor: TensorDesc | None
+    BiasTensor: TensorDesc | None
     OutputScaleTensor: TensorDesc
-    OutputZeroPointTensor: TensorDesc
+    OutputZeroPointTensor: TensorDesc | None
     OutputTensor: TensorDesc
     DimensionCount: int
     Strides: tuple[int, ...]
@@ -225,15 +226,15 @@ def convolution_geometry(ctx: NodeContext, x: int, w: int, operator: str) -> Con
     """The input ``x`` and filter ``w`` shapes and the attributes (auto_pad, dilations, group,
     kernel_shape, pads, strides) of a convolution node; a 3-D one (5-D tensors) falls back, assigned
     to DML (the DML EP has no support query for it and fails at kernel creation)."""
-    x_info, w_info = ctx.info(x), ctx.info(w)
-    rank = len(x_info.shape)
+    x_shape, w_shape = ctx.shape(x), ctx.shape(w)
+    rank = len(x_shape)
     if rank not in (3, 4):
         raise Fallback(f"{rank - 2}-D convolution is not supported (DirectML's {operator} is 1-D or 2-D)", ASSIGNED_TO_DML)
-    if len(w_info.shape) != rank:
-        raise ShapeError(f"filter has {len(w_info.shape)} dimensions, input has {rank}", node=ctx.node, tensor=ctx.input_name(w))
+    if len(w_shape) != rank:
+        raise ShapeError(f"filter has {len(w_shape)} dimensions, input has {rank}", node=ctx.node, tensor=ctx.input_name(w))
     spatial = rank - 2
-    batch, channels, *in_spatial = x_info.shape
-    out_channels, filter_channels, *kernel = w_info.shape
+    batch, channels, *in_spatial = x_shape
+    out_channels, filter_channels, *kernel = w_shape
     kernel_shape = list(ctx.attr("kernel_shape", kernel))
     if kernel_shape != kernel:
         raise InvalidAttributeError(f"kernel_shape {kernel_shape} does not match the filter's {kernel}", node=ctx.node)
@@ -274,9 +275,9 @@ def qlinear_conv(ctx: NodeContext) -> DmlNode:
     y_type = output_type(ctx)
     check_zero_point(ctx, Y_ZP, ctx.parameter(Y_ZP), y_type)
     if ctx.input_name(BIAS):
-        bias_info = ctx.info(BIAS)
-        if bias_info.dtype != np.int32 or bias_info.shape != (out_channels,):
-            raise ShapeError(f"bias must be int32 of shape [{out_channels}], not {bias_info.dtype} {list(bias_info.shape)}", node=ctx.node, tensor=ctx.input_name(BIAS))
+        bias_type, bias_shape = ctx.info(BIAS).dtype, ctx.shape(BIAS)
+        if bias_type != np.int32 or bias_shape != (out_channels,):
+            raise ShapeError(f"bias must be int32 of shape [{out_channels}], not {bias_type} {list(bias_shape)}", node=ctx.node, tensor=ctx.input_name(BIAS))
 
     scalar4 = (1, 1, 1, 1)
     channel4 = (1, out_channels, 1, 1)
@@ -288,7 +289,7 @@ def qlinear_conv(ctx: NodeContext) -> DmlNode:
         InputZeroPointTensor=tensor(x_type, scalar4) if ctx.input_name(X_ZP) else None,
         FilterTensor=tensor(w_type, geometry.w4, owned=ctx.input_name(W) in ctx.constants),
         FilterScaleTensor=placed_parameter(ctx, W_SCALE, w_scale, channel4, own=False),  # not OWNED_BY_DML: exported as before
-        FilterZeroPointTensor=placed_parameter(ctx, W_ZP, w_zp, channel4, own=False),
+        FilterZeroPointTensor=optional_parameter(ctx, W_ZP, w_zp, channel4, own=False),
         BiasTensor=None if not ctx.input_name(BIAS) else tensor(np.int32, channel4, owned=ctx.input_name(BIAS) in ctx.constants),
         OutputScaleTensor=tensor(np.float32, scalar4),
         OutputZeroPointTensor=tensor(y_type, scalar4) if ctx.input_name(Y_ZP) else None,

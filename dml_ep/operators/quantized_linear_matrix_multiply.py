@@ -33,7 +33,8 @@ from ..plan import DmlNode
 from ..real_ep import ASSIGNED_TO_DML
 from ..tensor_desc import DML_BUFFER_TENSOR_DESC, broadcast_shapes, broadcast_strides, view
 from .base import QUANTIZED_BINARY_INPUTS, Operator, QuantizedBinaryDesc
-from .importing import Fallback, NodeContext, check_scale, check_zero_point, one_matrix, output_type, placed_parameter, quantized_type, tensor
+from .importing import (Fallback, NodeContext, check_scale, check_zero_point, one_matrix, optional_parameter, output_type, placed_parameter,
+                        quantized_type, tensor)
 
 # --- desc ------------------------------------------------------------------------------------
 
@@ -171,12 +172,12 @@ def qlinear_matmul(ctx: NodeContext) -> DmlNode:
     desc = DML_QUANTIZED_LINEAR_MATRIX_MULTIPLY_OPERATOR_DESC(
         ATensor=shapes.a,
         AScaleTensor=placed_parameter(ctx, A_SCALE, a_scale, per_row),
-        AZeroPointTensor=placed_parameter(ctx, A_ZP, a_zp, per_row),
+        AZeroPointTensor=optional_parameter(ctx, A_ZP, a_zp, per_row),
         BTensor=shapes.b,
         BScaleTensor=placed_parameter(ctx, B_SCALE, b_scale, per_column),
-        BZeroPointTensor=placed_parameter(ctx, B_ZP, b_zp, per_column),
+        BZeroPointTensor=optional_parameter(ctx, B_ZP, b_zp, per_column),
         OutputScaleTensor=placed_parameter(ctx, Y_SCALE, y_scale, per_row),
-        OutputZeroPointTensor=placed_parameter(ctx, Y_ZP, y_zp, per_row),
+        OutputZeroPointTensor=optional_parameter(ctx, Y_ZP, y_zp, per_row),
         OutputTensor=tensor(y_type, shapes.output_sizes),
     )
     return ctx.dml_node(desc, QUANTIZED_BINARY_INPUTS, shapes.output_shape)

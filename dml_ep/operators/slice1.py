@@ -68,7 +68,7 @@ class DML_SLICE1_OPERATOR_DESC(OperatorDesc):
 
 def slice_(ctx: NodeContext) -> DmlNode:
     dtype = eight_bit(ctx)
-    shape = tuple(ctx.info(0).shape)
+    shape = ctx.shape(0)
     rank = len(shape)
     if ctx.opset < 10:  # Slice-1: attributes
         starts, ends, axes, steps = ctx.attr("starts", []), ctx.attr("ends", []), ctx.attr("axes"), None

@@ -15,6 +15,7 @@ those Shape nodes stay and run on the CPU fallback.
 from __future__ import annotations
 
 from collections import ChainMap
+from typing import Any, Callable, Mapping
 
 import numpy as np
 import onnx
@@ -25,7 +26,7 @@ from .editable import EditableGraph
 
 NAME = "ConstantFolding"
 NON_DETERMINISTIC = {"RandomUniform", "RandomNormal", "RandomUniformLike", "RandomNormalLike", "Multinomial"}
-CONSTANT_VALUES = {  # a Constant node's value attribute -> its array
+CONSTANT_VALUES: dict[str, Callable[[Any], np.ndarray]] = {  # a Constant node's value attribute -> its array
     "value": numpy_helper.to_array,
     "value_float": lambda v: np.array(v, np.float32),
     "value_floats": lambda v: np.array(list(v), np.float32),
@@ -97,7 +98,7 @@ def _evaluate(graph: EditableGraph, nodes: list[onnx.NodeProto]) -> dict[str, np
         return _run(graph, nodes, graph.constants)
     except Exception:  # noqa: BLE001  onnxruntime's Fail, NotImplemented, ...
         pass
-    values = {}
+    values: dict[str, np.ndarray] = {}
     for node in nodes:
         try:
             values.update(_run(graph, [node], ChainMap(values, graph.constants)))
@@ -106,7 +107,7 @@ def _evaluate(graph: EditableGraph, nodes: list[onnx.NodeProto]) -> dict[str, np
     return values
 
 
-def _run(graph: EditableGraph, nodes: list[onnx.NodeProto], constants: dict) -> dict[str, np.ndarray]:
+def _run(graph: EditableGraph, nodes: list[onnx.NodeProto], constants: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     from ..reference import cpu_session
 
     produced = {name for node in nodes for name in node.output if name}

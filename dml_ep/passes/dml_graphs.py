@@ -88,7 +88,7 @@ def qlinear_sigmoid_graph(graph: EditableGraph, static: dict, on_dml: Callable) 
         x = node.input[0]
         if len(node.input) < 5 or getattr(static.get(x), "dtype", None) is None:  # QueryQLinearSigmoid: the CPU's
             continue
-        shapes = {name: np.shape(graph.constant(name)) if graph.constant(name) is not None else getattr(static.get(name), "shape", None)
+        shapes = {name: np.shape(constant) if (constant := graph.constant(name)) is not None else getattr(static.get(name), "shape", None)
                   for name in node.input[1:5] if name}
         x_info = static[x]
         if x_info.shape is None:

@@ -37,7 +37,7 @@ def matmul_integer_to_float_fusion(graph: EditableGraph, release: Release, provi
         cast = _parent(graph, mul, "Cast")
         matmul = _parent(graph, cast, "MatMulInteger") if cast is not None else None
         scales = _parent(graph, mul, "Mul")
-        if matmul is None or scales is None or not all(_one_reader(graph, n) for n in (cast, matmul, scales)):
+        if cast is None or matmul is None or scales is None or not all(_one_reader(graph, n) for n in (cast, matmul, scales)):
             continue
         if (provider == DML and release.large_matmul_stays_integer and _parent(graph, matmul, "DynamicQuantizeLinear") is not None
                 and _large(graph, matmul, cast, shapes)):

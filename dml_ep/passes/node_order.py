@@ -17,11 +17,13 @@ import onnx
 class NodeOrder:
     """Nodes in topological order, known by identity (protobuf's ``==`` compares contents)."""
 
+    _keys: dict[int, tuple[int, ...]]
+    _nodes: dict[int, onnx.NodeProto]
+    _inserted: int
+    _sorted: list[onnx.NodeProto] | None
+
     def __init__(self, nodes: list[onnx.NodeProto]):
-        self._keys = {id(node): (index, 0) for index, node in enumerate(nodes)}
-        self._nodes = {id(node): node for node in nodes}
-        self._inserted = 0
-        self._sorted: list[onnx.NodeProto] | None = list(nodes)
+        self.reset(nodes)
 
     def __contains__(self, node: onnx.NodeProto) -> bool:
         return id(node) in self._keys
@@ -38,7 +40,10 @@ class NodeOrder:
 
     def reset(self, nodes: list[onnx.NodeProto]) -> None:
         """Put the same nodes in a new order."""
-        self.__init__(nodes)
+        self._keys = {id(node): (index, 0) for index, node in enumerate(nodes)}
+        self._nodes = {id(node): node for node in nodes}
+        self._inserted = 0
+        self._sorted = list(nodes)
 
     def insert_before(self, at: onnx.NodeProto, new: onnx.NodeProto) -> None:
         self._inserted += 1

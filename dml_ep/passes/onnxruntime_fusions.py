@@ -81,7 +81,7 @@ def onnxruntime_fusions(graph: EditableGraph, level: int = 2, qdq: bool = True) 
     for name, array in _new_constants(optimized, graph):
         graph.put_constant(name, array)
     owner = _owners(graph, removed, made)
-    owned_by = {}
+    owned_by: dict[int, list[onnx.NodeProto]] = {}
     for node in removed:
         if id(node) in owner:
             owned_by.setdefault(id(owner[id(node)]), []).append(node)
@@ -227,7 +227,7 @@ def _owners(graph: EditableGraph, removed: list, made: list) -> dict:
     """Each removed node's new node: the one that now makes one of its outputs, or else the owner
     of a removed node reading it (removed nodes taken last to first)."""
     maker = {name: new for new in made for name in new.output if name}
-    owner = {}
+    owner: dict[int, onnx.NodeProto] = {}
     for node in reversed(removed):
         new = next((maker[n] for n in node.output if n in maker), None)
         if new is None:

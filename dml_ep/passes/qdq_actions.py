@@ -25,7 +25,9 @@ def _parameters(graph: EditableGraph, node: onnx.NodeProto, dtype) -> list[str]:
     return [node.input[1], zero_point]
 
 
-def dq_inputs(graph: EditableGraph, dq: onnx.NodeProto) -> list[str]:
+def dq_inputs(graph: EditableGraph, dq: onnx.NodeProto | None) -> list[str]:
+    """A DQ's input and parameters; ``dq``, one of a group's that the selector found (not None)."""
+    assert dq is not None, "the group's selector found no DQ for this input"
     return [dq.input[0], *_parameters(graph, dq, input_type(graph, dq))]
 
 
@@ -107,7 +109,9 @@ def merge_into_target(graph: EditableGraph, group: NodeGroup) -> onnx.NodeProto:
     """Drop the DQ (and the Q): the target reads the DQ's input and writes the Q's output."""
     node = onnx.NodeProto()
     node.CopyFrom(group.target)
-    node.input[0] = group.dqs[0].input[0]
+    dq = group.dqs[0]
+    assert dq is not None, "the group's selector found no DQ for input 0"
+    node.input[0] = dq.input[0]
     if group.qs:
         node.output[0] = group.qs[0].output[0]
     return node

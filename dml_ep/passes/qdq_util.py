@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TypeGuard
+
 import numpy as np
 import onnx
 
@@ -12,11 +14,11 @@ QDQ_DOMAINS = ("", "ai.onnx", "com.microsoft")
 SIXTEEN_BIT = {np.dtype(np.int16), np.dtype(np.uint16)}
 
 
-def is_q(node: onnx.NodeProto | None) -> bool:
+def is_q(node: onnx.NodeProto | None) -> TypeGuard[onnx.NodeProto]:
     return node is not None and node.op_type == Q and node.domain in QDQ_DOMAINS
 
 
-def is_dq(node: onnx.NodeProto | None) -> bool:
+def is_dq(node: onnx.NodeProto | None) -> TypeGuard[onnx.NodeProto]:
     return node is not None and node.op_type == DQ and node.domain in QDQ_DOMAINS
 
 
@@ -62,10 +64,9 @@ def is_qdq_pair_supported(graph: EditableGraph, q: onnx.NodeProto, dq: onnx.Node
     """IsQDQPairSupported: both have all three inputs, constant scalars, and equal scale and zero point."""
     if len(q.input) != 3 or len(dq.input) != 3 or not all(q.input) or not all(dq.input):
         return False
-    parameters = [scalar_constant(graph, name) for name in (q.input[1], q.input[2], dq.input[1], dq.input[2])]
-    if any(p is None for p in parameters):
+    q_scale, q_zp, dq_scale, dq_zp = (scalar_constant(graph, name) for name in (q.input[1], q.input[2], dq.input[1], dq.input[2]))
+    if q_scale is None or q_zp is None or dq_scale is None or dq_zp is None:
         return False
-    q_scale, q_zp, dq_scale, dq_zp = parameters
     return q_zp.dtype == dq_zp.dtype and q_zp == dq_zp and q_scale == dq_scale
 
 

@@ -13,6 +13,8 @@ a ConvTranspose or Gemm stays a float op, reading its weight through the DQ.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import onnx
 
@@ -30,7 +32,8 @@ def weight_bias_quantization(graph: EditableGraph) -> bool:
         if node.op_type not in OPS or node.domain not in ("", "ai.onnx"):
             continue
         x_dq, w_dq = graph.producer(node.input[0]), graph.producer(node.input[1])
-        if not is_dq(x_dq) or scalar_constant(graph, x_dq.input[1]) is None or not _reaches_q(graph, node):
+        x_scale = scalar_constant(graph, x_dq.input[1]) if is_dq(x_dq) else None
+        if x_scale is None or not _reaches_q(graph, node):
             continue
         has_bias = len(node.input) > 2 and bool(node.input[2])
         bias = graph.constant(node.input[2]) if has_bias else None
@@ -53,14 +56,15 @@ def weight_bias_quantization(graph: EditableGraph) -> bool:
             changed = True
         if bias is None:
             continue
-        scale = np.asarray(scalar_constant(graph, x_dq.input[1]).astype(np.float32) * w_scale.astype(np.float32), np.float32)  # 0-d stays an array
+        scale = np.asarray(x_scale.astype(np.float32) * w_scale.astype(np.float32), np.float32)  # 0-d stays an array
         quantized = np.rint(bias / scale).astype(np.int32)
+        axis: dict[str, Any] = {"axis": 0} if per_channel else {}
         bias_dq = onnx.helper.make_node(
             "DequantizeLinear",
             [graph.add_constant(f"{node.name}_bias_int32", quantized), graph.add_constant(f"{node.name}_bias_scale", scale)],
             [graph.unique_name(f"{node.name}_bias_dq")],
             name=graph.unique_name(f"{node.name}_bias_dq"),
-            **({"axis": 0} if per_channel else {}),
+            **axis,
         )
         graph.insert_before(node, bias_dq, Origin((NAME,), ()), np.dtype(np.float32))
         node.input[2] = bias_dq.output[0]
