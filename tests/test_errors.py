@@ -238,6 +238,51 @@ def test_dangling_input():
         graph.topological_order(model.graph)
 
 
+
+NOT_UTF8 = "@@notutf8"  # not_utf8() makes it b"\xff\xfenotutf8"; long enough not to be met in weights
+
+
+def not_utf8(model: onnx.ModelProto) -> bytes:
+    """``model`` serialized with the first two bytes of every NOT_UTF8 made 0xff 0xfe, which are
+    not UTF-8: protobuf parses them into a string field all the same."""
+    data = model.SerializeToString()
+    assert NOT_UTF8.encode() in data
+    return data.replace(NOT_UTF8.encode(), b"\xff\xfe" + NOT_UTF8.encode()[2:])
+
+
+def test_a_node_name_that_is_not_utf8_runs_as_onnxruntime_runs_it():
+    """onnxruntime runs the model; dml_ep too, the name backslash-escaped (it was an internal error
+    in the QDQ rewrites)."""
+    model = onnx.load(MODELS / "small_cnn.qdq.onnx")
+    model.graph.node[0].name = NOT_UTF8
+    x = np.random.default_rng(0).standard_normal((1, 3, 32, 32), dtype=np.float32)
+    session = dml_ep.InferenceSession(not_utf8(model))
+    np.testing.assert_array_equal(session.run(None, {"input": x})[0], dml_ep.InferenceSession(model).run(None, {"input": x})[0])
+    assert "\\xff\\xfenotutf8" in {node.name for entry in session.plan.entries for node in entry.origin.nodes}
+
+
+@pytest.mark.parametrize("kind", ["input", "output"])
+def test_a_graph_input_or_output_name_that_is_not_utf8_is_refused(kind):
+    """onnxruntime's Python API can neither feed nor fetch it (a UnicodeDecodeError)."""
+    model = onnx.load(MLP)
+    value = getattr(model.graph, kind)[0]
+    for node in model.graph.node:
+        node.input[:] = [NOT_UTF8 if name == value.name else name for name in node.input]
+        node.output[:] = [NOT_UTF8 if name == value.name else name for name in node.output]
+    value.name = NOT_UTF8
+    with raises(ModelError, f"graph {kind} 0: name b'\\xff\\xfenotutf8' is not UTF-8 (ONNX strings are UTF-8)"):
+        dml_ep.InferenceSession(not_utf8(model))
+
+
+def test_a_name_whose_escaped_form_is_another_name_is_refused():
+    """Read backslash-escaped, b'\\xff\\xfenotutf8' would be the value '\\\\xff\\\\xfenotutf8' too."""
+    escaped = "\\xff\\xfenotutf8"
+    model = relu_graph([helper.make_node("Relu", ["x"], [NOT_UTF8]), helper.make_node("Relu", [escaped], ["y"]),
+                        helper.make_node("Relu", [NOT_UTF8], [escaped])])
+    with raises(ModelError, "b'\\xff\\xfenotutf8' is not UTF-8", f"escaped it reads {escaped!r}, another string of the model"):
+        dml_ep.InferenceSession(not_utf8(model))
+
+
 # --- quantization parameters ------------------------------------------------------------------
 
 BAD_SCALES = [(0.0, "scale 0 is not positive"), (-1.0, "scale -1 is not positive"), (np.nan, "NaN or infinite"), (np.inf, "NaN or infinite")]
