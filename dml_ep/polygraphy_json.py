@@ -117,6 +117,8 @@ def _documents(path: str):
             raise FeedError(f"{file}: no such file") from None
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise FeedError(f"{file}: not JSON ({exc})") from None
+        except RecursionError as exc:  # the json module recurses once per level of nesting
+            raise FeedError(f"{file}: JSON nested too deep to read ({exc})") from None
 
 
 def _array(value, kinds=("ndarray",)) -> np.ndarray:

@@ -12,6 +12,7 @@ import pytest
 
 import dml_ep
 from dml_ep.cli import main
+from dml_ep.errors import FeedError
 from dml_ep.polygraphy_json import inputs_json, load_inputs, load_run_results, run_results_json
 
 MODELS = Path(__file__).resolve().parent.parent / "models"
@@ -191,6 +192,29 @@ def test_bad_saved_outputs_exit_2_with_one_line(tmp_path, monkeypatch, make, opt
     assert result.returncode == 2, result.stdout
     assert result.stderr.startswith("dml-ep: error: ") and result.stderr.count("\n") == 1
     assert message in result.stderr
+
+
+
+def one_line_error(status: int, out: str, err: str) -> bool:
+    return status == 2 and out == "" and err.startswith("dml-ep: error: ") and err.count("\n") == 1
+
+
+def inputs_for(option: str, folder: Path) -> list[str]:
+    """What compare needs beside ``option``: --load-outputs, the inputs its outputs were made from."""
+    if option == "--load-inputs":
+        return []
+    np.save(folder / "input.npy", np.zeros((1, 64), np.float32))
+    return ["--input", f"input={folder / 'input.npy'}"]
+
+
+@pytest.mark.parametrize("option", ["--load-inputs", "--load-outputs"])
+def test_json_nested_too_deep_is_a_feed_error(capsys, tmp_path, option):
+    """Python's json module recurses once per level: 100,000 levels were a RecursionError."""
+    path = write(tmp_path / "deep.json", "[" * 100_000 + "]" * 100_000)
+    with pytest.raises(FeedError, match="deep.json: JSON nested too deep to read"):
+        (load_inputs if option == "--load-inputs" else load_run_results)(str(path))
+    status, out, err = run_cli(capsys, "compare", MODELS / "mlp.onnx", option, path, *inputs_for(option, tmp_path))
+    assert one_line_error(status, out, err) and "deep.json: JSON nested too deep to read" in err, err
 
 
 def test_polygraphy_files_take_one_model(capsys, tmp_path):
