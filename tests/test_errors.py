@@ -19,6 +19,7 @@ from onnx import helper, numpy_helper
 
 import dml_ep
 from dml_ep import graph
+from dml_ep.compare import compare_model
 from dml_ep.errors import (
     DmlEpError,
     FallbackError,
@@ -460,6 +461,24 @@ def test_bad_feeds(mlp, feeds, rule):
     with raises(FeedError, rule):
         mlp.run(None, feeds)
 
+
+
+@pytest.mark.parametrize(("elem_type", "feed", "rule"), [
+    (onnx.TensorProto.UINT8, [300, -1], "input 'x': 300 is outside the range of uint8, [0, 255]"),
+    (onnx.TensorProto.INT8, [[1], [-129]], "input 'x': -129 is outside the range of int8, [-128, 127]"),
+    (onnx.TensorProto.INT64, [2**63], "input 'x': 9223372036854775808 is outside the range of int64, [-9223372036854775808, 9223372036854775807]"),
+    (onnx.TensorProto.FLOAT, [1.0, -(10**400)], "input 'x': -10000000000000000...0000000000000000000 is outside the range of float32, [-3.40282e+38, 3.40282e+38]"),
+], ids=["uint8", "int8-nested", "int64", "float32"])
+def test_list_feeds_out_of_range(elem_type, feed, rule):
+    """A list feed becomes an array of the input's type, as in onnxruntime, which refuses these too
+    ("Could not create tensor from given input list"); numpy's OverflowError named neither."""
+    value = helper.make_tensor_value_info
+    model = helper.make_model(helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "g", [value("x", elem_type, None)],
+                                                [value("y", elem_type, None)]))
+    with raises(FeedError, rule):
+        dml_ep.InferenceSession(model).run(None, {"x": feed})
+    with raises(FeedError, rule):
+        compare_model(model, {"x": feed})
 
 def test_unknown_output_name(mlp):
     with raises(FeedError, "unknown output name 'logits'"):
