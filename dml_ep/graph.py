@@ -71,8 +71,8 @@ def internal_model(graph: onnx.GraphProto, opset: int, domains=()) -> onnx.Model
 
 
 def load_model(model) -> onnx.ModelProto:
-    """A ModelProto from a path, bytes or a ModelProto, within dml_ep's limits (:func:`check_model`);
-    ModelError says what is wrong.
+    """A ModelProto from a path, bytes or a ModelProto, within dml_ep's limits (:func:`check_model`),
+    its strings that are not UTF-8 escaped (:func:`decoded_strings`); ModelError says what is wrong.
 
     External data is read from the model file's folder, never outside it (onnx refuses locations
     that leave it); a model given without its path cannot have any.
@@ -92,8 +92,54 @@ def load_model(model) -> onnx.ModelProto:
             raise ModelError(f"{path}: external data cannot be loaded: {one_line(exc)}") from None
     else:
         raise ModelError(f"a model is a path, bytes or an onnx.ModelProto, not {type(model).__name__}")
+    proto = decoded_strings(proto, copy=proto is model)
     check_model(proto)
     return proto
+
+
+def decoded_strings(proto: onnx.ModelProto, copy: bool) -> onnx.ModelProto:
+    """The model with each string that is not UTF-8 (ONNX strings are; protobuf parses them all the
+    same, as bytes, which dml_ep's passes and protobuf's setters refuse) read with its invalid bytes
+    backslash-escaped (b'\\xff' reads '\\\\xff'): onnxruntime runs such a model, and the same
+    bytes read alike everywhere, so names still match. Refused: a graph input's or output's name,
+    which onnxruntime's Python API can neither feed nor fetch, and an escaped string that is another
+    string of the model. ``copy``: the model is the caller's, changed in a copy."""
+    if not any(isinstance(text, bytes) for *_, text in _strings(proto)):
+        return proto
+    for kind in ("input", "output"):
+        for index, value in enumerate(getattr(proto.graph, kind)):
+            if isinstance(value.name, bytes):
+                raise ModelError(f"graph {kind} {index}: name {value.name!r} is not UTF-8 (ONNX strings are UTF-8)")
+    if copy:
+        proto, given = onnx.ModelProto(), proto
+        proto.CopyFrom(given)
+    texts = {text for *_, text in _strings(proto) if isinstance(text, str)}
+    for message, name, index, text in list(_strings(proto)):
+        if isinstance(text, bytes):
+            escaped = text.decode("utf-8", "backslashreplace")
+            if escaped in texts:
+                raise ModelError(f"the string {text!r} is not UTF-8 (ONNX strings are UTF-8), and escaped it reads "
+                                 f"{escaped!r}, another string of the model")
+            if index is None:
+                setattr(message, name, escaped)
+            else:
+                getattr(message, name)[index] = escaped
+    return proto
+
+
+def _strings(message):
+    """``(message, field name, index or None, value)`` of each string set in ``message`` and the
+    messages it holds. Of a tensor only the name and doc string: ListFields would copy its data."""
+    if message.DESCRIPTOR is onnx.TensorProto.DESCRIPTOR:
+        yield from ((message, name, None, getattr(message, name)) for name in ("name", "doc_string"))
+        return
+    for field, value in message.ListFields():
+        if field.type == field.TYPE_STRING:
+            values = enumerate(value) if field.is_repeated else [(None, value)]
+            yield from ((message, field.name, index, each) for index, each in values)
+        elif field.type == field.TYPE_MESSAGE:
+            for each in value if field.is_repeated else (value,):
+                yield from _strings(each)
 
 
 def _read_model_file(path: str) -> bytes:

@@ -44,6 +44,18 @@ def _type_and_shape(info: ValueInfo | None) -> tuple | None:
     return None if info is None else (info.dtype, info.shape, info.type)
 
 
+def verify_output_shapes(entry: DmlNode, values: Mapping[str, ValueInfo]) -> None:
+    """Fallback unless the node's output shapes are those onnxruntime inferred: the DML EP's
+    InferAndVerifyOutputSizes (MLOperatorAuthorImpl.cpp) fails creating the kernel otherwise. They
+    differ where the EP reads an attribute otherwise than onnxruntime (clamped into int32)."""
+    shapes = (entry.output_shape, *(shape for _, shape in entry.more_outputs))
+    for name, shape in zip(entry.outputs, shapes):
+        inferred = getattr(values.get(name), "shape", None)
+        if inferred is not None and (len(inferred) != len(shape) or any(d not in (None, s) for d, s in zip(inferred, shape))):
+            raise Fallback(f"the DML EP infers output shape {list(shape)} from the attributes as it reads them (ints clamped "
+                           f"into int32), onnxruntime's is {list(inferred)}", ASSIGNED_TO_DML)
+
+
 def opset_versions(model: onnx.ModelProto) -> dict[str, int]:
     return {("" if o.domain == "ai.onnx" else o.domain): o.version for o in model.opset_import}
 
@@ -87,6 +99,7 @@ class NodeImporter:
         ctx = NodeContext(node, values, constants, self.feature_level, self.opsets.get(domain, 1), origin)
         try:
             entry = row.import_node(ctx)
+            verify_output_shapes(entry, values)
             validated(entry.desc, self.feature_level)
         except Fallback as reason:  # DirectML cannot take it: onnxruntime runs it
             return FallbackNode(node, str(reason), origin)

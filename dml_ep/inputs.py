@@ -255,9 +255,29 @@ def load_array(path: str) -> tuple[str | None, np.ndarray]:
             with open(path, "rb") as f:
                 tensor.ParseFromString(f.read())
             return tensor.name or None, numpy_helper.to_array(tensor, base_dir=os.path.dirname(os.path.abspath(path)))
-        return None, np.load(path, allow_pickle=False)
+        with open(path, "rb") as f:
+            return None, read_npy(f)
     except Exception as exc:  # numpy and protobuf raise many types on a bad file
         raise FeedError(f"{path}: cannot read an array ({exc})") from None
+
+
+def read_npy(f) -> np.ndarray:
+    """The array of an .npy file object (a file, or Polygraphy's decoded bytes). numpy allocates
+    the array its header claims before it reads the data, so the claim is checked first against
+    the bytes there: ValueError, not a header of 10^12 elements asking terabytes of memory."""
+    start = f.tell()
+    if f.read(4) == b"PK\x03\x04":  # what np.load would read as an NpzFile (Polygraphy wrote them long ago)
+        raise ValueError("an .npz archive, not an .npy array")
+    f.seek(start)
+    version = np.lib.format.read_magic(f)
+    read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+    shape, _, dtype = read_header(f)
+    claimed, data = math.prod(shape) * dtype.itemsize, f.tell()
+    held = f.seek(0, os.SEEK_END) - data
+    if claimed > held:
+        raise ValueError(f"its header claims {dtype} {list(shape)}, {claimed:,} bytes, and it holds {held:,}")
+    f.seek(start)
+    return np.lib.format.read_array(f, allow_pickle=False)
 
 
 def load_directory(directory: str, input_names: list[str]) -> tuple[dict[str, np.ndarray], dict[str, str]]:

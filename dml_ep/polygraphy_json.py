@@ -19,7 +19,6 @@ files instead (``0000000000.json``, ...); both forms are read. Polygraphy's olde
 from __future__ import annotations
 
 import base64
-import binascii
 import glob
 import io
 import json
@@ -28,6 +27,7 @@ import os
 import numpy as np
 
 from .errors import FeedError
+from .inputs import read_npy
 
 MARKER = "polygraphy_class"
 LAZY = ("LazyArray", "LazyNumpyArray")  # the class, and its name in older Polygraphy releases
@@ -117,6 +117,8 @@ def _documents(path: str):
             raise FeedError(f"{file}: no such file") from None
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise FeedError(f"{file}: not JSON ({exc})") from None
+        except RecursionError as exc:  # the json module recurses once per level of nesting
+            raise FeedError(f"{file}: JSON nested too deep to read ({exc})") from None
 
 
 def _array(value, kinds=("ndarray",)) -> np.ndarray:
@@ -126,12 +128,9 @@ def _array(value, kinds=("ndarray",)) -> np.ndarray:
     if kinds == LAZY:
         return _array(value["values"])
     try:
-        array = np.load(io.BytesIO(base64.b64decode(value["array"], validate=True)), allow_pickle=False)
-    except (binascii.Error, OSError, EOFError) as exc:  # bad base64, or bytes that are no .npy
+        return read_npy(io.BytesIO(base64.b64decode(value["array"], validate=True)))
+    except (ValueError, OSError, EOFError) as exc:  # bad base64 (binascii.Error), or bytes that are no .npy
         raise ValueError(f"an ndarray that cannot be decoded ({exc})") from None
-    if not isinstance(array, np.ndarray):  # an .npz archive, which Polygraphy wrote long ago
-        raise ValueError("an ndarray stored as an .npz archive, which dml_ep does not read")
-    return array
 
 
 def _what(value) -> str:

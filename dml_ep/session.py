@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import reprlib
 import warnings
 from typing import NamedTuple
 
@@ -289,6 +290,9 @@ def _checked_feed(name: str, declared: _Declared, feed):
         return feed
     try:
         array = np.asarray(feed, dtype=dtype if isinstance(feed, (list, tuple)) else None)
+    except OverflowError:  # a number of a list the type cannot hold (onnxruntime: "Could not create tensor")
+        value = next((v for v in _numbers(feed) if _overflows(v, dtype)), feed)
+        raise FeedError(f"input {name!r}: {reprlib.repr(value)} is outside the range of {dtype}, {_range(dtype)}") from None
     except (TypeError, ValueError) as exc:  # ragged nested lists and the like
         raise FeedError(f"input {name!r}: not an array ({exc})") from None
     if array.dtype != dtype:
@@ -304,6 +308,28 @@ def _checked_feed(name: str, declared: _Declared, feed):
     if array.nbytes > MAX_FEED_BYTES:
         raise FeedError(f"input {name!r}: {array.nbytes / 2**30:.1f} GiB is larger than dml_ep's limit of {MAX_FEED_BYTES / 2**30:.0f} GiB")
     return np.ascontiguousarray(array).reshape(array.shape)  # keeps 0-d feeds 0-d
+
+
+def _numbers(feed):
+    """The numbers of a (nested) list feed, in order."""
+    for each in feed:
+        yield from _numbers(each) if isinstance(each, (list, tuple)) else (each,)
+
+
+def _overflows(value, dtype: np.dtype) -> bool:
+    """Whether numpy's conversion of one number of a list feed to ``dtype`` overflows."""
+    try:
+        np.asarray(value, dtype)
+    except OverflowError:
+        return True
+    return False
+
+
+def _range(dtype: np.dtype) -> str:
+    """The values of an integer or float type, as a feed out of range is told them."""
+    if dtype.kind in "iu":
+        return f"[{np.iinfo(dtype).min}, {np.iinfo(dtype).max}]"
+    return f"[{np.finfo(dtype).min:g}, {np.finfo(dtype).max:g}]"
 
 
 def _shape(value) -> list:

@@ -293,6 +293,24 @@ def test_load_model_refuses_more_than_protobufs_limit(tmp_path):
         load_model(str(big))
 
 
+
+@pytest.mark.parametrize("command", ["inspect", "run", "compare"])
+def test_names_that_are_not_utf8(capsys, tmp_path, command):
+    """A node name that is not UTF-8 runs as onnxruntime runs it (it was an internal error in the
+    QDQ rewrites); a graph output's is refused, as onnxruntime's Python API cannot fetch it."""
+    model = onnx.load(MODELS / "small_cnn.qdq.onnx")
+    model.graph.node[0].name = "@@notutf8"
+    (tmp_path / "node.onnx").write_bytes(model.SerializeToString().replace(b"@@notutf8", b"\xff\xfenotutf8"))
+    status, _, err = run_cli(capsys, command, tmp_path / "node.onnx")
+    assert status == 0, err
+    model = onnx.load(MODELS / "mlp.onnx")
+    model.graph.node[-1].output[0] = model.graph.output[0].name = "@@notutf8"
+    (tmp_path / "output.onnx").write_bytes(model.SerializeToString().replace(b"@@notutf8", b"\xff\xfenotutf8"))
+    status, out, err = run_cli(capsys, command, tmp_path / "output.onnx")
+    assert status == 2 and out == "" and one_line_error(err), err
+    assert "graph output 0: name b'\\xff\\xfenotutf8' is not UTF-8 (ONNX strings are UTF-8)" in err
+
+
 # --- onnxruntime's logs, Ctrl-C ------------------------------------------------------------
 
 

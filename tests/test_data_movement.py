@@ -114,6 +114,15 @@ def test_slice_windows_match_onnxruntime(starts, ends, axes, steps):
     plan_and_check(model, feeds, "SLICE1")
 
 
+
+def test_slice_steps_beyond_int32_reach_directml_as_the_dml_ep_clamps_them():
+    """ReadCpuLocalTensorIntoInt32 clamps int64 steps into int32: DirectML's INT InputWindowStrides
+    get 2^31-1 and -2^31 for steps of 2^62 and -2^62, one element per axis as for onnxruntime."""
+    operands = [Feed(codes((5, 6, 2))), np.array([1, -1]), np.array([5, -100]), np.array([0, 1]), np.array([2**62, -(2**62)])]
+    model, feeds = single_node_model("Slice", operands, np.uint8, 3)
+    entry = plan_and_check(model, feeds, "SLICE1")
+    assert entry.desc.InputWindowStrides == (2**31 - 1, -(2**31), 1)
+
 def test_slice_1_takes_its_window_from_attributes():
     model, feeds = single_node_model("Slice", [Feed(codes((4, 6), np.int8))], np.int8, 2, opset=9, starts=[1, 2], ends=[3, 1000], axes=[0, 1])
     plan_and_check(model, feeds, "SLICE1")

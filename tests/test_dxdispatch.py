@@ -400,6 +400,13 @@ def test_replay_refuses_what_dxdispatch_or_directml_would(tmp_path, edit, messag
         dxdispatch.load(str(directory)).run()
 
 
+
+def test_load_refuses_json_nested_too_deep(tmp_path):
+    """Python's json module recurses once per level: 100,000 levels were a RecursionError."""
+    (tmp_path / "model.json").write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(DxDispatchError, match="model.json: JSON nested too deep to read"):
+        dxdispatch.load(str(tmp_path))
+
 # --- the CLI -------------------------------------------------------------------------------
 
 

@@ -19,6 +19,7 @@ from onnx import helper, numpy_helper
 
 import dml_ep
 from dml_ep import graph
+from dml_ep.compare import compare_model
 from dml_ep.errors import (
     DmlEpError,
     FallbackError,
@@ -238,6 +239,51 @@ def test_dangling_input():
         graph.topological_order(model.graph)
 
 
+
+NOT_UTF8 = "@@notutf8"  # not_utf8() makes it b"\xff\xfenotutf8"; long enough not to be met in weights
+
+
+def not_utf8(model: onnx.ModelProto) -> bytes:
+    """``model`` serialized with the first two bytes of every NOT_UTF8 made 0xff 0xfe, which are
+    not UTF-8: protobuf parses them into a string field all the same."""
+    data = model.SerializeToString()
+    assert NOT_UTF8.encode() in data
+    return data.replace(NOT_UTF8.encode(), b"\xff\xfe" + NOT_UTF8.encode()[2:])
+
+
+def test_a_node_name_that_is_not_utf8_runs_as_onnxruntime_runs_it():
+    """onnxruntime runs the model; dml_ep too, the name backslash-escaped (it was an internal error
+    in the QDQ rewrites)."""
+    model = onnx.load(MODELS / "small_cnn.qdq.onnx")
+    model.graph.node[0].name = NOT_UTF8
+    x = np.random.default_rng(0).standard_normal((1, 3, 32, 32), dtype=np.float32)
+    session = dml_ep.InferenceSession(not_utf8(model))
+    np.testing.assert_array_equal(session.run(None, {"input": x})[0], dml_ep.InferenceSession(model).run(None, {"input": x})[0])
+    assert "\\xff\\xfenotutf8" in {node.name for entry in session.plan.entries for node in entry.origin.nodes}
+
+
+@pytest.mark.parametrize("kind", ["input", "output"])
+def test_a_graph_input_or_output_name_that_is_not_utf8_is_refused(kind):
+    """onnxruntime's Python API can neither feed nor fetch it (a UnicodeDecodeError)."""
+    model = onnx.load(MLP)
+    value = getattr(model.graph, kind)[0]
+    for node in model.graph.node:
+        node.input[:] = [NOT_UTF8 if name == value.name else name for name in node.input]
+        node.output[:] = [NOT_UTF8 if name == value.name else name for name in node.output]
+    value.name = NOT_UTF8
+    with raises(ModelError, f"graph {kind} 0: name b'\\xff\\xfenotutf8' is not UTF-8 (ONNX strings are UTF-8)"):
+        dml_ep.InferenceSession(not_utf8(model))
+
+
+def test_a_name_whose_escaped_form_is_another_name_is_refused():
+    """Read backslash-escaped, b'\\xff\\xfenotutf8' would be the value '\\\\xff\\\\xfenotutf8' too."""
+    escaped = "\\xff\\xfenotutf8"
+    model = relu_graph([helper.make_node("Relu", ["x"], [NOT_UTF8]), helper.make_node("Relu", [escaped], ["y"]),
+                        helper.make_node("Relu", [NOT_UTF8], [escaped])])
+    with raises(ModelError, "b'\\xff\\xfenotutf8' is not UTF-8", f"escaped it reads {escaped!r}, another string of the model"):
+        dml_ep.InferenceSession(not_utf8(model))
+
+
 # --- quantization parameters ------------------------------------------------------------------
 
 BAD_SCALES = [(0.0, "scale 0 is not positive"), (-1.0, "scale -1 is not positive"), (np.nan, "NaN or infinite"), (np.inf, "NaN or infinite")]
@@ -415,6 +461,24 @@ def test_bad_feeds(mlp, feeds, rule):
     with raises(FeedError, rule):
         mlp.run(None, feeds)
 
+
+
+@pytest.mark.parametrize(("elem_type", "feed", "rule"), [
+    (onnx.TensorProto.UINT8, [300, -1], "input 'x': 300 is outside the range of uint8, [0, 255]"),
+    (onnx.TensorProto.INT8, [[1], [-129]], "input 'x': -129 is outside the range of int8, [-128, 127]"),
+    (onnx.TensorProto.INT64, [2**63], "input 'x': 9223372036854775808 is outside the range of int64, [-9223372036854775808, 9223372036854775807]"),
+    (onnx.TensorProto.FLOAT, [1.0, -(10**400)], "input 'x': -10000000000000000...0000000000000000000 is outside the range of float32, [-3.40282e+38, 3.40282e+38]"),
+], ids=["uint8", "int8-nested", "int64", "float32"])
+def test_list_feeds_out_of_range(elem_type, feed, rule):
+    """A list feed becomes an array of the input's type, as in onnxruntime, which refuses these too
+    ("Could not create tensor from given input list"); numpy's OverflowError named neither."""
+    value = helper.make_tensor_value_info
+    model = helper.make_model(helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "g", [value("x", elem_type, None)],
+                                                [value("y", elem_type, None)]))
+    with raises(FeedError, rule):
+        dml_ep.InferenceSession(model).run(None, {"x": feed})
+    with raises(FeedError, rule):
+        compare_model(model, {"x": feed})
 
 def test_unknown_output_name(mlp):
     with raises(FeedError, "unknown output name 'logits'"):

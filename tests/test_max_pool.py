@@ -101,6 +101,15 @@ def test_one_d_pooling_is_two_d_with_a_height_of_one():
     assert (desc.StartPadding, desc.EndPadding) == ((0, 1), (0, 0))
 
 
+
+def test_strides_beyond_int32_reach_directml_as_the_dml_ep_clamps_them():
+    """The DML EP reads strides clamped to int32 (GetOptionalAttributeVectorInt32): DirectML's UINT
+    Strides get 2^31-1, whose one output per axis is onnxruntime's for strides of 2^62."""
+    model = one_node("MaxPool", np.uint8, (1, 2, 5, 5), kernel_shape=[3, 3], strides=[2**62, 2**62], pads=[1, 1, 1, 1])
+    desc = only_entry(model).desc
+    assert desc.Strides == (2**31 - 1, 2**31 - 1) and desc.OutputTensor.Sizes == (1, 2, 1, 1)
+    assert_matches_onnxruntime(model, codes(np.uint8, (1, 2, 5, 5)))
+
 def test_indices_are_uint64_for_directml():
     desc = only_entry(one_node("MaxPool", np.int8, (1, 1, 4, 4), indices=True, kernel_shape=[2, 2])).desc
     assert desc.OutputIndicesTensor.DataType.name == "UINT64" and desc.Dilations == (1, 1)

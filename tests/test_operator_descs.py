@@ -281,6 +281,12 @@ def test_conv_window_parameters(field, value):
     rejects(conv(**{field: value}), "6_4", field)
 
 
+
+@pytest.mark.parametrize("field, value", [("Strides", (2**32, 1)), ("EndPadding", (0, 2**40)), ("GroupCount", 2**32)])
+def test_uint_fields_hold_32_bits(field, value):
+    """DirectML's UINT fields (a DxDispatch model may hold any JSON integer)."""
+    rejects(conv(**{field: value}), "6_4", field, "UINT", "4294967295")
+
 def test_conv_tensors_share_dimension_count():
     """Bias, Filter, Input and Output have the same DimensionCount (each alone is allowed at 4_0)."""
     rejects(conv(OutputTensor=t(U8, (6, 5, 5))), "4_0", "OutputTensor", "DimensionCount 3 must equal InputTensor's 4")

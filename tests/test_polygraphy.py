@@ -1,7 +1,10 @@
 """Polygraphy's JSON files (RunResults, input data) read and written by dml_ep, checked against
 Polygraphy itself; and Polygraphy's Comparator running dml_ep beside onnxruntime."""
 
+import base64
+import io
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +15,7 @@ import pytest
 
 import dml_ep
 from dml_ep.cli import main, split_runner
+from dml_ep.errors import FeedError
 from dml_ep.polygraphy_json import inputs_json, load_inputs, load_run_results, run_results_json
 
 MODELS = Path(__file__).resolve().parent.parent / "models"
@@ -192,6 +196,58 @@ def test_bad_saved_outputs_exit_2_with_one_line(tmp_path, monkeypatch, make, opt
     assert result.stderr.startswith("dml-ep: error: ") and result.stderr.count("\n") == 1
     assert message in result.stderr
 
+
+
+def one_line_error(status: int, out: str, err: str) -> bool:
+    return status == 2 and out == "" and err.startswith("dml-ep: error: ") and err.count("\n") == 1
+
+
+def inputs_for(option: str, folder: Path) -> list[str]:
+    """What compare needs beside ``option``: --load-outputs, the inputs its outputs were made from."""
+    if option == "--load-inputs":
+        return []
+    np.save(folder / "input.npy", np.zeros((1, 64), np.float32))
+    return ["--input", f"input={folder / 'input.npy'}"]
+
+
+@pytest.mark.parametrize("option", ["--load-inputs", "--load-outputs"])
+def test_json_nested_too_deep_is_a_feed_error(capsys, tmp_path, option):
+    """Python's json module recurses once per level: 100,000 levels were a RecursionError."""
+    path = write(tmp_path / "deep.json", "[" * 100_000 + "]" * 100_000)
+    with pytest.raises(FeedError, match="deep.json: JSON nested too deep to read"):
+        (load_inputs if option == "--load-inputs" else load_run_results)(str(path))
+    status, out, err = run_cli(capsys, "compare", MODELS / "mlp.onnx", option, path, *inputs_for(option, tmp_path))
+    assert one_line_error(status, out, err) and "deep.json: JSON nested too deep to read" in err, err
+
+
+def huge_npy() -> bytes:
+    """An .npy whose header claims 10^12 float32 elements (4 TB) and whose data is 16 bytes."""
+    data = io.BytesIO()
+    np.lib.format.write_array_header_1_0(data, {"descr": "<f4", "fortran_order": False, "shape": (10**12,)})
+    return data.getvalue() + bytes(16)
+
+
+HUGE = "its header claims float32 [1000000000000], 4,000,000,000,000 bytes, and it holds 16"
+
+
+@pytest.mark.parametrize("option", ["--load-inputs", "--load-outputs"])
+def test_an_ndarray_claiming_more_than_its_data_is_a_feed_error(capsys, tmp_path, option):
+    """numpy would allocate what the header claims before reading the data (a MemoryError); the
+    same .npy as a file (--input) is refused by the same check."""
+    array = {"array": base64.b64encode(huge_npy()).decode(), "polygraphy_class": "ndarray"}
+    if option == "--load-inputs":
+        path, load = write(tmp_path / "in.json", json.dumps([{"input": array}])), load_inputs
+    else:
+        results = {"lst": [["r", [{"outputs": {"output": {"values": array, "polygraphy_class": "LazyArray"}}, "runtime": None,
+                                   "runner_name": "r", "polygraphy_class": "IterationResult"}]]], "polygraphy_class": "RunResults"}
+        path, load = write(tmp_path / "out.json", json.dumps(results)), load_run_results
+    with pytest.raises(FeedError, match=re.escape(f"an ndarray that cannot be decoded ({HUGE})")):
+        load(str(path))
+    status, out, err = run_cli(capsys, "compare", MODELS / "mlp.onnx", option, path, *inputs_for(option, tmp_path))
+    assert one_line_error(status, out, err) and f"{path.name}: an ndarray that cannot be decoded ({HUGE})" in err, err
+    (tmp_path / "huge.npy").write_bytes(huge_npy())
+    status, out, err = run_cli(capsys, "run", MODELS / "mlp.onnx", "--input", f"input={tmp_path / 'huge.npy'}")
+    assert one_line_error(status, out, err) and f"huge.npy: cannot read an array ({HUGE})" in err, err
 
 def test_polygraphy_files_take_one_model(capsys, tmp_path):
     status, out, err = run_cli(capsys, "compare", MODELS / "mlp.onnx", MODELS / "small_cnn.onnx", "--save-outputs", tmp_path / "o.json")

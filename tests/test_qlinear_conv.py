@@ -10,10 +10,14 @@ import math
 from fractions import Fraction
 
 import numpy as np
+import onnx
 import pytest
 
 import dml_ep
-from onnx_builders import assert_onnxruntime_mode_exact, check_directml_mode, objects, qlinear_conv
+from dml_ep import cli
+from dml_ep.plan import FallbackNode
+from dml_ep.real_ep import ASSIGNED_TO_DML
+from onnx_builders import assert_onnxruntime_mode_exact, check_directml_mode, objects, qlinear_conv, run_ort
 
 # onnxruntime's float32 requantization (two rounded scale operations, one rounded product) is
 # within 3 float32 ulps of the ideal value; 2^-21 relative leaves a margin of 2.
@@ -172,3 +176,37 @@ def test_ties_round_half_to_even(types):
     assert np.count_nonzero(ties) > 20
     counts = check_directml_mode("QLinearConv", model, feeds, num, den, y_zp, bound, exact_reference(x_dtype))
     assert counts["float rounding"] == 0  # the multiplier 2^-1 is exact in float32: only ties can differ
+
+
+# --- window attributes beyond int32 ----------------------------------------------------------
+
+
+def test_strides_beyond_int32_reach_directml_as_the_dml_ep_clamps_them(tmp_path):
+    """Strides of 2^62: onnxruntime's size formula gives one output per spatial axis. The DML EP
+    reads the strides clamped to int32 (GetOptionalAttributeVectorInt32), so DirectML's UINT
+    Strides get 2^31-1, whose single output is the same window."""
+    model, feeds, *_ = conv_case((1, 3, 6, 5), (4, 3, 3, 2), strides=[2**62, 2**62])
+    (entry,) = dml_ep.InferenceSession(model).plan.entries
+    assert entry.desc.Strides == (2**31 - 1, 2**31 - 1) and entry.output_shape == (1, 4, 1, 1)
+    assert_onnxruntime_mode_exact(model, feeds)
+    onnx.save(model, tmp_path / "conv.onnx")
+    assert cli.main(["compare", str(tmp_path / "conv.onnx"), "--arithmetic", "onnxruntime", "--quiet"]) == 0
+
+
+def test_pads_beyond_int32_fall_back_when_the_clamped_size_is_not_onnxruntimes(capsys, tmp_path):
+    """Pads of 2^40 (with strides of 2^62, one output of padding alone for onnxruntime): clamped
+    to 2^31-1 they give the DML EP another output size, which its InferAndVerifyOutputSizes
+    refuses. dml_ep leaves the node to onnxruntime and gives its output."""
+    x = np.arange(90, dtype=np.uint8).reshape(1, 3, 6, 5)
+    w = np.ones((4, 3, 3, 2), np.int8)
+    bias = np.arange(4, dtype=np.int32) * 1000
+    model, feeds = qlinear_conv(x, np.float32(0.1), np.uint8(3), w, np.float32(0.05), np.int8(0), np.float32(0.2), np.uint8(9),
+                                bias, strides=[2**62, 2**62], pads=[2**40] * 4)
+    session = dml_ep.InferenceSession(model)
+    (entry,) = session.plan.entries
+    assert isinstance(entry, FallbackNode)
+    assert "the DML EP infers output shape [1, 4, 3, 3] from the attributes as it reads them" in entry.reason
+    assert "onnxruntime's is [1, 4, 1, 1]" in entry.reason and entry.reason.endswith(ASSIGNED_TO_DML)
+    np.testing.assert_array_equal(session.run(None, feeds)[0], run_ort(model, feeds, "ort"))
+    onnx.save(model, tmp_path / "conv.onnx")
+    assert cli.main(["compare", str(tmp_path / "conv.onnx"), "--quiet"]) == 0

@@ -19,7 +19,7 @@ from typing import cast
 from ..enums import DML_OPERATOR_TYPE, DML_TENSOR_DATA_TYPE, DML_TENSOR_FLAGS
 from ..errors import DxDispatchError
 from ..operators.activation import ActivationDesc
-from ..operators.base import OperatorDesc
+from ..operators.base import OperatorDesc, field_kind
 from ..operators.registration import OPERATORS
 from ..tensor_desc import DML_BUFFER_TENSOR_DESC, calc_buffer_tensor_size, packed_strides
 
@@ -71,7 +71,7 @@ def _fields_to_dict(desc: OperatorDesc) -> dict:
             continue  # a null optional tensor, activation or scale-bias
         if isinstance(value, DML_BUFFER_TENSOR_DESC):
             value = tensor_to_dict(value)
-        elif _kind(field) == "TensorDescArray":
+        elif field_kind(field) == "TensorDescArray":
             value = [tensor_to_dict(each) for each in value]
         elif isinstance(value, OperatorDesc):  # a fused activation: its fields inline beside Type
             value = {"Type": value.OPERATOR_TYPE.name, **_fields_to_dict(value)}
@@ -126,7 +126,7 @@ def _desc_from_dict(op_type: DML_OPERATOR_TYPE, data, where: str, fused: bool = 
         raise DxDispatchError(f"{where}: {cls.__name__} has no field {unknown[0]!r} (fields: {', '.join(fields)})")
     values: dict[str, object] = {}
     for name, field in fields.items():
-        at, kind = f"{where}.{name}", _kind(field)
+        at, kind = f"{where}.{name}", field_kind(field)
         if fused and kind.startswith("TensorDesc"):
             continue  # DxDispatch reads a fused activation's tensors as null, whatever is written
         if name not in data:
@@ -137,11 +137,6 @@ def _desc_from_dict(op_type: DML_OPERATOR_TYPE, data, where: str, fused: bool = 
             continue
         values[name] = _field_from_dict(kind, data[name], at)
     return cls(**values)
-
-
-def _kind(field: dataclasses.Field) -> str:
-    """A field's annotation as written (``"TensorDesc"``, ``"tuple[int, ...]"``, ``"float"``)."""
-    return field.type if isinstance(field.type, str) else field.type.__name__
 
 
 def _optional(cls, name: str, kind: str) -> bool:

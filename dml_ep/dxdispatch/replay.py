@@ -146,6 +146,8 @@ def load(path: str) -> DxDispatchModel:
         raise DxDispatchError(f"cannot read {file}: {exc.strerror or exc}") from None
     except ValueError as exc:
         raise DxDispatchError(f"{file} is not JSON: {exc}") from None
+    except RecursionError as exc:  # the json module recurses once per level of nesting
+        raise DxDispatchError(f"{file}: JSON nested too deep to read ({exc})") from None
     if not isinstance(data, dict) or any(key not in data for key in ("resources", "dispatchables", "commands")):
         raise DxDispatchError(f"{file}: a DxDispatch model is an object with resources, dispatchables and commands")
     base = os.path.dirname(os.path.abspath(file))

@@ -4,8 +4,9 @@ the tensor type sets, and the :class:`Operator` entry a module declares for the 
 Each desc is a frozen dataclass whose fields are DirectML's, in DirectML's order, and checks itself
 against DirectML's support tables with ``validate(feature_level)``: the feature level that
 introduced the operator, dimension counts and data types per tensor and per feature level, the
-documented shape rules and the data-type pairings. A broken rule raises
-:class:`~dml_ep.errors.DescValidationError` naming the operator, the tensor and the rule.
+32 bits of its UINT and INT fields, the documented shape rules and the data-type pairings. A
+broken rule raises :class:`~dml_ep.errors.DescValidationError` naming the operator, the tensor and
+the rule.
 """
 
 from __future__ import annotations
@@ -26,11 +27,18 @@ if TYPE_CHECKING:
 TensorDesc = DML_BUFFER_TENSOR_DESC  # a tensor field; one DirectML lets be null is ``TensorDesc | None``
 SignedIntegers = tuple  # of int: a DirectML INT array (the others are UINT)
 TensorDescArray = tuple  # of DML_BUFFER_TENSOR_DESC: a ``_Field_size_(Count)`` array of tensor descs (JOIN's InputTensors)
+UINT, INT = ("UINT", 0, 2**32 - 1), ("INT", -(2**31), 2**31 - 1)
+INTEGER_RANGES = {"int": UINT, "tuple[int, ...]": UINT, "SignedIntegers": INT}  # DirectML's integer fields, by annotation
 
 QUANTIZED = frozenset({DT.INT8, DT.UINT8})
 FLOATS = frozenset({DT.FLOAT32, DT.FLOAT16})
 FLOAT32 = frozenset({DT.FLOAT32})
 INT32 = frozenset({DT.INT32})
+
+
+def field_kind(field: dataclasses.Field) -> str:
+    """A desc field's annotation as written (``"TensorDesc"``, ``"tuple[int, ...]"``, ``"float"``)."""
+    return field.type if isinstance(field.type, str) else field.type.__name__
 
 
 @functools.lru_cache(maxsize=4096)
@@ -136,6 +144,7 @@ class OperatorDesc:
                 self.fail(f"sizes {list(tensor.Sizes)} contain a size below 1", rule.field)
             if tensor.element_count > 2**32 - 1:
                 self.fail("more than 2^32-1 elements", rule.field)
+        self.validate_integers()
         for first, *others in self.SAME_TYPE:
             want = getattr(self, first).DataType
             for field in others:
@@ -143,6 +152,16 @@ class OperatorDesc:
                 if tensor is not None and tensor.DataType != want:
                     self.fail(f"DataType {tensor.DataType.name} must equal {first}'s {want.name}", field)
         self.validate_shapes(feature_level)
+
+    def validate_integers(self) -> None:
+        """DirectML's UINT and INT fields hold 32 bits (a DxDispatch model's JSON may hold any integer)."""
+        for field in dataclasses.fields(self):
+            if field_kind(field) in INTEGER_RANGES:
+                kind, low, high = INTEGER_RANGES[field_kind(field)]
+                value = getattr(self, field.name)
+                values = value if isinstance(value, tuple) else (value,)
+                if not all(low <= v <= high for v in values):
+                    self.fail(f"{list(values)} does not fit DirectML's {kind} ({low} to {high})", field.name)
 
     def validate_shapes(self, feature_level: FL) -> None:
         """Operator-specific size rules (overridden by subclasses)."""

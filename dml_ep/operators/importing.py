@@ -23,6 +23,7 @@ from ..real_ep import ASSIGNED_TO_DML, ON_CPU
 from ..tensor_desc import DML_BUFFER_TENSOR_DESC, broadcast_shapes, broadcast_strides, left_pad
 
 MAX_DIMENSIONS = 8  # DML_TENSOR_DIMENSION_COUNT_MAX1
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 
 
 class Fallback(Exception):
@@ -88,6 +89,13 @@ def bound(node: onnx.NodeProto, desc, input_index: dict[str, int], output_shapes
     first, *more = output_shapes
     return DmlNode(node, desc, inputs, node.output[0], first, origin, names=names, input_index=input_index,
                    more_outputs=tuple(zip(node.output[1:], more)))
+
+
+def as_int32(values) -> list[int]:
+    """Integers as the DML EP reads int64 attributes and CPU tensors: clamped into int32
+    (GetOptionalAttributeVectorInt32 in MLOperatorAuthorHelper.h, ReadCpuLocalTensorIntoInt32 in
+    OperatorHelper.cpp), so that a valid ONNX stride of 2^62 reaches DirectML as 2^31-1."""
+    return [min(max(int(value), INT32_MIN), INT32_MAX) for value in values]
 
 
 def data_type(dtype) -> DML_TENSOR_DATA_TYPE:

@@ -80,9 +80,8 @@ class PoolingDesc(OperatorDesc):
                 continue
             if len(values) != self.DimensionCount:
                 self.fail(f"has {len(values)} values, DimensionCount is {self.DimensionCount}", name)
-            least = 0 if name.endswith("Padding") else 1
-            if any(v < least for v in values):
-                self.fail(f"{list(values)} must be at least {least}", name)
+            if 0 in values and not name.endswith("Padding"):  # a negative value breaks the UINT rule first
+                self.fail(f"{list(values)} must be at least 1", name)
         for field, each in self.tensors().items():
             if each.DimensionCount != dims:
                 self.fail(f"DimensionCount {each.DimensionCount} must equal InputTensor's {dims}", field)

@@ -66,7 +66,7 @@ from ..real_ep import ASSIGNED_TO_DML, ON_DML
 from ..tensor_desc import left_pad, packed_strides, view
 from .base import FLOAT32, QUANTIZED, Operator, OperatorDesc, TensorDesc, rules
 from .importing import Fallback, NodeContext, check_scale, check_zero_point, output_type, quantized_type, tensor
-from .windows import output_sizes
+from .windows import int_list, output_sizes
 
 # --- desc ------------------------------------------------------------------------------------
 
@@ -118,9 +118,8 @@ class DML_QUANTIZED_LINEAR_AVERAGE_POOLING_OPERATOR_DESC(OperatorDesc):
             values = getattr(self, name)
             if len(values) != self.DimensionCount:
                 self.fail(f"has {len(values)} values, DimensionCount is {self.DimensionCount}", name)
-            least = 0 if name.endswith("Padding") else 1
-            if any(v < least for v in values):
-                self.fail(f"{list(values)} must be at least {least}", name)
+            if 0 in values and not name.endswith("Padding"):  # a negative value breaks the UINT rule first
+                self.fail(f"{list(values)} must be at least 1", name)
         if self.IncludePadding not in (0, 1):
             self.fail(f"{self.IncludePadding} is not a BOOL (0 or 1)", "IncludePadding")
         batch, channels, *in_spatial = self.InputTensor.Sizes
@@ -158,13 +157,6 @@ def qlinear_global_average_pool(ctx: NodeContext) -> DmlNode:
     return _import(ctx, global_pooling=True)
 
 
-def _ints(ctx: NodeContext, name: str, default: list[int], count: int) -> list[int]:
-    values = list(ctx.attr(name, default)) or default
-    if len(values) != count:
-        raise InvalidAttributeError(f"{name} has {len(values)} values, expected {count}", node=ctx.node)
-    return values
-
-
 def _window(ctx: NodeContext, spatial: tuple[int, ...]) -> tuple[list, list, list, list, bool]:
     """kernel_shape, strides, start and end padding and ceil_mode of a QLinearAveragePool node,
     auto_pad resolved as onnxruntime's PoolAttributes (and the DML EP's KernelArgs) resolve it."""
@@ -172,9 +164,9 @@ def _window(ctx: NodeContext, spatial: tuple[int, ...]) -> tuple[list, list, lis
     kernel = ctx.attr("kernel_shape")
     if kernel is None:
         raise InvalidAttributeError("kernel_shape is required", node=ctx.node)
-    kernel = _ints(ctx, "kernel_shape", [], rank)
-    strides = _ints(ctx, "strides", [1] * rank, rank)
-    pads = _ints(ctx, "pads", [0] * 2 * rank, 2 * rank)
+    kernel = int_list(ctx, "kernel_shape", [], rank)
+    strides = int_list(ctx, "strides", [1] * rank, rank)
+    pads = int_list(ctx, "pads", [0] * 2 * rank, 2 * rank)
     if any(k < 1 for k in kernel) or any(s < 1 for s in strides):
         raise InvalidAttributeError(f"kernel_shape {kernel} and strides {strides} must be positive", node=ctx.node)
     auto_pad = ctx.attr("auto_pad", "NOTSET")

@@ -63,9 +63,8 @@ def validate_convolution(desc, same_dims: tuple[str, ...]) -> int:
         values = getattr(desc, name)
         if len(values) != desc.DimensionCount:
             desc.fail(f"has {len(values)} values, DimensionCount is {desc.DimensionCount}", name)
-        least = 0 if name.endswith("Padding") else 1
-        if any(v < least for v in values):
-            desc.fail(f"{list(values)} must be at least {least}", name)
+        if 0 in values and not name.endswith("Padding"):  # a negative value breaks the UINT rule first
+            desc.fail(f"{list(values)} must be at least 1", name)
     dims = desc.InputTensor.DimensionCount
     for field in same_dims:
         tensor = getattr(desc, field)

@@ -28,7 +28,7 @@ from ..real_ep import ON_CPU
 from ..tensor_desc import view
 from .base import FLOATS, Operator, OperatorDesc, SignedIntegers, TensorDesc, rules
 from .element_wise_identity import INTS_32, INTS_64, dims_of, eight_bit
-from .importing import Fallback, NodeContext, tensor
+from .importing import Fallback, NodeContext, as_int32, tensor
 
 # --- desc ------------------------------------------------------------------------------------
 
@@ -99,7 +99,7 @@ def slice_(ctx: NodeContext) -> DmlNode:
 
 def _ints(ctx: NodeContext, index: int) -> list[int] | None:
     name = ctx.input_name(index)
-    return None if not name else [int(v) for v in ctx.constants[name].reshape(-1)]
+    return None if not name else as_int32(ctx.constants[name].reshape(-1))
 
 
 def _window(size: int, start: int, end: int, step: int) -> tuple[int, int, int]:

@@ -1,13 +1,18 @@
 """What the sliding-window operators share (convolutions, pooling): the ONNX window attributes
 read as the DML EP's OperatorHelper.cpp reads them (InitializeKernel, ResolveAutoPadding) and the
-output size per spatial dimension (InitializeKernelOutputDimensions)."""
+output size per spatial dimension (InitializeKernelOutputDimensions).
+
+InitializeKernel reads strides, dilations, pads and kernel_shape clamped into int32
+(:func:`~dml_ep.operators.importing.as_int32`); where the clamp changes the output size, the DML
+EP fails creating the kernel (``importer.verify_output_shapes``).
+"""
 
 from __future__ import annotations
 
 import math
 
 from ..errors import InvalidAttributeError
-from .importing import NodeContext
+from .importing import NodeContext, as_int32
 
 
 def output_sizes(in_spatial, kernel, strides, dilations, start_padding, end_padding, ceil: bool = False) -> tuple[int, ...]:
@@ -26,11 +31,12 @@ def output_sizes(in_spatial, kernel, strides, dilations, start_padding, end_padd
 
 
 def int_list(ctx: NodeContext, name: str, default: list[int], count: int) -> list[int]:
-    """An ints attribute of exactly ``count`` values (``default`` when absent)."""
-    values = list(ctx.attr(name, default))
+    """An ints attribute of exactly ``count`` values (``default`` when absent or empty: the DML EP's
+    HasAttribute counts elements), each clamped into int32 as the DML EP reads it."""
+    values = list(ctx.attr(name) or default)
     if len(values) != count:
         raise InvalidAttributeError(f"{name} has {len(values)} values, expected {count}", node=ctx.node)
-    return values
+    return as_int32(values)
 
 
 def positive(ctx: NodeContext, name: str, count: int) -> list[int]:
