@@ -438,8 +438,9 @@ def cmd_run(args) -> int:
         print(_table(["output", "shape", "dtype"], [[n, list(r.shape), r.dtype] for n, r in results.items()]))
         return 0
     paths = {name: os.path.join(args.output_dir, file) for name, file in npy_file_names(names).items()}
+    inputs = _inputs_read(args)
     for path in paths.values():
-        files.check_not_input(path, _inputs_read(args))
+        files.check_not_input(path, inputs)
     print(_table(["output", "shape", "dtype", "file"], [[n, list(r.shape), r.dtype, os.path.basename(paths[n])] for n, r in results.items()]))
     os.makedirs(args.output_dir, exist_ok=True)
     files.write_files({paths[name]: functools.partial(np.save, arr=array) for name, array in results.items()})
@@ -493,9 +494,10 @@ def cmd_export(args) -> int:
 def cmd_compare(args) -> int:
     """Compare each model (each data set, each Polygraphy iteration: :func:`comparison_cases`);
     with several, one that fails is reported and the others still run."""
+    inputs = _inputs_read(args)
     for path in (args.json, args.save_outputs, args.save_inputs):
         if path:
-            files.check_writable(path, inputs=_inputs_read(args))
+            files.check_writable(path, inputs=inputs)
     if args.reference == DML_REFERENCE:  # once, not once per model
         require_dml()
     out = _text_output(args)

@@ -1,11 +1,12 @@
-"""How ``dml-ep`` writes its reports, outputs and exports: all or nothing, never over what it reads.
+"""How ``dml-ep`` writes its reports and outputs: all or nothing, never over what it reads.
 
 A regular file is written to a temporary name beside it and renamed into place once every file of
 the command is written, so that a failure (or Ctrl-C, or SIGTERM: the CLI turns it into an
 exception) leaves neither a partial file nor a mix of new and old ones. A symbolic link is written
 through, as editors and ``cp`` do: its target is replaced, the link stays. New files and folders get
-the user's umask (a temporary name is made 0600 and a staging folder 0700); a file replaced keeps
-its mode. A path that is also an input of the same command is refused before any work.
+the user's umask (a temporary name is made 0600); a file replaced keeps its mode. A path that is
+also an input of the same command is refused before any work. An export stages its new folder
+the same way (``dxdispatch.export``), with :func:`new_mode` for the folder mkdtemp makes 0700.
 """
 
 from __future__ import annotations
