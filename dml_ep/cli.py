@@ -34,6 +34,7 @@ from .importer import DEFAULT_FEATURE_LEVEL
 from .passes import DEFAULT_RELEASE, RELEASES
 from .passes.dml_fusion import NAME as DML_FUSION
 from .planner import plan_model
+from .node_table import plan_rows
 from .inputs import ASSUMED, INTEGERS, input_shapes, load_directory, load_tensor_protos, make_feeds, npy_file_names, zoo_layout
 from .plan import DmlNode, node_macs
 from .polygraphy_json import inputs_json, load_inputs, load_run_results, pick_runner, run_results_json
@@ -241,16 +242,7 @@ def cmd_inspect(args) -> int:
         plan = session.plan
     else:
         plan = plan_model(model, args.feature_level, shapes, qdq_rules=args.qdq_rules)
-    rows = [
-        {"node": node_label(entry.node),
-         "op_type": entry.node.op_type,
-         "runs_on": entry.summary(),
-         "rule": entry.origin.rule,
-         "from": [node_label(n) for n in entry.origin.nodes],
-         "macs": node_macs(entry.node, plan.values),
-         **({"desc": entry.desc.to_dict()} if isinstance(entry, DmlNode) else {"reason": entry.reason})}
-        for entry in plan.entries
-    ]
+    rows = plan_rows(plan)
     summary = plan.summary()
     by_op_type, by_reason = _by_op_type(plan, rows), _by_reason(plan)
     print(_ascii_if_needed("\n".join(_inspect_summary(plan, rows, summary, by_op_type, by_reason)), out), file=out)

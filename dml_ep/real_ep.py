@@ -94,3 +94,14 @@ def not_modelled_reason(node: onnx.NodeProto, origin: Origin, float_op: bool = F
     else:
         reason = f"{name}: {'float op ' if float_op else ''}{ON_DML}"
     return f"{reason} ({origin.note})" if origin.note else reason
+
+
+# Where a node runs in the real EP, as pictures colour it: dml_ep models its DirectML operator; the
+# real EP runs it on DirectML (or assigns it there) but dml_ep does not model it; or it runs on the CPU.
+PLACEMENTS = ("modelled", "real-ep-dml", "cpu")
+
+
+def fallback_placement(reason: str) -> str:
+    """Where the real EP runs a node dml_ep leaves to the CPU fallback, read from the end every
+    fallback reason has (ON_DML and its variants, ASSIGNED_TO_DML, ON_CPU, no kernel)."""
+    return "real-ep-dml" if "on DirectML in the real EP" in reason or "the real EP assigns it to DirectML" in reason else "cpu"

@@ -1,0 +1,53 @@
+"""The plan as one row per node, the way every picture of it reads it: ``inspect``'s table and JSON,
+the HTML report, Model Explorer's node data and the rewritten model's metadata.
+
+A row names the node (as the rewritten graph has it), where it runs (:data:`dml_ep.real_ep.PLACEMENTS`),
+its DirectML operator or the fallback reason, the rewrite that made it and the model's nodes it
+stands for. :func:`node_differences` adds, after ``compare``, each node's largest difference.
+"""
+
+from __future__ import annotations
+
+from .compare import ModelReport, node_label
+from .plan import DmlNode, Plan, PlanEntry, node_macs
+from .real_ep import fallback_placement
+
+
+def placement(entry: PlanEntry) -> str:
+    """``modelled`` (a DirectML operator dml_ep runs), ``real-ep-dml`` or ``cpu`` (where the real EP
+    runs a node dml_ep leaves to the CPU fallback)."""
+    return "modelled" if isinstance(entry, DmlNode) else fallback_placement(entry.reason)
+
+
+def plan_rows(plan: Plan) -> list[dict]:
+    """One row per plan entry, in execution order."""
+    return [
+        {"node": node_label(entry.node),
+         "op_type": entry.node.op_type,
+         "placement": placement(entry),
+         "runs_on": entry.summary(),
+         "rule": entry.origin.rule,
+         "from": [node_label(n) for n in entry.origin.nodes],
+         "macs": node_macs(entry.node, plan.values),
+         **({"desc": entry.desc.to_dict()} if isinstance(entry, DmlNode) else {"reason": entry.reason})}
+        for entry in plan.entries
+    ]
+
+
+def node_differences(report: ModelReport) -> dict[str, dict]:
+    """Each compared node's largest difference, by node name: ``isolated`` (its DirectML operator
+    on onnxruntime's inputs; None when not run alone) and ``propagated`` (its outputs after both
+    full runs), in LSB for quantized values; its ``cause``; and whether it is the first node that
+    differs in isolation. Empty when the comparison did not go node by node."""
+    first = report.first_divergent
+    differences = {}
+    for node in report.nodes or ():
+        propagated = [c.max_diff for c in node.propagated]
+        differences[node.node] = {
+            "isolated": node.isolated.max_diff if node.isolated is not None else None,
+            "propagated": max(propagated) if propagated else None,
+            "unit": next((c.unit for c in [node.isolated, *node.propagated] if c is not None), None),
+            "cause": node.cause_text or None,
+            "first_divergent": node is first,
+        }
+    return differences
