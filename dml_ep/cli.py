@@ -23,7 +23,7 @@ import time
 
 import numpy as np
 
-from . import dxdispatch, files
+from . import dxdispatch, files, html_report
 from .arithmetic import ARITHMETICS
 from .engines import ENGINES
 from .compare import (CANDIDATES, FLOAT_ATOL, FLOAT_RTOL, ModelReport, ShippedComparison, TensorComparison, compare_model, compare_shipped,
@@ -109,6 +109,8 @@ def build_parser() -> argparse.ArgumentParser:
                                            "--input or --input-dir, from the tensors of a run on those inputs.")
     show.add_argument("model", metavar="MODEL")
     show.add_argument("--json", metavar="FILE", help="also write the plan, with every desc, as JSON (- for stdout)")
+    show.add_argument("--html", metavar="FILE", help="also write the plan as an HTML page: the graph the real EP runs, each node "
+                                                     "coloured by where it runs (works offline)")
     show.add_argument("--descs", action="store_true", help="also print each DirectML operator's desc, field by field")
     show.add_argument("--nodes", action="store_true", help="also print every node: where it runs or why it falls back, the nodes "
                                                            "onnxruntime's rewrites made, those planned only when run")
@@ -143,6 +145,8 @@ def build_parser() -> argparse.ArgumentParser:
                               "(default: %(default)s)")
     compare.add_argument("--per-node", action="store_true", help="compare every intermediate value and each DML node in isolation")
     compare.add_argument("--json", metavar="FILE", help="also write the reports as JSON (- for stdout)")
+    compare.add_argument("--html", metavar="FILE", help="also write the comparison as an HTML page (one model): the graph, each node "
+                                                        "coloured by where it runs or by its largest difference; compares node by node")
     compare.add_argument("--quiet", action="store_true", help="no progress on stderr")
     polygraphy = compare.add_argument_group(
         "Polygraphy's JSON files", "as polygraphy run --save-outputs/--save-inputs writes them (a file, or a "
@@ -228,8 +232,9 @@ def cmd_inspect(args) -> int:
     totals on DirectML vs the fallback, the nodes planned only when run; with ``--nodes``, one row
     per plan entry, the nodes onnxruntime's rewrites made and what they stand for; with ``--descs``,
     each DirectML operator's desc."""
-    if args.json:
-        files.check_writable(args.json, inputs=_inputs_read(args))
+    for path in (args.json, args.html):
+        if path:
+            files.check_writable(path, inputs=_inputs_read(args))
     out = _text_output(args)
     model = load_model(args.model)
     shapes = dict(args.shape)
@@ -265,6 +270,8 @@ def cmd_inspect(args) -> int:
         files.write_files({args.json: files.json_writer(report_meta(model=args.model, input_shapes=shapes, assumed=plan.assumed,
                                                           pending=[node_label(n) for n in plan.pending], nodes=rows, summary=summary,
                                                           by_op_type=by_op_type, by_reason=by_reason))})
+    if args.html:
+        files.write_files({args.html: files.text_writer(html_report.plan_report(plan, args.model))})
     return 0
 
 
@@ -487,13 +494,16 @@ def cmd_compare(args) -> int:
     """Compare each model (each data set, each Polygraphy iteration: :func:`comparison_cases`);
     with several, one that fails is reported and the others still run."""
     inputs = _inputs_read(args)
-    for path in (args.json, args.save_outputs, args.save_inputs):
+    for path in (args.json, args.save_outputs, args.save_inputs, args.html):
         if path:
             files.check_writable(path, inputs=inputs)
     if args.reference == DML_REFERENCE:  # once, not once per model
         require_dml()
     out = _text_output(args)
     cases = comparison_cases(args)
+    if args.html and len(cases) != 1:
+        raise DmlEpError(f"--html draws one comparison; these arguments make {len(cases)} (one per model, data set or "
+                         "Polygraphy iteration)")
     reports, errors, fed, feed_sources = [], [], [], []
     for index, case in enumerate(cases, 1):
         path = case.name
@@ -518,7 +528,7 @@ def cmd_compare(args) -> int:
                     feature_level=args.feature_level,
                     qdq_rules=args.qdq_rules,
                     atol=args.atol,
-                    per_node=args.per_node,
+                    per_node=args.per_node or bool(args.html),
                     name=path,
                     progress=progress,
                     expected_outputs=case.saved,
@@ -551,6 +561,8 @@ def cmd_compare(args) -> int:
         ok = not errors and all(r.ok for r in reports)
         files.write_files({args.json: files.json_writer(report_meta(seed=args.seed, ok=ok, models=models, errors=errors))})
     save_polygraphy(args, cases, reports, fed, errors)
+    if args.html and reports:
+        files.write_files({args.html: files.text_writer(html_report.compare_report(reports[0]))})
     if errors:
         return 2
     return 0 if all(r.ok for r in reports) else 1
