@@ -1,0 +1,222 @@
+"""``inspect --html`` and ``compare --html``, opened in headless Chromium as a reader would: the page
+draws without console errors and without fetching anything, every plan node once with the right
+``data-placement``, a screenshot that is not blank, in under 5 s on a 1,000-node transformer."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnx.compose
+import pytest
+
+from browser import distinct_pixel_bytes, launch, missing, open_report
+from onnx_builders import Feed, run_ort, single_node_model
+
+ROOT = Path(__file__).resolve().parent.parent
+MODELS = sorted((ROOT / "models").glob("*.onnx"))
+SCREENSHOT = ROOT / "docs" / "report.png"
+RENDER_BUDGET_S = 5.0
+
+
+@pytest.fixture(scope="module")
+def browser():
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        missing("Playwright is not installed (pip install -e '.[test]')")
+    with sync_playwright() as playwright:
+        chromium = launch(playwright)
+        yield chromium
+        chromium.close()
+
+
+def dml_ep(*argv) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "dml_ep", *map(str, argv)], capture_output=True, text=True)
+
+
+def plan_placements(model: Path, *options) -> list[tuple[str, str]]:
+    """(node, placement) of each plan entry, as ``inspect --json`` gives them."""
+    done = dml_ep("inspect", model, "--json", "-", *options)
+    assert done.returncode == 0, done.stderr
+    return [(row["node"], row["placement"]) for row in json.loads(done.stdout)["nodes"]]
+
+
+def drawn(opened) -> list[tuple[str, str]]:
+    return opened.evaluate("[...document.querySelectorAll('[data-node]')].map(e => [e.dataset.node, e.dataset.placement])")
+
+
+def assert_renders(opened, expected: list[tuple[str, str]]) -> None:
+    assert opened.errors == [], opened.errors
+    assert opened.requests == [], f"the page fetched {opened.requests}"
+    assert sorted(map(tuple, drawn(opened))) == sorted(expected)  # each plan node once, its placement
+    assert opened.seconds < RENDER_BUDGET_S, f"drawn in {opened.seconds:.1f} s"
+    assert distinct_pixel_bytes(opened.page.screenshot()) > 50, "a blank screenshot"
+
+
+@pytest.mark.parametrize("model", MODELS, ids=lambda p: p.name)
+def test_inspect_page_draws_every_plan_node_with_its_placement(browser, model, tmp_path):
+    page = tmp_path / "plan.html"
+    done = dml_ep("inspect", model, "--html", page)
+    assert done.returncode == 0, done.stderr
+    assert_renders(open_report(browser, page), plan_placements(model))
+
+
+@pytest.mark.parametrize("model", MODELS, ids=lambda p: p.name)
+def test_compare_page_draws_the_plan_and_each_output(browser, model, tmp_path):
+    page, report = tmp_path / "compare.html", tmp_path / "compare.json"
+    done = dml_ep("compare", model, "--html", page, "--json", report, "--quiet")
+    assert done.returncode == 0, done.stderr
+    opened = open_report(browser, page)
+    assert_renders(opened, plan_placements(model))
+    outputs = onnx.load(model).graph.output
+    assert opened.evaluate("[...document.querySelectorAll('[data-output]')].map(e => e.dataset.output)") == [o.name for o in outputs]
+    # coloured by difference, every node has a colour (compared, or the grey of not compared)
+    opened.page.select_option("#colour-by", "propagated")
+    fills = opened.evaluate("[...document.querySelectorAll('[data-node] rect')].map(r => r.style.fill)")
+    assert fills and all(fills)
+
+
+def stacked_transformer(blocks: int) -> onnx.ModelProto:
+    """``blocks`` copies of the shipped dynamic transformer block, each feeding the next."""
+    block = onnx.load(ROOT / "models" / "transformer_block.dynamic.onnx")
+    model = onnx.compose.add_prefix(block, "b0/")
+    for index in range(1, blocks):
+        following = onnx.compose.add_prefix(block, f"b{index}/")
+        model = onnx.compose.merge_models(model, following, io_map=[(model.graph.output[0].name, following.graph.input[0].name)])
+    return model
+
+
+def test_a_1000_node_transformer_renders_in_under_5_seconds(browser, tmp_path):
+    path, page = tmp_path / "encoder.onnx", tmp_path / "encoder.html"
+    onnx.save(stacked_transformer(42), path)  # 2,142 ONNX nodes, 1,008 after onnxruntime's fusions
+    done = dml_ep("inspect", path, "--html", page)
+    assert done.returncode == 0, done.stderr
+    expected = plan_placements(path)
+    assert len(expected) >= 1000
+    opened = open_report(browser, page)
+    assert_renders(opened, expected)
+    assert int(opened.evaluate("document.documentElement.dataset.renderMs")) < RENDER_BUDGET_S * 1000
+    # searchable: the matches are the nodes of that op type, and Enter selects the first
+    opened.page.fill("#search", "Softmax")
+    assert opened.evaluate("document.querySelectorAll('.node.match').length") == sum(1 for name, _ in expected if "softmax" in name.lower())
+    opened.page.press("#search", "Enter")
+    assert "Softmax" in opened.evaluate("document.getElementById('details').textContent")
+
+
+def tie_pool_model() -> tuple[onnx.ModelProto, dict]:
+    """QLinearAveragePool over pairs of codes with scales of 0.1: the exact average is often k + 1/2,
+    which DirectML rounds to even and onnxruntime's float32 average to either side
+    (test_qlinear_pool.py pins why)."""
+    x = np.arange(200, dtype=np.uint8).reshape(1, 1, 1, 200)
+    scale, zero = np.float32(0.1), np.uint8(0)
+    return single_node_model("QLinearAveragePool", [Feed(x), scale, zero, scale, zero], np.uint8, 4, domain="com.microsoft",
+                             kernel_shape=[1, 2])
+
+
+def test_compare_page_marks_the_first_divergent_node_and_histograms_its_differences(browser, tmp_path):
+    model, feeds = tie_pool_model()
+    path, x, page = tmp_path / "pool.onnx", tmp_path / "x.npy", tmp_path / "pool.html"
+    onnx.save(model, path)
+    np.save(x, feeds["in0"])
+    done = dml_ep("compare", path, "--input", f"in0={x}", "--html", page, "--quiet")
+    assert done.returncode == 1, done.stderr  # a mismatch
+    # hand-computed: the exact average of each pair of codes, rounded half to even (DirectML)
+    codes = feeds["in0"].reshape(-1).astype(np.int64)
+    pairs = codes[:-1] + codes[1:]  # windows of 2, stride 1
+    directml = (pairs // 2 + ((pairs % 2 == 1) & ((pairs // 2) % 2 == 1))).astype(np.uint8)
+    theirs = run_ort(model, feeds, "ort").reshape(-1)
+    steps = directml.astype(int) - theirs.astype(int)
+    opened = open_report(browser, page)
+    assert opened.errors == []
+    bins = dict(opened.evaluate("[...document.querySelectorAll('.histogram [data-bin]')].map(g => [g.dataset.bin, +g.dataset.count])"))
+    assert bins == {"0": int((steps == 0).sum()), "-1": int((steps == -1).sum()), "+1": int((steps == 1).sum()),
+                    "-2": 0, "+2": 0, "other": 0}
+    assert bins["0"] < steps.size  # the two differ
+    node = model.graph.node[0].name or f"<QLinearAveragePool -> {model.graph.node[0].output[0]}>"
+    assert opened.evaluate("[...document.querySelectorAll('.first-divergent')].map(e => e.dataset.node)") == [node]
+    opened.page.select_option("#colour-by", "isolated")
+    assert opened.evaluate("document.querySelector('.first-divergent rect').style.fill") == "rgb(254, 224, 139)"  # the 1-LSB band
+    opened.page.click("a.goto")
+    assert "largest difference, isolated: 1 LSB" in opened.evaluate("document.getElementById('details').textContent")
+
+
+def test_a_node_on_each_placement_is_coloured_for_it(browser, tmp_path):
+    """A uint8 QDQ Conv (DirectML, modelled), a float Sigmoid (DirectML in the real EP, not
+    modelled) and a com.microsoft QLinearMul, which the DML EP has no kernel for (CPU in the real EP)."""
+    from onnx import TensorProto, helper
+
+    weight = helper.make_tensor("w", TensorProto.UINT8, [1, 1, 1, 1], [3])
+    nodes = [
+        helper.make_node("QuantizeLinear", ["x", "s", "z"], ["xq"], name="quantize"),
+        helper.make_node("DequantizeLinear", ["xq", "s", "z"], ["xd"], name="dq_x"),
+        helper.make_node("DequantizeLinear", ["w", "s", "z"], ["wd"], name="dq_w"),
+        helper.make_node("Conv", ["xd", "wd"], ["c"], name="conv"),
+        helper.make_node("QuantizeLinear", ["c", "s", "z"], ["cq"], name="q_conv"),
+        helper.make_node("DequantizeLinear", ["cq", "s", "z"], ["cd"], name="dq_conv"),
+        helper.make_node("Sigmoid", ["cd"], ["sig"], name="sigmoid"),
+        helper.make_node("QLinearMul", ["cq", "s", "z", "cq", "s", "z", "s", "z"], ["r"], name="square", domain="com.microsoft"),
+    ]
+    graph = helper.make_graph(nodes, "placements", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 4, 4])],
+                              [helper.make_tensor_value_info("sig", TensorProto.FLOAT, [1, 1, 4, 4]),
+                               helper.make_tensor_value_info("r", TensorProto.UINT8, [1, 1, 4, 4])],
+                              [weight, helper.make_tensor("s", TensorProto.FLOAT, [], [0.05]),
+                               helper.make_tensor("z", TensorProto.UINT8, [], [128])])
+    path, page = tmp_path / "placements.onnx", tmp_path / "placements.html"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)]), path)
+    done = dml_ep("inspect", path, "--html", page)
+    assert done.returncode == 0, done.stderr
+    placements = dict(drawn(open_report(browser, page)))
+    assert placements["sigmoid"] == "real-ep-dml" and placements["square"] == "cpu"
+    assert [p for name, p in placements.items() if name not in ("sigmoid", "square")] == ["modelled"] * (len(placements) - 2)
+    assert any(re.search("conv", name, re.I) for name in placements)
+
+
+def test_the_page_fetches_nothing_and_escapes_what_the_model_names(browser, tmp_path):
+    """Self-contained: no src or href leaves the file; a node named like markup stays text."""
+    model, _ = tie_pool_model()
+    model.graph.node[0].name = "</script><img src=x onerror=alert(1)>"
+    path, page = tmp_path / "named.onnx", tmp_path / "named.html"
+    onnx.save(model, path)
+    assert dml_ep("inspect", path, "--html", page).returncode == 0
+    text = page.read_text(encoding="utf-8")
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:|//)""", text, re.I)
+    assert text.count("</script>") == text.count("<script")
+    opened = open_report(browser, page)
+    assert opened.errors == [] and opened.evaluate("document.images.length") == 0
+    assert [node for node, _ in drawn(opened)] == [model.graph.node[0].name]
+
+
+def test_html_takes_one_comparison_and_never_an_input(tmp_path):
+    model = ROOT / "models" / "mlp.onnx"
+    two = dml_ep("compare", model, ROOT / "models" / "small_cnn.onnx", "--html", tmp_path / "r.html")
+    assert two.returncode == 2 and two.stderr.count("\n") == 1 and "--html draws one comparison" in two.stderr
+    copy = tmp_path / "mlp.onnx"
+    copy.write_bytes(model.read_bytes())
+    over = dml_ep("inspect", copy, "--html", copy)
+    assert over.returncode == 2 and copy.read_bytes() == model.read_bytes()
+    assert not (tmp_path / "r.html").exists()
+
+
+def test_readme_screenshot_is_made_by_this_code(browser, tmp_path):
+    """README's picture: the compare page of the shipped dynamic transformer block, a node clicked.
+    DML_EP_UPDATE_SCREENSHOT=1 writes it to docs/report.png; otherwise the one committed must exist
+    and not be blank."""
+    page = tmp_path / "transformer.html"
+    done = dml_ep("compare", ROOT / "models" / "transformer_block.dynamic.onnx", "--html", page, "--quiet")
+    assert done.returncode == 0, done.stderr
+    opened = open_report(browser, page)
+    opened.page.locator("#graph-section").scroll_into_view_if_needed()
+    opened.page.click("[data-node='attn.q.matmul_quant']")
+    picture = opened.page.screenshot()
+    assert distinct_pixel_bytes(picture) > 50
+    if os.environ.get("DML_EP_UPDATE_SCREENSHOT"):
+        SCREENSHOT.write_bytes(picture)
+    assert distinct_pixel_bytes(SCREENSHOT.read_bytes()) > 50
+    assert "docs/report.png" in (ROOT / "README.md").read_text(encoding="utf-8")
