@@ -16,6 +16,8 @@ import json
 import math
 from importlib import resources
 
+import numpy as np
+
 from .compare import ModelReport, TensorComparison
 from .node_table import node_differences, plan_rows
 from .plan import DmlNode, Plan
@@ -133,7 +135,7 @@ def _comparison_sections(report: ModelReport) -> list[str]:
     for output in report.outputs:
         lines.append(f'<figure class="output" data-output="{html.escape(output.name)}"><figcaption>{html.escape(output.name)}: '
                      f"{output.dtype} {output.shape}, {output.exact_percent:.2f}% exact, max diff {output.max_diff:g} {output.unit}"
-                     f"</figcaption>{_histogram(output)}</figure>")
+                     f"</figcaption>{_histogram(output, report.candidate_outputs.get(output.name), report.reference_outputs.get(output.name))}</figure>")
     lines.append("</div>")
     counts = report.cause_counts
     lines.append("<p>Causes (nodes differing in isolation): "
@@ -145,18 +147,21 @@ def _comparison_sections(report: ModelReport) -> list[str]:
     return lines + ["</section>"]
 
 
-def _histogram(output: TensorComparison) -> str:
-    """The output's elements by signed difference in LSB ("0" the equal ones), as SVG bars on a log
-    scale (the equal ones outnumber the rest by orders of magnitude); a float output without a
-    quantization step has no histogram."""
-    if output.histogram is None:
-        return '<p class="note">no histogram: a float output without a quantization step</p>'
-    counts = {"0": output.equal, **output.histogram}
-    counts = {"-2": counts["-2"], "-1": counts["-1"], "0": counts["0"], "+1": counts["+1"], "+2": counts["+2"], "other": counts["other"]}
-    most = math.log1p(max(counts.values())) or 1.0
-    width = HISTOGRAM_WIDTH / len(counts)
+def _histogram(output: TensorComparison, candidate: np.ndarray | None, reference: np.ndarray | None) -> str:
+    """The output's elements by difference, as SVG bars on a log scale (the equal ones outnumber the
+    rest by orders of magnitude): in signed LSB for a quantized output, else in float32 ULPs of the
+    reference's value, when the two have the same shape."""
+    if output.histogram is not None:
+        counts = {"0": output.equal, **output.histogram}
+        bins = {label: counts[label] for label in ("-2", "-1", "0", "+1", "+2", "other")}
+    elif candidate is not None and reference is not None and candidate.shape == reference.shape and reference.dtype.kind == "f":
+        bins = _ulp_bins(candidate, reference)
+    else:
+        return '<p class="note">no histogram: the two outputs differ in type or shape</p>'
+    most = math.log1p(max(bins.values())) or 1.0
+    width = HISTOGRAM_WIDTH / len(bins)
     bars = []
-    for index, (label, count) in enumerate(counts.items()):
+    for index, (label, count) in enumerate(bins.items()):
         height = 0 if not count else max(1.0, (HISTOGRAM_HEIGHT - 20) * math.log1p(count) / most)
         x = index * width
         bars.append(f'<g data-bin="{label}" data-count="{count}"><title>{label}: {count:,}</title>'
@@ -165,6 +170,17 @@ def _histogram(output: TensorComparison) -> str:
                     f'<text x="{x + width / 2:.1f}" y="{HISTOGRAM_HEIGHT - 2}">{label}</text></g>')
     return (f'<svg class="histogram" width="{HISTOGRAM_WIDTH}" height="{HISTOGRAM_HEIGHT}" '
             f'viewBox="0 0 {HISTOGRAM_WIDTH} {HISTOGRAM_HEIGHT}">{"".join(bars)}</svg>')
+
+
+def _ulp_bins(candidate: np.ndarray, reference: np.ndarray) -> dict[str, int]:
+    """Elements by |difference| in float32 ULPs of the reference's value (NaN against NaN equal)."""
+    expected = reference.astype(np.float32)
+    ulps = np.abs(candidate.astype(np.float64) - expected) / np.spacing(np.abs(expected)).astype(np.float64)
+    ulps[np.isnan(candidate) & np.isnan(expected)] = 0
+    ulps = np.nan_to_num(ulps, nan=np.inf)
+    return {"0": int(np.count_nonzero(ulps == 0)), "1 ulp": int(np.count_nonzero((ulps > 0) & (ulps <= 1))),
+            "2": int(np.count_nonzero((ulps > 1) & (ulps <= 2))), "3-16": int(np.count_nonzero((ulps > 2) & (ulps <= 16))),
+            "> 16": int(np.count_nonzero(ulps > 16))}
 
 
 def _table(header: list[str], rows: list[list], escape: bool = True) -> str:

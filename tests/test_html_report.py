@@ -220,3 +220,13 @@ def test_readme_screenshot_is_made_by_this_code(browser, tmp_path):
         SCREENSHOT.write_bytes(picture)
     assert distinct_pixel_bytes(SCREENSHOT.read_bytes()) > 50
     assert "docs/report.png" in (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def test_a_float_output_is_histogrammed_in_ulps_of_the_reference():
+    from dml_ep.html_report import _ulp_bins
+
+    one_ulp = np.spacing(np.float32(1))
+    reference = np.array([1, 1, 1, 1, np.nan, 2, 0.5], np.float32)
+    candidate = np.array([1, 1 + one_ulp, 1 - one_ulp, 1 + 3 * one_ulp, np.nan, 2 + 4 * one_ulp, np.nan], np.float32)
+    # below 1 the spacing halves (1 - one_ulp is one ULP of 1 away, by 1's spacing); at 2 it doubles
+    assert _ulp_bins(candidate, reference) == {"0": 2, "1 ulp": 2, "2": 1, "3-16": 1, "> 16": 1}

@@ -93,9 +93,10 @@
 
   function differenceText(difference) {
     const unit = difference.unit || "";
+    const number = value => Number.isInteger(value) ? String(value) : value.toPrecision(3);
     const parts = [];
-    if (difference.isolated !== null) parts.push(`isolated: ${difference.isolated} ${unit}`);
-    if (difference.propagated !== null) parts.push(`propagated: ${difference.propagated} ${unit}`);
+    if (difference.isolated !== null) parts.push(`isolated: ${number(difference.isolated)} ${unit}`);
+    if (difference.propagated !== null) parts.push(`propagated: ${number(difference.propagated)} ${unit}`);
     if (difference.cause) parts.push("cause: " + difference.cause);
     if (difference.first_divergent) parts.push("the first node that differs in isolation");
     return "largest difference, " + (parts.join("; ") || "not compared");
@@ -156,7 +157,7 @@
     boxes[index].classList.add("selected");
     const node = data.nodes[index];
     const rows = [["node", node.name], ["op type", node.op], ["placement", PLACEMENT_TEXT[node.placement]],
-                  ["DirectML operator", node.operator || "-"], ["fallback reason", node.reason || "-"],
+                  node.operator ? ["DirectML operator", node.operator] : ["fallback reason", node.reason],
                   ["made by", node.rule || "the model's own node"], ["stands for", node.from.join(", ") || "-"],
                   ["MACs", node.macs.toLocaleString("en")]];
     if (node.difference) rows.push(["difference", differenceText(node.difference)]);
