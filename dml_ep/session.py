@@ -111,7 +111,6 @@ class InferenceSession:
         self.qdq_rules = qdq_rules
         self._sess_options = sess_options
         self._initializers = [tensor.name for tensor in model.graph.initializer]
-        self._stand_ins = graph.stand_ins(model.graph)
         level, disable_qdq, int8_allowed = graph_options(sess_options)
         self.planner = Planner(model, feature_level, qdq_rules=None if disable_qdq else qdq_rules, optimization_level=level,
                                int8_allowed=int8_allowed)
@@ -127,7 +126,7 @@ class InferenceSession:
     def model(self) -> onnx.ModelProto:
         """The model, rebuilt on request from its skeleton and the planner's constants, so that a
         session holds one copy of the weights."""
-        return graph.with_weights(self.planner.source, self.planner.constants, self._initializers, self._stand_ins)
+        return graph.with_weights(self.planner.source, self.planner.constants, self._initializers, self.planner.stand_ins)
 
     def set_providers(self, providers=None, provider_options=None) -> None:
         """Choose the execution providers, as onnxruntime's ``set_providers``."""
@@ -166,7 +165,7 @@ class InferenceSession:
 
     def get_overridable_initializers(self) -> list[NodeArg]:
         """Initializers also listed as graph inputs (onnxruntime lets a run feed them)."""
-        initialized, stand_ins = set(self._initializers), set(self._stand_ins)
+        initialized, stand_ins = set(self._initializers), set(self.planner.stand_ins)
         return [self._node_arg(v) for v in self.planner.source.graph.input if v.name in initialized and v.name not in stand_ins]
 
     def end_profiling(self) -> str:
