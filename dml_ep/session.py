@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 import reprlib
 import warnings
 from typing import NamedTuple
@@ -17,9 +18,9 @@ from typing import NamedTuple
 import numpy as np
 import onnx
 
-from . import graph
+from . import files, graph
 from .arithmetic import Arithmetic
-from .errors import FeedError
+from .errors import DmlEpError, FeedError
 from .executor import Executor
 from .importer import DEFAULT_FEATURE_LEVEL
 from .memory import paused_gc
@@ -121,6 +122,20 @@ class InferenceSession:
         if self._cpu_session is None and all(not graph.symbolic_dims(v) for v in self.planner.declared if v.type.HasField("tensor_type")):
             self._loaded_plan = self.planner.plan_for_shapes()
             self.executor.prepare(self._loaded_plan)
+        optimized_model_filepath = getattr(sess_options, "optimized_model_filepath", "")
+        if optimized_model_filepath and self._cpu_session is None:  # the CPU EP alone: onnxruntime's session writes its own
+            self._save_rewritten(optimized_model_filepath, path_or_bytes)
+
+    def _save_rewritten(self, path: str, source) -> None:
+        """Write the rewritten graph where onnxruntime writes its optimized model, in the form
+        :mod:`dml_ep.rewritten_model` gives it (onnxruntime's CPU build loads it), in ONNX format
+        (dml_ep writes no ORT format); never over the model the session was made from."""
+        from .rewritten_model import model_writer, rewritten_model  # it imports compare, which imports this module
+
+        if path.lower().endswith(".ort") or config_entry(self._sess_options, "session.save_model_format") == "ORT":
+            raise DmlEpError(f"cannot write {path}: dml_ep writes the optimized (rewritten) model in ONNX format, not ORT format")
+        files.check_writable(path, inputs=[os.fspath(source)] if isinstance(source, (str, os.PathLike)) else [])
+        files.write_files({path: model_writer(rewritten_model(self.planner, self.plan))})
 
     @property
     def model(self) -> onnx.ModelProto:
@@ -248,14 +263,16 @@ def graph_options(sess_options) -> tuple[int, bool, bool]:
     ``session.disable_quant_qdq`` and ``session.qdqisint8allowed``."""
     if sess_options is None:
         return ALL_OPTIMIZATIONS, False, False
+    return (int(sess_options.graph_optimization_level), config_entry(sess_options, "session.disable_quant_qdq") == "1",
+            config_entry(sess_options, "session.qdqisint8allowed") == "1")
 
-    def entry(key: str) -> str:
-        try:
-            return sess_options.get_session_config_entry(key)
-        except Exception:  # noqa: BLE001  onnxruntime raises when the entry was never set
-            return ""
 
-    return int(sess_options.graph_optimization_level), entry("session.disable_quant_qdq") == "1", entry("session.qdqisint8allowed") == "1"
+def config_entry(sess_options, key: str) -> str:
+    """A session config entry of onnxruntime's SessionOptions, "" when not set."""
+    try:
+        return sess_options.get_session_config_entry(key)
+    except Exception:  # noqa: BLE001  onnxruntime raises when the entry was never set
+        return ""
 
 
 def _user_cpu_session(model: onnx.ModelProto, sess_options):

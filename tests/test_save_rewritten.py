@@ -1,4 +1,4 @@
-"""The rewritten model (``dml_ep.rewritten_model``), judged by onnxruntime.
+"""The rewritten model (``dml_ep.rewritten_model``, ``SessionOptions.optimized_model_filepath``), judged by onnxruntime.
 
 For every shipped model and small QDQ and float models built here: onnx's checker passes; onnxruntime
 loads it and runs it to the original model's outputs bit for bit (both with onnxruntime's default
@@ -263,3 +263,49 @@ def test_declared_value_info_is_kept():
     (declared,) = [v for v in saved.graph.value_info if v.name == "fc1.add_quantized"]
     assert declared.type.tensor_type.shape.dim[0].dim_param == "batch"
     assert all(v.type.tensor_type.elem_type for v in saved.graph.value_info)
+
+
+# --- onnxruntime's SessionOptions.optimized_model_filepath -------------------------------------
+
+
+def test_session_writes_the_rewritten_model_where_onnxruntime_writes_its_optimized_one(tmp_path):
+    path = next(p for p in MODELS if p.stem == "small_cnn.qdq")
+    options = dml_ep.SessionOptions()
+    options.optimized_model_filepath = str(tmp_path / "optimized.onnx")
+    session = dml_ep.InferenceSession(str(path), options)
+    saved = onnx.load(tmp_path / "optimized.onnx")
+    assert saved == rm.rewritten_model(session.planner, session.plan)
+    assert {n.op_type for n in saved.graph.node} >= {"QLinearConv", "QLinearAdd"}
+
+
+def test_session_options_shape_the_written_graph(tmp_path):
+    """With optimizations off, no QDQ group is fused: the file is the model's graph, annotated."""
+    model = onnx.load(next(p for p in MODELS if p.stem == "small_cnn.qdq"))
+    options = dml_ep.SessionOptions()
+    options.graph_optimization_level = NONE
+    options.optimized_model_filepath = str(tmp_path / "optimized.onnx")
+    dml_ep.InferenceSession(model, options)
+    saved = onnx.load(tmp_path / "optimized.onnx")
+    assert [n.op_type for n in saved.graph.node] == [n.op_type for n in model.graph.node]
+    feeds = random_inputs(model, 4)
+    assert_same(ort_run(saved, feeds), ort_run(model, feeds))
+
+
+def test_session_on_the_cpu_ep_alone_leaves_the_file_to_onnxruntime(tmp_path):
+    options = dml_ep.SessionOptions()
+    options.optimized_model_filepath = str(tmp_path / "optimized.onnx")
+    dml_ep.InferenceSession(str(MODELS[0]), options, providers=["CPUExecutionProvider"])
+    assert not any(p.key.startswith("dml_ep.") for p in onnx.load(tmp_path / "optimized.onnx").metadata_props)
+
+
+def test_session_refuses_ort_format_and_its_own_model(tmp_path):
+    options = dml_ep.SessionOptions()
+    options.optimized_model_filepath = str(tmp_path / "optimized.ort")
+    with pytest.raises(dml_ep.DmlEpError, match="ORT format"):
+        dml_ep.InferenceSession(str(MODELS[0]), options)
+    copy = tmp_path / "model.onnx"
+    copy.write_bytes(MODELS[0].read_bytes())
+    options.optimized_model_filepath = str(copy)
+    with pytest.raises(OSError, match="it is an input"):
+        dml_ep.InferenceSession(str(copy), options)
+    assert copy.read_bytes() == MODELS[0].read_bytes()
