@@ -1,4 +1,5 @@
-"""The rewritten model (``dml_ep.rewritten_model``, ``SessionOptions.optimized_model_filepath``), judged by onnxruntime.
+"""The rewritten model (``dml_ep.rewritten_model``: ``inspect --save-rewritten``, ``compare
+--save-rewritten``, ``SessionOptions.optimized_model_filepath``), judged by onnxruntime.
 
 For every shipped model and small QDQ and float models built here: onnx's checker passes; onnxruntime
 loads it and runs it to the original model's outputs bit for bit (both with onnxruntime's default
@@ -27,6 +28,7 @@ from dml_ep.passes.dml_fusion import DML_DOMAIN, FUSED_OP_TYPES
 from dml_ep.planner import Planner
 from dml_ep.real_ep import PLACEMENTS
 from onnx_builders import add
+from test_cli_files import one_line_error, run_cli
 from test_qdq_rules import S8, U8, binary_model, conv_model, matmul_model
 from test_qlinear_concat import qlinear_concat
 from test_qlinear_sigmoid import qlinear_sigmoid
@@ -309,3 +311,47 @@ def test_session_refuses_ort_format_and_its_own_model(tmp_path):
     with pytest.raises(OSError, match="it is an input"):
         dml_ep.InferenceSession(str(copy), options)
     assert copy.read_bytes() == MODELS[0].read_bytes()
+
+
+# --- the command line ------------------------------------------------------------------------------
+
+
+def test_inspect_and_compare_save_it(capsys, tmp_path):
+    model = next(p for p in MODELS if p.stem == "transformer_block")
+    status, out, _ = run_cli(capsys, "inspect", model, "--save-rewritten", tmp_path / "inspect.onnx", "--json", tmp_path / "plan.json")
+    assert status == 0 and f"{tmp_path / 'inspect.onnx'}: the rewritten model, 32 node(s)" in out
+    saved = onnx.load(tmp_path / "inspect.onnx")
+    rows = json.loads((tmp_path / "plan.json").read_text())["nodes"]
+    assert [metadata(n)[rm.PLACEMENT] for n in saved.graph.node] == [r["placement"] for r in rows]
+    status, _, _ = run_cli(capsys, "compare", model, "--save-rewritten", tmp_path / "compare.onnx")
+    assert status == 0 and onnx.load(tmp_path / "compare.onnx").graph.node == saved.graph.node
+
+
+def test_inspect_from_a_run_places_every_node(capsys, tmp_path):
+    model, feeds = qlinear_concat(np.uint8, [(0.1, 7), (0.023, 0)], [(1, 2, 8), (1, 2, 8)], axis=0, shape_known=False)
+    feeds["shape"] = np.array([2, 8], np.int64)
+    onnx.save(with_output_shapes(model, feeds), tmp_path / "m.onnx")
+    for name, value in feeds.items():
+        np.save(tmp_path / f"{name}.npy", value)
+    status, _, _ = run_cli(capsys, "inspect", tmp_path / "m.onnx", "--input-dir", tmp_path, "--save-rewritten", tmp_path / "r.onnx")
+    assert status == 0
+    assert rm.PENDING not in {metadata(n)[rm.PLACEMENT] for n in onnx.load(tmp_path / "r.onnx").graph.node}
+
+
+@pytest.mark.parametrize("command", ["inspect", "compare"])
+def test_cli_refuses_to_write_over_the_model_and_says_a_bad_path_in_one_line(capsys, tmp_path, command):
+    model = tmp_path / "model.onnx"
+    model.write_bytes(MODELS[0].read_bytes())
+    status, _, err = run_cli(capsys, command, model, "--save-rewritten", tmp_path / "." / "model.onnx")
+    assert status == 2 and one_line_error(err) and "it is an input" in err
+    assert model.read_bytes() == MODELS[0].read_bytes()
+    status, _, err = run_cli(capsys, command, model, "--save-rewritten", tmp_path / "missing" / "r.onnx")
+    assert status == 2 and one_line_error(err) and "no such directory" in err
+
+
+def test_cli_errors_of_its_own(capsys, tmp_path):
+    status, _, err = run_cli(capsys, "inspect", MODELS[0], "--save-rewritten", "-", "--json", "-")
+    assert status == 2 and one_line_error(err) and "cannot both be -" in err
+    status, _, err = run_cli(capsys, "compare", *MODELS[:2], "--save-rewritten", tmp_path / "r.onnx")
+    assert status == 2 and one_line_error(err) and "give one model, not 2" in err
+    assert not (tmp_path / "r.onnx").exists()
