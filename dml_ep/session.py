@@ -82,7 +82,8 @@ class InferenceSession:
     warning, as onnxruntime does. ``sess_options`` (onnxruntime's SessionOptions) shapes the graph
     as in onnxruntime: ``graph_optimization_level`` (ORT_DISABLE_ALL: no folding, no QDQ fusion, no
     DML operator fusion; ORT_ENABLE_BASIC: folding but no QDQ fusion), ``session.disable_quant_qdq``
-    and ``session.qdqisint8allowed``; with the CPU EP alone, onnxruntime runs with them as given.
+    and ``session.qdqisint8allowed``; ``optimized_model_filepath`` gets the rewritten model
+    (:mod:`dml_ep.rewritten_model`); with the CPU EP alone, onnxruntime runs with them as given.
     ``feature_level`` is the DirectML feature level to target (default: the highest known).
     ``arithmetic`` is ``"directml"`` or ``"onnxruntime"`` (see :mod:`dml_ep.arithmetic`);
     ``u8s8_saturation`` overrides the host detection for the latter. ``qdq_rules`` names the
