@@ -75,6 +75,8 @@ NO_QDQ_RULES = "none (QDQ rewrites off)"
 def rewritten_model(planner: Planner, plan: Plan) -> onnx.ModelProto:
     """``planner``'s graph with ``plan``'s placements (a plan of that planner; its nodes not
     planned are ``pending``), in the form the module's docstring describes."""
+    if "metadata_props" not in onnx.NodeProto.DESCRIPTOR.fields_by_name:  # IR version 10's, in onnx 1.16 on
+        raise DmlEpError(f"writing the rewritten model needs onnx 1.16 or newer (node metadata), not onnx {onnx.__version__}")
     rows = {id(entry.node): row for entry, row in zip(plan.entries, plan_rows(plan))}
     nodes: list[onnx.NodeProto] = []
     pairs = zip(planner.nodes, planner.origins)
