@@ -33,12 +33,13 @@ from .graph import graph_inputs, load_model, one_line
 from .importer import DEFAULT_FEATURE_LEVEL
 from .passes import DEFAULT_RELEASE, RELEASES
 from .passes.dml_fusion import NAME as DML_FUSION
-from .planner import plan_model
+from .planner import Planner
 from .node_table import plan_rows
 from .inputs import ASSUMED, INTEGERS, input_shapes, load_directory, load_tensor_protos, make_feeds, npy_file_names, zoo_layout
 from .plan import DmlNode, node_macs
 from .polygraphy_json import inputs_json, load_inputs, load_run_results, pick_runner, run_results_json
 from .reference import DML_REFERENCE, REFERENCES, require_dml
+from .rewritten_model import model_writer, rewritten_model
 from .report_meta import report_meta, versions
 from .session import InferenceSession
 
@@ -51,6 +52,10 @@ EXIT_STATUS = """exit status:
   3    internal error (--debug shows the traceback)
   130  interrupted (Ctrl-C)
   143  terminated (SIGTERM)"""
+
+
+SAVE_REWRITTEN_HELP = ("also write the graph after onnxruntime's rewrites for the DML EP as an ONNX model that onnxruntime "
+                       "loads and Netron shows, each node's placement and DirectML operator in its metadata (dml_ep.*)")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -114,6 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--descs", action="store_true", help="also print each DirectML operator's desc, field by field")
     show.add_argument("--nodes", action="store_true", help="also print every node: where it runs or why it falls back, the nodes "
                                                            "onnxruntime's rewrites made, those planned only when run")
+    show.add_argument("--save-rewritten", metavar="FILE", help=SAVE_REWRITTEN_HELP)
     show.set_defaults(handler=cmd_inspect)
 
     run = commands.add_parser("run", parents=[common, feeding, arithmetic], help="run a model with dml_ep")
@@ -148,6 +154,7 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--html", metavar="FILE", help="also write the comparison as an HTML page (one model): the graph, each node "
                                                         "coloured by where it runs or by its largest difference; compares node by node")
     compare.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    compare.add_argument("--save-rewritten", metavar="FILE", help=SAVE_REWRITTEN_HELP + " (one model; the graph of the run compared)")
     polygraphy = compare.add_argument_group(
         "Polygraphy's JSON files", "as polygraphy run --save-outputs/--save-inputs writes them (a file, or a "
         "directory of per-iteration files), holding the runs of one model")
@@ -231,10 +238,9 @@ def cmd_inspect(args) -> int:
     """A summary of the plan: node counts and estimated MACs by op type and by fallback reason, the
     totals on DirectML vs the fallback, the nodes planned only when run; with ``--nodes``, one row
     per plan entry, the nodes onnxruntime's rewrites made and what they stand for; with ``--descs``,
-    each DirectML operator's desc."""
-    for path in (args.json, args.html):
-        if path:
-            files.check_writable(path, inputs=_inputs_read(args))
+    each DirectML operator's desc; with ``--save-rewritten``, the rewritten model."""
+    for path in _written(args):
+        files.check_writable(path, inputs=_inputs_read(args))
     out = _text_output(args)
     model = load_model(args.model)
     shapes = dict(args.shape)
@@ -244,9 +250,10 @@ def cmd_inspect(args) -> int:
         session = InferenceSession(model, feature_level=args.feature_level, qdq_rules=args.qdq_rules)
         with _naming_random_inputs(sources):
             session.run(None, feeds)
-        plan = session.plan
+        planner, plan = session.planner, session.plan
     else:
-        plan = plan_model(model, args.feature_level, shapes, qdq_rules=args.qdq_rules)
+        planner = Planner(model, args.feature_level, qdq_rules=args.qdq_rules)
+        plan = planner.plan_for_shapes(shapes)
     rows = plan_rows(plan)
     summary = plan.summary()
     by_op_type, by_reason = _by_op_type(plan, rows), _by_reason(plan)
@@ -266,13 +273,27 @@ def cmd_inspect(args) -> int:
             if isinstance(entry, DmlNode):
                 print(f"\n{row['node']}: {entry.operator}", file=out)
                 print("\n".join("  " + line for line in entry.desc.describe()), file=out)
+    writers, said = {}, ""
     if args.json:
-        files.write_files({args.json: files.json_writer(report_meta(model=args.model, input_shapes=shapes, assumed=plan.assumed,
-                                                          pending=[node_label(n) for n in plan.pending], nodes=rows, summary=summary,
-                                                          by_op_type=by_op_type, by_reason=by_reason))})
+        writers[args.json] = files.json_writer(report_meta(model=args.model, input_shapes=shapes, assumed=plan.assumed,
+                                                           pending=[node_label(n) for n in plan.pending], nodes=rows, summary=summary,
+                                                           by_op_type=by_op_type, by_reason=by_reason))
     if args.html:
-        files.write_files({args.html: files.text_writer(html_report.plan_report(plan, args.model))})
+        writers[args.html] = files.text_writer(html_report.plan_report(plan, args.model))
+    if args.save_rewritten:
+        writers[args.save_rewritten], said = _rewritten(args.save_rewritten, planner, plan)
+    files.write_files(writers)
+    if said:
+        print(said, file=out)
     return 0
+
+
+def _rewritten(path: str, planner, plan) -> tuple[files.Writer, str]:
+    """``--save-rewritten``'s writer, and the line that says what the file holds once written."""
+    rewritten = rewritten_model(planner, plan)
+    said = (f"\n{'stdout' if path == '-' else path}: the rewritten model, {len(rewritten.graph.node)} node(s), "
+            "each with where it runs in its metadata (dml_ep.*)")
+    return model_writer(rewritten), said
 
 
 def _by_op_type(plan, rows: list[dict]) -> list[dict]:
@@ -494,7 +515,7 @@ def cmd_compare(args) -> int:
     """Compare each model (each data set, each Polygraphy iteration: :func:`comparison_cases`);
     with several, one that fails is reported and the others still run."""
     inputs = _inputs_read(args)
-    for path in (args.json, args.save_outputs, args.save_inputs, args.html):
+    for path in (*_written(args), args.save_outputs, args.save_inputs):
         if path:
             files.check_writable(path, inputs=inputs)
     if args.reference == DML_REFERENCE:  # once, not once per model
@@ -560,6 +581,10 @@ def cmd_compare(args) -> int:
         models = [{**r.to_dict(), "inputs": sources} for r, sources in zip(reports, feed_sources)]
         ok = not errors and all(r.ok for r in reports)
         files.write_files({args.json: files.json_writer(report_meta(seed=args.seed, ok=ok, models=models, errors=errors))})
+    if args.save_rewritten and reports:  # one model (comparison_cases): the graph of its first comparison
+        writer, said = _rewritten(args.save_rewritten, reports[0].dml_planner, reports[0].dml_plan)
+        files.write_files({args.save_rewritten: writer})
+        print(said, file=out)
     save_polygraphy(args, cases, reports, fed, errors)
     if args.html and reports:
         files.write_files({args.html: files.text_writer(html_report.compare_report(reports[0]))})
@@ -642,6 +667,8 @@ def comparison_cases(args) -> list[Case]:
     paths = expand_models(args.models)
     if (args.load_outputs or args.load_inputs or args.save_outputs or args.save_inputs) and len(paths) > 1:
         raise FeedError(f"Polygraphy's files (--load-*, --save-*) hold the runs of one model: give one, not {len(paths)}")
+    if args.save_rewritten and len(paths) > 1:
+        raise FeedError(f"--save-rewritten writes one model's graph: give one model, not {len(paths)}")
     cases = []
     for path in paths:
         if not os.path.isdir(path):
@@ -869,9 +896,18 @@ def _inputs_read(args) -> list[str]:
     return [path for path in (*models, *given, args.input_dir, *polygraphy) if path]
 
 
+def _written(args) -> list[str]:
+    """The files a command writes besides its outputs: its JSON report, its rewritten model, its
+    HTML page. One of them at most on stdout."""
+    paths = [path for path in (args.json, getattr(args, "save_rewritten", None), getattr(args, "html", None)) if path]
+    if paths.count("-") > 1:
+        raise DmlEpError("only one of --json, --save-rewritten and --html can be - (stdout): give the others a file")
+    return paths
+
+
 def _text_output(args):
-    """Where the report's text goes: stderr when its JSON takes stdout (``--json -``)."""
-    return sys.stderr if args.json == "-" else sys.stdout
+    """Where the report's text goes: stderr when its JSON or model takes stdout (``-``)."""
+    return sys.stderr if "-" in _written(args) else sys.stdout
 
 
 def _version_line() -> str:

@@ -215,6 +215,7 @@ class ModelReport:
     reference_outputs: dict[str, np.ndarray] = dataclasses.field(default_factory=dict, repr=False)
     shipped: list[ShippedComparison] | None = None  # a model zoo data set's outputs: compare_shipped
     dml_plan: Plan | None = dataclasses.field(default=None, repr=False, compare=False)  # what the real EP runs, for pictures of it
+    dml_planner: Planner | None = dataclasses.field(default=None, repr=False, compare=False)  # dml_plan's: its whole graph (rewritten_model)
 
     @property
     def on_dml(self) -> bool:
@@ -342,6 +343,7 @@ def compare_model(
         outputs=[compare_tensors(n, values[n], expected[n], step_of(n, expected[n], steps), atol) for n in output_names],
         plan=dml_plan.summary(),
         dml_plan=dml_plan,
+        dml_planner=session.planner,
         candidate=candidate,
         candidate_outputs={n: values[n] for n in output_names},
         reference_outputs={n: expected[n] for n in output_names},

@@ -50,6 +50,7 @@ class Planner:
         self.qdq_rules = qdq_rules
         self.provider = provider
         self.declared = graph_module.detached(graph_module.graph_inputs(model.graph))
+        self.stand_ins = graph_module.stand_ins(model.graph)  # the weights ``source`` declares as graph inputs (graph.skeleton)
         graph = EditableGraph(model)
         loaded = graph.loaded  # first: onnxruntime refuses an invalid model here, before any pass reads it
         self.source = graph.source  # the user's model without its weights (graph.skeleton), whose nodes origins name

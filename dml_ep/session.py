@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 import reprlib
 import warnings
 from typing import NamedTuple
@@ -17,9 +18,9 @@ from typing import NamedTuple
 import numpy as np
 import onnx
 
-from . import graph
+from . import files, graph
 from .arithmetic import Arithmetic
-from .errors import FeedError
+from .errors import DmlEpError, FeedError
 from .executor import Executor
 from .importer import DEFAULT_FEATURE_LEVEL
 from .memory import paused_gc
@@ -81,7 +82,8 @@ class InferenceSession:
     warning, as onnxruntime does. ``sess_options`` (onnxruntime's SessionOptions) shapes the graph
     as in onnxruntime: ``graph_optimization_level`` (ORT_DISABLE_ALL: no folding, no QDQ fusion, no
     DML operator fusion; ORT_ENABLE_BASIC: folding but no QDQ fusion), ``session.disable_quant_qdq``
-    and ``session.qdqisint8allowed``; with the CPU EP alone, onnxruntime runs with them as given.
+    and ``session.qdqisint8allowed``; ``optimized_model_filepath`` gets the rewritten model
+    (:mod:`dml_ep.rewritten_model`); with the CPU EP alone, onnxruntime runs with them as given.
     ``feature_level`` is the DirectML feature level to target (default: the highest known).
     ``arithmetic`` is ``"directml"`` or ``"onnxruntime"`` (see :mod:`dml_ep.arithmetic`);
     ``u8s8_saturation`` overrides the host detection for the latter. ``qdq_rules`` names the
@@ -111,7 +113,6 @@ class InferenceSession:
         self.qdq_rules = qdq_rules
         self._sess_options = sess_options
         self._initializers = [tensor.name for tensor in model.graph.initializer]
-        self._stand_ins = graph.stand_ins(model.graph)
         level, disable_qdq, int8_allowed = graph_options(sess_options)
         self.planner = Planner(model, feature_level, qdq_rules=None if disable_qdq else qdq_rules, optimization_level=level,
                                int8_allowed=int8_allowed)
@@ -122,12 +123,26 @@ class InferenceSession:
         if self._cpu_session is None and all(not graph.symbolic_dims(v) for v in self.planner.declared if v.type.HasField("tensor_type")):
             self._loaded_plan = self.planner.plan_for_shapes()
             self.executor.prepare(self._loaded_plan)
+        optimized_model_filepath = getattr(sess_options, "optimized_model_filepath", "")
+        if optimized_model_filepath and self._cpu_session is None:  # the CPU EP alone: onnxruntime's session writes its own
+            self._save_rewritten(optimized_model_filepath, path_or_bytes)
+
+    def _save_rewritten(self, path: str, source) -> None:
+        """Write the rewritten graph where onnxruntime writes its optimized model, in the form
+        :mod:`dml_ep.rewritten_model` gives it (onnxruntime's CPU build loads it), in ONNX format
+        (dml_ep writes no ORT format); never over the model the session was made from."""
+        from .rewritten_model import model_writer, rewritten_model  # it imports compare, which imports this module
+
+        if path.lower().endswith(".ort") or config_entry(self._sess_options, "session.save_model_format") == "ORT":
+            raise DmlEpError(f"cannot write {path}: dml_ep writes the optimized (rewritten) model in ONNX format, not ORT format")
+        files.check_writable(path, inputs=[os.fspath(source)] if isinstance(source, (str, os.PathLike)) else [])
+        files.write_files({path: model_writer(rewritten_model(self.planner, self.plan))})
 
     @property
     def model(self) -> onnx.ModelProto:
         """The model, rebuilt on request from its skeleton and the planner's constants, so that a
         session holds one copy of the weights."""
-        return graph.with_weights(self.planner.source, self.planner.constants, self._initializers, self._stand_ins)
+        return graph.with_weights(self.planner.source, self.planner.constants, self._initializers, self.planner.stand_ins)
 
     def set_providers(self, providers=None, provider_options=None) -> None:
         """Choose the execution providers, as onnxruntime's ``set_providers``."""
@@ -166,7 +181,7 @@ class InferenceSession:
 
     def get_overridable_initializers(self) -> list[NodeArg]:
         """Initializers also listed as graph inputs (onnxruntime lets a run feed them)."""
-        initialized, stand_ins = set(self._initializers), set(self._stand_ins)
+        initialized, stand_ins = set(self._initializers), set(self.planner.stand_ins)
         return [self._node_arg(v) for v in self.planner.source.graph.input if v.name in initialized and v.name not in stand_ins]
 
     def end_profiling(self) -> str:
@@ -249,14 +264,16 @@ def graph_options(sess_options) -> tuple[int, bool, bool]:
     ``session.disable_quant_qdq`` and ``session.qdqisint8allowed``."""
     if sess_options is None:
         return ALL_OPTIMIZATIONS, False, False
+    return (int(sess_options.graph_optimization_level), config_entry(sess_options, "session.disable_quant_qdq") == "1",
+            config_entry(sess_options, "session.qdqisint8allowed") == "1")
 
-    def entry(key: str) -> str:
-        try:
-            return sess_options.get_session_config_entry(key)
-        except Exception:  # noqa: BLE001  onnxruntime raises when the entry was never set
-            return ""
 
-    return int(sess_options.graph_optimization_level), entry("session.disable_quant_qdq") == "1", entry("session.qdqisint8allowed") == "1"
+def config_entry(sess_options, key: str) -> str:
+    """A session config entry of onnxruntime's SessionOptions, "" when not set."""
+    try:
+        return sess_options.get_session_config_entry(key)
+    except Exception:  # noqa: BLE001  onnxruntime raises when the entry was never set
+        return ""
 
 
 def _user_cpu_session(model: onnx.ModelProto, sess_options):

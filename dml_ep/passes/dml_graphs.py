@@ -32,6 +32,7 @@ planned as those, the JOIN as com.microsoft.dml ``DmlJoin``.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Callable
 
 import numpy as np
@@ -160,8 +161,10 @@ def qlinear_concat_graph(graph: EditableGraph, static: dict, on_dml: Callable) -
 
 
 def _split(graph: EditableGraph, node: onnx.NodeProto, parts: tuple, rule: str) -> None:
-    """``node`` replaced by ``parts`` in order, the last making its outputs, all standing for it."""
+    """``node`` replaced by ``parts`` in order, the last making its outputs, all standing for it
+    with one Origin, which keeps ``node`` (the rewritten model writes it back: onnxruntime's graph has it)."""
     *before, last = parts
     graph.replace([node], last, rule, at=node)
+    graph.origins[id(last)] = dataclasses.replace(graph.origin(last), whole=node)
     for part in before:
         graph.insert_before(last, part, graph.origin(last), None)

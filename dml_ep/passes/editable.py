@@ -31,6 +31,7 @@ class Origin:
     nodes: tuple[onnx.NodeProto, ...]
     note: str | None = None  # why no QDQ rule fused it
     cpu_rule: str | None = None  # a QDQ rule for CPU nodes only that would fuse it on the CPU EP
+    whole: onnx.NodeProto | None = None  # of the parts of a DirectML graph (dml_graphs.py): the node of onnxruntime's graph they split
 
     @property
     def rule(self) -> str | None:
