@@ -351,7 +351,7 @@ def test_cli_refuses_to_write_over_the_model_and_says_a_bad_path_in_one_line(cap
 
 def test_cli_errors_of_its_own(capsys, tmp_path):
     status, _, err = run_cli(capsys, "inspect", MODELS[0], "--save-rewritten", "-", "--json", "-")
-    assert status == 2 and one_line_error(err) and "cannot both be -" in err
+    assert status == 2 and one_line_error(err) and "can be - (stdout)" in err
     status, _, err = run_cli(capsys, "compare", *MODELS[:2], "--save-rewritten", tmp_path / "r.onnx")
     assert status == 2 and one_line_error(err) and "give one model, not 2" in err
     assert not (tmp_path / "r.onnx").exists()
