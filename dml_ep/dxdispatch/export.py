@@ -19,7 +19,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
-import os
 from typing import Any
 
 import numpy as np
