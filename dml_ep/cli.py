@@ -23,7 +23,7 @@ import time
 
 import numpy as np
 
-from . import dxdispatch, files
+from . import dxdispatch, files, model_explorer
 from .arithmetic import ARITHMETICS
 from .engines import ENGINES
 from .compare import (CANDIDATES, FLOAT_ATOL, FLOAT_RTOL, ModelReport, ShippedComparison, TensorComparison, compare_model, compare_shipped,
@@ -112,6 +112,10 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--descs", action="store_true", help="also print each DirectML operator's desc, field by field")
     show.add_argument("--nodes", action="store_true", help="also print every node: where it runs or why it falls back, the nodes "
                                                            "onnxruntime's rewrites made, those planned only when run")
+    show.add_argument("--model-explorer", metavar="DIR",
+                      help="also write Model Explorer node data for the model's nodes, where each runs and its MACs, into DIR "
+                           "(must not exist, or be empty), and print the command that opens the model with them "
+                           "(needs the model-explorer extra)")
     show.set_defaults(handler=cmd_inspect)
 
     run = commands.add_parser("run", parents=[common, feeding, arithmetic], help="run a model with dml_ep")
@@ -143,6 +147,11 @@ def build_parser() -> argparse.ArgumentParser:
                               "(default: %(default)s)")
     compare.add_argument("--per-node", action="store_true", help="compare every intermediate value and each DML node in isolation")
     compare.add_argument("--json", metavar="FILE", help="also write the reports as JSON (- for stdout)")
+    compare.add_argument("--model-explorer", metavar="DIR",
+                         help="also write Model Explorer node data for the model's nodes into DIR (must not exist, or be empty): "
+                              "where each runs, its MACs and its largest difference, in isolation and propagated (compares "
+                              "node by node, as --per-node; the largest over all data sets or iterations); one model, "
+                              "--candidate dml_ep; prints the command that opens the model with them (needs the model-explorer extra)")
     compare.add_argument("--quiet", action="store_true", help="no progress on stderr")
     polygraphy = compare.add_argument_group(
         "Polygraphy's JSON files", "as polygraphy run --save-outputs/--save-inputs writes them (a file, or a "
@@ -230,6 +239,7 @@ def cmd_inspect(args) -> int:
     each DirectML operator's desc."""
     if args.json:
         files.check_writable(args.json, inputs=_inputs_read(args))
+    _check_model_explorer(args)
     out = _text_output(args)
     model = load_model(args.model)
     shapes = dict(args.shape)
@@ -265,6 +275,8 @@ def cmd_inspect(args) -> int:
         files.write_files({args.json: files.json_writer(report_meta(model=args.model, input_shapes=shapes, assumed=plan.assumed,
                                                           pending=[node_label(n) for n in plan.pending], nodes=rows, summary=summary,
                                                           by_op_type=by_op_type, by_reason=by_reason))})
+    if args.model_explorer:
+        _write_model_explorer(args.model_explorer, args.model, model, plan, [], out)
     return 0
 
 
@@ -410,6 +422,21 @@ def _ascii_if_needed(text: str, out) -> str:
         return text.replace("…", "~")
 
 
+def _check_model_explorer(args) -> None:
+    """Before any work: Model Explorer's packages are there, and ``--model-explorer DIR`` is new or empty."""
+    if args.model_explorer:
+        model_explorer.require()
+        files.check_new_directory(args.model_explorer, "--model-explorer")
+
+
+def _write_model_explorer(directory: str, model_path: str, model, plan, reports: list[ModelReport], out) -> None:
+    """Write the node data, and say how to open the model with it."""
+    names = model_explorer.write(directory, model, plan, reports)
+    paths = [os.path.join(directory, name) for name in names]
+    print(f"\nwrote {directory}: Model Explorer node data {', '.join(names)}; open the model with it:", file=out)
+    print(f"  {model_explorer.open_command(model_path, paths)}", file=out)
+
+
 # --- run -----------------------------------------------------------------------------------
 
 
@@ -490,11 +517,15 @@ def cmd_compare(args) -> int:
     for path in (args.json, args.save_outputs, args.save_inputs):
         if path:
             files.check_writable(path, inputs=inputs)
+    if args.model_explorer and args.candidate != "dml_ep":
+        raise DmlEpError(f"--model-explorer shows dml_ep's plan and differences: drop --candidate {args.candidate}")
+    _check_model_explorer(args)
     if args.reference == DML_REFERENCE:  # once, not once per model
         require_dml()
     out = _text_output(args)
     cases = comparison_cases(args)
     reports, errors, fed, feed_sources = [], [], [], []
+    explored = None  # the model --model-explorer shows (every comparison is of the one model)
     for index, case in enumerate(cases, 1):
         path = case.name
         started = time.monotonic()
@@ -518,7 +549,7 @@ def cmd_compare(args) -> int:
                     feature_level=args.feature_level,
                     qdq_rules=args.qdq_rules,
                     atol=args.atol,
-                    per_node=args.per_node,
+                    per_node=args.per_node or bool(args.model_explorer),
                     name=path,
                     progress=progress,
                     expected_outputs=case.saved,
@@ -539,6 +570,8 @@ def cmd_compare(args) -> int:
             continue
         progress.clear()
         reports.append(report)
+        if explored is None:
+            explored = model
         fed.append(feeds)
         feed_sources.append(sources)
         print(format_report(report, args.per_node), file=out)
@@ -551,6 +584,11 @@ def cmd_compare(args) -> int:
         ok = not errors and all(r.ok for r in reports)
         files.write_files({args.json: files.json_writer(report_meta(seed=args.seed, ok=ok, models=models, errors=errors))})
     save_polygraphy(args, cases, reports, fed, errors)
+    if args.model_explorer:
+        if errors:
+            print(f"dml-ep: not writing {args.model_explorer}: {len(errors)} comparison(s) failed", file=sys.stderr)
+        else:
+            _write_model_explorer(args.model_explorer, cases[0].model, explored, reports[0].dml_plan, reports, out)
     if errors:
         return 2
     return 0 if all(r.ok for r in reports) else 1
@@ -630,6 +668,8 @@ def comparison_cases(args) -> list[Case]:
     paths = expand_models(args.models)
     if (args.load_outputs or args.load_inputs or args.save_outputs or args.save_inputs) and len(paths) > 1:
         raise FeedError(f"Polygraphy's files (--load-*, --save-*) hold the runs of one model: give one, not {len(paths)}")
+    if args.model_explorer and len(paths) > 1:
+        raise FeedError(f"--model-explorer shows one model: give one, not {len(paths)}")
     cases = []
     for path in paths:
         if not os.path.isdir(path):
