@@ -193,7 +193,19 @@ def test_compare_shows_the_node_that_differs_and_what_it_spreads_to(capsys, tmp_
     assert f"--node_data_paths={tmp_path / 'me' / 'placement.json'}," in out
 
 
-def test_largest_difference_over_data_sets_and_non_finite_differences():
+def test_a_node_shows_its_largest_difference_over_all_comparisons(break_dml_node):
+    """compare over several data sets (or Polygraphy iterations) shows the worst of them."""
+    model = load_model(MODELS / "mlp.onnx")
+    exact = compare_model(model, random_inputs(model, 0), per_node=True)
+    break_dml_node("fc1.matmul_quant")
+    off = compare_model(model, random_inputs(model, 1), per_node=True)
+    index = [n.name for n in model.graph.node].index("fc1.matmul_quant")
+    for reports, expected in [([exact], model_explorer.Difference(0, True)), ([exact, off], model_explorer.Difference(1, False)),
+                              ([off, exact], model_explorer.Difference(1, False))]:
+        assert model_explorer.collect(model, exact.dml_plan, reports)[index].differences["isolated", "LSB"] == expected
+
+
+def test_nan_is_the_worst_difference_and_non_finite_ones_are_text():
     """A node's largest difference is the worst of its comparisons; NaN (a value only one side has)
     is the worst of all, and is written as text, JSON having none."""
     worst = model_explorer.Difference(1.0, True).worse(model_explorer.Difference(float("nan"), False))
