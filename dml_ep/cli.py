@@ -23,7 +23,7 @@ import time
 
 import numpy as np
 
-from . import dxdispatch, files, html_report
+from . import dxdispatch, files, html_report, model_explorer
 from .arithmetic import ARITHMETICS
 from .engines import ENGINES
 from .compare import (CANDIDATES, FLOAT_ATOL, FLOAT_RTOL, ModelReport, ShippedComparison, TensorComparison, compare_model, compare_shipped,
@@ -120,6 +120,10 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--nodes", action="store_true", help="also print every node: where it runs or why it falls back, the nodes "
                                                            "onnxruntime's rewrites made, those planned only when run")
     show.add_argument("--save-rewritten", metavar="FILE", help=SAVE_REWRITTEN_HELP)
+    show.add_argument("--model-explorer", metavar="DIR",
+                      help="also write Model Explorer node data for the model's nodes, where each runs and its MACs, into DIR "
+                           "(must not exist, or be empty), and print the command that opens the model with them "
+                           "(needs the model-explorer extra)")
     show.set_defaults(handler=cmd_inspect)
 
     run = commands.add_parser("run", parents=[common, feeding, arithmetic], help="run a model with dml_ep")
@@ -153,6 +157,11 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--json", metavar="FILE", help="also write the reports as JSON (- for stdout)")
     compare.add_argument("--html", metavar="FILE", help="also write the comparison as an HTML page (one model): the graph, each node "
                                                         "coloured by where it runs or by its largest difference; compares node by node")
+    compare.add_argument("--model-explorer", metavar="DIR",
+                         help="also write Model Explorer node data for the model's nodes into DIR (must not exist, or be empty): "
+                              "where each runs, its MACs and its largest difference, in isolation and propagated (compares "
+                              "node by node, as --per-node; the largest over all data sets or iterations); one model, "
+                              "--candidate dml_ep; prints the command that opens the model with them (needs the model-explorer extra)")
     compare.add_argument("--quiet", action="store_true", help="no progress on stderr")
     compare.add_argument("--save-rewritten", metavar="FILE", help=SAVE_REWRITTEN_HELP + " (one model; the graph of the run compared)")
     polygraphy = compare.add_argument_group(
@@ -241,6 +250,7 @@ def cmd_inspect(args) -> int:
     each DirectML operator's desc; with ``--save-rewritten``, the rewritten model."""
     for path in _written(args):
         files.check_writable(path, inputs=_inputs_read(args))
+    _check_model_explorer(args)
     out = _text_output(args)
     model = load_model(args.model)
     shapes = dict(args.shape)
@@ -285,6 +295,8 @@ def cmd_inspect(args) -> int:
     files.write_files(writers)
     if said:
         print(said, file=out)
+    if args.model_explorer:
+        _write_model_explorer(args.model_explorer, args.model, model, plan, [], out)
     return 0
 
 
@@ -438,6 +450,21 @@ def _ascii_if_needed(text: str, out) -> str:
         return text.replace("…", "~")
 
 
+def _check_model_explorer(args) -> None:
+    """Before any work: Model Explorer's packages are there, and ``--model-explorer DIR`` is new or empty."""
+    if args.model_explorer:
+        model_explorer.require()
+        files.check_new_directory(args.model_explorer, "--model-explorer")
+
+
+def _write_model_explorer(directory: str, model_path: str, model, plan, reports: list[ModelReport], out) -> None:
+    """Write the node data, and say how to open the model with it."""
+    names = model_explorer.write(directory, model, plan, reports)
+    paths = [os.path.join(directory, name) for name in names]
+    print(f"\nwrote {directory}: Model Explorer node data {', '.join(names)}; open the model with it:", file=out)
+    print(f"  {model_explorer.open_command(model_path, paths)}", file=out)
+
+
 # --- run -----------------------------------------------------------------------------------
 
 
@@ -518,6 +545,9 @@ def cmd_compare(args) -> int:
     for path in (*_written(args), args.save_outputs, args.save_inputs):
         if path:
             files.check_writable(path, inputs=inputs)
+    if args.model_explorer and args.candidate != "dml_ep":
+        raise DmlEpError(f"--model-explorer shows dml_ep's plan and differences: drop --candidate {args.candidate}")
+    _check_model_explorer(args)
     if args.reference == DML_REFERENCE:  # once, not once per model
         require_dml()
     out = _text_output(args)
@@ -526,6 +556,7 @@ def cmd_compare(args) -> int:
         raise DmlEpError(f"--html draws one comparison; these arguments make {len(cases)} (one per model, data set or "
                          "Polygraphy iteration)")
     reports, errors, fed, feed_sources = [], [], [], []
+    explored = None  # the model --model-explorer shows (every comparison is of the one model)
     for index, case in enumerate(cases, 1):
         path = case.name
         started = time.monotonic()
@@ -549,7 +580,7 @@ def cmd_compare(args) -> int:
                     feature_level=args.feature_level,
                     qdq_rules=args.qdq_rules,
                     atol=args.atol,
-                    per_node=args.per_node or bool(args.html),
+                    per_node=args.per_node or bool(args.html) or bool(args.model_explorer),
                     name=path,
                     progress=progress,
                     expected_outputs=case.saved,
@@ -570,6 +601,8 @@ def cmd_compare(args) -> int:
             continue
         progress.clear()
         reports.append(report)
+        if explored is None:
+            explored = model
         fed.append(feeds)
         feed_sources.append(sources)
         print(format_report(report, args.per_node), file=out)
@@ -588,6 +621,11 @@ def cmd_compare(args) -> int:
     save_polygraphy(args, cases, reports, fed, errors)
     if args.html and reports:
         files.write_files({args.html: files.text_writer(html_report.compare_report(reports[0]))})
+    if args.model_explorer:
+        if errors:
+            print(f"dml-ep: not writing {args.model_explorer}: {len(errors)} comparison(s) failed", file=sys.stderr)
+        else:
+            _write_model_explorer(args.model_explorer, cases[0].model, explored, reports[0].dml_plan, reports, out)
     if errors:
         return 2
     return 0 if all(r.ok for r in reports) else 1
@@ -669,6 +707,8 @@ def comparison_cases(args) -> list[Case]:
         raise FeedError(f"Polygraphy's files (--load-*, --save-*) hold the runs of one model: give one, not {len(paths)}")
     if args.save_rewritten and len(paths) > 1:
         raise FeedError(f"--save-rewritten writes one model's graph: give one model, not {len(paths)}")
+    if args.model_explorer and len(paths) > 1:
+        raise FeedError(f"--model-explorer shows one model: give one, not {len(paths)}")
     cases = []
     for path in paths:
         if not os.path.isdir(path):

@@ -118,6 +118,7 @@ __all__ = [
     "RealEpError",
     "ReferenceUnavailableError",
     "DxDispatchError",
+    "MissingExtraError",
 ]
 
 
@@ -135,3 +136,17 @@ def missing_runtime() -> MissingRuntimeError | None:
         return MissingRuntimeError(f"no onnxruntime is importable ({exc}): install dml_ep[cpu] (onnxruntime), "
                                    "or dml_ep[directml] (onnxruntime-directml, on Windows)")
     return None
+
+
+class MissingExtraError(DmlEpError, ImportError):
+    """A feature's optional packages are not installed; the message names the extra of dml_ep's
+    that installs them (as ``pip install 'dml_ep[model-explorer]'``)."""
+
+
+def import_extra(module: str, feature: str, extra: str):
+    """``module``, imported for ``feature`` from the packages of dml_ep's ``extra``; else
+    :class:`MissingExtraError`, in one line that says what to install."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise MissingExtraError(f"{feature} needs {extra}'s packages ({exc}): pip install 'dml_ep[{extra}]'") from None

@@ -5,14 +5,16 @@ the command is written, so that a failure (or Ctrl-C, or SIGTERM: the CLI turns 
 exception) leaves neither a partial file nor a mix of new and old ones. A symbolic link is written
 through, as editors and ``cp`` do: its target is replaced, the link stays. New files and folders get
 the user's umask (a temporary name is made 0600); a file replaced keeps its mode. A path that is
-also an input of the same command is refused before any work. An export stages its new folder
-the same way (``dxdispatch.export``), with :func:`new_mode` for the folder mkdtemp makes 0700.
+also an input of the same command is refused before any work. A folder a command writes whole
+(``export``'s DxDispatch model, Model Explorer's node data) must be new or empty, and is staged
+the same way: written in a temporary folder beside it, renamed into place (:func:`write_directory`).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import stat
 import sys
 import tempfile
@@ -99,11 +101,56 @@ def write_files(writers: dict[str, Writer]) -> None:
                 os.remove(temp)
 
 
+def check_new_directory(directory: str, command: str) -> str:
+    """The absolute path of ``directory``, which must be absent or empty (nothing of anyone else's
+    is replaced, and no file of an earlier run mixes with this one's), in a writable directory.
+    ``command`` names what writes it, for the error."""
+    directory = os.path.abspath(directory)
+    if os.path.exists(directory) and (not os.path.isdir(directory) or os.listdir(directory)):
+        what = "a directory that is not empty" if os.path.isdir(directory) else "a file"
+        raise OSError(f"{directory} is {what}: {command} writes a new directory (give one that does not exist)")
+    parent = os.path.dirname(directory)
+    if not os.path.isdir(parent):
+        raise OSError(f"cannot write {directory}: no such directory {parent}")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise OSError(f"cannot write {directory}: no permission to write in {parent}")
+    return directory
+
+
+def write_directory(directory: str, writers: dict[str, Writer], command: str, empty: Iterable[str] = ()) -> None:
+    """Write each ``path: write(binary_file)`` (paths relative to ``directory``) and the ``empty``
+    folders into ``directory``, which must be absent or empty (:func:`check_new_directory`): staged in
+    a temporary folder beside it, then renamed into place, so that all appear at once or none."""
+    directory = check_new_directory(directory, command)
+    staging = tempfile.mkdtemp(dir=os.path.dirname(directory), prefix=f".{os.path.basename(directory)}-")
+    try:
+        os.chmod(staging, new_mode(directory=True))  # mkdtemp's 0700, as a new folder would not be
+        for folder in empty:
+            os.makedirs(os.path.join(staging, folder), exist_ok=True)
+        for path, write in writers.items():
+            target = os.path.join(staging, path)
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            with open(target, "wb") as f:
+                write(f)
+        if os.path.isdir(directory):
+            os.rmdir(directory)  # empty, checked above
+        os.rename(staging, directory)
+    except OSError as exc:
+        raise OSError(f"cannot write {directory}: {exc.strerror or exc}") from None
+    finally:
+        if os.path.isdir(staging):
+            shutil.rmtree(staging)
+
+
 def new_mode(directory: bool = False) -> int:
     """The mode ``open`` or ``mkdir`` would give a new file or folder under the user's umask."""
     umask = os.umask(0)
     os.umask(umask)
     return (0o777 if directory else 0o666) & ~umask
+
+
+def bytes_writer(data: bytes) -> Writer:
+    return lambda f: f.write(data)
 
 
 def text_writer(text: str) -> Writer:

@@ -8,7 +8,7 @@ stands for. :func:`node_differences` adds, after ``compare``, each node's larges
 
 from __future__ import annotations
 
-from .compare import ModelReport, node_label
+from .compare import ModelReport, NodeComparison, TensorComparison, node_label
 from .plan import DmlNode, Plan, PlanEntry, node_macs
 from .real_ep import fallback_placement
 
@@ -37,17 +37,28 @@ def plan_rows(plan: Plan) -> list[dict]:
 def node_differences(report: ModelReport) -> dict[str, dict]:
     """Each compared node's largest difference, by node name: ``isolated`` (its DirectML operator
     on onnxruntime's inputs; None when not run alone) and ``propagated`` (its outputs after both
-    full runs), in LSB for quantized values; its ``cause``; and whether it is the first node that
-    differs in isolation. Empty when the comparison did not go node by node."""
+    full runs), in its ``unit`` (:func:`comparisons_in_unit`); its ``cause``; and whether it is the
+    first node that differs in isolation. Empty when the comparison did not go node by node."""
     first = report.first_divergent
     differences = {}
     for node in report.nodes or ():
-        propagated = [c.max_diff for c in node.propagated]
+        unit, compared = comparisons_in_unit(node)
+        propagated = [c.max_diff for c in compared["propagated"]]
         differences[node.node] = {
             "isolated": node.isolated.max_diff if node.isolated is not None else None,
             "propagated": max(propagated) if propagated else None,
-            "unit": next((c.unit for c in [node.isolated, *node.propagated] if c is not None), None),
+            "unit": unit,
             "cause": node.cause_text or None,
             "first_divergent": node is first,
         }
     return differences
+
+
+def comparisons_in_unit(node: NodeComparison) -> tuple[str | None, dict[str, list[TensorComparison]]]:
+    """A compared node's unit (LSB for a quantized value, else "abs") and its comparisons in it:
+    ``isolated`` and ``propagated``. The unit is its first output's, so that a largest difference
+    never mixes units (a DynamicQuantizeLinear's float scale stays out of its LSB)."""
+    first = node.isolated if node.isolated is not None else next(iter(node.propagated), None)
+    unit = first.unit if first is not None else None
+    return unit, {"isolated": [node.isolated] if node.isolated is not None else [],
+                  "propagated": [c for c in node.propagated if c.unit == unit]}

@@ -455,4 +455,4 @@ def test_cli_export_never_replaces_what_is_there(tmp_path):
     assert result.returncode == 2 and result.stderr.count("\n") == 1
     assert "not empty" in result.stderr and "dml-ep: error:" in result.stderr
     assert [p.name for p in target.iterdir()] == ["notes.txt"] and (target / "notes.txt").read_text() == "mine"
-    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".dxdispatch")]
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".taken-")]  # no staging folder left

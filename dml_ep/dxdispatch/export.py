@@ -17,17 +17,15 @@ gives the DxDispatch command line and how to diff.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
-import os
-import shutil
-import tempfile
 from typing import Any
 
 import numpy as np
 
 from ..enums import DML_TENSOR_DATA_TYPE, DML_TENSOR_FLAGS
 from ..errors import DxDispatchError
-from ..files import new_mode
+from .. import files
 from ..graph import load_model
 from ..importer import DEFAULT_FEATURE_LEVEL
 from ..inputs import distinct_names, npy_file_names, random_inputs
@@ -95,10 +93,10 @@ def export(model, directory: str, feeds: dict | None = None, *, seed: int = 0, s
         values={name: np.asarray(values[name], order="C").reshape(dimensions.get(name, np.shape(values[name])))
                 for name in expected_names},
     )
-    files: dict[str, bytes | np.ndarray] = {MODEL_FILE: _json_bytes(model_json), "README.txt": _readme(result, source, arithmetic).encode()}
-    files.update((path, result.values[name]) for name, path in result.expected.items())
-    files.update((path, writer.files[path]) for path in writer.files)
-    _write_directory(directory, files, empty=["output"])
+    contents: dict[str, bytes | np.ndarray] = {MODEL_FILE: _json_bytes(model_json), "README.txt": _readme(result, source, arithmetic).encode()}
+    contents.update((path, result.values[name]) for name, path in result.expected.items())
+    contents.update((path, writer.files[path]) for path in writer.files)
+    _write_directory(directory, contents, empty=["output"])
     return result
 
 
@@ -178,7 +176,7 @@ class _Writer:
     def _sources_as_resources(self) -> dict:
         """The resources read from arrays: inline scalars, ``.npy`` files for the rest."""
         resources = {}
-        files = npy_file_names([name for name, array in self._sources.items() if array.size > 1])
+        file_names = npy_file_names([name for name, array in self._sources.items() if array.size > 1])
         for name, array in self._sources.items():
             if array.size * array.itemsize < self._sizes[name] - 3:  # DxDispatch rounds a buffer up to 4 bytes
                 raise DxDispatchError(f"{name!r} holds {array.nbytes} bytes, its tensor descs span {self._sizes[name]}")
@@ -187,7 +185,7 @@ class _Writer:
                 value = descs.json_number(array.reshape(-1)[0].item())
                 resources[name] = {"initialValuesDataType": data_type, "initialValues": {"valueCount": 1, "value": value}}
             else:
-                path = f"resources/{files[name]}"
+                path = f"resources/{file_names[name]}"
                 self.files[path] = array
                 resources[name] = {"initialValuesDataType": data_type, "initialValues": {"sourcePath": path}}
         return resources
@@ -251,42 +249,20 @@ def _readme(result: Export, source: str | None, arithmetic: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _check_new_directory(directory: str) -> str:
-    """The absolute path of ``directory``, which must be absent or empty, in a writable directory."""
-    directory = os.path.abspath(directory)
-    if os.path.exists(directory) and (not os.path.isdir(directory) or os.listdir(directory)):
-        what = "a directory that is not empty" if os.path.isdir(directory) else "a file"
-        raise DxDispatchError(f"{directory} is {what}: export writes a new directory (give one that does not exist)")
-    parent = os.path.dirname(directory)
-    if not os.path.isdir(parent):
-        raise DxDispatchError(f"cannot write {directory}: no such directory {parent}")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise DxDispatchError(f"cannot write {directory}: no permission to write in {parent}")
-    return directory
-
-
-def _write_directory(directory: str, files: dict, empty=()) -> None:
-    """Write ``files`` (path -> bytes or array) into ``directory``, which must be absent or empty:
-    staged in a temporary directory beside it, then renamed into place."""
-    directory = _check_new_directory(directory)
-    staging = tempfile.mkdtemp(dir=os.path.dirname(directory), prefix=".dxdispatch-")
+def _check_new_directory(directory: str) -> None:
     try:
-        os.chmod(staging, new_mode(directory=True))  # mkdtemp's 0700, as a new folder would not be
-        for folder in empty:
-            os.makedirs(os.path.join(staging, folder), exist_ok=True)
-        for path, data in files.items():
-            target = os.path.join(staging, path)
-            os.makedirs(os.path.dirname(target), exist_ok=True)
-            if isinstance(data, np.ndarray):
-                np.save(target, data)
-            else:
-                with open(target, "wb") as f:
-                    f.write(data)
-        if os.path.isdir(directory):
-            os.rmdir(directory)  # empty, checked above
-        os.rename(staging, directory)
+        files.check_new_directory(directory, "export")
     except OSError as exc:
-        raise DxDispatchError(f"cannot write {directory}: {exc.strerror or exc}") from None
-    finally:
-        if os.path.isdir(staging):
-            shutil.rmtree(staging)
+        raise DxDispatchError(str(exc)) from None
+
+
+def _write_directory(directory: str, contents: dict[str, bytes | np.ndarray], empty=()) -> None:
+    """Write ``contents`` (path -> bytes or array) into ``directory``, new or empty, all at once
+    (:func:`dml_ep.files.write_directory`)."""
+    writers: dict[str, files.Writer] = {
+        path: functools.partial(np.save, arr=data) if isinstance(data, np.ndarray) else files.bytes_writer(data)
+        for path, data in contents.items()}
+    try:
+        files.write_directory(directory, writers, "export", empty)
+    except OSError as exc:
+        raise DxDispatchError(str(exc)) from None
