@@ -18,8 +18,9 @@ from importlib import resources
 
 import numpy as np
 
-from .compare import ModelReport, TensorComparison
-from .node_table import node_differences, plan_rows
+from .compare import ModelReport, TensorComparison, node_label
+from .graph import node_reads
+from .node_table import PENDING, PENDING_REASON, node_differences, plan_rows
 from .plan import DmlNode, Plan
 from .real_ep import PLACEMENTS
 
@@ -43,22 +44,13 @@ def compare_report(report: ModelReport) -> str:
 
 
 def graph_data(plan: Plan, differences: dict[str, dict]) -> dict:
-    """What the page's script draws: the plan entries, the edges between them (each value from the
-    entry that makes it to each entry that reads it), and the graph's inputs and outputs."""
-    rows = plan_rows(plan)
-    producer = {name: index for index, entry in enumerate(plan.entries) for name in entry.outputs}
-    inputs = [v.name for v in plan.inputs]
-    outputs = [v.name for v in plan.outputs]
-    edges = set()
-    for index, entry in enumerate(plan.entries):
-        for name in entry.value_inputs:
-            if name in producer:
-                edges.add((producer[name], index))
+    """What the page's script draws: the plan entries, then the nodes planned only when run
+    (placement ``pending``), the edges between them (each value from the node that makes it to each
+    node that reads it), and the graph's inputs and outputs."""
     nodes = []
-    for row, entry in zip(rows, plan.entries):
+    for row, entry in zip(plan_rows(plan), plan.entries):
         node = {"name": row["node"], "op": row["op_type"], "placement": row["placement"], "macs": row["macs"],
-                "rule": row["rule"], "from": row["from"], "reads": [n for n in entry.value_inputs if n in inputs],
-                "writes": [n for n in entry.outputs if n in outputs]}
+                "rule": row["rule"], "from": row["from"], "value_inputs": entry.value_inputs, "value_outputs": entry.outputs}
         if isinstance(entry, DmlNode):
             node["operator"] = entry.summary()
         else:
@@ -66,6 +58,16 @@ def graph_data(plan: Plan, differences: dict[str, dict]) -> dict:
         if row["node"] in differences:
             node["difference"] = differences[row["node"]]
         nodes.append(node)
+    for pending in plan.pending:
+        nodes.append({"name": node_label(pending), "op": pending.op_type, "placement": PENDING, "macs": 0, "rule": None,
+                      "from": [], "reason": PENDING_REASON, "value_inputs": node_reads(pending),
+                      "value_outputs": [name for name in pending.output if name]})
+    inputs, outputs = [v.name for v in plan.inputs], [v.name for v in plan.outputs]
+    producer = {name: index for index, node in enumerate(nodes) for name in node["value_outputs"]}
+    edges = {(producer[name], index) for index, node in enumerate(nodes) for name in node["value_inputs"] if name in producer}
+    for node in nodes:
+        node["reads"] = [name for name in node.pop("value_inputs") if name in inputs]
+        node["writes"] = [name for name in node.pop("value_outputs") if name in outputs]
     return {"nodes": nodes, "edges": sorted(edges), "inputs": inputs, "outputs": outputs}
 
 
@@ -106,6 +108,9 @@ def _summary_sections(plan: Plan) -> list[str]:
     rules = f"onnxruntime {plan.qdq_rules} rewrites" if plan.qdq_rules else "QDQ rules off"
     lines = ['<section id="summary"><h2>Summary</h2>',
              f"<p>{html.escape(str(plan.feature_level))}, {html.escape(rules)}: {len(rows)} node(s) planned.</p>"]
+    if plan.pending:
+        lines.append(f"<p>{len(plan.pending)} node(s) are planned only when run, their input shapes depend on data (drawn dashed, "
+                     "white): give <code>--input</code> to plan from a run.</p>")
     if plan.assumed:
         taken = ", ".join(f"{k}={v}" for k, v in plan.assumed.items())
         lines.append(f"<p>Planned with the symbolic dimensions taken as {html.escape(taken)}.</p>")

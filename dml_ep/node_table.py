@@ -12,6 +12,10 @@ from .compare import ModelReport, NodeComparison, TensorComparison, node_label
 from .plan import DmlNode, Plan, PlanEntry, node_macs
 from .real_ep import fallback_placement
 
+# A node the plan has not placed yet: its input shapes come with the data (Plan.pending).
+PENDING = "pending"
+PENDING_REASON = "its input shapes depend on data: planned when run (inspect --input plans it from a run)"
+
 
 def placement(entry: PlanEntry) -> str:
     """``modelled`` (a DirectML operator dml_ep runs), ``real-ep-dml`` or ``cpu`` (where the real EP

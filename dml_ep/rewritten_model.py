@@ -45,7 +45,7 @@ from . import __version__, files
 from .compare import node_label
 from .errors import DmlEpError
 from .graph import ValueInfo, copy_without, node_reads, type_proto
-from .node_table import plan_rows
+from .node_table import PENDING, PENDING_REASON, plan_rows
 from .passes.dml_fusion import DML_DOMAIN, FUSED_OP_TYPES, unfused
 from .passes.editable import Origin
 from .plan import Plan
@@ -60,8 +60,6 @@ RULE = "dml_ep.rule"  # the rewrites that made it, in the order they applied (no
 FROM = "dml_ep.from"  # the model's nodes it stands for (a JSON list of their names, <op type -> output> if unnamed)
 FUSED = "dml_ep.fused"  # the DML EP's fused node it is written out of (com.microsoft.dml:DmlFusedAdd)
 PARTS = "dml_ep.parts"  # the nodes dml_ep plans for it, one DirectML operator each (A -> B -> C)
-PENDING = "pending"
-PENDING_REASON = "its input shapes depend on data: planned when run (inspect --input plans it from a run)"
 
 # The model's metadata (ModelProto.metadata_props):
 VERSION = "dml_ep.version"

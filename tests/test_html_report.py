@@ -42,10 +42,12 @@ def dml_ep(*argv) -> subprocess.CompletedProcess:
 
 
 def plan_placements(model: Path, *options) -> list[tuple[str, str]]:
-    """(node, placement) of each plan entry, as ``inspect --json`` gives them."""
+    """(node, placement) of each plan entry, as ``inspect --json`` gives them, and ``pending`` for
+    each node it plans only when run."""
     done = dml_ep("inspect", model, "--json", "-", *options)
     assert done.returncode == 0, done.stderr
-    return [(row["node"], row["placement"]) for row in json.loads(done.stdout)["nodes"]]
+    report = json.loads(done.stdout)
+    return [(row["node"], row["placement"]) for row in report["nodes"]] + [(name, "pending") for name in report["pending"]]
 
 
 def drawn(opened) -> list[tuple[str, str]]:
@@ -176,6 +178,30 @@ def test_a_node_on_each_placement_is_coloured_for_it(browser, tmp_path):
     assert placements["sigmoid"] == "real-ep-dml" and placements["square"] == "cpu"
     assert [p for name, p in placements.items() if name not in ("sigmoid", "square")] == ["modelled"] * (len(placements) - 2)
     assert any(re.search("conv", name, re.I) for name in placements)
+
+
+def test_nodes_planned_only_when_run_are_drawn_pending(browser, tmp_path):
+    """NonZero's output size comes with the data: the Cast and QuantizeLinear after it are planned
+    only when run, and drawn, as pending, between the nodes around them."""
+    from onnx import TensorProto, helper
+
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["xq"], name="quantize_x"),
+             helper.make_node("NonZero", ["x"], ["where"], name="nonzero"),
+             helper.make_node("Cast", ["where"], ["where_f"], name="cast", to=TensorProto.FLOAT),
+             helper.make_node("QuantizeLinear", ["where_f", "s", "z"], ["y"], name="quantize_where")]
+    graph = helper.make_graph(nodes, "pending", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                              [helper.make_tensor_value_info("xq", TensorProto.UINT8, [2, 3]),
+                               helper.make_tensor_value_info("y", TensorProto.UINT8, None)],
+                              [helper.make_tensor("s", TensorProto.FLOAT, [], [0.5]), helper.make_tensor("z", TensorProto.UINT8, [], [0])])
+    path, page = tmp_path / "pending.onnx", tmp_path / "pending.html"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    assert dml_ep("inspect", path, "--html", page).returncode == 0
+    expected = plan_placements(path)
+    assert ("cast", "pending") in expected and ("quantize_where", "pending") in expected and ("quantize_x", "modelled") in expected
+    opened = open_report(browser, page)
+    assert_renders(opened, expected)
+    # x to quantize_x and nonzero, nonzero -> cast -> quantize_where, each QuantizeLinear to its output
+    assert opened.evaluate("document.querySelectorAll('g.edges polyline').length") == 6
 
 
 def test_the_page_fetches_nothing_and_escapes_what_the_model_names(browser, tmp_path):

@@ -4,9 +4,9 @@
 (function () {
   const SVG = "http://www.w3.org/2000/svg";
   const NODE_WIDTH = 168, NODE_HEIGHT = 38, IO_WIDTH = 120, IO_HEIGHT = 24;
-  const PLACEMENT_COLOURS = {"modelled": "#009e73", "real-ep-dml": "#56b4e9", "cpu": "#e69f00"};
+  const PLACEMENT_COLOURS = {"modelled": "#009e73", "real-ep-dml": "#56b4e9", "cpu": "#e69f00", "pending": "#ffffff"};
   const PLACEMENT_TEXT = {"modelled": "on DirectML, modelled by dml_ep", "real-ep-dml": "on DirectML in the real EP, not modelled",
-                          "cpu": "on the CPU in the real EP"};
+                          "cpu": "on the CPU in the real EP", "pending": "planned only when run (shapes depend on data)"};
   // Largest difference in LSB: exact, 1, 2, more; grey when the node was not compared that way.
   const DIFFERENCE_BANDS = [[0, "#d9f0d3", "exact"], [1, "#fee08b", "1"], [2, "#fc8d59", "2"], [Infinity, "#d73027", "> 2"]];
   const NOT_COMPARED = "#e0e0e0";
@@ -28,8 +28,11 @@
     return made;
   }
 
+  // Long names keep their ends: exporters' names differ in their last part (/encoder/layer.3/attention/Add).
   function shorten(text, most) {
-    return text.length <= most ? text : text.slice(0, most - 1) + "\u2026";
+    if (text.length <= most) return text;
+    const head = Math.floor((most - 1) / 3);
+    return text.slice(0, head) + "\u2026" + text.slice(text.length - (most - 1 - head));
   }
 
   function layoutGraph() {
@@ -117,7 +120,9 @@
       box.classList.toggle("first-divergent", Boolean(node.difference && node.difference.first_divergent));
     });
     const legend = document.getElementById("legend");
-    const items = by === "placement" ? Object.entries(PLACEMENT_TEXT).map(([key, text]) => [PLACEMENT_COLOURS[key], text])
+    const present = new Set(data.nodes.map(node => node.placement));
+    const items = by === "placement" ? Object.entries(PLACEMENT_TEXT).filter(([key]) => key !== "pending" || present.has(key))
+      .map(([key, text]) => [PLACEMENT_COLOURS[key], text])
       : DIFFERENCE_BANDS.map(([, fill, text]) => [fill, text + (text === "exact" ? "" : " LSB")]).concat([[NOT_COMPARED, "not compared"]]);
     legend.replaceChildren(...items.map(([fill, text]) => {
       const item = document.createElement("span");
