@@ -34,7 +34,7 @@ from .importer import DEFAULT_FEATURE_LEVEL
 from .passes import DEFAULT_RELEASE, RELEASES
 from .passes.dml_fusion import NAME as DML_FUSION
 from .planner import Planner
-from .node_table import plan_rows
+from .node_table import counted, plan_rows
 from .inputs import ASSUMED, INTEGERS, input_shapes, load_directory, load_tensor_protos, make_feeds, npy_file_names, zoo_layout
 from .plan import DmlNode, node_macs
 from .polygraphy_json import inputs_json, load_inputs, load_run_results, pick_runner, run_results_json
@@ -266,7 +266,7 @@ def cmd_inspect(args) -> int:
         plan = planner.plan_for_shapes(shapes)
     rows = plan_rows(plan)
     summary = plan.summary()
-    by_op_type, by_reason = _by_op_type(plan, rows), _by_reason(plan)
+    by_op_type, by_reason = _by_op_type(rows), _by_reason(plan)
     print(_ascii_if_needed("\n".join(_inspect_summary(plan, rows, summary, by_op_type, by_reason)), out), file=out)
     if args.nodes:
         table = _table(["node", "op type", "runs on", "rule"], [[r["node"], r["op_type"], r["runs_on"], r["rule"] or ""] for r in rows])
@@ -308,19 +308,10 @@ def _rewritten(path: str, planner, plan) -> tuple[files.Writer, str]:
     return model_writer(rewritten), said
 
 
-def _by_op_type(plan, rows: list[dict]) -> list[dict]:
+def _by_op_type(rows: list[dict]) -> list[dict]:
     """Plan entries counted by op type and where they run (a DirectML operator, or ``fallback``),
     most MACs first."""
-    total = sum(r["macs"] for r in rows)
-    groups: dict[tuple[str, str], dict] = {}
-    for row, entry in zip(rows, plan.entries):
-        key = (row["op_type"], entry.summary() if isinstance(entry, DmlNode) else "fallback")
-        group = groups.setdefault(key, {"op_type": key[0], "runs_on": key[1], "nodes": 0, "macs": 0})
-        group["nodes"] += 1
-        group["macs"] += row["macs"]
-    for group in groups.values():
-        group["macs_percent"] = 100.0 * group["macs"] / total if total else 0.0
-    return sorted(groups.values(), key=lambda g: (-g["macs"], -g["nodes"]))
+    return counted(rows, lambda row: {"op_type": row["op_type"], "runs_on": row["runs_on"] if row["placement"] == "modelled" else "fallback"})
 
 
 def _by_reason(plan) -> list[dict]:

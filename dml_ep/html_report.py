@@ -20,7 +20,7 @@ import numpy as np
 
 from .compare import ModelReport, TensorComparison, node_label
 from .graph import node_reads
-from .node_table import PENDING, PENDING_REASON, node_differences, plan_rows
+from .node_table import PENDING, PENDING_REASON, counted, node_differences, plan_rows
 from .plan import DmlNode, Plan
 from .real_ep import PLACEMENTS
 
@@ -43,12 +43,12 @@ def compare_report(report: ModelReport) -> str:
     return _page(report.model, report.dml_plan, _comparison_sections(report), node_differences(report))
 
 
-def graph_data(plan: Plan, differences: dict[str, dict]) -> dict:
+def graph_data(plan: Plan, rows: list[dict], differences: dict[str, dict]) -> dict:
     """What the page's script draws: the plan entries, then the nodes planned only when run
     (placement ``pending``), the edges between them (each value from the node that makes it to each
-    node that reads it), and the graph's inputs and outputs."""
+    node that reads it), and the graph's inputs and outputs. ``rows`` are the plan's (plan_rows)."""
     nodes = []
-    for row, entry in zip(plan_rows(plan), plan.entries):
+    for row, entry in zip(rows, plan.entries):
         node = {"name": row["node"], "op": row["op_type"], "placement": row["placement"], "macs": row["macs"],
                 "rule": row["rule"], "from": row["from"], "value_inputs": entry.value_inputs, "value_outputs": entry.outputs}
         if isinstance(entry, DmlNode):
@@ -72,7 +72,8 @@ def graph_data(plan: Plan, differences: dict[str, dict]) -> dict:
 
 
 def _page(title: str, plan: Plan, comparison: list[str], differences: dict[str, dict]) -> str:
-    data = json.dumps(graph_data(plan, differences), separators=(",", ":")).replace("</", "<\\/")
+    rows = plan_rows(plan)
+    data = json.dumps(graph_data(plan, rows, differences), separators=(",", ":")).replace("</", "<\\/")
     assets = resources.files(__package__) / "report_assets"
     parts = [
         "<!DOCTYPE html>",
@@ -81,7 +82,7 @@ def _page(title: str, plan: Plan, comparison: list[str], differences: dict[str, 
         f"<style>{(assets / 'report.css').read_text(encoding='utf-8')}</style>",
         "</head><body>",
         f"<header><h1>{html.escape(title)}</h1></header>",
-        *_summary_sections(plan),
+        *_summary_sections(plan, rows),
         *comparison,
         '<section id="graph-section"><h2>The graph the real EP runs</h2>',
         '<div id="toolbar"><input id="search" type="search" placeholder="search nodes (name, op type, operator)" size="40">'
@@ -100,11 +101,8 @@ def _page(title: str, plan: Plan, comparison: list[str], differences: dict[str, 
     return "\n".join(parts)
 
 
-def _summary_sections(plan: Plan) -> list[str]:
+def _summary_sections(plan: Plan, rows: list[dict]) -> list[str]:
     """Feature level and rules, then nodes and MACs by placement and by op type."""
-    rows = plan_rows(plan)
-    total = sum(r["macs"] for r in rows) or 1
-    by_placement = {p: [r for r in rows if r["placement"] == p] for p in PLACEMENTS}
     rules = f"onnxruntime {plan.qdq_rules} rewrites" if plan.qdq_rules else "QDQ rules off"
     lines = ['<section id="summary"><h2>Summary</h2>',
              f"<p>{html.escape(str(plan.feature_level))}, {html.escape(rules)}: {len(rows)} node(s) planned.</p>"]
@@ -114,19 +112,17 @@ def _summary_sections(plan: Plan) -> list[str]:
     if plan.assumed:
         taken = ", ".join(f"{k}={v}" for k, v in plan.assumed.items())
         lines.append(f"<p>Planned with the symbolic dimensions taken as {html.escape(taken)}.</p>")
+    by_placement = {g["placement"]: g for g in counted(rows, lambda row: {"placement": row["placement"]})}
+    none = {"nodes": 0, "macs": 0, "macs_percent": 0.0}
     lines.append(_table(["placement", "nodes", "MACs", "% of MACs"],
-                        [[f'<span class="swatch {p}"></span>{PLACEMENT_TEXT[p]}', len(group), f"{sum(r['macs'] for r in group):,}",
-                          f"{100 * sum(r['macs'] for r in group) / total:.1f}%"] for p, group in by_placement.items()],
-                        escape=False))
-    groups: dict[tuple[str, str], list[dict]] = {}
-    for row in rows:
-        groups.setdefault((row["op_type"], row["placement"]), []).append(row)
-    ordered = sorted(groups.items(), key=lambda item: (-sum(r["macs"] for r in item[1]), -len(item[1])))
+                        [[f'<span class="swatch {p}"></span>{PLACEMENT_TEXT[p]}', g["nodes"], f"{g['macs']:,}", f"{g['macs_percent']:.1f}%"]
+                         for p, g in ((p, by_placement.get(p, none)) for p in PLACEMENTS)], escape=False))
+    by_op_type = counted(rows, lambda row: {"op_type": row["op_type"], "placement": row["placement"],
+                                            "runs_on": row["runs_on"] if row["placement"] == "modelled" else "-"})
     lines.append("<h3>By op type</h3>")
     lines.append(_table(["op type", "placement", "runs on", "nodes", "MACs", "% of MACs"],
-                        [[op, placement, group[0]["runs_on"] if placement == "modelled" else "-", len(group),
-                          f"{sum(r['macs'] for r in group):,}", f"{100 * sum(r['macs'] for r in group) / total:.1f}%"]
-                         for (op, placement), group in ordered]))
+                        [[g["op_type"], g["placement"], g["runs_on"], g["nodes"], f"{g['macs']:,}", f"{g['macs_percent']:.1f}%"]
+                         for g in by_op_type]))
     return lines + ["</section>"]
 
 

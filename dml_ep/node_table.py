@@ -38,6 +38,21 @@ def plan_rows(plan: Plan) -> list[dict]:
     ]
 
 
+def counted(rows: list[dict], key) -> list[dict]:
+    """Rows counted by ``key(row)``, the fields that name a row's group: each group's nodes, MACs
+    and share of all the rows' MACs, most MACs first."""
+    total = sum(row["macs"] for row in rows)
+    groups: dict[tuple, dict] = {}
+    for row in rows:
+        fields = key(row)
+        group = groups.setdefault(tuple(fields.values()), {**fields, "nodes": 0, "macs": 0})
+        group["nodes"] += 1
+        group["macs"] += row["macs"]
+    for group in groups.values():
+        group["macs_percent"] = 100.0 * group["macs"] / total if total else 0.0
+    return sorted(groups.values(), key=lambda g: (-g["macs"], -g["nodes"]))
+
+
 def node_differences(report: ModelReport) -> dict[str, dict]:
     """Each compared node's largest difference, by node name: ``isolated`` (its DirectML operator
     on onnxruntime's inputs; None when not run alone) and ``propagated`` (its outputs after both
