@@ -56,7 +56,7 @@ def graph_data(plan: Plan, rows: list[dict], differences: dict[str, dict]) -> di
         else:
             node["reason"] = entry.reason
         if row["node"] in differences:
-            node["difference"] = differences[row["node"]]
+            node["difference"] = _json_safe(differences[row["node"]])
         nodes.append(node)
     for pending in plan.pending:
         nodes.append({"name": node_label(pending), "op": pending.op_type, "placement": PENDING, "macs": 0, "rule": None,
@@ -71,9 +71,16 @@ def graph_data(plan: Plan, rows: list[dict], differences: dict[str, dict]) -> di
     return {"nodes": nodes, "edges": sorted(edges), "inputs": inputs, "outputs": outputs}
 
 
+def _json_safe(difference: dict) -> dict:
+    """A node's differences for the page's JSON, which has no infinity: a difference without
+    bound (NaN on one side only, or shapes that differ: compare_tensors) is written "inf", and the
+    page's script reads it back as Infinity."""
+    return {key: "inf" if isinstance(value, float) and math.isinf(value) else value for key, value in difference.items()}
+
+
 def _page(title: str, plan: Plan, comparison: list[str], differences: dict[str, dict]) -> str:
     rows = plan_rows(plan)
-    data = json.dumps(graph_data(plan, rows, differences), separators=(",", ":")).replace("</", "<\\/")
+    data = json.dumps(graph_data(plan, rows, differences), separators=(",", ":"), allow_nan=False).replace("</", "<\\/")
     assets = resources.files(__package__) / "report_assets"
     parts = [
         "<!DOCTYPE html>",

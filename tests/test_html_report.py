@@ -256,3 +256,22 @@ def test_a_float_output_is_histogrammed_in_ulps_of_the_reference():
     candidate = np.array([1, 1 + one_ulp, 1 - one_ulp, 1 + 3 * one_ulp, np.nan, 2 + 4 * one_ulp, np.nan], np.float32)
     # below 1 the spacing halves (1 - one_ulp is one ULP of 1 away, by 1's spacing); at 2 it doubles
     assert _ulp_bins(candidate, reference) == {"0": 2, "1 ulp": 2, "2": 1, "3-16": 1, "> 16": 1}
+
+
+def test_a_difference_without_bound_keeps_the_page_whole(browser, tmp_path):
+    """NaN on one side only makes compare_tensors' largest difference infinite, which JSON cannot
+    hold: the page still parses its data, draws, and says the difference is infinite."""
+    from dml_ep.compare import compare_model, compare_tensors
+    from dml_ep.html_report import compare_report
+
+    model, feeds = tie_pool_model()
+    report = compare_model(model, feeds, per_node=True)
+    node = report.nodes[0]
+    node.isolated = compare_tensors(node.node, np.array([np.nan, 1], np.float32), np.array([1, 1], np.float32), None)
+    assert node.isolated.max_diff == np.inf
+    page = tmp_path / "unbounded.html"
+    page.write_text(compare_report(report), encoding="utf-8")
+    opened = open_report(browser, page)
+    assert opened.errors == [] and len(drawn(opened)) == 1
+    opened.page.click("[data-node]")
+    assert "isolated: Infinity abs" in opened.evaluate("document.getElementById('details').textContent")

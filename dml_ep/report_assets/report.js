@@ -13,6 +13,11 @@
 
   const started = performance.now();
   const data = JSON.parse(document.getElementById("plan-data").textContent);
+  for (const node of data.nodes) {  // JSON has no infinity: html_report writes a difference without bound as "inf"
+    for (const kind of ["isolated", "propagated"]) {
+      if (node.difference && node.difference[kind] === "inf") node.difference[kind] = Infinity;
+    }
+  }
   const svg = document.getElementById("graph");
   const viewport = document.getElementById("viewport");
   const details = document.getElementById("details");
