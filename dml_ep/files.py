@@ -39,6 +39,11 @@ def check_writable(path: str, directory: bool = False, inputs: Iterable[str] = (
     folder = os.path.abspath(target) if directory else os.path.dirname(target)
     while directory and not os.path.exists(folder):
         folder = os.path.dirname(folder)
+    check_folder(path, folder)
+
+
+def check_folder(path: str, folder: str) -> None:
+    """``folder``, where ``path`` is to be made, exists and can be written in."""
     if not os.path.isdir(folder):
         reason = f"{folder} is not a directory" if os.path.exists(folder) else f"no such directory {folder}"
     elif not os.access(folder, os.W_OK | os.X_OK):
@@ -109,11 +114,7 @@ def check_new_directory(directory: str, command: str) -> str:
     if os.path.exists(directory) and (not os.path.isdir(directory) or os.listdir(directory)):
         what = "a directory that is not empty" if os.path.isdir(directory) else "a file"
         raise OSError(f"{directory} is {what}: {command} writes a new directory (give one that does not exist)")
-    parent = os.path.dirname(directory)
-    if not os.path.isdir(parent):
-        raise OSError(f"cannot write {directory}: no such directory {parent}")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise OSError(f"cannot write {directory}: no permission to write in {parent}")
+    check_folder(directory, os.path.dirname(directory))
     return directory
 
 
