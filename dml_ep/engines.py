@@ -16,6 +16,10 @@ the widest input code) comes back as float32, which holds those integers exactly
 then uses MatMulIntegerToFloat with unit scales, whose MLAS output step converts and adds the bias
 inside the GEMM, and the requantization saves a pass. Other products come back as int32.
 
+The engine also chooses the kernels around the sums: ``"onnxruntime"`` runs dml_ep's compiled
+kernels (``dml_ep.kernels.compiled``, where built), ``"numpy"`` their numpy twins, so that the two
+engines cross-check those too.
+
 Neither engine emulates onnxruntime's u8s8 saturation: the kernels add it on top, once, where
 the arithmetic asks for it. ``DML_EP_ENGINE`` in the environment sets the default engine.
 """
@@ -95,6 +99,7 @@ class Engine:
     node of its own with the same filter: they share one product (one session, one prepacked B)."""
 
     name: str
+    compiled_kernels: bool  # whether the kernels around the sums run compiled (else their numpy twins)
 
     def __init__(self):
         self._products = weakref.WeakValueDictionary()
@@ -122,6 +127,7 @@ class NumpyEngine(Engine):
     """float32 BLAS in exact K-blocks."""
 
     name = "numpy"
+    compiled_kernels = False
 
     def _make(self, b, b_zero_point, constant, bias, threads) -> "NumpyProduct":
         return NumpyProduct(b, b_zero_point, constant, bias)
@@ -156,6 +162,7 @@ class OnnxruntimeEngine(Engine):
     """onnxruntime's MatMulInteger (MatMulIntegerToFloat with unit scales where float32 is exact)."""
 
     name = "onnxruntime"
+    compiled_kernels = True
 
     @functools.cached_property
     def signed_b(self) -> bool:

@@ -1,6 +1,7 @@
 """Fixtures shared by the model tests."""
 
 import importlib.util
+import os
 from pathlib import Path
 
 import numpy as np
@@ -10,8 +11,21 @@ from onnxruntime.capi import _pybind_state
 
 from dml_ep import arithmetic, engines
 from dml_ep.executor import Executor
+from dml_ep.kernels import compiled as native
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(autouse=True)
+def _compiled_kernels_built(request):
+    """Tests marked ``compiled`` need the compiled kernels: where they were not built (no C
+    compiler at install) they skip, saying so, except where DML_EP_REQUIRE_COMPILED is set (CI),
+    where they fail."""
+    if request.node.get_closest_marker("compiled") and native.MISSING:
+        message = f"compiled kernels not built: {', '.join(native.MISSING)} (reinstall with a C compiler)"
+        if os.environ.get("DML_EP_REQUIRE_COMPILED"):
+            pytest.fail(message)
+        pytest.skip(message)
 
 
 def _make_models():

@@ -19,6 +19,8 @@ from fractions import Fraction
 
 import numpy as np
 
+from . import compiled as native
+
 # Relative distance from a half-integer under which the float64 estimate is re-checked exactly.
 _TIE_TOLERANCE = 2.0**-44
 _BEYOND_8_BITS = 2.0**31
@@ -185,9 +187,11 @@ class Requantizer:
     estimate's error does not matter: those values saturate whatever their rounding.
     """
 
-    def __init__(self, scale_a, scale_b, scale_out, zero_point, dtype, arithmetic):
+    def __init__(self, scale_a, scale_b, scale_out, zero_point, dtype, arithmetic, compiled: bool = False):
         scale_a, scale_b, scale_out = (np.asarray(s, dtype=np.float32) for s in (scale_a, scale_b, scale_out))
         self.zero_point, self.dtype, self.onnxruntime = zero_point, dtype, arithmetic.onnxruntime
+        self.compiled = compiled and native.requantize is not None
+        self._columns: dict[int, tuple | None] = {}
         with np.errstate(over="ignore"):  # extreme scales overflow to inf in float32, as in MLAS
             self.multiplier = (scale_a * scale_b) / scale_out
         self.scale_in, self.scale_out = scale_a.astype(np.float64) * scale_b.astype(np.float64), scale_out
@@ -198,6 +202,10 @@ class Requantizer:
         self.ratio32 = ratio32 if np.all(normal) else None
 
     def __call__(self, acc: np.ndarray) -> np.ndarray:
+        if self.compiled and acc.dtype in _COMPILED_SUMS and acc.flags.c_contiguous and acc.ndim:
+            parameters = self._along_columns(acc.shape[-1])
+            if parameters is not None:
+                return self._compiled(acc, parameters)
         if self.onnxruntime:
             return requantize_onnxruntime(acc, self.multiplier, self.zero_point, self.dtype)
         if self.ratio32 is None:
@@ -217,4 +225,51 @@ class Requantizer:
         return saturate(rounded, self.zero_point, self.dtype)
 
 
+    def _along_columns(self, columns: int) -> tuple | None:
+        """The parameters as one value per column of the sums, for the compiled kernels (made once
+        per column count); None where one varies along another axis."""
+        if columns not in self._columns:
+            lo, hi = quant_range(self.dtype)
+            zero_point = per_column(self.zero_point, columns, np.float64)
+            source = self.multiplier if self.onnxruntime else self.ratio32  # None: a ratio beyond float32's normals
+            multiplier = None if source is None else per_column(source, columns, np.float32)
+            made: tuple | None = None
+            if multiplier is not None and zero_point is not None:
+                made = (multiplier, (lo - zero_point).astype(np.float32), (hi - zero_point).astype(np.float32),
+                        zero_point.astype(np.int64).astype(np.uint8))
+            if not self.onnxruntime and made is not None:  # the float64 and exact tiers' parameters
+                each = [per_column(p, columns, np.float64) for p in (self.ratio, self.scale_in, self.scale_out)]
+                made = None if any(p is None for p in each) else (*made, *each, zero_point)
+            self._columns[columns] = made
+        return self._columns[columns]
+
+    def _compiled(self, acc: np.ndarray, parameters: tuple) -> np.ndarray:
+        """The compiled requantize step (``kernels.compiled.requantize``), on [rows, columns] views."""
+        sums = acc.reshape(-1, acc.shape[-1])
+        out = np.empty(sums.shape, np.uint8)
+        if self.onnxruntime:
+            native.requantize.mlas(sums, *parameters, out)
+            return out.view(self.dtype).reshape(acc.shape)
+        *codes, ratio, scale_in, scale_out, zero_point = parameters
+        suspects = np.empty(sums.size, np.int64)  # pages are touched only for the suspects written
+        count = native.requantize.directml(sums, *codes, ratio, out, suspects)
+        if count:  # the exact tier, as the twin settles them
+            rows, columns = np.divmod(suspects[:count], sums.shape[1])
+            exact = _requantize_float64(sums[rows, columns], ratio[columns], scale_in[columns], scale_out[columns], 0, None)
+            out[rows, columns] = saturate(exact, zero_point[columns], self.dtype).view(np.uint8)
+        return out.view(self.dtype).reshape(acc.shape)
+
+
+def per_column(parameter, columns: int, dtype) -> np.ndarray | None:
+    """A scalar or per-column parameter (any leading 1s) as one contiguous value per column; None
+    for one that varies along another axis."""
+    values = np.asarray(parameter, dtype)
+    if values.size == 1:
+        return np.full(columns, values.reshape(-1)[0], dtype)
+    if values.shape[-1] == columns and values.size == columns:
+        return np.ascontiguousarray(values.reshape(-1))
+    return None
+
+
+_COMPILED_SUMS = (np.dtype(np.int32), np.dtype(np.float32))
 _FLOAT32_MARGIN = 2.0**-12  # > 5x the float32 estimate's error within the output range (|value| <= 257)

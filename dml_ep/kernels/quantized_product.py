@@ -79,7 +79,8 @@ class PreparedQuantizedProduct:
 
     def _requantizer(self, tensors: dict) -> quantize.Requantizer:
         scale_a, scale_b, scale_out, zero_point = self.requantize_parameters(tensors)
-        return quantize.Requantizer(scale_a, scale_b, scale_out, zero_point, self.desc.OutputTensor.DataType.numpy(), self.arithmetic)
+        return quantize.Requantizer(scale_a, scale_b, scale_out, zero_point, self.desc.OutputTensor.DataType.numpy(), self.arithmetic,
+                                    self.engine.compiled_kernels)
 
     def finish(self, acc: np.ndarray, tensors: dict) -> np.ndarray:
         """The output values from the integer core's sums (u8s8 correction included); ``tensors``

@@ -1,0 +1,116 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+"""The requantize step compiled: one pass from the integer core's sums to 8-bit codes, the scaling,
+rounding, clamp and zero point fused (``dml_ep.kernels.quantize`` is its numpy twin).
+
+The sums are a C-contiguous [rows, columns] array, int32 or float32 (exact integers); every
+parameter is given per column (a scalar repeated), which covers the products' channels-last and
+per-column scales. Codes are written as bytes (an int8 code as its byte). The inner loops run on
+plain pointers and local constants, so that the compiler vectorizes them (a byte store may alias
+anything it could otherwise keep in registers).
+"""
+
+from libc.math cimport fabs
+from libc.stdint cimport int32_t, int64_t, uint8_t
+
+ctypedef fused accumulator:
+    float
+    int32_t
+
+cdef union Bits:
+    float value
+    int32_t bits
+
+
+def mlas(const accumulator[:, ::1] acc, const float[::1] multiplier, const float[::1] low, const float[::1] high,
+         const uint8_t[::1] zero_byte, uint8_t[:, ::1] out):
+    """MLAS's MlasRequantizeOutput: ``float32(acc) * multiplier``, clamped to ``[low, high]``
+    (``Min - zp``, ``Max - zp``), rounded half to even by adding 1.5 * 2^23 (cvtps2dq's rounding
+    for |x| <= 2^22: the sum's low bits are the integer), plus the zero point's byte; float32
+    operations in the twin's order, so the same bits."""
+    cdef Py_ssize_t rows = acc.shape[0], columns = acc.shape[1], r, c
+    cdef const accumulator* sums
+    cdef uint8_t* codes
+    cdef const float* m = &multiplier[0]
+    cdef const float* lo = &low[0]
+    cdef const float* hi = &high[0]
+    cdef const uint8_t* zp = &zero_byte[0]
+    cdef float addend = 12582912.0, v
+    cdef Bits rounded
+    with nogil:
+        for r in range(rows):
+            sums, codes = &acc[r, 0], &out[r, 0]
+            for c in range(columns):
+                v = <float>sums[c] * m[c]
+                v = lo[c] if v < lo[c] else v
+                v = hi[c] if v > hi[c] else v
+                rounded.value = v + addend
+                codes[c] = <uint8_t>(<uint8_t>rounded.bits + zp[c])
+
+
+def directml(const accumulator[:, ::1] acc, const float[::1] ratio32, const float[::1] low, const float[::1] high,
+             const uint8_t[::1] zero_byte, const double[::1] ratio, uint8_t[:, ::1] out, int64_t[::1] suspects):
+    """DirectML's rounding of ``acc * ratio``, correctly rounded, in the twin's tiers: a float32
+    estimate (``ratio32``: the ratio rounded to a normal float32; its error is under 2^-21
+    relative, so within the output range under 2^-12), rounded where it lies farther than that
+    from a half-integer; a float64 estimate (error under 2^-44 relative) for those closer; elements
+    it cannot settle either are listed in ``suspects`` (flat indices) for the exact tier, their
+    count returned. Codes as in :func:`mlas`: clamped to ``[low, high]`` (``Min - zp``,
+    ``Max - zp``), plus the zero point's byte.
+
+    Per row: the codes from the float32 estimate (:func:`mlas`'s loop), then whether any element
+    lies near a half-integer (a reduction), and only then a scan of that row's elements. Each
+    pass vectorizes; one doing all three does not."""
+    cdef Py_ssize_t rows = acc.shape[0], columns = acc.shape[1], r, c
+    cdef int64_t count = 0
+    cdef const accumulator* sums
+    cdef uint8_t* codes
+    cdef const float* k32 = &ratio32[0]
+    cdef const float* lo = &low[0]
+    cdef const float* hi = &high[0]
+    cdef const uint8_t* zp = &zero_byte[0]
+    cdef const double* k = &ratio[0]
+    cdef int near_half
+    cdef float addend = 12582912.0, margin = 0.000244140625  # 1.5 * 2^23; 2^-12
+    cdef float estimate, distance
+    cdef double addend64 = 6755399441055744.0, tolerance = 5.684341886080802e-14  # 1.5 * 2^52; 2^-44
+    cdef double estimate64, rounded64, magnitude
+    cdef Bits rounded
+    with nogil:
+        for r in range(rows):
+            sums, codes = &acc[r, 0], &out[r, 0]
+            for c in range(columns):
+                estimate = <float>sums[c] * k32[c]
+                estimate = lo[c] if estimate < lo[c] else estimate
+                estimate = hi[c] if estimate > hi[c] else estimate
+                rounded.value = estimate + addend
+                codes[c] = <uint8_t>(<uint8_t>rounded.bits + zp[c])
+            near_half = 0
+            for c in range(columns):
+                near_half |= _near_half(<float>sums[c] * k32[c], lo[c], hi[c], addend, margin)
+            if not near_half:
+                continue
+            for c in range(columns):
+                if not _near_half(<float>sums[c] * k32[c], lo[c], hi[c], addend, margin):
+                    continue
+                estimate64 = <double>sums[c] * k[c]  # within the output range
+                rounded64 = (estimate64 + addend64) - addend64
+                magnitude = fabs(estimate64) if fabs(estimate64) > 1 else 1.0
+                if fabs(estimate64 - rounded64) >= 0.5 - tolerance * magnitude:
+                    suspects[count] = r * columns + c
+                    count += 1
+                    continue
+                rounded64 = lo[c] if rounded64 < lo[c] else rounded64
+                rounded64 = hi[c] if rounded64 > hi[c] else rounded64
+                codes[c] = <uint8_t>(<uint8_t><int32_t>rounded64 + zp[c])
+    return count
+
+
+cdef inline int _near_half(float estimate, float lo, float hi, float addend, float margin) noexcept nogil:
+    """Whether the float32 estimate, clamped just outside the output range (to an integer there),
+    lies within ``margin`` of a half-integer. Every constant is a float: Cython's literals are
+    doubles, which would take the comparisons to float64."""
+    cdef float one = 1, half = 0.5
+    estimate = lo - one if estimate < lo - one else estimate
+    estimate = hi + one if estimate > hi + one else estimate
+    cdef float distance = estimate - ((estimate + addend) - addend)
+    return (distance >= half - margin) | (distance <= margin - half)
