@@ -1,7 +1,8 @@
 """The kernel dispatch: each desc runs on its operator's kernel, as the operator table names it
 (``dml_ep.operators.registration.OPERATORS``).
 
-Element-wise and activation kernels are ``kernel(desc, tensors, arithmetic, cache) -> array``. The
+Element-wise and activation kernels are ``kernel(desc, tensors, arithmetic, cache) -> array``; the
+engine picks an operator's compiled kernel or its numpy twin. The
 quantized products are classes prepared once per node, engine and arithmetic (their constant
 parameters, the engine's product for their weights, the requantize step), then called with the
 tensors of each run; their ``accumulate`` is the integer core alone. ``tensors`` maps the desc's
@@ -38,8 +39,9 @@ def run_kernel(desc, tensors: dict, arithmetic, engine, cache: dict, constants: 
     operator = operator_of(desc)
     if operator.prepared is not None:
         return prepared(desc, tensors if constants is None else constants, arithmetic, engine, cache)(tensors)
-    assert operator.kernel is not None, "every operator has a kernel or a prepared product"
-    return operator.kernel(desc, tensors, arithmetic, cache)
+    kernel = operator.compiled_kernel if engine.compiled_kernels and operator.compiled_kernel else operator.kernel
+    assert kernel is not None, "every operator has a kernel or a prepared product"
+    return kernel(desc, tensors, arithmetic, cache)
 
 
 def prepare_kernel(desc, constants: dict, arithmetic, engine, cache: dict) -> None:

@@ -264,6 +264,9 @@ class Operator:
     - ``kernel``: ``kernel(desc, tensors, arithmetic, cache) -> array``; or ``prepared``: a class
       made once per node, engine and arithmetic (``cls(desc, tensors, arithmetic, engine, cache)``),
       then called with each run's tensors, whose ``accumulate`` is the integer core alone.
+    - ``compiled_kernel``: the kernel with its loops compiled (``dml_ep.kernels.compiled``), which
+      the ``"onnxruntime"`` engine runs; ``kernel`` is its numpy twin, which the ``"numpy"``
+      engine runs, and the tests hold the two to the same bits.
     - ``exact_value``: ``exact_value(desc, tensors, engine) -> (terms, output_scale)``, DirectML's
       value before rounding as ``sum(integers * scale for integers, scale in terms) / output_scale``
       (compare's ideal values); None for an operator that does not quantize.
@@ -274,5 +277,6 @@ class Operator:
     desc: type
     exact_value: Optional[Callable]
     kernel: Optional[Callable] = None
+    compiled_kernel: Optional[Callable] = None
     prepared: Optional[type[PreparedQuantizedProduct]] = None
     output_channels_last: bool = False

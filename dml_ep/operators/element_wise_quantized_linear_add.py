@@ -27,9 +27,11 @@ import numpy as np
 
 from ..enums import DML_FEATURE_LEVEL as FL
 from ..enums import DML_OPERATOR_TYPE as OP
+from ..kernels import compiled as native
 from ..kernels import quantize
 from ..kernels.float32_fma import fma32
 from ..kernels.parameters import checked_scale, read4d, scalar
+from ..kernels.strided_rows import address, strided_rows
 from ..plan import DmlNode
 from ..tensor_desc import view
 from .base import QUANTIZED_BINARY_INPUTS, Operator, QuantizedBinaryDesc
@@ -104,10 +106,10 @@ def constant_over_span(desc_a, desc_b) -> tuple[bool, bool]:
     return True, True
 
 
-def quantized_linear_add(desc, tensors: dict, options, cache: dict) -> np.ndarray:
-    """The output is a function of the two 8-bit codes only: a 256 x 256 table per arithmetic and
-    parameters (the node's ``cache`` keeps the last one: parameters bound at run time may change
-    from run to run), then one gather over the output."""
+def code_table(desc, tensors: dict, options, cache: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A and B (views with the output's sizes) and the output as a function of their two 8-bit
+    codes: a 256 x 256 table, flat, per arithmetic and parameters (the node's ``cache`` keeps
+    the last one: parameters bound at run time may change from run to run)."""
     a = view(tensors["ATensor"], desc.ATensor)
     b = view(tensors["BTensor"], desc.BTensor)
     scale_fields = ("AScaleTensor", "BScaleTensor", "OutputScaleTensor")
@@ -122,12 +124,38 @@ def quantized_linear_add(desc, tensors: dict, options, cache: dict) -> np.ndarra
         codes_b = np.arange(256, dtype=np.uint8).view(b.dtype)[None, :]
         add = _onnxruntime_add if options.onnxruntime else _directml_add
         made = cache[key] = (scales, zero_points), add(desc, codes_a, codes_b, *scales, *zero_points).reshape(-1)
-    table = made[1]
+    return a, b, made[1]
+
+
+def quantized_linear_add(desc, tensors: dict, options, cache: dict) -> np.ndarray:
+    """The table (:func:`code_table`), then one gather over the output, in memory order."""
+    a, b, table = code_table(desc, tensors, options, cache)
     axes = memory_axes(a if 0 not in a.strides else b)  # work in memory order: the output keeps the layout
     a, b = a.transpose(axes), b.transpose(axes)
     index = np.left_shift(a.view(np.uint8), 8, dtype=np.uint16)  # (a's byte << 8) | b's byte
     np.bitwise_or(index, b.view(np.uint8), out=index)
     return table.take(index, mode="wrap").transpose(np.argsort(axes))
+
+
+def quantized_linear_add_compiled(desc, tensors: dict, options, cache: dict) -> np.ndarray:
+    """:func:`quantized_linear_add` with the gather compiled (``kernels.compiled.table_lookup``):
+    one pass reading A and B through their strides, no index array; the walk over them is worked
+    out once per layout. Inputs with negative strides take the twin."""
+    a, b, table = code_table(desc, tensors, options, cache)
+    if native.table_lookup is None or any(s < 0 for s in a.strides + b.strides):
+        return quantized_linear_add(desc, tensors, options, cache)
+    layout = (a.shape, a.strides, b.strides)
+    walk = cache.get(layout)
+    if walk is None:
+        axes = memory_axes(a if 0 not in a.strides else b)
+        moved = (a.transpose(axes), b.transpose(axes))  # 8-bit: strides in bytes are in elements
+        walk = cache[layout] = axes, np.argsort(axes), strided_rows(moved[0].shape, *(x.strides for x in moved))
+    axes, back, (span, (a_step, b_step), (a_rows, b_rows)) = walk
+    out = np.empty([a.shape[axis] for axis in axes], desc.OutputTensor.DataType.numpy())
+    if out.size:
+        native.table_lookup.lookup(table.view(np.uint8), address(a), a_rows, a_step, address(b), b_rows, b_step,
+                                   out.view(np.uint8).reshape(-1), span)
+    return out.transpose(back)
 
 
 def memory_axes(x: np.ndarray) -> list[int]:
@@ -182,4 +210,5 @@ def exact_value(desc, tensors: dict, engine):
     return terms, scalar(tensors, desc, "OutputScaleTensor")
 
 
-OPERATORS = (Operator(desc=DML_ELEMENT_WISE_QUANTIZED_LINEAR_ADD_OPERATOR_DESC, kernel=quantized_linear_add, exact_value=exact_value),)
+OPERATORS = (Operator(desc=DML_ELEMENT_WISE_QUANTIZED_LINEAR_ADD_OPERATOR_DESC, kernel=quantized_linear_add,
+                      compiled_kernel=quantized_linear_add_compiled, exact_value=exact_value),)

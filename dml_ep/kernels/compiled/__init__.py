@@ -12,7 +12,7 @@ import importlib
 from types import ModuleType
 from typing import Any
 
-MODULES = ("requantize",)
+MODULES = ("requantize", "table_lookup")
 
 
 def _load(name: str) -> ModuleType | None:
@@ -22,5 +22,7 @@ def _load(name: str) -> ModuleType | None:
         return None
 
 
-requantize: Any = _load("requantize")  # Any: a compiled module has no stubs for mypy
+# Any: a compiled module has no stubs for mypy
+requantize: Any = _load("requantize")
+table_lookup: Any = _load("table_lookup")
 MISSING = [name for name in MODULES if globals()[name] is None]
