@@ -12,7 +12,7 @@ import importlib
 from types import ModuleType
 from typing import Any
 
-MODULES = ("requantize", "table_lookup")
+MODULES = ("direct_convolution", "requantize", "table_lookup")
 
 
 def _load(name: str) -> ModuleType | None:
@@ -23,6 +23,7 @@ def _load(name: str) -> ModuleType | None:
 
 
 # Any: a compiled module has no stubs for mypy
+direct_convolution: Any = _load("direct_convolution")
 requantize: Any = _load("requantize")
 table_lookup: Any = _load("table_lookup")
 MISSING = [name for name in MODULES if globals()[name] is None]
