@@ -71,7 +71,8 @@ cdef void _depthwise(const code[:, :, :, ::1] x, int x_zero_point, const int16_t
     cdef Py_ssize_t batch = out.shape[0], out_h = out.shape[1], out_w = out.shape[2], channels = out.shape[3]
     cdef Py_ssize_t height = x.shape[1], width = x.shape[2]
     cdef Py_ssize_t kernel_h = centred_filter.shape[0], kernel_w = centred_filter.shape[1]
-    cdef Py_ssize_t n, oh, ow, kh, kw, ih, iw, block, lane, end
+    cdef Py_ssize_t n, oh, ow, kh, kw, ih, iw, block, lane
+    cdef Py_ssize_t blocks = channels // LANES, end = blocks * LANES, k
     cdef int32_t sums[LANES]
     cdef int32_t* acc
     cdef const code* pixel
@@ -81,7 +82,8 @@ cdef void _depthwise(const code[:, :, :, ::1] x, int x_zero_point, const int16_t
             for oh in range(out_h):
                 for ow in range(out_w):
                     acc = &out[n, oh, ow, 0]
-                    for block in range(0, channels - LANES + 1, LANES):
+                    for k in range(blocks):
+                        block = k * LANES
                         for lane in range(LANES):
                             sums[lane] = bias[block + lane]
                         for kh in range(kernel_h):
@@ -98,7 +100,6 @@ cdef void _depthwise(const code[:, :, :, ::1] x, int x_zero_point, const int16_t
                                     sums[lane] += <int32_t>(<int16_t>(pixel[lane] - x_zero_point)) * weights[lane]
                         for lane in range(LANES):
                             acc[block + lane] = sums[lane]
-                    end = channels - channels % LANES
                     for block in range(end, channels):  # the last channels, one by one
                         acc[block] = bias[block]
                         for kh in range(kernel_h):
