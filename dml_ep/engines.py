@@ -42,7 +42,10 @@ from .kernels.integer_gemm import FLOAT32_EXACT, exact_matmul, weight_blocks
 ENGINES = ("onnxruntime", "numpy")
 INT8_SHIFT = 128  # int8 code + 128 = the same value's uint8 code, one XOR of the sign bit
 WIDEST_INPUT = 255  # |a - za| for uint8 codes (int8 ones are shifted into uint8 first)
-SMALL_PRODUCT = 1 << 28  # multiply-adds per call under which a product runs single-threaded (see OnnxruntimeEngine._threads)
+# Thread choice (see OnnxruntimeEngine._threads): a product runs on a pool of a thread per core when
+SMALL_PRODUCT = 1 << 28  # ... it has at least this many multiply-adds per call,
+LARGE_OPERAND = 1 << 20  # ... or A has at least this many codes (rows * K, 1 MiB),
+MANY_COLUMNS = 1 << 14  # ... or B is a stack of single columns (depthwise) met by this many rows in all
 
 
 def default_engine() -> str:
@@ -177,19 +180,40 @@ class OnnxruntimeEngine(Engine):
 
     def _threads(self, b: np.ndarray, rows) -> int:
         """``rows``, the rows of A a call is expected to bring, sizes the session's thread pool: a
-        product of fewer than ``SMALL_PRODUCT`` multiply-adds runs on the calling thread alone,
-        others on a pool of a thread per core. Waking a sleeping pool thread and then reading the
-        half of the result it wrote from the other core's cache cost more than the second core
-        saves up to about 3e8 multiply-adds (2-core Xeon, a GEMM plus the pass that reads its
-        result: 128x384x384 32 µs alone against 70 µs on two threads, 128x768x768 94 against 185,
-        512x768x768 474 against 522; 2048x768x768 1745 against 1459), and each pool is a thread.
+        pool of a thread per core for a product of at least ``SMALL_PRODUCT`` multiply-adds, or
+        whose A has at least ``LARGE_OPERAND`` codes, or a stack of single-column Bs (a depthwise
+        convolution: one [rows, 9] x [9, 1] product per channel) met by at least ``MANY_COLUMNS``
+        rows in all; other products run on the calling thread alone.
+
+        Measured on a 2-core Xeon (medians of 30 interleaved calls, each followed by one numpy pass
+        over the result as the requantize step makes; time on two threads / time on one). Waking a
+        sleeping pool thread and then reading the half of the result it wrote from the other core's
+        cache cost more than the second core saves for most GEMMs under 2e8 multiply-adds:
+        ResNet-50's 784x1152x128 1.20, 196x2304x256 1.27, 3136x256x64 1.25, 3136x64x256 1.09,
+        MobileNet's 1x1 convolutions 1.3-2.1, transformer 128x768x768 1.54, 256x768x768 1.33.
+        Larger ones gain: 128x768x3072 0.87, 512x1536x384 0.90, 256x768x3072 0.79, 512x768x3072
+        0.73 (512x768x768, 3e8, still 1.07). Under 2e8, the GEMMs that gain have a large A:
+        3136x576x64 0.93, 12544x147x64 0.94, 6272x576x64 0.77, and A's size separates them from
+        those that lose (784x1152, 3136x256, 12544x64 and 2048x256 rows x K all lose). A stack of
+        single columns, tiny products each, gains once it has some 16k rows in all (onnxruntime
+        splits the stack's products between the threads): 144 x 3136x9x1 0.65, 32 x 12544x9x1
+        0.67, 576 x 49x9x1 0.84, 32 x 784x9x1 0.91, but not 64 x 196x9x1 (1.16), 32 x 196x9x1
+        (1.5); batched
+        products with more columns follow the rules above (attention's 12 x 128x64x128 1.23;
+        groups of 3: 1.2-1.6). Each pool is a thread.
         The pools sleep between runs instead of spinning: dozens of pools spinning would take the
-        cores from each other and from the numpy work between two GEMMs.
+        cores from each other and from the numpy work between two GEMMs. On a machine whose other
+        core is busy, a pool's second thread seldom gets to run and the caller does the work
+        alone, as fast as on one thread.
         (onnxruntime's global thread pool would share one pool, but once set it refuses every
         session of the process that has a pool of its own, the user's included.) The sessions'
         outputs come from one shared memory arena, not an arena per session."""
-        small = rows is not None and rows * b.shape[-2] * b.shape[-1] < SMALL_PRODUCT
-        return 1 if small else os.cpu_count() or 1
+        if rows is None:
+            return os.cpu_count() or 1
+        k, n = b.shape[-2:]
+        stacked = b.ndim > 2 and n == 1 and rows * int(np.prod(b.shape[:-2])) >= MANY_COLUMNS
+        large = rows * k * n >= SMALL_PRODUCT or rows * k >= LARGE_OPERAND or stacked
+        return (os.cpu_count() or 1) if large else 1
 
 
 class OnnxruntimeProduct:

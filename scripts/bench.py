@@ -3,8 +3,9 @@
     python scripts/bench.py [MODEL ...] [--repeat N] [--arithmetic directml|onnxruntime]
                             [--engine onnxruntime|numpy] [--profile] [--json FILE]
 
-Default models: the shipped ones plus a quantized ResNet-50, QOperator and QDQ, and an encoder
-block at MiniLM's size quantized with quantize_dynamic, built by scripts/make_models.py into its cache. Runtimes are timed interleaved after a warm-up, on the same
+Default models: the shipped ones plus a quantized ResNet-50 and a MobileNetV2-like CNN (depthwise
+convolutions), QOperator and QDQ, and an encoder block at MiniLM's size quantized with
+quantize_dynamic, built by scripts/make_models.py into its cache. Runtimes are timed interleaved after a warm-up, on the same
 inputs; the table gives medians and the dml_ep / onnxruntime ratio, never a lone absolute time,
 and dml_ep's time per DirectML operator of the model (for a sub-millisecond model, its per-node
 overhead). onnxruntime runs with intra-op threads = cores and thread spinning off: spinning
@@ -45,7 +46,9 @@ def default_models() -> list[Path]:
     from make_models import build_models
 
     cache = ROOT / ".cache" / "models"
-    built = [("resnet50", "qoperator", "resnet50.onnx"), ("resnet50", "qdq", "resnet50.qdq.onnx"), ("encoder", "dynamic", "encoder.dynamic.onnx")]
+    built = [("resnet50", "qoperator", "resnet50.onnx"), ("resnet50", "qdq", "resnet50.qdq.onnx"),
+             ("mobilenet", "qoperator", "mobilenet.onnx"), ("mobilenet", "qdq", "mobilenet.qdq.onnx"),
+             ("encoder", "dynamic", "encoder.dynamic.onnx")]
     paths = [cache / file for _, _, file in built]
     for (name, quant_format, _), path in zip(built, paths):
         if not path.exists():

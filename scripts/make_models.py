@@ -121,10 +121,13 @@ class GraphBuilder:
             y = self.op("Add", [y, b], f"{name}.add")
         return y
 
-    def conv(self, x: str, name: str, c_in: int, c_out: int, k: int, stride: int = 1, group: int = 1) -> str:
-        """Conv with He-initialised weights and a small bias."""
+    def conv(
+        self, x: str, name: str, c_in: int, c_out: int, k: int, stride: int = 1, group: int = 1, gain: float = 2.0
+    ) -> str:
+        """Conv with He-initialised weights (``gain`` / fan-in: 2 before a Relu, 1 for a linear
+        output) and a small bias."""
         fan_in = c_in // group * k * k
-        w = self.normal(f"{name}.weight", (c_out, c_in // group, k, k), std=np.sqrt(2.0 / fan_in))
+        w = self.normal(f"{name}.weight", (c_out, c_in // group, k, k), std=np.sqrt(gain / fan_in))
         b = self.normal(f"{name}.bias", (c_out,), std=0.02)
         pad = k // 2
         return self.op(
@@ -185,6 +188,41 @@ def build_small_cnn(rng: np.random.Generator) -> onnx.ModelProto:
     x = g.op("Flatten", [x], "flatten", axis=1)
     x = g.linear(x, "classifier", 64, 10)
     return g.model("small_cnn", [float_tensor("input", [1, 3, 32, 32])], x, [1, 10])
+
+
+# MobileNetV2's inverted-residual stages, (expansion t, output channels c, blocks n, first stride s),
+# cut from its 17 blocks to 12 (one or two fewer per stage) so that building stays quick; the
+# last stage of each stride keeps MobileNetV2's channels.
+MOBILENET_STAGES = [(1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 2, 2), (6, 96, 2, 1), (6, 160, 1, 2), (6, 320, 1, 1)]
+
+
+def build_mobilenet(rng: np.random.Generator) -> onnx.ModelProto:
+    """A MobileNetV2-like CNN at 224x224: inverted residuals (1x1 expand, 3x3 depthwise, 1x1
+    project, Add where shapes match) with Relu6 as Clip(0, 6), global average pool, MatMul + Add
+    classifier. There is no BatchNorm (Conv has a bias); the projection of a residual block starts
+    small, as BatchNorm's zero-init trick does, so that the sums do not grow with depth."""
+    g = GraphBuilder(rng)
+    zero, six = g.const("relu6.min", np.float32(0)), g.const("relu6.max", np.float32(6))
+
+    def relu6(x: str, name: str) -> str:
+        return g.op("Clip", [x, zero, six], f"{name}.relu6")
+
+    x = relu6(g.conv("input", "stem", 3, 32, 3, stride=2), "stem")
+    channels, index = 32, 0
+    for expansion, c_out, blocks, first_stride in MOBILENET_STAGES:
+        for i in range(blocks):
+            name, stride, hidden = f"block{index}", first_stride if i == 0 else 1, channels * expansion
+            residual = stride == 1 and channels == c_out
+            y = x if expansion == 1 else relu6(g.conv(x, f"{name}.expand", channels, hidden, 1), f"{name}.expand")
+            y = relu6(g.conv(y, f"{name}.dw", hidden, hidden, 3, stride=stride, group=hidden), f"{name}.dw")
+            y = g.conv(y, f"{name}.project", hidden, c_out, 1, gain=0.2 if residual else 1.0)
+            x = g.op("Add", [y, x], f"{name}.add") if residual else y
+            channels, index = c_out, index + 1
+    x = relu6(g.conv(x, "head", channels, 1280, 1), "head")
+    x = g.op("GlobalAveragePool", [x], "pool")
+    x = g.op("Flatten", [x], "flatten", axis=1)
+    x = g.linear(x, "classifier", 1280, 1000)
+    return g.model("mobilenet", [float_tensor("input", [1, 3, 224, 224])], x, [1, 1000])
 
 
 def build_transformer_block(
@@ -345,6 +383,9 @@ MODELS: dict[str, ModelSpec] = {
     "encoder": ModelSpec(
         lambda rng: build_transformer_block(rng, seq=128, hidden=384, heads=6),
         "onnx.helper: the encoder block at MiniLM's size (seq 128, hidden 384, 6 heads, MLP 1536)", optimize=False,
+    ),
+    "mobilenet": ModelSpec(
+        build_mobilenet, "onnx.helper: MobileNetV2-like CNN, 12 inverted residuals with depthwise convs", optimize=False
     ),
     "squeezenet": ModelSpec(light_model("light_squeezenet.onnx"), "onnx test data light_squeezenet"),
     "shufflenet": ModelSpec(light_model("light_shufflenet.onnx"), "onnx test data light_shufflenet"),
