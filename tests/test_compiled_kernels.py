@@ -1,0 +1,103 @@
+"""Each compiled kernel (``dml_ep.kernels.compiled``) against its numpy twin, bit for bit, in both
+arithmetics: the requantize step, QLinearAdd's table lookup through any strides, and the direct
+loops of grouped convolutions against im2col and GEMM. The twins are checked against onnxruntime
+and exact references elsewhere; these tests hold the compiled forms to the twins' bits."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_properties import conv_params, product_scales, seeds, zero_point
+from test_qlinear_conv import conv_case
+
+import dml_ep
+from dml_ep.arithmetic import Arithmetic
+from dml_ep.engines import get_engine
+from dml_ep.kernels import compiled as native
+from dml_ep.kernels.quantize import Requantizer
+from dml_ep.kernels.strided_rows import address, strided_rows
+
+pytestmark = pytest.mark.compiled
+ARITHMETICS = [Arithmetic("directml"), Arithmetic("onnxruntime", False)]
+PROPERTY = settings(derandomize=True, deadline=None, max_examples=150, database=None)
+
+
+def test_every_compiled_module_is_built_and_the_engines_choose_between_them():
+    assert native.MISSING == []
+    assert get_engine("onnxruntime").compiled_kernels and not get_engine("numpy").compiled_kernels
+
+
+@PROPERTY
+@given(st.data(), st.sampled_from([np.uint8, np.int8]), st.sampled_from([np.int32, np.float32]), product_scales, seeds)
+def test_requantize_matches_its_twin(data, dtype, sums_dtype, scales, seed):
+    """Scalar and per-column scales, ties (power-of-two ratios), sums across and beyond the output range."""
+    rng = np.random.default_rng(seed)
+    rows, columns = data.draw(st.integers(1, 40)), data.draw(st.integers(1, 40))
+    magnitude = 2 ** data.draw(st.integers(2, 31 if sums_dtype == np.int32 else 24))
+    acc = rng.integers(-magnitude, magnitude, (rows, columns), endpoint=False).astype(sums_dtype)
+    scale_a, scale_b, scale_out = scales
+    if data.draw(st.booleans()):
+        scale_b = (scale_b * rng.uniform(0.5, 2, columns)).astype(np.float32)
+    output_zero_point = data.draw(zero_point(dtype))
+    for arithmetic in ARITHMETICS:
+        twin = Requantizer(scale_a, scale_b, scale_out, output_zero_point, dtype, arithmetic)(acc.copy())
+        compiled = Requantizer(scale_a, scale_b, scale_out, output_zero_point, dtype, arithmetic, compiled=True)(acc.copy())
+        np.testing.assert_array_equal(compiled, twin)
+
+
+def test_requantize_settles_exact_ties_compiled():
+    """Ratio 1/2: every odd sum is an exact half, which the compiled pass hands to the exact tier."""
+    acc = np.arange(-301, 302, dtype=np.int32).reshape(1, -1)
+    got = Requantizer(np.float32(0.5), np.float32(1), np.float32(1), 0, np.int8, ARITHMETICS[0], compiled=True)(acc.copy())
+    expected = np.clip([round(a / 2) for a in acc.reshape(-1)], -128, 127)  # Python rounds halves to even
+    np.testing.assert_array_equal(got.reshape(-1), expected)
+
+
+@st.composite
+def strided_pair(draw):
+    """Two 8-bit operands of one shape, each dense, broadcast along some axes (stride 0),
+    transposed in memory, or a strided slice."""
+    shape = tuple(draw(st.lists(st.integers(1, 5), min_size=0, max_size=5)))
+    rng = np.random.default_rng(draw(seeds))
+
+    def operand():
+        kept = tuple(size if draw(st.booleans()) else 1 for size in shape)
+        order = draw(st.permutations(range(len(shape))))
+        base = rng.integers(0, 256, tuple(kept[axis] * (2 if draw(st.booleans()) else 1) for axis in order), dtype=np.uint8)
+        moved = base[tuple(slice(None, None, base.shape[i] // kept[axis]) for i, axis in enumerate(order))]
+        return np.broadcast_to(moved.transpose(np.argsort(order)), shape)
+
+    return operand(), operand()
+
+
+@PROPERTY
+@given(strided_pair(), seeds)
+def test_table_lookup_reads_any_strides(pair, seed):
+    a, b = pair
+    table = np.random.default_rng(seed).integers(0, 256, 65536, dtype=np.uint8)
+    out = np.empty(a.shape, np.uint8)
+    if out.size:
+        span, (a_step, b_step), (a_rows, b_rows) = strided_rows(a.shape, a.strides, b.strides)
+        native.table_lookup.lookup(table, address(a), a_rows, a_step, address(b), b_rows, b_step, out.reshape(-1), span)
+    np.testing.assert_array_equal(out, table[(a.astype(np.intp) << 8) | b])
+
+
+def grouped_conv_params():
+    return conv_params().filter(lambda p: p["group"] > 1 and p["w_shape"][1] <= 2)
+
+
+@settings(derandomize=True, deadline=None, max_examples=80, database=None)
+@given(grouped_conv_params())
+def test_direct_convolution_matches_im2col(params):
+    """Depthwise and 2-channel-per-group convolutions: the compiled direct loops (onnxruntime engine)
+    give the numpy engine's im2col and GEMM outputs, in both arithmetics, 1-D and 2-D."""
+    model, feeds, *_ = conv_case(**params)
+    for arithmetic in ("directml", "onnxruntime"):
+        compiled = dml_ep.InferenceSession(model, arithmetic=arithmetic, engine="onnxruntime")
+        twin = dml_ep.InferenceSession(model, arithmetic=arithmetic, engine="numpy")
+        np.testing.assert_array_equal(compiled.run(None, feeds)[0], twin.run(None, feeds)[0])
+        (node,) = compiled.plan.dml_nodes
+        (prepared,) = [value for key, value in node.cache.items() if key[0] == "prepared"]
+        assert prepared.direct
