@@ -335,6 +335,7 @@ class PreparedConvolution(PreparedQuantizedProduct):
 
     A_FIELD, B_FIELD = "InputTensor", "FilterTensor"
     REQUANTIZE_FIELDS = ("InputScaleTensor", "FilterScaleTensor", "OutputScaleTensor", "OutputZeroPointTensor")
+    direct: bool
 
     def __init__(self, desc, tensors: dict, arithmetic, engine, products: dict):
         super().__init__(desc, tensors, arithmetic, engine, products)
