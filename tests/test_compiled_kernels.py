@@ -101,3 +101,68 @@ def test_direct_convolution_matches_im2col(params):
         (node,) = compiled.plan.dml_nodes
         (prepared,) = [value for key, value in node.cache.items() if key[0] == "prepared"]
         assert prepared.direct
+
+
+@st.composite
+def float_values(draw):
+    """float32 values with their scale: random, within a hair of a half-integer quotient or on
+    one, beyond the output range, NaN and infinities."""
+    rng = np.random.default_rng(draw(seeds))
+    scale = np.float32(draw(st.floats(1e-4, 10)))
+    n = draw(st.integers(1, 300))
+    quotients = rng.uniform(-400, 400, n)
+    kind = rng.integers(0, 5, n)
+    quotients[kind == 1] = np.round(quotients[kind == 1]) + 0.5  # halves
+    quotients[kind == 2] = np.round(quotients[kind == 2]) + 0.5 + rng.choice([-1, 1], np.sum(kind == 2)) * 1e-7
+    x = (quotients * scale).astype(np.float32)
+    x[kind == 3] = rng.choice([np.nan, np.inf, -np.inf, 1e30, -1e30], np.sum(kind == 3))
+    return x, scale
+
+
+@PROPERTY
+@given(float_values(), st.sampled_from([np.uint8, np.int8]), st.data())
+def test_quantize_matches_its_twin(values, dtype, data):
+    from dml_ep.operators.element_wise_quantize_linear import quantize_values
+
+    x, scale = values
+    zero = data.draw(zero_point(dtype))
+    for arithmetic in ARITHMETICS:
+        twin = quantize_values(x, scale, np.asarray(zero), dtype, arithmetic)
+        compiled = quantize_values(x, scale, np.asarray(zero), dtype, arithmetic, compiled=True)
+        np.testing.assert_array_equal(compiled, twin)
+
+
+@PROPERTY
+@given(seeds, st.sampled_from([np.int32, np.float32]), st.booleans(), st.booleans())
+def test_scale_bias_matches_its_twins(seed, sums_dtype, with_bias, cancelling):
+    """MatMulIntegerToFloat's step; ``cancelling``: a bias near minus the product, where float64
+    loses the bits that decide the rounding (the twin's exact tier)."""
+    from dml_ep.operators.matrix_multiply_integer_to_float import scale_bias_compiled, scale_bias_directml, scale_bias_onnxruntime
+
+    rng = np.random.default_rng(seed)
+    rows, columns = rng.integers(1, 30, 2)
+    limit = 2**31 if sums_dtype == np.int32 else 2**24
+    acc = rng.integers(-limit, limit, (rows, columns)).astype(sums_dtype)
+    a_scale = np.float32(rng.uniform(1e-4, 1e-1))
+    b_scale = rng.uniform(1e-4, 1e-1, columns).astype(np.float32)
+    bias = rng.normal(size=columns).astype(np.float32) * 100 if with_bias else None
+    if with_bias and cancelling:
+        bias = -(acc[0] * np.float64(a_scale) * b_scale).astype(np.float32)
+    for onnxruntime in (True, False):
+        dtype = np.float32 if onnxruntime else np.float64
+        scale = np.multiply(a_scale, b_scale, dtype=dtype)
+        offset = np.zeros(0, dtype) if bias is None else bias.astype(dtype)
+        compiled = scale_bias_compiled(acc, scale, offset, onnxruntime)
+        twin = (scale_bias_onnxruntime(acc, np.full((1, 1), a_scale), b_scale, bias, False) if onnxruntime
+                else scale_bias_directml(acc, np.full((1, 1), a_scale), b_scale, bias))
+        np.testing.assert_array_equal(compiled.view(np.int32), twin.view(np.int32))
+
+
+def test_scale_bias_ties_compiled():
+    """The twin's hand-computed ties: 1 + 2^-24 rounds to 1 (even); with a bias of 2^-80, which
+    float64 loses, above the tie."""
+    from dml_ep.operators.matrix_multiply_integer_to_float import scale_bias_compiled
+
+    acc, scale = np.array([[2**24 + 1]], np.int32), np.array([2.0**-24])
+    assert scale_bias_compiled(acc, scale, np.zeros(0), False)[0, 0] == 1.0
+    assert scale_bias_compiled(acc, scale, np.array([2.0**-80]), False)[0, 0] == np.float32(1 + 2**-23)

@@ -261,13 +261,14 @@ class Requantizer:
 
 
 def per_column(parameter, columns: int, dtype) -> np.ndarray | None:
-    """A scalar or per-column parameter (any leading 1s) as one contiguous value per column; None
-    for one that varies along another axis."""
-    values = np.asarray(parameter, dtype)
+    """A scalar or per-column parameter (any leading 1s, or a view broadcasting one row: strides
+    of 0) as one contiguous value per column; None for one that varies along another axis."""
+    values = np.asarray(parameter)
     if values.size == 1:
         return np.full(columns, values.reshape(-1)[0], dtype)
-    if values.shape[-1] == columns and values.size == columns:
-        return np.ascontiguousarray(values.reshape(-1))
+    leading = zip(values.shape[:-1], values.strides[:-1])
+    if values.ndim and values.shape[-1] == columns and all(size == 1 or stride == 0 for size, stride in leading):
+        return np.ascontiguousarray(values[(0,) * (values.ndim - 1)], dtype)
     return None
 
 

@@ -44,7 +44,7 @@ from ..plan import DmlNode
 from ..real_ep import ASSIGNED_TO_DML, ON_CPU
 from ..tensor_desc import left_pad, view
 from .base import FLOAT32, FLOATS, QUANTIZED, Operator, OperatorDesc, TensorDesc, rules
-from .element_wise_quantize_linear import ideal_quantize, onnxruntime_quantize
+from .element_wise_quantize_linear import quantize_values
 from .importing import Fallback, NodeContext, tensor
 
 # --- desc ------------------------------------------------------------------------------------
@@ -172,16 +172,20 @@ def _lanes_min_max(x: np.ndarray) -> tuple[np.float32, np.float32]:
     return np.float32(low), np.float32(high)
 
 
-def dynamic_quantize_linear_kernel(desc, tensors: dict, arithmetic, cache: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def dynamic_quantize_linear_kernel(desc, tensors: dict, arithmetic, cache: dict,
+                                   compiled: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     x = view(tensors["InputTensor"], desc.InputTensor).astype(np.float32, copy=False)
     dtype = desc.OutputTensor.DataType.numpy()
     extremes = min_max(x)
     scale, zero_point = quantization_parameters(x, dtype, extremes)
-    if arithmetic.onnxruntime:  # plain min and max are NaN only if x holds one (min_max's lanes may then drop it)
-        y = onnxruntime_quantize(x, scale, np.asarray(zero_point), dtype, nan_free=extremes[2])
-    else:
-        y = ideal_quantize(x, scale, np.asarray(zero_point), dtype)
+    # plain min and max are NaN only if x holds one (min_max's lanes may then drop it)
+    y = quantize_values(x, scale, np.asarray(zero_point), dtype, arithmetic, compiled, nan_free=extremes[2])
     return y, np.full((1, 1, 1, 1), scale, np.float32), np.full((1, 1, 1, 1), zero_point, dtype)
+
+
+def dynamic_quantize_linear_compiled(desc, tensors: dict, arithmetic, cache: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`dynamic_quantize_linear_kernel` with its quantize step compiled (``kernels.compiled.quantize``)."""
+    return dynamic_quantize_linear_kernel(desc, tensors, arithmetic, cache, compiled=True)
 
 
 # --- exact value (compare) -------------------------------------------------------------------
@@ -194,4 +198,5 @@ def exact_value(desc, tensors: dict, engine):
     return [(x.astype(np.float64), 1.0)], np.float64(scale)
 
 
-OPERATORS = (Operator(desc=DML_DYNAMIC_QUANTIZE_LINEAR_OPERATOR_DESC, kernel=dynamic_quantize_linear_kernel, exact_value=exact_value),)
+OPERATORS = (Operator(desc=DML_DYNAMIC_QUANTIZE_LINEAR_OPERATOR_DESC, kernel=dynamic_quantize_linear_kernel,
+                      compiled_kernel=dynamic_quantize_linear_compiled, exact_value=exact_value),)

@@ -44,6 +44,7 @@ from ..enums import DML_OPERATOR_TYPE as OP
 from ..enums import DML_TENSOR_DATA_TYPE as DT
 from ..enums import DML_TENSOR_FLAGS
 from ..errors import QuantizationParameterError
+from ..kernels import compiled as native
 from ..kernels import quantize
 from ..kernels.parameters import checked_scale
 from ..plan import DmlNode
@@ -196,12 +197,46 @@ def distinct(x: np.ndarray) -> np.ndarray:
     return x[tuple(slice(0, 1) if stride == 0 else slice(None) for stride in x.strides)]
 
 
-def quantize_linear_kernel(desc, tensors: dict, arithmetic, cache: dict) -> np.ndarray:
+def quantize_linear_kernel(desc, tensors: dict, arithmetic, cache: dict, compiled: bool = False) -> np.ndarray:
     x = view(tensors["InputTensor"], desc.InputTensor).astype(np.float32, copy=False)
     scale, zero_point = parameters(desc, tensors, cache)
     dtype = desc.OutputTensor.DataType.numpy()
-    quantize_values = onnxruntime_quantize if arithmetic.onnxruntime else ideal_quantize
-    return quantize_values(x, scale, zero_point, dtype)
+    return quantize_values(x, scale, zero_point, dtype, arithmetic, compiled)
+
+
+def quantize_linear_compiled(desc, tensors: dict, arithmetic, cache: dict) -> np.ndarray:
+    """:func:`quantize_linear_kernel` in one compiled pass (``kernels.compiled.quantize``) for a
+    per-tensor scale and zero point."""
+    return quantize_linear_kernel(desc, tensors, arithmetic, cache, compiled=True)
+
+
+def quantize_values(x: np.ndarray, scale, zero_point, dtype, arithmetic, compiled: bool = False, nan_free: bool = False) -> np.ndarray:
+    """``x`` quantized in one arithmetic: :func:`onnxruntime_quantize` or :func:`ideal_quantize`,
+    or where ``compiled`` and the scale and zero point are per tensor, their compiled form."""
+    if compiled and native.quantize is not None and np.size(scale) == 1 and np.size(zero_point) == 1:
+        return _quantize_compiled(x, np.float32(np.reshape(scale, -1)[0]), int(np.reshape(zero_point, -1)[0]), dtype, arithmetic)
+    if arithmetic.onnxruntime:
+        return onnxruntime_quantize(x, scale, zero_point, dtype, nan_free)
+    return ideal_quantize(x, scale, zero_point, dtype)
+
+
+def _quantize_compiled(x: np.ndarray, scale: np.float32, zero_point: int, dtype, arithmetic) -> np.ndarray:
+    """One pass of ``kernels.compiled.quantize``; in DirectML's arithmetic, the elements near a
+    half-integer then settled by :func:`exact_quantize`, as the twin settles them."""
+    lo, hi = quantize.quant_range(dtype)
+    flat = np.ascontiguousarray(x, np.float32).reshape(-1)
+    out = np.empty(flat.shape, np.uint8)
+    codes = (np.float32(lo - zero_point), np.float32(hi - zero_point), zero_point & 0xFF, lo & 0xFF)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # the scale is checked positive and finite
+        if arithmetic.onnxruntime:
+            native.quantize.mlas(flat, scale, *codes, out)
+        else:
+            suspects = np.empty(flat.size, np.int64)  # pages are touched only for the suspects written
+            count = native.quantize.directml(flat, scale, *codes, out, suspects)
+            if count:
+                where = suspects[:count]
+                out[where] = exact_quantize(flat[where], scale, zero_point, dtype).view(np.uint8)
+    return out.view(dtype).reshape(x.shape)
 
 
 def onnxruntime_quantize(x: np.ndarray, scale, zero_point, dtype, nan_free: bool = False) -> np.ndarray:
@@ -283,4 +318,5 @@ def exact_value(desc, tensors: dict, engine):
     return [(x, 1.0)], view(tensors["ScaleTensor"], desc.ScaleTensor).astype(np.float64)
 
 
-OPERATORS = (Operator(desc=DML_ELEMENT_WISE_QUANTIZE_LINEAR_OPERATOR_DESC, kernel=quantize_linear_kernel, exact_value=exact_value),)
+OPERATORS = (Operator(desc=DML_ELEMENT_WISE_QUANTIZE_LINEAR_OPERATOR_DESC, kernel=quantize_linear_kernel,
+                      compiled_kernel=quantize_linear_compiled, exact_value=exact_value),)

@@ -51,8 +51,10 @@ from ..enums import DML_FEATURE_LEVEL as FL
 from ..enums import DML_OPERATOR_TYPE as OP
 from ..enums import DML_TENSOR_DATA_TYPE as DT
 from ..errors import ShapeError
+from ..kernels import compiled as native
 from ..kernels.float32_fma import BELOW_FLOAT32, HALFWAY, float32_of_dyadic
 from ..kernels.parameters import checked_scale, read4d
+from ..kernels.quantize import per_column
 from ..plan import DmlNode
 from ..real_ep import ON_DML
 from ..tensor_desc import broadcast_strides
@@ -171,6 +173,7 @@ class PreparedMatrixMultiplyIntegerToFloat(PreparedMatrixMultiplyInteger):
         b_sizes, b_strides = self.desc.BTensor.Sizes[-4:-2], self.desc.BTensor.element_strides[-4:-2]
         self.batched_b = any(size > 1 and stride != 0 for size, stride in zip(b_sizes, b_strides))
         self.constants = {field: self._read(tensors, field) for field in (*self.SCALES, "BiasTensor") if not self.bound_at_run_time(field)}
+        self.columns: dict[int, tuple] = {}  # the compiled step's constant B scale and bias per column, by column count
 
     def _read(self, tensors: dict, field: str):
         """A scale (checked) or the bias as float32, at least 4-D; None for a null bias."""
@@ -182,9 +185,55 @@ class PreparedMatrixMultiplyIntegerToFloat(PreparedMatrixMultiplyInteger):
     def finish(self, acc: np.ndarray, tensors: dict) -> np.ndarray:
         a_scale, b_scale, bias = (self.constants[field] if field in self.constants else self._read(tensors, field)
                                   for field in (*self.SCALES, "BiasTensor"))
+        if self.engine.compiled_kernels:
+            y = self._compiled(acc, a_scale, b_scale, bias)
+            if y is not None:
+                return y
         if self.onnxruntime:
             return scale_bias_onnxruntime(acc, a_scale, b_scale, bias, self.batched_b)
         return scale_bias_directml(acc, a_scale, b_scale, bias)
+
+    def _compiled(self, acc: np.ndarray, a_scale, b_scale, bias) -> np.ndarray | None:
+        """The step in one compiled pass (``kernels.compiled.scale_bias``) where the sums are
+        C-contiguous, the A scale per tensor, the B scale and the bias per column, and
+        (onnxruntime) the B scale in the multiplier; None elsewhere (the twins run). The B scale
+        and the bias per column are made once where they are constants. In DirectML's arithmetic
+        the elements the float64 value cannot settle go to the twin's exact tier."""
+        if (native.scale_bias is None or acc.dtype not in (np.int32, np.float32) or not acc.flags.c_contiguous or a_scale.size != 1
+                or (self.onnxruntime and self.batched_b and b_scale.size != 1)):
+            return None
+        columns, dtype = acc.shape[-1], F32 if self.onnxruntime else np.float64  # MLAS's float32 multiplier; the exact product
+        constant = "BScaleTensor" in self.constants and "BiasTensor" in self.constants
+        made = self.columns.get(columns) if constant else None
+        if made is None:
+            made = (per_column(b_scale, columns, dtype), np.zeros(0, dtype) if bias is None else per_column(bias, columns, dtype))
+            if constant:
+                self.columns[columns] = made
+        b_columns, offset = made
+        if b_columns is None or offset is None:
+            return None
+        scale = np.multiply(a_scale.reshape(()).astype(dtype), b_columns, dtype=dtype)  # as the twin forms it
+        return scale_bias_compiled(acc, scale, offset, self.onnxruntime)
+
+
+def scale_bias_compiled(acc: np.ndarray, scale: np.ndarray, offset: np.ndarray, onnxruntime: bool) -> np.ndarray:
+    """The twins' step on C-contiguous sums (int32 or float32) with a scale and a bias per column
+    (``offset``, empty for none): float32 for MLAS's arithmetic, float64 (the exact product of
+    the scales) for DirectML's, where the elements the float64 value cannot settle go to
+    :func:`scale_bias_directml`'s exact tier."""
+    columns = acc.shape[-1]
+    sums = acc.reshape(-1, columns)
+    y = np.empty(sums.shape, F32)
+    with np.errstate(over="ignore", invalid="ignore"):
+        if onnxruntime:
+            native.scale_bias.mlas(sums, scale, offset, y)
+            return y.reshape(acc.shape)
+        suspects = np.empty(sums.size, np.int64)  # pages are touched only for the suspects written
+        count = native.scale_bias.directml(sums, scale, offset, y, suspects)
+    if count:
+        rows, cols = np.divmod(suspects[:count], columns)
+        y[rows, cols] = scale_bias_directml(sums[rows, cols], np.float32(1), scale[cols], offset[cols] if offset.size else None)
+    return y.reshape(acc.shape)
 
 
 def scale_bias_onnxruntime(acc, a_scale, b_scale, bias, batched_b: bool) -> np.ndarray:

@@ -12,7 +12,7 @@ import importlib
 from types import ModuleType
 from typing import Any
 
-MODULES = ("direct_convolution", "requantize", "table_lookup")
+MODULES = ("direct_convolution", "quantize", "requantize", "scale_bias", "table_lookup")
 
 
 def _load(name: str) -> ModuleType | None:
@@ -24,6 +24,8 @@ def _load(name: str) -> ModuleType | None:
 
 # Any: a compiled module has no stubs for mypy
 direct_convolution: Any = _load("direct_convolution")
+quantize: Any = _load("quantize")
 requantize: Any = _load("requantize")
+scale_bias: Any = _load("scale_bias")
 table_lookup: Any = _load("table_lookup")
 MISSING = [name for name in MODULES if globals()[name] is None]
