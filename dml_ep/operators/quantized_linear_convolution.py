@@ -393,7 +393,7 @@ class PreparedConvolution(PreparedQuantizedProduct):
         x = read4d(tensors, self.desc, "InputTensor").transpose(0, 2, 3, 1)
         if self.direct:
             return np.ascontiguousarray(x)
-        return im2col(x, self.desc, self.kernel, self.pad_code)
+        return im2col(x, self.desc, self.kernel, self.pad_code, self.engine.compiled_kernels)
 
     def accumulate(self, tensors: dict, operand: np.ndarray | None = None) -> np.ndarray:
         """The exact ``sum (x - zx) * (w - zw) + bias`` over each window, as [N, OH, OW, OC]

@@ -12,7 +12,7 @@ import importlib
 from types import ModuleType
 from typing import Any
 
-MODULES = ("direct_convolution", "quantize", "requantize", "scale_bias", "table_lookup")
+MODULES = ("direct_convolution", "im2col", "quantize", "requantize", "scale_bias", "table_lookup")
 
 
 def _load(name: str) -> ModuleType | None:
@@ -24,6 +24,7 @@ def _load(name: str) -> ModuleType | None:
 
 # Any: a compiled module has no stubs for mypy
 direct_convolution: Any = _load("direct_convolution")
+im2col: Any = _load("im2col")
 quantize: Any = _load("quantize")
 requantize: Any = _load("requantize")
 scale_bias: Any = _load("scale_bias")
