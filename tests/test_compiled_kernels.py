@@ -166,3 +166,24 @@ def test_scale_bias_ties_compiled():
     acc, scale = np.array([[2**24 + 1]], np.int32), np.array([2.0**-24])
     assert scale_bias_compiled(acc, scale, np.zeros(0), False)[0, 0] == 1.0
     assert scale_bias_compiled(acc, scale, np.array([2.0**-80]), False)[0, 0] == np.float32(1 + 2**-23)
+
+
+@PROPERTY
+@given(st.data(), seeds, st.sampled_from([np.uint8, np.int8]))
+def test_im2col_matches_its_twin(data, seed, dtype):
+    from types import SimpleNamespace
+
+    from dml_ep.kernels.im2col import im2col
+
+    kernel = tuple(data.draw(st.integers(1, 5)) for _ in range(2))
+    strides, dilations = (tuple(data.draw(st.integers(1, 3)) for _ in range(2)) for _ in range(2))
+    start, end = (tuple(data.draw(st.integers(0, 3)) for _ in range(2)) for _ in range(2))
+    spans = [(k - 1) * d + 1 for k, d in zip(kernel, dilations)]
+    sizes = [data.draw(st.integers(max(span - s - e, 1), 12)) for span, s, e in zip(spans, start, end)]
+    out = [(size + s + e - span) // stride + 1 for size, s, e, span, stride in zip(sizes, start, end, spans, strides)]
+    channels, groups = data.draw(st.sampled_from([(1, 1), (3, 1), (8, 2), (16, 1), (6, 3)]))
+    desc = SimpleNamespace(StartPadding=start, EndPadding=end, Strides=strides, Dilations=dilations, GroupCount=groups,
+                           OutputTensor=SimpleNamespace(Sizes=(2, channels, *out)))
+    x = np.random.default_rng(seed).integers(0, 256, (2, *sizes, channels), dtype=np.uint8).view(dtype)
+    pad = np.uint8(seed % 256).view(dtype)
+    np.testing.assert_array_equal(im2col(x, desc, kernel, pad, compiled=True), im2col(x, desc, kernel, pad))
