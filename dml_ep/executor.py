@@ -190,15 +190,14 @@ class Executor:
 
     def run_dml(self, entry: DmlNode, values: Mapping[str, Any]) -> np.ndarray | list[np.ndarray]:
         """The node's output; a list of its outputs for an operator of several."""
-        tensors = {}
-        for field, binding in entry.inputs.items():
-            tensor = binding if isinstance(binding, np.ndarray) else values[binding]
-            planned = entry.input_shapes.get(field)
+        constants = self._constants(entry)
+        tensors = dict(constants)
+        for field, name, planned in self._bound(entry):
+            tensor = tensors[field] = values[name]
             if planned is not None and tensor.shape != planned:
                 raise ShapeError(f"{field} was planned for shape {list(planned)} and got {list(tensor.shape)}", node=entry.node)
-            tensors[field] = tensor
         try:  # prepared from its constants also when first planned at run time
-            result = run_kernel(entry.desc, tensors, self.arithmetic, self.engine, entry.cache, self._constants(entry))
+            result = run_kernel(entry.desc, tensors, self.arithmetic, self.engine, entry.cache, constants)
         except NodeError as error:  # a parameter bound at run time, checked as it arrives
             raise error.named(entry.node, entry.names) from None
         if entry.more_outputs:  # an operator of several outputs gives them in order
@@ -214,6 +213,14 @@ class Executor:
         if constants is None:
             constants = entry.cache["constants"] = {field: b for field, b in entry.inputs.items() if isinstance(b, np.ndarray)}
         return constants
+
+    @staticmethod
+    def _bound(entry: DmlNode) -> list[tuple[str, str, tuple | None]]:
+        """The fields bound at execution: each with the value it reads and the shape planned for it."""
+        bound = entry.cache.get("bound")
+        if bound is None:
+            bound = entry.cache["bound"] = [(field, b, entry.input_shapes.get(field)) for field, b in entry.inputs.items() if isinstance(b, str)]
+        return bound
 
     def run_partition(self, group: tuple[int, ...], values: Mapping[str, Any]) -> dict[str, np.ndarray]:
         """The outputs of fallback nodes (one, or a partition: those read after it), from one

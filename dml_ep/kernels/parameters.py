@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import QuantizationParameterError
-from ..tensor_desc import left_pad, view
+from ..tensor_desc import checked_buffer, left_pad, view
 
 
 def as4d(array: np.ndarray) -> np.ndarray:
@@ -20,9 +20,10 @@ def read4d(tensors: dict, desc, field: str) -> np.ndarray:
 
 def scalar(tensors: dict, desc, field: str, default: float = 0.0) -> float:
     """A per-tensor parameter's value; ``default`` when the optional tensor is null (zero points: 0)."""
-    if getattr(desc, field) is None:
+    tensor_desc = getattr(desc, field)
+    if tensor_desc is None:
         return default
-    return float(view(tensors[field], getattr(desc, field)).reshape(-1)[0])
+    return float(checked_buffer(tensors[field], tensor_desc).item(0))  # the desc's first element is the buffer's, whatever its strides
 
 
 def parameter4d(tensors: dict, desc, field: str, default: float = 0.0) -> np.ndarray:
