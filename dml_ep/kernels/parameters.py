@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import QuantizationParameterError
-from ..tensor_desc import checked_buffer, left_pad, view
+from ..tensor_desc import checked_buffer, view
 
 
 def as4d(array: np.ndarray) -> np.ndarray:
     """A view with 1s prefixed up to 4 dimensions, DirectML's {N, C, H, W} (or {B, C, M, N})."""
-    return array.reshape(left_pad(array.shape, 4))
+    return array if array.ndim >= 4 else array.reshape((1,) * (4 - array.ndim) + array.shape)
 
 
 def read4d(tensors: dict, desc, field: str) -> np.ndarray:
