@@ -164,7 +164,7 @@ class Executor:
         every value then has the shape it had, unless a fallback node's output shape or a CPU input
         a node is planned from (a Reshape's computed shape) depends on data. False as soon as one
         differs: then this and later runs are planned afresh."""
-        planner = self.planner
+        planner, kept = self.planner, self._kept
         for index, group, entry, freed in trace.steps:
             try:
                 if planner.cpu_reads[index] and group is None and planner.entry(index, trace.infos, values) is not entry:
@@ -176,7 +176,9 @@ class Executor:
             if not isinstance(entry, DmlNode) and any(value_info_of(name, value) != trace.infos[name] for name, value in results.items()):
                 self._shapes_from_data = True
                 return False
-            values.update((name, value) for name, value in results.items() if name in self._kept)
+            for name, value in results.items():
+                if name in kept:
+                    values[name] = value
             for name in freed:
                 values.pop(name, None)
         return True
