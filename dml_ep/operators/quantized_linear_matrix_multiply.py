@@ -189,6 +189,8 @@ def qlinear_matmul(ctx: NodeContext) -> DmlNode:
 def _distinct(x: np.ndarray) -> np.ndarray:
     """[batch, channel, rows, cols] with each batch dimension that repeats one matrix (zero stride)
     cut to size 1: the product is computed once and broadcast."""
+    if 0 not in x.strides[:2]:  # the common case, without making an index
+        return x
     return x[tuple(slice(0, 1) if stride == 0 else slice(None) for stride in x.strides[:2])]
 
 
