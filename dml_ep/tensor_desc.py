@@ -13,7 +13,6 @@ import math
 from typing import Sequence
 
 import numpy as np
-from numpy.lib.stride_tricks import as_strided
 
 from .enums import DML_TENSOR_DATA_TYPE, DML_TENSOR_FLAGS
 
@@ -181,10 +180,6 @@ def view(array: np.ndarray, desc: DML_BUFFER_TENSOR_DESC) -> np.ndarray:
         packed.setflags(write=False)  # half the time of flags.writeable = False
         return packed
     flat = np.ascontiguousarray(array).reshape(-1)
-    itemsize = flat.itemsize
-    return as_strided(
-        flat,
-        shape=desc.Sizes,
-        strides=tuple(st * itemsize for st in desc.element_strides),
-        writeable=False,
-    )
+    strided = np.ndarray(desc.Sizes, flat.dtype, flat, 0, tuple(st * flat.itemsize for st in desc.element_strides))  # as_strided, 8x faster
+    strided.setflags(write=False)
+    return strided
