@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..errors import QuantizationParameterError
@@ -37,9 +39,14 @@ def checked_scale(scale: np.ndarray, node=None, tensor: str | None = None) -> np
     """A scale's values as DirectML needs them, finite and positive (a zero scale is undefined
     behaviour in DirectML): checked when the model is planned for a constant, when it arrives for
     one bound at run time (the kernel names the desc field, the executor the node and its value)."""
-    if not np.all(np.isfinite(scale)):
+    if np.size(scale) == 1:  # per tensor: Python's checks of one float, not two numpy reductions
+        value = np.asarray(scale).item()
+        finite, positive = math.isfinite(value), value > 0
+    else:
+        finite, positive = np.all(np.isfinite(scale)), not np.any(scale <= 0)
+    if not finite:
         raise QuantizationParameterError("scale is NaN or infinite", node=node, tensor=tensor)
-    if np.any(scale <= 0):
+    if not positive:
         flat = np.asarray(scale).reshape(-1)
         raise QuantizationParameterError(
             f"scale {flat[np.argmin(flat)]:g} is not positive (a zero scale is undefined behaviour in DirectML)", node=node, tensor=tensor)

@@ -27,7 +27,7 @@ from ..enums import DML_FEATURE_LEVEL as FL
 from ..enums import DML_OPERATOR_TYPE as OP
 from ..errors import ShapeError
 from ..kernels import u8s8
-from ..kernels.parameters import as4d, parameter4d
+from ..kernels.parameters import as4d, parameter4d, scalar
 from ..kernels.quantized_product import PreparedQuantizedProduct
 from ..plan import DmlNode
 from ..real_ep import ASSIGNED_TO_DML
@@ -222,8 +222,9 @@ class PreparedMatrixMultiply(PreparedQuantizedProduct):
 
     def _a_zero_point(self, tensors: dict):
         """A's zero point: an int per tensor, int64 {1,1,M,1} per row."""
-        za = parameter4d(tensors, self.desc, "AZeroPointTensor")
-        return za.astype(np.int64) if self.per_row else int(za.reshape(-1)[0])
+        if self.per_row:
+            return parameter4d(tensors, self.desc, "AZeroPointTensor").astype(np.int64)
+        return int(scalar(tensors, self.desc, "AZeroPointTensor"))
 
     def requantize_parameters(self, tensors: dict) -> tuple:
         return tuple(parameter4d(tensors, self.desc, field) for field in self.REQUANTIZE_FIELDS)
