@@ -116,7 +116,7 @@ class Executor:
             self._last_run = trace
         else:
             values = {**feeds, **self._constant_outputs}
-            self._last_run = self._run_planned(values, keep_all)
+            self._last_run = self._run_planned(feeds, values, keep_all)
             if not keep_all:
                 self._trace = self._last_run
         for name in self._graph_outputs & values.keys():  # as onnxruntime returns them
@@ -125,12 +125,13 @@ class Executor:
                 values[name] = value.copy()
         return values
 
-    def _run_planned(self, values: dict[str, Any], keep_all: bool) -> _Trace:
-        """Each node planned for the tensors that reach it, then run; ``values`` ends holding the
-        values kept (all of them with ``keep_all``). The steps taken, to replay."""
+    def _run_planned(self, feeds: Mapping[str, Any], values: dict[str, Any], keep_all: bool) -> _Trace:
+        """Each node planned for the tensors that reach it, then run; ``values`` (the feeds and the
+        constant graph outputs) ends holding the values kept (all of them with ``keep_all``). The
+        steps taken, to replay."""
         planner = self.planner
         infos = {name: value_info_of(name, value) for name, value in values.items()}
-        feeds = dict(infos)
+        fed = {name: infos[name] for name in feeds}
         entries: list[PlanEntry] = []
         steps: list[_Step] = []
         done: set[int] = set()
@@ -157,7 +158,7 @@ class Executor:
             steps.append(_Step(index, group, step[0], freed))
             for name in freed:
                 values.pop(name, None)
-        return _Trace(feeds, steps, entries, infos)
+        return _Trace(fed, steps, entries, infos)
 
     def _replay(self, trace: _Trace, values: dict[str, Any]) -> bool:
         """The steps of ``trace`` run again on ``values`` (feeds of its shapes), with its entries:
