@@ -307,7 +307,7 @@ class _Step(NamedTuple):
     """One step of a run: a node's entry, or a partition of fallback nodes (``entry`` its first's),
     and the values no later step reads."""
 
-    index: int
+    node_index: int  # a partition's first node's
     group: tuple[int, ...] | None
     entry: PlanEntry
     freed: Sequence[str]

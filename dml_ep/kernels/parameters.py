@@ -43,7 +43,7 @@ def checked_scale(scale: np.ndarray, node=None, tensor: str | None = None) -> np
         value = np.asarray(scale).item()
         finite, positive = math.isfinite(value), value > 0
     else:
-        finite, positive = np.all(np.isfinite(scale)), not np.any(scale <= 0)
+        finite, positive = bool(np.all(np.isfinite(scale))), not np.any(scale <= 0)
     if not finite:
         raise QuantizationParameterError("scale is NaN or infinite", node=node, tensor=tensor)
     if not positive:
