@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import math
 import os
 from collections import ChainMap
 from typing import Any, Mapping, NamedTuple, Sequence
@@ -279,6 +280,15 @@ class Executor:
         static = self.planner.static
         return {name for name in self._partition_io(group)[1] if len(static[name].shape or ()) == 4 and f"{name}.nhwc" not in static}
 
+    def _small(self, names: list[str]) -> bool:
+        """Whether these values have static shapes, each of fewer than POOLED_MIN_ELEMENTS elements."""
+        constants, static = self.planner.constants, self.planner.static
+        for name in names:
+            shape = constants[name].shape if name in constants else static[name].shape
+            if shape is None or None in shape or math.prod(shape) >= POOLED_MIN_ELEMENTS:
+                return False
+        return True
+
     def _partition_session(self, group: tuple[int, ...], channels_last: frozenset = frozenset()):
         """The session of fallback nodes for inputs in these layouts, made once; with its outputs
         and the names to fetch them by (4-D outputs come channels last: ``<name>.nhwc``)."""
@@ -290,7 +300,8 @@ class Executor:
             to_nhwc = self._to_nhwc(group)
             nodes = self._cpu_nodes(group)
             model = fallback_model(nodes, inputs, outputs, planner, channels_last, to_nhwc)
-            pooled = self._pooled < POOLED_SESSIONS and any(macs_inputs(node)[1:] or node.op_type in NORMALIZATIONS for node in nodes)
+            pooled = (self._pooled < POOLED_SESSIONS and any(macs_inputs(node)[1:] or node.op_type in NORMALIZATIONS for node in nodes)
+                      and not self._small(inputs + outputs))
             try:
                 session = fallback_session(model, planner.nodes[group[0]], optimize=len(group) == 1, pooled=pooled)
             except FallbackError:
@@ -374,6 +385,9 @@ def _last_readers(planner: Planner, partitions: dict[int, tuple[int, ...]]) -> d
 
 
 POOLED_SESSIONS = 8  # fallback sessions per model that get a thread pool: those with matrix products or normalizations first
+# Below this many elements in each value they read and write, fallback nodes run on one thread: waking a pool costs more than
+# it shares (a 1x16x64 LayerNormalization: 5 us on one thread, 16 us on two; a transformer block of that width runs 20 % faster).
+POOLED_MIN_ELEMENTS = 2**15
 # Ops whose onnxruntime kernels split their rows over the thread pool (a 1x128x384
 # SkipLayerNormalization: 0.22 ms on one thread, 0.15 ms on two).
 NORMALIZATIONS = {"LayerNormalization", "SkipLayerNormalization", "SimplifiedLayerNormalization", "SkipSimplifiedLayerNormalization",
