@@ -13,9 +13,11 @@ each node on its own. The sessions share one memory arena, and few of them get a
 from __future__ import annotations
 
 import copy
+import dataclasses
+import math
 import os
 from collections import ChainMap
-from typing import Any, Mapping
+from typing import Any, Mapping, NamedTuple, Sequence
 
 import numpy as np
 import onnx
@@ -40,7 +42,9 @@ class Executor:
         self.planner = planner
         self.arithmetic = arithmetic
         self.engine = get_engine(engine)
-        self._last_run: Plan | tuple[list[PlanEntry], dict[str, ValueInfo]] | None = None  # (entries, value infos) of the last run
+        self._last_run: Plan | _Trace | None = None
+        self._trace: _Trace | None = None  # the last run's steps, replayed while the feeds' shapes stay the same
+        self._shapes_from_data = False  # a run's shapes differed from the last run's on feeds of the same shapes: plan every run
         self._fallback_sessions: dict[tuple[tuple[int, ...], frozenset[str]], tuple[Any, list[str], list[str]]] = {}
         self._fed: dict[tuple[int, ...], list[str]] = {}
         self._partitions = fallback_partitions(planner)
@@ -54,15 +58,18 @@ class Executor:
         self._pooled = 0  # fallback sessions made with a thread pool
         self._index = {id(node): index for index, node in enumerate(planner.nodes)}
         self._graph_outputs = set(planner.output_names)
+        self._kept = self._graph_outputs | self._readers.keys()  # the results a run keeps (until their last reader)
+        self._constant_outputs = {name: planner.constants[name] for name in self._graph_outputs if name in planner.constants}
 
     @property
     def plan(self) -> Plan | None:
         """The plan of the last run (None before any), made when asked for."""
-        if self._last_run is None:
-            return None
-        if not isinstance(self._last_run, Plan):
-            self._last_run = self.planner.plan_of(*self._last_run)
-        return self._last_run
+        if self._last_run is None or isinstance(self._last_run, Plan):
+            return self._last_run
+        trace = self._last_run
+        if trace.plan is None:
+            trace.plan = self.planner.plan_of(trace.entries, trace.infos)
+        return trace.plan
 
     @plan.setter
     def plan(self, plan: Plan) -> None:
@@ -101,18 +108,39 @@ class Executor:
         then the plan of this run.
 
         Without ``keep_all`` each intermediate is dropped after the last node that reads it, as a
-        runtime's allocation planner would, so peak memory follows the live tensors only.
+        runtime's allocation planner would, so peak memory follows the live tensors only. Feeds of
+        the shapes of the last run's replay its steps (:meth:`_replay`), without planning.
         """
+        trace = None if keep_all or self._shapes_from_data else self._trace
+        values = {**feeds, **self._constant_outputs}
+        if trace is not None and trace.fits(feeds) and self._replay(trace, values):
+            self._last_run = trace
+        else:
+            values = {**feeds, **self._constant_outputs}
+            self._last_run = self._run_planned(feeds, values, keep_all)
+            if not keep_all:
+                self._trace = self._last_run
+        for name in self._graph_outputs & values.keys():  # as onnxruntime returns them
+            value = values[name]
+            if isinstance(value, np.ndarray) and not value.flags.c_contiguous:
+                values[name] = value.copy()
+        return values
+
+    def _run_planned(self, feeds: Mapping[str, Any], values: dict[str, Any], keep_all: bool) -> _Trace:
+        """Each node planned for the tensors that reach it, then run; ``values`` (the feeds and the
+        constant graph outputs) ends holding the values kept (all of them with ``keep_all``). The
+        steps taken, to replay."""
         planner = self.planner
-        values = dict(feeds)
-        values.update((name, planner.constants[name]) for name in self._graph_outputs if name in planner.constants)
         infos = {name: value_info_of(name, value) for name, value in values.items()}
+        fed = {name: infos[name] for name in feeds}
         entries: list[PlanEntry] = []
+        steps: list[_Step] = []
         done: set[int] = set()
         for index in range(len(planner.nodes)):
             if index in done:
                 continue
             group = None if keep_all else self._partitions.get(index)
+            freed = () if keep_all else self._last_readers.get(index, ())
             try:
                 if group is None:
                     step = [planner.entry(index, infos, values)]
@@ -121,22 +149,41 @@ class Executor:
                     results = self.run_partition(group, values)
             except MemoryError:
                 raise OutOfMemoryError("not enough memory to run this node on this machine", node=planner.nodes[index]) from None
-            values.update((name, value) for name, value in results.items() if keep_all or name in self._readers or name in self._graph_outputs)
+            values.update((name, value) for name, value in results.items() if keep_all or name in self._kept)
             infos.update((name, value_info_of(name, value)) for name, value in results.items())
             if group is not None:  # its members' inner values are not fetched: their static types stand in
                 known = ChainMap(infos, planner.static)
                 step = [planner.entry(member, known) for member in group]
                 done.update(group)
             entries.extend(step)
-            if not keep_all:
-                for name in self._last_readers.get(index, ()):
-                    values.pop(name, None)
-        self._last_run = (entries, infos)
-        for name in self._graph_outputs & values.keys():  # as onnxruntime returns them
-            value = values[name]
-            if isinstance(value, np.ndarray) and not value.flags.c_contiguous:
-                values[name] = value.copy()
-        return values
+            steps.append(_Step(index, group, step[0], freed))
+            for name in freed:
+                values.pop(name, None)
+        return _Trace(fed, steps, entries, infos)
+
+    def _replay(self, trace: _Trace, values: dict[str, Any]) -> bool:
+        """The steps of ``trace`` run again on ``values`` (feeds of its shapes), with its entries:
+        every value then has the shape it had, unless a fallback node's output shape or a CPU input
+        a node is planned from (a Reshape's computed shape) depends on data. False as soon as one
+        differs: then this and later runs are planned afresh."""
+        planner, kept = self.planner, self._kept
+        for index, group, entry, freed in trace.steps:
+            try:
+                if planner.cpu_reads[index] and group is None and planner.entry(index, trace.infos, values) is not entry:
+                    self._shapes_from_data = True
+                    return False
+                results = self.run_entry(entry, values) if group is None else self.run_partition(group, values)
+            except MemoryError:
+                raise OutOfMemoryError("not enough memory to run this node on this machine", node=planner.nodes[index]) from None
+            if not isinstance(entry, DmlNode) and any(value_info_of(name, value) != trace.infos[name] for name, value in results.items()):
+                self._shapes_from_data = True
+                return False
+            for name, value in results.items():
+                if name in kept:
+                    values[name] = value
+            for name in freed:
+                values.pop(name, None)
+        return True
 
     def run_entry(self, entry: PlanEntry, values: Mapping[str, Any]) -> dict[str, np.ndarray]:
         """One entry's outputs, its inputs read from ``values``."""
@@ -147,15 +194,14 @@ class Executor:
 
     def run_dml(self, entry: DmlNode, values: Mapping[str, Any]) -> np.ndarray | list[np.ndarray]:
         """The node's output; a list of its outputs for an operator of several."""
-        tensors = {}
-        for field, binding in entry.inputs.items():
-            tensor = binding if isinstance(binding, np.ndarray) else values[binding]
-            planned = entry.input_shapes.get(field)
+        constants = self._constants(entry)
+        tensors = dict(constants)
+        for field, name, planned in self._bound(entry):
+            tensor = tensors[field] = values[name]
             if planned is not None and tensor.shape != planned:
                 raise ShapeError(f"{field} was planned for shape {list(planned)} and got {list(tensor.shape)}", node=entry.node)
-            tensors[field] = tensor
         try:  # prepared from its constants also when first planned at run time
-            result = run_kernel(entry.desc, tensors, self.arithmetic, self.engine, entry.cache, self._constants(entry))
+            result = run_kernel(entry.desc, tensors, self.arithmetic, self.engine, entry.cache, constants)
         except NodeError as error:  # a parameter bound at run time, checked as it arrives
             raise error.named(entry.node, entry.names) from None
         if entry.more_outputs:  # an operator of several outputs gives them in order
@@ -171,6 +217,14 @@ class Executor:
         if constants is None:
             constants = entry.cache["constants"] = {field: b for field, b in entry.inputs.items() if isinstance(b, np.ndarray)}
         return constants
+
+    @staticmethod
+    def _bound(entry: DmlNode) -> list[tuple[str, str, tuple | None]]:
+        """The fields bound at execution: each with the value it reads and the shape planned for it."""
+        bound = entry.cache.get("bound")
+        if bound is None:
+            bound = entry.cache["bound"] = [(field, b, entry.input_shapes.get(field)) for field, b in entry.inputs.items() if isinstance(b, str)]
+        return bound
 
     def run_partition(self, group: tuple[int, ...], values: Mapping[str, Any]) -> dict[str, np.ndarray]:
         """The outputs of fallback nodes (one, or a partition: those read after it), from one
@@ -226,6 +280,15 @@ class Executor:
         static = self.planner.static
         return {name for name in self._partition_io(group)[1] if len(static[name].shape or ()) == 4 and f"{name}.nhwc" not in static}
 
+    def _small(self, names: list[str]) -> bool:
+        """Whether these values have static shapes, each of fewer than POOLED_MIN_ELEMENTS elements."""
+        constants, static = self.planner.constants, self.planner.static
+        for name in names:
+            shape = constants[name].shape if name in constants else static[name].shape
+            if shape is None or None in shape or math.prod(shape) >= POOLED_MIN_ELEMENTS:
+                return False
+        return True
+
     def _partition_session(self, group: tuple[int, ...], channels_last: frozenset = frozenset()):
         """The session of fallback nodes for inputs in these layouts, made once; with its outputs
         and the names to fetch them by (4-D outputs come channels last: ``<name>.nhwc``)."""
@@ -237,7 +300,8 @@ class Executor:
             to_nhwc = self._to_nhwc(group)
             nodes = self._cpu_nodes(group)
             model = fallback_model(nodes, inputs, outputs, planner, channels_last, to_nhwc)
-            pooled = self._pooled < POOLED_SESSIONS and any(macs_inputs(node)[1:] or node.op_type in NORMALIZATIONS for node in nodes)
+            pooled = (self._pooled < POOLED_SESSIONS and any(macs_inputs(node)[1:] or node.op_type in NORMALIZATIONS for node in nodes)
+                      and not self._small(inputs + outputs))
             try:
                 session = fallback_session(model, planner.nodes[group[0]], optimize=len(group) == 1, pooled=pooled)
             except FallbackError:
@@ -248,6 +312,32 @@ class Executor:
             self._pooled += pooled
             made = self._fallback_sessions[key] = (session, outputs, [f"{n}.nhwc" if n in to_nhwc else n for n in outputs])
         return made
+
+
+class _Step(NamedTuple):
+    """One step of a run: a node's entry, or a partition of fallback nodes (``entry`` its first's),
+    and the values no later step reads."""
+
+    node_index: int  # a partition's first node's
+    group: tuple[int, ...] | None
+    entry: PlanEntry
+    freed: Sequence[str]
+
+
+@dataclasses.dataclass
+class _Trace:
+    """What a run did: its steps, the plan entries and value infos of its plan (made when asked
+    for), and the infos of the feeds it was planned for."""
+
+    feeds: dict[str, ValueInfo]
+    steps: list[_Step]
+    entries: list[PlanEntry]
+    infos: dict[str, ValueInfo]
+    plan: Plan | None = None
+
+    def fits(self, feeds: Mapping[str, Any]) -> bool:
+        """Whether ``feeds`` have the names, types and shapes of this run's."""
+        return len(feeds) == len(self.feeds) and all(value_info_of(name, value) == self.feeds.get(name) for name, value in feeds.items())
 
 
 def is_channels_last(x) -> bool:
@@ -295,6 +385,9 @@ def _last_readers(planner: Planner, partitions: dict[int, tuple[int, ...]]) -> d
 
 
 POOLED_SESSIONS = 8  # fallback sessions per model that get a thread pool: those with matrix products or normalizations first
+# Below this many elements in each value they read and write, fallback nodes run on one thread: waking a pool costs more than
+# it shares (a 1x16x64 LayerNormalization: 5 us on one thread, 16 us on two; a transformer block of that width runs 20 % faster).
+POOLED_MIN_ELEMENTS = 2**15
 # Ops whose onnxruntime kernels split their rows over the thread pool (a 1x128x384
 # SkipLayerNormalization: 0.22 ms on one thread, 0.15 ms on two).
 NORMALIZATIONS = {"LayerNormalization", "SkipLayerNormalization", "SimplifiedLayerNormalization", "SkipSimplifiedLayerNormalization",

@@ -155,3 +155,19 @@ def test_a_runs_mac_share_counts_the_nodes_inside_partitions():
     assert summary["fallback"]["macs"] == 3 * 16 * 16  # MatMul: outputs x K; the Add (48) on DirectML
     assert summary["dml"]["macs"] == 3 * 16
     assert compare_model(model, feeds).plan["dml"]["macs_percent"] == summary["dml"]["macs_percent"]
+
+
+@pytest.mark.parametrize(("shape", "pooled"), [([1, 16, 64], False), ([1, 128, 384], True), (["N", 16, 64], True)],
+                         ids=["small", "large", "unknown"])
+def test_a_thread_pool_only_for_fallback_nodes_that_may_be_large(shape, pooled):
+    """A pool's wake-ups cost small nodes more than they share; a size unknown before the run keeps one."""
+    info = helper.make_tensor_value_info
+    width = 64 if shape[-1] == 64 else 384
+    graph = helper.make_graph([helper.make_node("LayerNormalization", ["x", "g", "b"], ["y"], axis=-1)], "norm",
+                              [info("x", TensorProto.FLOAT, shape)], [info("y", TensorProto.FLOAT, None)],
+                              [const("g", np.ones(width, np.float32)), const("b", np.zeros(width, np.float32))])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    session = dml_ep.InferenceSession(model)
+    feeds = {"x": np.random.default_rng(0).standard_normal([1 if d == "N" else d for d in shape], dtype=np.float32)}
+    np.testing.assert_array_equal(session.run(None, feeds)[0], cpu_session(model).run(None, feeds)[0])
+    assert session.executor._pooled == pooled

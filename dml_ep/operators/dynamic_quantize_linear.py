@@ -180,7 +180,7 @@ def dynamic_quantize_linear_kernel(desc, tensors: dict, arithmetic, cache: dict,
     scale, zero_point = quantization_parameters(x, dtype, extremes)
     # plain min and max are NaN only if x holds one (min_max's lanes may then drop it)
     y = quantize_values(x, scale, np.asarray(zero_point), dtype, arithmetic, compiled, nan_free=extremes[2])
-    return y, np.full((1, 1, 1, 1), scale, np.float32), np.full((1, 1, 1, 1), zero_point, dtype)
+    return y, np.array(scale, np.float32).reshape(1, 1, 1, 1), np.array(zero_point, dtype).reshape(1, 1, 1, 1)  # np.full's cost is Python's
 
 
 def dynamic_quantize_linear_compiled(desc, tensors: dict, arithmetic, cache: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

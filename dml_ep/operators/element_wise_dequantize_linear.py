@@ -38,7 +38,7 @@ from ..enums import DML_TENSOR_DATA_TYPE as DT
 from ..kernels.float32_fma import dyadic, float32_of_dyadic
 from ..plan import DmlNode
 from ..real_ep import ON_CPU, ON_DML
-from ..tensor_desc import view
+from ..tensor_desc import broadcast_shapes, view
 from .base import Operator
 from .element_wise_quantize_linear import ElementWiseQuantizationDesc, element_wise_node, parameters
 from .importing import Fallback, NodeContext
@@ -89,7 +89,7 @@ def dequantize_linear_kernel(desc, tensors: dict, arithmetic, cache: dict) -> np
     scale = scale.astype(np.float32, copy=False)
     if x.dtype.itemsize == 1:  # x - zp exact in float32, so one float32 product: onnxruntime's value and the correctly rounded one
         difference = np.subtract(x, zero_point, dtype=np.float32)
-        return np.multiply(difference, scale, out=difference if difference.shape == np.broadcast_shapes(difference.shape, scale.shape) else None)
+        return np.multiply(difference, scale, out=difference if difference.shape == broadcast_shapes(difference.shape, scale.shape) else None)
     if arithmetic.onnxruntime:  # int32 subtraction (wrapping), float32 conversion, float32 multiply
         difference = np.subtract(x, zero_point, dtype=np.int64).astype(np.int32).astype(np.float32)
         with np.errstate(over="ignore", invalid="ignore"):

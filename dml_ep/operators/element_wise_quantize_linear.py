@@ -254,8 +254,9 @@ def _quotients(x: np.ndarray, scale) -> np.ndarray:
 
 def _codes(v: np.ndarray, zero_point, dtype, nan_free: bool) -> np.ndarray:
     """MLAS's steps after the division, on quotients ``v`` (overwritten)."""
-    if np.size(zero_point) > 1 and np.shape(zero_point) != v.shape:
-        v = np.broadcast_to(v, np.broadcast_shapes(v.shape, np.shape(zero_point))).copy()
+    zero_point = np.asarray(zero_point)
+    if zero_point.size > 1 and zero_point.shape != v.shape:
+        v = np.broadcast_to(v, np.broadcast_shapes(v.shape, zero_point.shape)).copy()
     out = quantize.mlas_codes(v, zero_point, dtype)
     if not nan_free and np.isnan(v.min(initial=0.0)):  # maxps(NaN, qmin - zp) is qmin - zp
         out[np.isnan(v)] = quantize.quant_range(dtype)[0]

@@ -57,7 +57,7 @@ from ..kernels.parameters import checked_scale, read4d
 from ..kernels.quantize import per_column
 from ..plan import DmlNode
 from ..real_ep import ON_DML
-from ..tensor_desc import broadcast_strides
+from ..tensor_desc import broadcast_shapes, broadcast_strides
 from .base import FLOATS, Operator, OperatorDesc, TensorDesc, rules
 from .importing import Fallback, NodeContext, check_scale, one_matrix, owned, parameter_shape, placed_parameter, quantized_type, tensor
 from .matrix_multiply_integer import PreparedMatrixMultiplyInteger, same_dimension_count, zero_points
@@ -249,7 +249,7 @@ def scale_bias_onnxruntime(acc, a_scale, b_scale, bias, batched_b: bool) -> np.n
     with np.errstate(over="ignore", invalid="ignore"):
         y = np.multiply(acc, multiplier, dtype=F32)  # int32 -> float32 rounds to nearest even, as cvtdq2ps
         if bias is not None:
-            y = np.add(y, bias, out=y if y.shape == np.broadcast_shapes(y.shape, np.shape(bias)) else None, dtype=F32)
+            y = np.add(y, bias, out=y if y.shape == broadcast_shapes(y.shape, np.shape(bias)) else None, dtype=F32)
         if per_row:
             y = np.multiply(y, a_scale, dtype=F32)
         if not b_supported:

@@ -27,7 +27,7 @@ from ..enums import DML_FEATURE_LEVEL as FL
 from ..enums import DML_OPERATOR_TYPE as OP
 from ..errors import ShapeError
 from ..kernels import u8s8
-from ..kernels.parameters import as4d, parameter4d
+from ..kernels.parameters import as4d, parameter4d, scalar
 from ..kernels.quantized_product import PreparedQuantizedProduct
 from ..plan import DmlNode
 from ..real_ep import ASSIGNED_TO_DML
@@ -189,6 +189,8 @@ def qlinear_matmul(ctx: NodeContext) -> DmlNode:
 def _distinct(x: np.ndarray) -> np.ndarray:
     """[batch, channel, rows, cols] with each batch dimension that repeats one matrix (zero stride)
     cut to size 1: the product is computed once and broadcast."""
+    if 0 not in x.strides[:2]:  # the common case, without making an index
+        return x
     return x[tuple(slice(0, 1) if stride == 0 else slice(None) for stride in x.strides[:2])]
 
 
@@ -214,13 +216,15 @@ class PreparedMatrixMultiply(PreparedQuantizedProduct):
         # A B zero point bound at run time is taken off after the product: zb * sum_k (a - za).
         self.late_b_zero_point = self.bound_at_run_time("BZeroPointTensor")
         self.b_zero_point = np.zeros((1, 1, 1, 1), np.int64) if self.late_b_zero_point else parameter4d(tensors, desc, "BZeroPointTensor").astype(np.int64)  # {1,1,1,1} or {1,1,1,N}
-        if self.constant:
-            self._product(_matrix_b(desc, tensors))
+        if self.constant:  # B and its product, read once
+            self.b = _matrix_b(desc, tensors)
+            self.b_product = self._product(self.b)
 
     def _a_zero_point(self, tensors: dict):
         """A's zero point: an int per tensor, int64 {1,1,M,1} per row."""
-        za = parameter4d(tensors, self.desc, "AZeroPointTensor")
-        return za.astype(np.int64) if self.per_row else int(za.reshape(-1)[0])
+        if self.per_row:
+            return parameter4d(tensors, self.desc, "AZeroPointTensor").astype(np.int64)
+        return int(scalar(tensors, self.desc, "AZeroPointTensor"))
 
     def requantize_parameters(self, tensors: dict) -> tuple:
         return tuple(parameter4d(tensors, self.desc, field) for field in self.REQUANTIZE_FIELDS)
@@ -244,11 +248,11 @@ class PreparedMatrixMultiply(PreparedQuantizedProduct):
     def accumulate(self, tensors: dict, operand: np.ndarray | None = None) -> np.ndarray:
         """The exact ``sum_k (a - za) * (b - zb)`` as [batch, channel, M, N]."""
         a = self.operand(tensors) if operand is None else operand
-        b = _matrix_b(self.desc, tensors)
+        b = self.b if self.constant else _matrix_b(self.desc, tensors)
         za = self._a_zero_point(tensors) if self.a_zero_point is None else self.a_zero_point
         a_zero_point = 0 if self.per_row else za
         if self.constant:
-            acc = self._product(b)(_distinct(a), a_zero_point)
+            acc = self.b_product(_distinct(a), a_zero_point)
         else:
             acc = self._product(b)(_distinct(a), a_zero_point, np.ascontiguousarray(b))
         if self.per_row:  # sum_k (a - za) (b - zb) = sum_k a (b - zb) - za sum_k (b - zb)
@@ -259,7 +263,8 @@ class PreparedMatrixMultiply(PreparedQuantizedProduct):
             zb = parameter4d(tensors, self.desc, "BZeroPointTensor").astype(np.int64)  # {1,1,1,1} or {1,1,1,N}
             a_sums = np.subtract(_distinct(a).sum(axis=-1, keepdims=True, dtype=np.int64), a.shape[-1] * za)
             acc = (acc - a_sums * zb).astype(np.int32)
-        return np.broadcast_to(acc, np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + acc.shape[-2:])
+        shape = broadcast_shapes(a.shape[:-2], b.shape[:-2]) + acc.shape[-2:]
+        return acc if acc.shape == shape else np.broadcast_to(acc, shape)  # one product for all batches: broadcast
 
     def u8s8_correction(self, tensors: dict, operand: np.ndarray) -> np.ndarray:
         return u8s8.matmul_correction(operand, as4d(view(tensors["BTensor"], self.desc.BTensor)))
