@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from dml_ep.arithmetic import Arithmetic
+from dml_ep.engines import get_engine
 from dml_ep.enums import DML_TENSOR_DATA_TYPE
 from dml_ep.kernels.dispatch import run_kernel
 from dml_ep.operators import activation as od
@@ -101,7 +102,7 @@ def test_standalone_operator(desc, formula, dtype, data_type, rtol):
         OutputTensor=DML_BUFFER_TENSOR_DESC.create(data_type, (1, 1, 2, X.size)),
     )
     standalone.validate()
-    actual = run_kernel(standalone, {"InputTensor": X.astype(dtype)}, Arithmetic("directml"), None, {})
+    actual = run_kernel(standalone, {"InputTensor": X.astype(dtype)}, Arithmetic("directml"), get_engine(), {})
     assert actual.dtype == dtype and actual.shape == (1, 1, 2, X.size)
     np.testing.assert_allclose(actual, np.broadcast_to(expected(formula, X.astype(dtype)), actual.shape), rtol=rtol)
 

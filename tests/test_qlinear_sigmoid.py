@@ -17,6 +17,7 @@ from onnx import TensorProto, helper, numpy_helper
 import dml_ep
 from dml_ep import dxdispatch
 from dml_ep.arithmetic import Arithmetic
+from dml_ep.engines import get_engine
 from dml_ep.operators.activation import mlas_logistic
 from dml_ep.plan import DmlNode, FallbackNode
 from dml_ep.planner import plan_model
@@ -161,8 +162,8 @@ def test_directml_sigmoid_is_the_documented_formula():
     tensor = DML_BUFFER_TENSOR_DESC.create(DML_TENSOR_DATA_TYPE.FLOAT32, x.shape)
     desc = DML_ACTIVATION_SIGMOID_OPERATOR_DESC(InputTensor=tensor, OutputTensor=tensor)
     with np.errstate(over="ignore"):
-        np.testing.assert_array_equal(run_kernel(desc, {"InputTensor": x}, Arithmetic("directml"), None, {}), 1 / (1 + np.exp(-x)))
-    np.testing.assert_array_equal(run_kernel(desc, {"InputTensor": x}, Arithmetic("onnxruntime"), None, {}), mlas_logistic(x))
+        np.testing.assert_array_equal(run_kernel(desc, {"InputTensor": x}, Arithmetic("directml"), get_engine(), {}), 1 / (1 + np.exp(-x)))
+    np.testing.assert_array_equal(run_kernel(desc, {"InputTensor": x}, Arithmetic("onnxruntime"), get_engine(), {}), mlas_logistic(x))
 
 
 def test_dxdispatch_export_has_the_three_dispatches_in_one_sequence(tmp_path):
