@@ -122,7 +122,7 @@ class Executor:
                 self._trace = self._last_run
         for name in self._graph_outputs & values.keys():  # as onnxruntime returns them
             value = values[name]
-            if isinstance(value, np.ndarray) and not value.flags.c_contiguous:
+            if isinstance(value, np.ndarray) and not (value.flags.c_contiguous and value.flags.writeable):
                 values[name] = value.copy()
         return values
 
@@ -193,7 +193,21 @@ class Executor:
         return self.run_partition((self._index[id(entry.node)],), values)
 
     def run_dml(self, entry: DmlNode, values: Mapping[str, Any]) -> np.ndarray | list[np.ndarray]:
-        """The node's output; a list of its outputs for an operator of several."""
+        """The node's output; a list of its outputs for an operator of several. A node reading
+        constants alone (a weight's DequantizeLinear that onnxruntime does not fold, run at every
+        inference by the real EP) gives the same output at every run: it is worked out once per
+        arithmetic and engine, and kept read-only."""
+        if not self._bound(entry):
+            key = ("constant output", self.arithmetic, self.engine.name)
+            made = entry.cache.get(key)
+            if made is None:
+                made = entry.cache[key] = self._run_dml(entry, values)
+                for array in made if isinstance(made, list) else [made]:
+                    array.flags.writeable = False
+            return made
+        return self._run_dml(entry, values)
+
+    def _run_dml(self, entry: DmlNode, values: Mapping[str, Any]) -> np.ndarray | list[np.ndarray]:
         constants = self._constants(entry)
         tensors = dict(constants)
         for field, name, planned in self._bound(entry):

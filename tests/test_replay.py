@@ -91,3 +91,26 @@ def test_shapes_that_follow_data_are_planned_at_every_run(model, first, second):
     reshape = session.plan.entries[-1]
     assert isinstance(reshape, DmlNode) and reshape.output_shape == outputs[3]
     assert session.executor._shapes_from_data
+
+
+def test_a_node_of_constants_runs_once_and_its_output_stays_whole(monkeypatch):
+    """A weight's DequantizeLinear (onnxruntime does not fold it) reads only constants: its kernel
+    runs at the first run only; the graph output handed out is a writeable copy, so that a caller
+    writing into it cannot change the next run's."""
+    from dml_ep import executor
+
+    weight = np.arange(-6, 6, dtype=np.int8).reshape(3, 4)
+    graph = helper.make_graph(
+        [helper.make_node("DequantizeLinear", ["w", "s", "z"], ["y"])], "constant_dq", [],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 4])],
+        [numpy_helper.from_array(weight, "w"), numpy_helper.from_array(np.float32(0.5), "s"), numpy_helper.from_array(np.int8(1), "z")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
+    calls = []
+    original = executor.run_kernel
+    monkeypatch.setattr(executor, "run_kernel", lambda *args: calls.append(1) or original(*args))
+    session = dml_ep.InferenceSession(model)
+    first = session.run(None, {})[0]
+    first[...] = 7  # the caller's array
+    second = session.run(None, {})[0]
+    np.testing.assert_array_equal(second, (weight.astype(np.float32) - 1) * 0.5)
+    assert len(calls) == 1 and second.flags.writeable
