@@ -157,8 +157,8 @@ def test_a_runs_mac_share_counts_the_nodes_inside_partitions():
     assert compare_model(model, feeds).plan["dml"]["macs_percent"] == summary["dml"]["macs_percent"]
 
 
-@pytest.mark.parametrize(("shape", "pooled"), [([1, 16, 64], False), ([1, 128, 384], True), (["N", 16, 64], True)],
-                         ids=["small", "large", "unknown"])
+@pytest.mark.parametrize(("shape", "pooled"), [([1, 16, 64], False), ([1, 128, 384], False), ([1, 512, 384], True), (["N", 16, 64], True)],
+                         ids=["small", "encoder-sized", "large", "unknown"])
 def test_a_thread_pool_only_for_fallback_nodes_that_may_be_large(shape, pooled):
     """A pool's wake-ups cost small nodes more than they share; a size unknown before the run keeps one."""
     info = helper.make_tensor_value_info
