@@ -187,3 +187,21 @@ def test_im2col_matches_its_twin(data, seed, dtype):
     x = np.random.default_rng(seed).integers(0, 256, (2, *sizes, channels), dtype=np.uint8).view(dtype)
     pad = np.uint8(seed % 256).view(dtype)
     np.testing.assert_array_equal(im2col(x, desc, kernel, pad, compiled=True), im2col(x, desc, kernel, pad))
+
+
+LEVEL_TESTS = {"requantize": "test_requantize_matches_its_twin", "quantize": "test_quantize_matches_its_twin",
+               "scale_bias": "test_scale_bias_matches_its_twins", "direct_convolution": "test_direct_convolution_matches_im2col"}
+
+
+@pytest.mark.parametrize("level", ["baseline", "x86_64_v3", "x86_64_v4"])
+@pytest.mark.parametrize("name", sorted(LEVEL_TESTS))
+def test_every_build_this_cpu_runs_matches_the_twins(name, level, monkeypatch):
+    """Each x86-64 level's build of a kernel (setup.py), not only the one loaded, against the
+    twins: the module swapped in, its property test run again."""
+    import importlib
+
+    if level != "baseline" and level not in native.SUPPORTED:
+        pytest.skip(f"this CPU does not run {level}")
+    module = importlib.import_module(f"dml_ep.kernels.compiled.{name}" + ("" if level == "baseline" else f"_{level}"))
+    monkeypatch.setattr(native, name, module)
+    globals()[LEVEL_TESTS[name]]()

@@ -3,7 +3,9 @@ the fused, one-pass form of a numpy twin in ``dml_ep.kernels`` or ``dml_ep.opera
 
 The ``"onnxruntime"`` engine runs them; the ``"numpy"`` engine runs the twins, so the two engines
 cross-check each other and the tests compare every kernel with its twin bit for bit. A module that
-was not built (no C compiler at install) is None here, ``MISSING`` says why, and its twin runs.
+was not built (no C compiler at install) is None here, ``MISSING`` names it, and its twin runs.
+On x86-64 some are also built for wider vectors (``<name>_x86_64_v4``, setup.py): the highest
+level the CPU supports is loaded, and ``LEVELS`` says which.
 """
 
 from __future__ import annotations
@@ -15,13 +17,31 @@ from typing import Any
 MODULES = ("direct_convolution", "im2col", "quantize", "requantize", "scale_bias", "table_lookup")
 
 
-def _load(name: str) -> ModuleType | None:
+LEVELS: dict[str, str] = {}  # each loaded module's build: an x86-64 level, or "baseline"
+
+
+def _levels() -> list[str]:
+    """The x86-64 levels the running CPU supports above the baseline, highest first."""
     try:
-        return importlib.import_module(f"{__name__}.{name}")
+        from .cpu_level import x86_64_level
     except ImportError:
-        return None
+        return []
+    return [f"x86_64_v{level}" for level in (4, 3) if level <= x86_64_level()]
 
 
+def _load(name: str) -> ModuleType | None:
+    """The module built for the highest x86-64 level this CPU supports, else the baseline one."""
+    for level in [*SUPPORTED, "baseline"]:
+        try:
+            module = importlib.import_module(f"{__name__}.{name}" + ("" if level == "baseline" else f"_{level}"))
+        except ImportError:
+            continue
+        LEVELS[name] = level
+        return module
+    return None
+
+
+SUPPORTED = _levels()
 # Any: a compiled module has no stubs for mypy
 direct_convolution: Any = _load("direct_convolution")
 im2col: Any = _load("im2col")
