@@ -23,10 +23,10 @@ LEVELS: dict[str, str] = {}  # each loaded module's build: an x86-64 level, or "
 def _levels() -> list[str]:
     """The x86-64 levels the running CPU supports above the baseline, highest first."""
     try:
-        from .cpu_level import x86_64_level
+        level = importlib.import_module(f"{__name__}.cpu_level").x86_64_level()
     except ImportError:
         return []
-    return [f"x86_64_v{level}" for level in (4, 3) if level <= x86_64_level()]
+    return [f"x86_64_v{each}" for each in (4, 3) if each <= level]
 
 
 def _load(name: str) -> ModuleType | None:
