@@ -69,11 +69,11 @@ def directml(const accumulator[:, ::1] acc, const float[::1] ratio32, const floa
     cdef const float* hi = &high[0]
     cdef const uint8_t* zp = &zero_byte[0]
     cdef const double* k = &ratio[0]
+    cdef int64_t* found = &suspects[0]
+    cdef Py_ssize_t b, block, end
     cdef int near_half
     cdef float addend = 12582912.0, margin = 0.000244140625  # 1.5 * 2^23; 2^-12
-    cdef float estimate, distance
-    cdef double addend64 = 6755399441055744.0, tolerance = 5.684341886080802e-14  # 1.5 * 2^52; 2^-44
-    cdef double estimate64, rounded64, magnitude
+    cdef float estimate
     cdef Bits rounded
     with nogil:
         for r in range(rows):
@@ -84,24 +84,42 @@ def directml(const accumulator[:, ::1] acc, const float[::1] ratio32, const floa
                 estimate = hi[c] if estimate > hi[c] else estimate
                 rounded.value = estimate + addend
                 codes[c] = <uint8_t>(<uint8_t>rounded.bits + zp[c])
-            near_half = 0
-            for c in range(columns):
-                near_half |= _near_half(<float>sums[c] * k32[c], lo[c], hi[c], addend, margin)
-            if not near_half:
-                continue
-            for c in range(columns):
-                if not _near_half(<float>sums[c] * k32[c], lo[c], hi[c], addend, margin):
-                    continue
-                estimate64 = <double>sums[c] * k[c]  # within the output range
-                rounded64 = (estimate64 + addend64) - addend64
-                magnitude = fabs(estimate64) if fabs(estimate64) > 1 else 1.0
-                if fabs(estimate64 - rounded64) >= 0.5 - tolerance * magnitude:
-                    suspects[count] = r * columns + c
-                    count += 1
-                    continue
-                rounded64 = lo[c] if rounded64 < lo[c] else rounded64
-                rounded64 = hi[c] if rounded64 > hi[c] else rounded64
-                codes[c] = <uint8_t>(<uint8_t><int32_t>rounded64 + zp[c])
+            for b in range((columns + BLOCK - 1) // BLOCK):
+                block, end = b * BLOCK, min(b * BLOCK + BLOCK, columns)
+                near_half = 0
+                for c in range(block, end):
+                    near_half |= _near_half(<float>sums[c] * k32[c], lo[c], hi[c], addend, margin)
+                if near_half:
+                    count = _settle(sums, k32, lo, hi, zp, k, codes, block, end, r * columns, found, count)
+    return count
+
+
+cdef enum:
+    BLOCK = 64  # columns checked for a near half-integer at a time: a wide row has one somewhere (2^-11 of the elements)
+
+
+cdef int64_t _settle(const accumulator* sums, const float* k32, const float* lo, const float* hi, const uint8_t* zp,
+                     const double* k, uint8_t* codes, Py_ssize_t start, Py_ssize_t end, int64_t row_start,
+                     int64_t* suspects, int64_t count) noexcept nogil:
+    """The float64 tier for the elements of ``codes[start:end]`` near a half-integer in float32;
+    those it cannot settle either are added to ``suspects`` (from ``count``): the new count."""
+    cdef float addend = 12582912.0, margin = 0.000244140625  # 1.5 * 2^23; 2^-12
+    cdef double addend64 = 6755399441055744.0, tolerance = 5.684341886080802e-14  # 1.5 * 2^52; 2^-44
+    cdef double estimate64, rounded64, magnitude
+    cdef Py_ssize_t c
+    for c in range(start, end):
+        if not _near_half(<float>sums[c] * k32[c], lo[c], hi[c], addend, margin):
+            continue
+        estimate64 = <double>sums[c] * k[c]  # within the output range
+        rounded64 = (estimate64 + addend64) - addend64
+        magnitude = fabs(estimate64) if fabs(estimate64) > 1 else 1.0
+        if fabs(estimate64 - rounded64) >= 0.5 - tolerance * magnitude:
+            suspects[count] = row_start + c
+            count += 1
+            continue
+        rounded64 = lo[c] if rounded64 < lo[c] else rounded64
+        rounded64 = hi[c] if rounded64 > hi[c] else rounded64
+        codes[c] = <uint8_t>(<uint8_t><int32_t>rounded64 + zp[c])
     return count
 
 
