@@ -943,7 +943,7 @@ def _text_output(args):
 
 def _version_line() -> str:
     v = versions()
-    return f"dml-ep {v['dml_ep']} (onnxruntime {v['onnxruntime']}, onnx {v['onnx']}, numpy {v['numpy']})"
+    return f"dml-ep {v['dml_ep']} (onnxruntime {v['onnxruntime']}, onnx {v['onnx']}, numpy {v['numpy']}; {v['kernels']})"
 
 
 def _shape(text: str) -> tuple[str, tuple[int, ...]]:

@@ -23,6 +23,7 @@ import onnxruntime
 
 from . import __version__
 from .arithmetic import cpu_flags, host_saturates_u8s8
+from .kernels import compiled
 
 SCHEMA_VERSION = 1
 
@@ -30,7 +31,7 @@ SCHEMA_VERSION = 1
 def versions() -> dict[str, str]:
     """dml_ep's version, and those of what decides its results."""
     return {"dml_ep": __version__, "onnxruntime": onnxruntime.__version__, "onnx": onnx.__version__,
-            "numpy": np.__version__, "python": platform.python_version()}
+            "numpy": np.__version__, "python": platform.python_version(), "kernels": compiled.summary()}
 
 
 def report_meta(**fields) -> dict:

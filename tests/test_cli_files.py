@@ -23,6 +23,7 @@ from onnx.external_data_helper import set_external_data
 from dml_ep import cli
 from dml_ep.arithmetic import host_saturates_u8s8
 from dml_ep.errors import FeedError, ModelError
+from dml_ep.kernels import compiled
 from dml_ep.graph import load_model
 from dml_ep.inputs import load_array, random_inputs
 
@@ -417,7 +418,7 @@ def test_version(capsys):
     status, out, _ = run_cli(capsys, "--version")
     assert status == 0
     assert out == (f"dml-ep {importlib.metadata.version('dml_ep')} "
-                   f"(onnxruntime {ort.__version__}, onnx {onnx.__version__}, numpy {np.__version__})\n")
+                   f"(onnxruntime {ort.__version__}, onnx {onnx.__version__}, numpy {np.__version__}; {compiled.summary()})\n")
 
 
 @pytest.mark.parametrize("argv", [["--debug", "inspect", "missing.onnx"], ["inspect", "missing.onnx", "--debug"]])
@@ -446,7 +447,7 @@ def test_json_reports_say_where_and_from_what_they_were_made(capsys, tmp_path):
     onnx.save(helper.make_model(graph), tmp_path / "add.onnx")
     np.save(tmp_path / "a.npy", np.ones(2, np.float32))
     versions = {"dml_ep": importlib.metadata.version("dml_ep"), "onnxruntime": ort.__version__, "onnx": onnx.__version__,
-                "numpy": np.__version__, "python": platform.python_version()}
+                "numpy": np.__version__, "python": platform.python_version(), "kernels": compiled.summary()}
 
     status, _, _ = run_cli(capsys, "compare", tmp_path / "add.onnx", "--input", f"a={tmp_path / 'a.npy'}", "--seed", 5,
                            "--json", tmp_path / "compare.json")

@@ -205,3 +205,14 @@ def test_every_build_this_cpu_runs_matches_the_twins(name, level, monkeypatch):
     module = importlib.import_module(f"dml_ep.kernels.compiled.{name}" + ("" if level == "baseline" else f"_{level}"))
     monkeypatch.setattr(native, name, module)
     globals()[LEVEL_TESTS[name]]()
+
+
+def test_version_says_which_kernels_run(monkeypatch, capsys):
+    from dml_ep.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["--version"])
+    widest = "x86-64-v4" if "x86_64_v4" in native.SUPPORTED else "x86-64-v3" if native.SUPPORTED else "baseline"
+    assert f"; compiled kernels ({widest})" in capsys.readouterr().out
+    monkeypatch.setattr(native, "MISSING", ["requantize"])
+    assert native.summary() == "compiled kernels not built: requantize (their numpy twins run)"

@@ -50,3 +50,12 @@ requantize: Any = _load("requantize")
 scale_bias: Any = _load("scale_bias")
 table_lookup: Any = _load("table_lookup")
 MISSING = [name for name in MODULES if globals()[name] is None]
+
+
+def summary() -> str:
+    """What runs, for ``--version`` and reports: the compiled kernels and their widest build, or
+    which are missing (their numpy twins run)."""
+    if MISSING:
+        return f"compiled kernels not built: {', '.join(MISSING)} (their numpy twins run)"
+    widest = max(LEVELS.values(), key=lambda level: (level != "baseline", level))
+    return f"compiled kernels ({widest.replace('_', '-')})"
