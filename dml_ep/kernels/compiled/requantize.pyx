@@ -27,24 +27,24 @@ def mlas(const accumulator[:, ::1] acc, const float[::1] multiplier, const float
     (``Min - zp``, ``Max - zp``), rounded half to even by adding 1.5 * 2^23 (cvtps2dq's rounding
     for |x| <= 2^22: the sum's low bits are the integer), plus the zero point's byte; float32
     operations in the twin's order, so the same bits."""
-    cdef Py_ssize_t rows = acc.shape[0], columns = acc.shape[1], r, c
-    cdef const accumulator* sums
-    cdef uint8_t* codes
-    cdef const float* m = &multiplier[0]
-    cdef const float* lo = &low[0]
-    cdef const float* hi = &high[0]
-    cdef const uint8_t* zp = &zero_byte[0]
-    cdef float addend = 12582912.0, v
-    cdef Bits rounded
+    cdef Py_ssize_t rows = acc.shape[0], columns = acc.shape[1], r
     with nogil:
         for r in range(rows):
-            sums, codes = &acc[r, 0], &out[r, 0]
-            for c in range(columns):
-                v = <float>sums[c] * m[c]
-                v = lo[c] if v < lo[c] else v
-                v = hi[c] if v > hi[c] else v
-                rounded.value = v + addend
-                codes[c] = <uint8_t>(<uint8_t>rounded.bits + zp[c])
+            _codes(&acc[r, 0], &multiplier[0], &low[0], &high[0], &zero_byte[0], &out[r, 0], columns)
+
+
+cdef inline void _codes(const accumulator* sums, const float* m, const float* lo, const float* hi, const uint8_t* zp,
+                        uint8_t* codes, Py_ssize_t columns) noexcept nogil:
+    """One row of :func:`mlas` (and of :func:`directml`'s float32 tier, ``m`` its ratio)."""
+    cdef float addend = 12582912.0, v
+    cdef Bits rounded
+    cdef Py_ssize_t c
+    for c in range(columns):
+        v = <float>sums[c] * m[c]
+        v = lo[c] if v < lo[c] else v
+        v = hi[c] if v > hi[c] else v
+        rounded.value = v + addend
+        codes[c] = <uint8_t>(<uint8_t>rounded.bits + zp[c])
 
 
 def directml(const accumulator[:, ::1] acc, const float[::1] ratio32, const float[::1] low, const float[::1] high,
@@ -57,9 +57,9 @@ def directml(const accumulator[:, ::1] acc, const float[::1] ratio32, const floa
     count returned. Codes as in :func:`mlas`: clamped to ``[low, high]`` (``Min - zp``,
     ``Max - zp``), plus the zero point's byte.
 
-    Per row: the codes from the float32 estimate (:func:`mlas`'s loop), then whether any element
-    lies near a half-integer (a reduction), and only then a scan of that row's elements. Each
-    pass vectorizes; one doing all three does not."""
+    Per row: the codes from the float32 estimate (:func:`mlas`'s loop), then, per block of
+    columns, whether any element lies near a half-integer (a reduction), and only then a scan of
+    that block. Each pass vectorizes; one doing all three does not."""
     cdef Py_ssize_t rows = acc.shape[0], columns = acc.shape[1], r, c
     cdef int64_t count = 0
     cdef const accumulator* sums
@@ -73,17 +73,10 @@ def directml(const accumulator[:, ::1] acc, const float[::1] ratio32, const floa
     cdef Py_ssize_t b, block, end
     cdef int near_half
     cdef float addend = 12582912.0, margin = 0.000244140625  # 1.5 * 2^23; 2^-12
-    cdef float estimate
-    cdef Bits rounded
     with nogil:
         for r in range(rows):
             sums, codes = &acc[r, 0], &out[r, 0]
-            for c in range(columns):
-                estimate = <float>sums[c] * k32[c]
-                estimate = lo[c] if estimate < lo[c] else estimate
-                estimate = hi[c] if estimate > hi[c] else estimate
-                rounded.value = estimate + addend
-                codes[c] = <uint8_t>(<uint8_t>rounded.bits + zp[c])
+            _codes(sums, k32, lo, hi, zp, codes, columns)
             for b in range((columns + BLOCK - 1) // BLOCK):
                 block, end = b * BLOCK, min(b * BLOCK + BLOCK, columns)
                 near_half = 0
