@@ -224,7 +224,6 @@ class Requantizer:
             rounded.reshape(-1)[suspect] = _requantize_float64(at(acc), at(self.ratio), at(self.scale_in), at(self.scale_out), 0, None)
         return saturate(rounded, self.zero_point, self.dtype)
 
-
     def _along_columns(self, columns: int) -> tuple | None:
         """The parameters as one value per column of the sums, for the compiled kernels (made once
         per column count); None where one varies along another axis."""
@@ -251,10 +250,9 @@ class Requantizer:
             native.requantize.mlas(sums, *parameters, out)
             return out.view(self.dtype).reshape(acc.shape)
         *codes, ratio, scale_in, scale_out, zero_point = parameters
-        suspects = np.empty(sums.size, np.int64)  # pages are touched only for the suspects written
-        count = native.requantize.directml(sums, *codes, ratio, out, suspects)
-        if count:  # the exact tier, as the twin settles them
-            rows, columns = np.divmod(suspects[:count], sums.shape[1])
+        suspects = native.flagged(native.requantize.directml, sums.size, sums, *codes, ratio, out)
+        if suspects.size:  # the exact tier, as the twin settles them
+            rows, columns = np.divmod(suspects, sums.shape[1])
             exact = _requantize_float64(sums[rows, columns], ratio[columns], scale_in[columns], scale_out[columns], 0, None)
             out[rows, columns] = saturate(exact, zero_point[columns], self.dtype).view(np.uint8)
         return out.view(self.dtype).reshape(acc.shape)

@@ -25,7 +25,6 @@ def strided_rows(shape: tuple[int, ...], *strides: tuple[int, ...]) -> tuple[int
     return span, steps, rows
 
 
-
 def address(x: np.ndarray) -> int:
     """The address of an array's first element, for a compiled kernel that walks it by offsets."""
     return x.__array_interface__["data"][0]

@@ -231,11 +231,9 @@ def _quantize_compiled(x: np.ndarray, scale: np.float32, zero_point: int, dtype,
         if arithmetic.onnxruntime:
             native.quantize.mlas(flat, scale, *codes, out)
         else:
-            suspects = np.empty(flat.size, np.int64)  # pages are touched only for the suspects written
-            count = native.quantize.directml(flat, scale, *codes, out, suspects)
-            if count:
-                where = suspects[:count]
-                out[where] = exact_quantize(flat[where], scale, zero_point, dtype).view(np.uint8)
+            suspects = native.flagged(native.quantize.directml, flat.size, flat, scale, *codes, out)
+            if suspects.size:
+                out[suspects] = exact_quantize(flat[suspects], scale, zero_point, dtype).view(np.uint8)
     return out.view(dtype).reshape(x.shape)
 
 

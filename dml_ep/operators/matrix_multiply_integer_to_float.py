@@ -194,11 +194,10 @@ class PreparedMatrixMultiplyIntegerToFloat(PreparedMatrixMultiplyInteger):
         return scale_bias_directml(acc, a_scale, b_scale, bias)
 
     def _compiled(self, acc: np.ndarray, a_scale, b_scale, bias) -> np.ndarray | None:
-        """The step in one compiled pass (``kernels.compiled.scale_bias``) where the sums are
-        C-contiguous, the A scale per tensor, the B scale and the bias per column, and
-        (onnxruntime) the B scale in the multiplier; None elsewhere (the twins run). The B scale
-        and the bias per column are made once where they are constants. In DirectML's arithmetic
-        the elements the float64 value cannot settle go to the twin's exact tier."""
+        """:func:`scale_bias_compiled` where the sums are C-contiguous, the A scale per tensor,
+        the B scale and the bias per column, and (onnxruntime) the B scale in the multiplier; None
+        elsewhere (the twins run). The B scale and the bias per column are made once where they
+        are constants."""
         if (native.scale_bias is None or acc.dtype not in (np.int32, np.float32) or not acc.flags.c_contiguous or a_scale.size != 1
                 or (self.onnxruntime and self.batched_b and b_scale.size != 1)):
             return None
@@ -228,10 +227,9 @@ def scale_bias_compiled(acc: np.ndarray, scale: np.ndarray, offset: np.ndarray, 
         if onnxruntime:
             native.scale_bias.mlas(sums, scale, offset, y)
             return y.reshape(acc.shape)
-        suspects = np.empty(sums.size, np.int64)  # pages are touched only for the suspects written
-        count = native.scale_bias.directml(sums, scale, offset, y, suspects)
-    if count:
-        rows, cols = np.divmod(suspects[:count], columns)
+        suspects = native.flagged(native.scale_bias.directml, sums.size, sums, scale, offset, y)
+    if suspects.size:
+        rows, cols = np.divmod(suspects, columns)
         y[rows, cols] = scale_bias_directml(sums[rows, cols], np.float32(1), scale[cols], offset[cols] if offset.size else None)
     return y.reshape(acc.shape)
 

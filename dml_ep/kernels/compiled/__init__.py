@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import importlib
 from types import ModuleType
-from typing import Any
+from typing import Any, Callable
+
+import numpy as np
 
 MODULES = ("direct_convolution", "im2col", "quantize", "requantize", "scale_bias", "table_lookup")
-
 
 LEVELS: dict[str, str] = {}  # each loaded module's build: an x86-64 level, or "baseline"
 
@@ -59,3 +60,11 @@ def summary() -> str:
         return f"compiled kernels not built: {', '.join(MISSING)} (their numpy twins run)"
     widest = max(LEVELS.values(), key=lambda level: (level != "baseline", level))
     return f"compiled kernels ({widest.replace('_', '-')})"
+
+
+def flagged(kernel: Callable[..., int], elements: int, *arguments) -> np.ndarray:
+    """The flat indices a DirectML-arithmetic kernel lists for its exact tier: ``kernel(*arguments,
+    suspects)`` writes them into ``suspects`` and returns their count. The buffer has room for
+    every element, and its pages are touched only for the indices written."""
+    suspects = np.empty(elements, np.int64)
+    return suspects[: kernel(*arguments, suspects)]
