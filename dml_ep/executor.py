@@ -116,7 +116,7 @@ class Executor:
         if trace is not None and trace.fits(feeds) and self._replay(trace, values):
             self._last_run = trace
         else:
-            values = {**feeds, **self._constant_outputs}
+            values = {**feeds, **self._constant_outputs}  # afresh: a replay that stopped part way left its values
             self._last_run = self._run_planned(feeds, values, keep_all)
             if not keep_all:
                 self._trace = self._last_run

@@ -1,4 +1,3 @@
-# cython: language_level=3
 """Which x86-64 level the running CPU supports, from its own CPUID (the compiler's runtime
 check, which also asks whether the OS saves the wider registers): /proc/cpuinfo can describe
 another CPU than the one executing (an emulator's host), where a wider build would fault."""

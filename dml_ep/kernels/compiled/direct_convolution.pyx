@@ -1,4 +1,3 @@
-# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
 """Grouped convolutions with few input channels per group (depthwise ones above all) as direct
 loops over the windows, channels last: no im2col, whose rows would be as long as the window and
 whose GEMMs, one per group, as narrow as the group (``PreparedConvolution``'s im2col and GEMM is

@@ -1,4 +1,3 @@
-# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
 """im2col in one pass: each window of the NHWC input copied into its GEMM row, padding filled
 with the input zero point's byte (``dml_ep.kernels.im2col`` is the numpy twin, which pads a
 copy of the input first, then copies the windows' view).

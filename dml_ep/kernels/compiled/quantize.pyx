@@ -1,4 +1,3 @@
-# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
 """Float32 values to 8-bit codes with one scale and zero point (QuantizeLinear per tensor,
 DynamicQuantizeLinear): the quotient, rounding, clamp and zero point in one pass (the numpy twins
 are ``element_wise_quantize_linear.onnxruntime_quantize`` and ``ideal_quantize``).

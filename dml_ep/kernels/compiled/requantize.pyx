@@ -1,4 +1,3 @@
-# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
 """The requantize step compiled: one pass from the integer core's sums to 8-bit codes, the scaling,
 rounding, clamp and zero point fused (``dml_ep.kernels.quantize`` is its numpy twin).
 

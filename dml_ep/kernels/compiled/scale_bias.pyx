@@ -1,4 +1,3 @@
-# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
 """Integer sums to float32 with a scale and a bias per column (MatMulIntegerToFloat's step after
 the integer core), in one pass (the numpy twins are ``matrix_multiply_integer_to_float``'s
 ``scale_bias_onnxruntime`` and ``scale_bias_directml``). The sums are a C-contiguous

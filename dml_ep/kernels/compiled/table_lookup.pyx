@@ -1,4 +1,3 @@
-# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
 """An element-wise operator of two 8-bit inputs as a table lookup: ``out = table[a << 8 | b]``,
 one pass reading both inputs through their strides (QLinearAdd's numpy twin builds an index
 array, then gathers).
