@@ -1,4 +1,4 @@
-"""Integer-GEMM engines: the exact sums ``sum_k (a[..., m, k] - za) * (b[..., k, n] - zb[..., n]) + bias[n]``
+"""Integer-GEMM engines: the exact sums ``sum_k (a[..., m, k] - za) * (b[..., k, n] - zb[..., n])``
 behind the quantized kernels' integer cores.
 
 Two engines compute the same integers, so each checks the other:
@@ -11,10 +11,12 @@ Two engines compute the same integers, so each checks the other:
   exact on every CPU (MLAS widens it to 16 bits).
 - ``"numpy"``: float32 BLAS in K-blocks short enough to be exact (``kernels/integer_gemm.py``).
 
-A product whose every sum provably stays below 2^24 in magnitude (from the weights, the bias and
-the widest input code) comes back as float32, which holds those integers exactly: onnxruntime
-then uses MatMulIntegerToFloat with unit scales, whose MLAS output step converts and adds the bias
-inside the GEMM, and the requantization saves a pass. Other products come back as int32.
+onnxruntime's sums come back as int32: MatMulIntegerToFloat with unit scales would give float32,
+but its MLAS output step costs more than the pass it saves (ResNet-50's GEMMs, 2-core Xeon with
+AMX: 11.0 ms a run against 8.7). A product's bias is the requantize step's to add
+(``kernels.quantize.Requantizer``), in the same pass. The numpy engine's come back as float32
+where every sum provably stays below 2^24 in magnitude (from the weights and the widest input
+code), else int32.
 
 The engine also chooses the kernels around the sums: ``"onnxruntime"`` runs dml_ep's compiled
 kernels (``dml_ep.kernels.compiled``, where built), ``"numpy"`` their numpy twins, so that the two
@@ -74,12 +76,10 @@ def centred(b: np.ndarray, b_zero_point: np.ndarray, dtype=np.int64) -> np.ndarr
     return np.subtract(b, zero_point, dtype=dtype)
 
 
-def fits_float32(b: np.ndarray, b_zero_point: np.ndarray, bias) -> bool:
-    """Whether every ``sum_k (a - za) * (b - zb) + bias`` is below 2^24 in magnitude for any input
-    codes, so that float32 holds it exactly."""
+def fits_float32(b: np.ndarray, b_zero_point: np.ndarray) -> bool:
+    """Whether every ``sum_k (a - za) * (b - zb)`` is below 2^24 in magnitude for any input codes,
+    so that float32 holds it exactly."""
     column_bound = np.abs(centred(b, b_zero_point)).sum(axis=-2) * WIDEST_INPUT
-    if bias is not None:
-        column_bound = column_bound + np.abs(np.asarray(bias, np.int64))
     return bool(column_bound.max(initial=0) < FLOAT32_EXACT)
 
 
@@ -96,7 +96,7 @@ def content_key(*arrays) -> tuple:
 
 
 class Engine:
-    """What both engines share: one product per distinct B, zero point, bias and thread count, for
+    """What both engines share: one product per distinct B, zero point and thread count, for
     as long as a kernel holds it. quantize_static writes one weight DequantizeLinear for a weight
     that several nodes read; EnsureUniqueDQForNodeUnit gives each node its copy, and each becomes a
     node of its own with the same filter: they share one product (one session, one prepacked B)."""
@@ -107,21 +107,21 @@ class Engine:
     def __init__(self):
         self._products = weakref.WeakValueDictionary()
 
-    def product(self, b: np.ndarray, b_zero_point, constant: bool = True, bias=None, rows=None):
+    def product(self, b: np.ndarray, b_zero_point, constant: bool = True, rows=None):
         """The product for B (``constant``: B bound now; else B comes with each call, and only its
         dtype and rank matter). ``rows`` is how many rows of A a call is expected to bring."""
         threads = self._threads(b, rows)
         b_key = content_key(b) if constant else (b.dtype.str, b.ndim)
-        key = (b_key, content_key(b_zero_point, bias), constant, threads)
+        key = (b_key, content_key(b_zero_point), constant, threads)
         made = self._products.get(key)
         if made is None:
-            made = self._products[key] = self._make(b, b_zero_point, constant, bias, threads)
+            made = self._products[key] = self._make(b, b_zero_point, constant, threads)
         return made
 
     def _threads(self, b: np.ndarray, rows) -> int:
         return 1
 
-    def _make(self, b, b_zero_point, constant: bool, bias, threads: int):
+    def _make(self, b, b_zero_point, constant: bool, threads: int):
         """A new product (each engine makes its own)."""
         raise NotImplementedError
 
@@ -132,32 +132,29 @@ class NumpyEngine(Engine):
     name = "numpy"
     compiled_kernels = False
 
-    def _make(self, b, b_zero_point, constant, bias, threads) -> "NumpyProduct":
-        return NumpyProduct(b, b_zero_point, constant, bias)
+    def _make(self, b, b_zero_point, constant, threads) -> "NumpyProduct":
+        return NumpyProduct(b, b_zero_point, constant)
 
 
 class NumpyProduct:
-    """``a -> sum_k (a - za) * (b - zb) + bias`` for one B, prepared: centred in float32, with
+    """``a -> sum_k (a - za) * (b - zb)`` for one B, prepared: centred in float32, with
     K-blocks exact against inputs centred on 128 (|a - 128| <= 128), and the column sums that
     put the input zero point back. A B that is not ``constant`` comes with each call."""
 
-    def __init__(self, b: np.ndarray, b_zero_point, constant: bool = True, bias=None):
+    def __init__(self, b: np.ndarray, b_zero_point, constant: bool = True):
         self.b_zero_point = np.asarray(b_zero_point, np.int64)
-        self.bias = None if bias is None else np.asarray(bias, np.float64)
         if constant:
             self.b = centred(b, self.b_zero_point, np.float32)
             self.blocks = weight_blocks(np.swapaxes(self.b, -1, -2), INT8_SHIFT)
             self.column_sums = self.b.sum(axis=-2, keepdims=True, dtype=np.float64)
-            self.dtype = np.float32 if fits_float32(b, self.b_zero_point, bias) else np.int32
+            self.dtype = np.float32 if fits_float32(b, self.b_zero_point) else np.int32
 
     def __call__(self, a: np.ndarray, a_zero_point, b: np.ndarray | None = None) -> np.ndarray:
         if b is not None:
-            return NumpyProduct(b, self.b_zero_point, bias=self.bias)(a, a_zero_point)
+            return NumpyProduct(b, self.b_zero_point)(a, a_zero_point)
         a, a_zero_point = as_uint8(a, a_zero_point)
         acc = exact_matmul(np.subtract(a, INT8_SHIFT, dtype=np.float32), self.b, self.blocks).astype(np.float64, copy=False)
         acc += (INT8_SHIFT - float(a_zero_point)) * self.column_sums
-        if self.bias is not None:
-            acc += self.bias
         return acc.astype(self.dtype)
 
 
@@ -175,8 +172,8 @@ class OnnxruntimeEngine(Engine):
 
         return not host_saturates_u8s8()
 
-    def _make(self, b, b_zero_point, constant, bias, threads) -> "OnnxruntimeProduct":
-        return OnnxruntimeProduct(self, b, b_zero_point, constant, bias, threads)
+    def _make(self, b, b_zero_point, constant, threads) -> "OnnxruntimeProduct":
+        return OnnxruntimeProduct(self, b, b_zero_point, constant, threads)
 
     def _threads(self, b: np.ndarray, rows) -> int:
         """``rows``, the rows of A a call is expected to bring, sizes the session's thread pool: a
@@ -217,16 +214,15 @@ class OnnxruntimeEngine(Engine):
 
 
 class OnnxruntimeProduct:
-    """One onnxruntime session for one B: an initializer when ``constant``, else B comes with
-    each call (of the dtype and rank given here).
+    """One onnxruntime MatMulInteger session for one B: an initializer when ``constant``, else B
+    comes with each call (of the dtype and rank given here).
 
     Its zero point goes in as MatMulInteger's per-column ``b_zero_point`` where onnxruntime takes
     that shape (B of rank 2, or a scalar); otherwise B is multiplied uncentred and
-    ``zb * sum_k (a - za)`` is taken off after. The bias is added in the session when the result
-    is float32, else after.
+    ``zb * sum_k (a - za)`` is taken off after.
     """
 
-    def __init__(self, engine: OnnxruntimeEngine, b: np.ndarray, b_zero_point, constant: bool, bias, threads: int):
+    def __init__(self, engine: OnnxruntimeEngine, b: np.ndarray, b_zero_point, constant: bool, threads: int):
         self.b_dtype = b.dtype
         self.signed_b = engine.signed_b
         zero_point = np.asarray(b_zero_point, np.int64)
@@ -236,8 +232,6 @@ class OnnxruntimeProduct:
                 zero_point = zero_point.reshape(-1)[0]
             else:
                 self.late_zero_point, zero_point = zero_point, np.zeros((), np.int64)
-        self.to_float = constant and b.ndim == 2 and self.late_zero_point is None and fits_float32(b, zero_point, bias)
-        self.bias = None if bias is None or self.to_float else np.asarray(bias, np.int32)
         b_zero_point = numpy_helper.from_array(self._b_codes(zero_point), "b_zero_point")
         inputs = [helper.make_tensor_value_info("a", TensorProto.UINT8, None),
                   helper.make_tensor_value_info("a_zero_point", TensorProto.UINT8, [])]
@@ -246,15 +240,10 @@ class OnnxruntimeProduct:
         else:
             initializers = [b_zero_point]
             inputs.append(helper.make_tensor_value_info("b", b_zero_point.data_type, [None] * b.ndim))
-        if self.to_float:
-            initializers += [numpy_helper.from_array(np.float32(1), "one"),
-                             numpy_helper.from_array(np.broadcast_to(np.float32(0) if bias is None else np.asarray(bias, np.float32), b.shape[-1:]), "bias")]
-            node = helper.make_node("MatMulIntegerToFloat", ["a", "b", "one", "one", "a_zero_point", "b_zero_point", "bias"], ["y"], domain="com.microsoft")
-        else:
-            node = helper.make_node("MatMulInteger", ["a", "b", "a_zero_point", "b_zero_point"], ["y"])
-        output = helper.make_tensor_value_info("y", TensorProto.FLOAT if self.to_float else TensorProto.INT32, None)
+        node = helper.make_node("MatMulInteger", ["a", "b", "a_zero_point", "b_zero_point"], ["y"])
+        output = helper.make_tensor_value_info("y", TensorProto.INT32, None)
         graph = helper.make_graph([node], "integer_product", inputs, [output], initializers)
-        self.session = cpu_session(internal_model(graph, 13, ["com.microsoft"]), threads=threads, spinning=False, shared_arena=True)
+        self.session = cpu_session(internal_model(graph, 13), threads=threads, spinning=False, shared_arena=True)
 
     def _b_codes(self, codes: np.ndarray) -> np.ndarray:
         """B's codes (or zero points) as the engine multiplies them: int8 kept where exact, else uint8."""
@@ -271,8 +260,6 @@ class OnnxruntimeProduct:
         if self.late_zero_point is not None:
             row_sums = np.subtract(a.sum(axis=-1, keepdims=True, dtype=np.int64), a.shape[-1] * int(a_zero_point))
             acc -= (row_sums * np.expand_dims(self.late_zero_point, -2)).astype(np.int32)
-        if self.bias is not None:
-            acc += self.bias
         return acc
 
 

@@ -16,7 +16,7 @@ import dml_ep
 from dml_ep.arithmetic import Arithmetic
 from dml_ep.engines import get_engine
 from dml_ep.kernels import compiled as native
-from dml_ep.kernels.quantize import Requantizer
+from dml_ep.kernels.quantize import Requantizer, quant_range
 from dml_ep.kernels.strided_rows import address, strided_rows
 
 pytestmark = pytest.mark.compiled
@@ -32,18 +32,20 @@ def test_every_compiled_module_is_built_and_the_engines_choose_between_them():
 @PROPERTY
 @given(st.data(), st.sampled_from([np.uint8, np.int8]), st.sampled_from([np.int32, np.float32]), product_scales, seeds)
 def test_requantize_matches_its_twin(data, dtype, sums_dtype, scales, seed):
-    """Scalar and per-column scales, ties (power-of-two ratios), sums across and beyond the output range."""
+    """Scalar and per-column scales, ties (power-of-two ratios), sums across and beyond the output
+    range, with and without a bias (int32 sums: the kernel adds it in the same pass)."""
     rng = np.random.default_rng(seed)
     rows, columns = data.draw(st.integers(1, 40)), data.draw(st.integers(1, 40))
-    magnitude = 2 ** data.draw(st.integers(2, 31 if sums_dtype == np.int32 else 24))
+    magnitude = 2 ** data.draw(st.integers(2, 30 if sums_dtype == np.int32 else 24))
     acc = rng.integers(-magnitude, magnitude, (rows, columns), endpoint=False).astype(sums_dtype)
+    bias = rng.integers(-magnitude, magnitude, columns).astype(np.int32) if data.draw(st.booleans()) else None
     scale_a, scale_b, scale_out = scales
     if data.draw(st.booleans()):
         scale_b = (scale_b * rng.uniform(0.5, 2, columns)).astype(np.float32)
     output_zero_point = data.draw(zero_point(dtype))
     for arithmetic in ARITHMETICS:
-        twin = Requantizer(scale_a, scale_b, scale_out, output_zero_point, dtype, arithmetic)(acc.copy())
-        compiled = Requantizer(scale_a, scale_b, scale_out, output_zero_point, dtype, arithmetic, compiled=True)(acc.copy())
+        twin = Requantizer(scale_a, scale_b, scale_out, output_zero_point, dtype, arithmetic)(acc.copy(), bias)
+        compiled = Requantizer(scale_a, scale_b, scale_out, output_zero_point, dtype, arithmetic, compiled=True)(acc.copy(), bias)
         np.testing.assert_array_equal(compiled, twin)
 
 
@@ -82,6 +84,42 @@ def test_table_lookup_reads_any_strides(pair, seed):
         span, (a_step, b_step), (a_rows, b_rows) = strided_rows(a.shape, a.strides, b.strides)
         native.table_lookup.lookup(table, address(a), a_rows, a_step, address(b), b_rows, b_step, out.reshape(-1), span)
     np.testing.assert_array_equal(out, table[(a.astype(np.intp) << 8) | b])
+
+
+@PROPERTY
+@given(strided_pair(), st.sampled_from([np.uint8, np.int8]), st.data())
+def test_quantized_add_matches_its_twin(pair, dtype, data):
+    """QLinearAdd computed in MLAS's arithmetic through any strides, against the twin's formula:
+    random terms, ones that round half-integers, and ones beyond int32 or NaN (cvtps2dq's INT_MIN).
+    A build without a hardware FMA (libm's, exact but slow: dml_ep takes the table there) too."""
+    from dml_ep.operators.element_wise_quantized_linear_add import mlas_add
+
+    a, b = (x.view(dtype) for x in pair)
+    finite = st.floats(-300, 300, width=32)
+    r_ac, r_bc = (np.float32(data.draw(st.one_of(finite, st.sampled_from([0.5, 0.25, 1e30, np.inf])))) for _ in range(2))
+    fixed = np.float32(data.draw(st.one_of(finite, st.sampled_from([0.5, -0.5, 2.5, -1e30]))))
+    out = np.empty(a.shape, dtype)
+    if out.size:
+        span, (a_step, b_step), (a_rows, b_rows) = strided_rows(a.shape, a.strides, b.strides)
+        with np.errstate(invalid="ignore"):
+            native.quantized_add.add(address(a), a_rows, a_step, address(b), b_rows, b_step, out.view(np.uint8).reshape(-1), span,
+                                     r_ac, r_bc, fixed, *quant_range(dtype), dtype == np.int8)
+    with np.errstate(invalid="ignore", over="ignore"):
+        np.testing.assert_array_equal(out, mlas_add(a, b, r_ac, r_bc, fixed, dtype))
+
+
+def test_quantized_add_every_code_pair():
+    """All 65536 pairs of codes, QLinearAdd's terms for scales 0.1, 0.07, 0.15 and zero points 3, 9, 120."""
+    from dml_ep.operators.element_wise_quantized_linear_add import mlas_add
+
+    a = np.broadcast_to(np.arange(256, dtype=np.uint8)[:, None], (256, 256))
+    b = np.broadcast_to(np.arange(256, dtype=np.uint8)[None, :], (256, 256))
+    r_ac, r_bc = np.float32(0.1) / np.float32(0.15), np.float32(0.07) / np.float32(0.15)
+    fixed = np.float32(120) - (r_ac * np.float32(3) + r_bc * np.float32(9))
+    out = np.empty((256, 256), np.uint8)
+    span, (a_step, b_step), (a_rows, b_rows) = strided_rows(a.shape, a.strides, b.strides)
+    native.quantized_add.add(address(a), a_rows, a_step, address(b), b_rows, b_step, out.reshape(-1), span, r_ac, r_bc, fixed, 0, 255, False)
+    np.testing.assert_array_equal(out, mlas_add(a, b, r_ac, r_bc, fixed, np.uint8))
 
 
 def grouped_conv_params():
@@ -190,6 +228,7 @@ def test_im2col_matches_its_twin(data, seed, dtype):
 
 
 LEVEL_TESTS = {"requantize": "test_requantize_matches_its_twin", "quantize": "test_quantize_matches_its_twin",
+               "quantized_add": "test_quantized_add_matches_its_twin",
                "scale_bias": "test_scale_bias_matches_its_twins", "direct_convolution": "test_direct_convolution_matches_im2col"}
 
 

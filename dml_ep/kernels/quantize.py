@@ -175,8 +175,9 @@ class Requantizer:
     """The output step shared by the quantized products: ``acc * scale_a * scale_b / scale_out``
     quantized, in one arithmetic, its parameters worked out once per node.
 
-    ``acc`` holds the integer core's exact sums (bias included; int32, or float32 when they are
-    exact in it; a float32 ``acc`` may be overwritten). The scales (float32) and the zero point
+    ``acc`` holds the integer core's exact sums (int32, or float32 when they are exact in it; a
+    float32 ``acc`` may be overwritten), to which a call adds ``bias`` (int32, along the last axis)
+    first: the compiled kernels in the same pass. The scales (float32) and the zero point
     broadcast to ``acc``. onnxruntime: MLAS, ``float32(acc)`` times the float32 multiplier
     ``float32(scale_a * scale_b) / scale_out``.
 
@@ -201,11 +202,13 @@ class Requantizer:
         normal = np.isfinite(ratio32) & ((np.abs(ratio32) >= np.finfo(np.float32).tiny) | (self.ratio == 0))
         self.ratio32 = ratio32 if np.all(normal) else None
 
-    def __call__(self, acc: np.ndarray) -> np.ndarray:
-        if self.compiled and acc.dtype in _COMPILED_SUMS and acc.flags.c_contiguous and acc.ndim:
+    def __call__(self, acc: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
+        if self.compiled and acc.dtype in _COMPILED_SUMS and acc.flags.c_contiguous and acc.ndim and (bias is None or acc.dtype == np.int32):
             parameters = self._along_columns(acc.shape[-1])
             if parameters is not None:
-                return self._compiled(acc, parameters)
+                return self._compiled(acc, parameters, bias)
+        if bias is not None:  # as the kernels add it (int32: exact, float32: the sums are exact below 2^24)
+            acc = np.add(acc, bias, dtype=np.int64 if acc.dtype.kind in "iu" else np.float64)
         if self.onnxruntime:
             return requantize_onnxruntime(acc, self.multiplier, self.zero_point, self.dtype)
         if self.ratio32 is None:
@@ -242,18 +245,20 @@ class Requantizer:
             self._columns[columns] = made
         return self._columns[columns]
 
-    def _compiled(self, acc: np.ndarray, parameters: tuple) -> np.ndarray:
+    def _compiled(self, acc: np.ndarray, parameters: tuple, bias: np.ndarray | None) -> np.ndarray:
         """The compiled requantize step (``kernels.compiled.requantize``), on [rows, columns] views."""
         sums = acc.reshape(-1, acc.shape[-1])
+        add = np.zeros(sums.shape[1], np.int32) if bias is None else np.ascontiguousarray(np.broadcast_to(bias, sums.shape[1:]), np.int32)
         out = np.empty(sums.shape, np.uint8)
         if self.onnxruntime:
-            native.requantize.mlas(sums, *parameters, out)
+            native.requantize.mlas(sums, add, *parameters, out)
             return out.view(self.dtype).reshape(acc.shape)
         *codes, ratio, scale_in, scale_out, zero_point = parameters
-        suspects = native.flagged(native.requantize.directml, sums.size, sums, *codes, ratio, out)
+        suspects = native.flagged(native.requantize.directml, sums.size, sums, add, *codes, ratio, out)
         if suspects.size:  # the exact tier, as the twin settles them
             rows, columns = np.divmod(suspects, sums.shape[1])
-            exact = _requantize_float64(sums[rows, columns], ratio[columns], scale_in[columns], scale_out[columns], 0, None)
+            exact = _requantize_float64(sums[rows, columns].astype(np.int64) + add[columns], ratio[columns], scale_in[columns],
+                                        scale_out[columns], 0, None)
             out[rows, columns] = saturate(exact, zero_point[columns], self.dtype).view(np.uint8)
         return out.view(self.dtype).reshape(acc.shape)
 

@@ -46,12 +46,12 @@ class PreparedQuantizedProduct:
         """The exact integer sums alone (compare's ideal values), prepared for this call only."""
         return cls(desc, tensors, Arithmetic("directml"), engine, {}).accumulate(tensors)
 
-    def product(self, b: np.ndarray, b_zero_point, bias=None, rows=None, key=()):
+    def product(self, b: np.ndarray, b_zero_point, rows=None, key=()):
         """The engine's product for B, made once per ``key`` (a B bound at run time is fed to it at
         each run)."""
         key = ("product", self.engine.name, *key)
         if key not in self.products:
-            self.products[key] = self.engine.product(np.ascontiguousarray(b), b_zero_point, self.constant, bias, rows)
+            self.products[key] = self.engine.product(np.ascontiguousarray(b), b_zero_point, self.constant, rows)
         return self.products[key]
 
     def __call__(self, tensors: dict) -> np.ndarray:
@@ -83,13 +83,18 @@ class PreparedQuantizedProduct:
                                     self.engine.compiled_kernels)
 
     def finish(self, acc: np.ndarray, tensors: dict) -> np.ndarray:
-        """The output values from the integer core's sums (u8s8 correction included); ``tensors``
-        gives the parameters bound at run time, whose scales are checked as they come."""
+        """The output values from the integer core's sums (u8s8 correction included) and the
+        :meth:`bias`; ``tensors`` gives the parameters bound at run time, whose scales are checked
+        as they come."""
         if self.requantize is not None:
-            return self.requantize(acc)
+            return self.requantize(acc, self.bias_of(tensors))
         for field in self.REQUANTIZE_FIELDS[:3]:
             checked_scale(read4d(tensors, self.desc, field), tensor=field)
-        return self._requantizer(tensors)(acc)
+        return self._requantizer(tensors)(acc, self.bias_of(tensors))
+
+    def bias_of(self, tensors: dict) -> np.ndarray | None:
+        """The int32 bias the requantize step adds to the sums along their last axis (None: none)."""
+        return None
 
     # What a quantized product says for itself.
 
@@ -106,7 +111,8 @@ class PreparedQuantizedProduct:
         raise NotImplementedError
 
     def accumulate(self, tensors: dict, operand: np.ndarray | None = None) -> np.ndarray:
-        """The integer core: the exact sums (int32, or float32 where that holds every sum exactly);
+        """The integer core: the exact sums, bias not included (int32, or float32 where that holds
+        every sum exactly);
         ``operand``: this run's :meth:`operand`, where the caller has it."""
         raise NotImplementedError
 

@@ -106,10 +106,11 @@ def constant_over_span(desc_a, desc_b) -> tuple[bool, bool]:
     return True, True
 
 
-def code_table(desc, tensors: dict, options, cache: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """A and B (views with the output's sizes) and the output as a function of their two 8-bit
-    codes: a 256 x 256 table, flat, per arithmetic and parameters (the node's ``cache`` keeps
-    the last one: parameters bound at run time may change from run to run)."""
+def code_table(desc, tensors: dict, options, cache: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple | None]:
+    """A and B (views with the output's sizes), the output as a function of their two 8-bit codes
+    (a 256 x 256 table, flat) and, in MLAS's arithmetic, its :func:`mlas_terms`; per arithmetic
+    and parameters (the node's ``cache`` keeps the last ones: parameters bound at run time may
+    change from run to run)."""
     a = view(tensors["ATensor"], desc.ATensor)
     b = view(tensors["BTensor"], desc.BTensor)
     scale_fields = ("AScaleTensor", "BScaleTensor", "OutputScaleTensor")
@@ -123,13 +124,14 @@ def code_table(desc, tensors: dict, options, cache: dict) -> tuple[np.ndarray, n
         codes_a = np.arange(256, dtype=np.uint8).view(a.dtype)[:, None]  # indexed by the code's byte
         codes_b = np.arange(256, dtype=np.uint8).view(b.dtype)[None, :]
         add = _onnxruntime_add if options.onnxruntime else _directml_add
-        made = cache[key] = (scales, zero_points), add(desc, codes_a, codes_b, *scales, *zero_points).reshape(-1)
-    return a, b, made[1]
+        terms = mlas_terms(desc, *scales, *zero_points) if options.onnxruntime else None
+        made = cache[key] = (scales, zero_points), add(desc, codes_a, codes_b, *scales, *zero_points).reshape(-1), terms
+    return a, b, made[1], made[2]
 
 
 def quantized_linear_add(desc, tensors: dict, options, cache: dict) -> np.ndarray:
     """The table (:func:`code_table`), then one gather over the output, in memory order."""
-    a, b, table = code_table(desc, tensors, options, cache)
+    a, b, table, _ = code_table(desc, tensors, options, cache)
     axes = memory_axes(a if 0 not in a.strides else b)  # work in memory order: the output keeps the layout
     a, b = a.transpose(axes), b.transpose(axes)
     index = np.left_shift(a.view(np.uint8), 8, dtype=np.uint16)  # (a's byte << 8) | b's byte
@@ -138,10 +140,12 @@ def quantized_linear_add(desc, tensors: dict, options, cache: dict) -> np.ndarra
 
 
 def quantized_linear_add_compiled(desc, tensors: dict, options, cache: dict) -> np.ndarray:
-    """:func:`quantized_linear_add` with the gather compiled (``kernels.compiled.table_lookup``):
-    one pass reading A and B through their strides, no index array; the walk over them is worked
-    out once per layout. Inputs with negative strides take the twin."""
-    a, b, table = code_table(desc, tensors, options, cache)
+    """:func:`quantized_linear_add` compiled: one pass reading A and B through their strides, no
+    index array; the walk over them is worked out once per layout. In MLAS's arithmetic, where the
+    build has a hardware FMA, the values are computed (``kernels.compiled.quantized_add``), else
+    looked up in the table (``kernels.compiled.table_lookup``). Inputs with negative strides take
+    the twin."""
+    a, b, table, terms = code_table(desc, tensors, options, cache)
     if native.table_lookup is None or any(s < 0 for s in a.strides + b.strides):
         return quantized_linear_add(desc, tensors, options, cache)
     layout = (a.shape, a.strides, b.strides)
@@ -151,11 +155,25 @@ def quantized_linear_add_compiled(desc, tensors: dict, options, cache: dict) -> 
         moved = (a.transpose(axes), b.transpose(axes))  # 8-bit: strides in bytes are in elements
         walk = cache[layout] = axes, np.argsort(axes), strided_rows(moved[0].shape, *(x.strides for x in moved))
     axes, back, (span, (a_step, b_step), (a_rows, b_rows)) = walk
-    out = np.empty([a.shape[axis] for axis in axes], desc.OutputTensor.DataType.numpy())
-    if out.size:
+    out_dtype = desc.OutputTensor.DataType.numpy()
+    out = np.empty([a.shape[axis] for axis in axes], out_dtype)
+    if not out.size:
+        return out.transpose(back)
+    if terms is not None and computed_in_place(a.dtype, b.dtype, out_dtype):
+        swapped, r_ac, r_bc, fixed = terms
+        first, second = ((b, b_rows, b_step), (a, a_rows, a_step)) if swapped else ((a, a_rows, a_step), (b, b_rows, b_step))
+        native.quantized_add.add(address(first[0]), *first[1:], address(second[0]), *second[1:], out.view(np.uint8).reshape(-1), span,
+                                 r_ac, r_bc, fixed, *quantize.quant_range(out_dtype), out_dtype == np.int8)
+    else:
         native.table_lookup.lookup(table.view(np.uint8), address(a), a_rows, a_step, address(b), b_rows, b_step,
                                    out.view(np.uint8).reshape(-1), span)
     return out.transpose(back)
+
+
+def computed_in_place(a_dtype, b_dtype, out_dtype) -> bool:
+    """Whether MLAS's arithmetic is computed rather than looked up: one 8-bit type for A, B and the
+    output (as onnxruntime's QLinearAdd has), and a build with a hardware FMA."""
+    return native.quantized_add is not None and native.quantized_add.HARDWARE_FMA and a_dtype == b_dtype == out_dtype
 
 
 def memory_axes(x: np.ndarray) -> list[int]:
@@ -183,19 +201,31 @@ def _directml_add(desc, a, b, sa, sb, sc, za, zb, zc) -> np.ndarray:
 
 
 def _onnxruntime_add(desc, a, b, sa, sb, sc, za, zb, zc) -> np.ndarray:
-    """MLAS's float32 arithmetic, with its operand order for the broadcast case, rounded by cvtps2dq."""
-    a, b = a.astype(np.float32), b.astype(np.float32)
-    za, zb = np.float32(za), np.float32(zb)
-    if constant_over_span(desc.ATensor, desc.BTensor)[0]:  # onnxruntime passes (B, A) to the scalar-B kernel
-        a, b, sa, sb, za, zb = b, a, sb, sa, zb, za
-    r_ac, r_bc = sa / sc, sb / sc
-    fixed = np.float32(zc) - fma32(r_ac, za, r_bc * zb)
-    y = fma32(a, r_ac, fma32(b, r_bc, fixed))
-    out_dtype = desc.OutputTensor.DataType.numpy()
+    """MLAS's float32 arithmetic (:func:`mlas_terms`), rounded by cvtps2dq."""
+    swapped, r_ac, r_bc, fixed = mlas_terms(desc, sa, sb, sc, za, zb, zc)
+    a, b = (b, a) if swapped else (a, b)
+    return mlas_add(a, b, r_ac, r_bc, fixed, desc.OutputTensor.DataType.numpy())
+
+
+def mlas_add(a, b, r_ac, r_bc, fixed, out_dtype) -> np.ndarray:
+    """``fma(a, rAC, fma(b, rBC, fixed))`` on the codes, rounded by cvtps2dq and saturated."""
+    y = fma32(a.astype(np.float32), r_ac, fma32(b.astype(np.float32), r_bc, fixed))
     lo, hi = quantize.quant_range(out_dtype)
-    rounded = np.rint(y.astype(np.float64))
-    rounded[rounded >= 2.0**31] = lo  # cvtps2dq turns out-of-range values into INT_MIN
-    return np.clip(rounded, lo, hi).astype(out_dtype)
+    rounded = np.rint(np.atleast_1d(y).astype(np.float64))
+    rounded[~(rounded < 2.0**31)] = lo  # cvtps2dq turns out-of-range values and NaN into INT_MIN
+    return np.clip(rounded, lo, hi).astype(out_dtype).reshape(np.shape(y))
+
+
+def mlas_terms(desc, sa, sb, sc, za, zb, zc) -> tuple[bool, np.float32, np.float32, np.float32]:
+    """MLAS's operand order and float32 terms: whether A and B swap roles (onnxruntime passes
+    (B, A) to its scalar-B kernel when A is constant over the span), then ``rAC``, ``rBC`` and
+    ``fixed`` for ``y = fma(a, rAC, fma(b, rBC, fixed))`` on the (swapped) raw codes."""
+    swapped = constant_over_span(desc.ATensor, desc.BTensor)[0]
+    if swapped:
+        sa, sb, za, zb = sb, sa, zb, za
+    r_ac, r_bc = np.float32(sa) / np.float32(sc), np.float32(sb) / np.float32(sc)
+    fixed = np.float32(zc) - np.float32(fma32(r_ac, np.float32(za), r_bc * np.float32(zb)))
+    return swapped, r_ac, r_bc, fixed
 
 
 # --- exact value (compare) -------------------------------------------------------------------

@@ -325,9 +325,9 @@ DIRECT_CHANNELS_PER_GROUP = 2
 
 
 class PreparedConvolution(PreparedQuantizedProduct):
-    """A convolution desc prepared: its scalar parameters, the filter as the engine's product (with
-    the bias, where both are bound at initialization (OWNED_BY_DML)), and the requantize step. A
-    is the input as im2col rows; sums come channels last, [N, OH, OW, OC].
+    """A convolution desc prepared: its scalar parameters, the filter as the engine's product, and
+    the requantize step, which adds the bias. A is the input as im2col rows; sums come channels
+    last, [N, OH, OW, OC].
 
     A grouped convolution with few channels per group (``direct``) computes its sums with the
     compiled direct loops instead, from the input channels last; the im2col and GEMM path is
@@ -355,8 +355,7 @@ class PreparedConvolution(PreparedQuantizedProduct):
         self.constant = self.constant and not self.bound_at_run_time("FilterZeroPointTensor")
         self._input_zero_point(tensors if not self.runtime_zero_point else {})
         bias_constant = desc.BiasTensor is not None and bool(desc.BiasTensor.Flags & DML_TENSOR_FLAGS.OWNED_BY_DML)
-        self.bias = channels_last(tensors, desc, "BiasTensor") if bias_constant else None
-        self.bias_in_product = self.constant and bias_constant and desc.GroupCount == 1
+        self.bias = np.ascontiguousarray(channels_last(tensors, desc, "BiasTensor"), np.int32) if bias_constant else None
         self.direct = (self.engine.compiled_kernels and native.direct_convolution is not None and desc.GroupCount > 1
                        and desc.FilterTensor.Sizes[1] <= DIRECT_CHANNELS_PER_GROUP)
         self.direct_filter = centred_filter(desc, tensors) if self.direct and self.constant else None
@@ -378,12 +377,12 @@ class PreparedConvolution(PreparedQuantizedProduct):
         at run time, once per zero point met."""
         if not self.constant:
             b, b_zero_point = filter_matrix(self.desc, tensors)
-            return self.product(b, b_zero_point, None, self.rows, key=(b_zero_point.tobytes(),))
+            return self.product(b, b_zero_point, self.rows, key=(b_zero_point.tobytes(),))
         key = ("product", self.engine.name)
         if key in self.products:
             return self.products[key]
         b, b_zero_point = filter_matrix(self.desc, tensors)
-        return self.product(b, b_zero_point, self.bias if self.bias_in_product else None, self.rows)
+        return self.product(b, b_zero_point, self.rows)
 
     def operand(self, tensors: dict) -> np.ndarray:
         """This run's input as GEMM rows (:func:`~dml_ep.kernels.im2col.im2col`); for the direct
@@ -396,8 +395,8 @@ class PreparedConvolution(PreparedQuantizedProduct):
         return im2col(x, self.desc, self.kernel, self.pad_code, self.engine.compiled_kernels)
 
     def accumulate(self, tensors: dict, operand: np.ndarray | None = None) -> np.ndarray:
-        """The exact ``sum (x - zx) * (w - zw) + bias`` over each window, as [N, OH, OW, OC]
-        (channels last)."""
+        """The exact ``sum (x - zx) * (w - zw)`` over each window, as [N, OH, OW, OC] (channels
+        last)."""
         desc = self.desc
         columns = self.operand(tensors) if operand is None else operand
         if self.direct:
@@ -406,20 +405,20 @@ class PreparedConvolution(PreparedQuantizedProduct):
             acc = self._product(tensors)(columns, self.zero_point)
         else:  # a filter bound at run time
             acc = self._product(tensors)(columns, self.zero_point, np.ascontiguousarray(filter_matrix(desc, tensors)[0]))
-        acc = self._channels_last(acc)
-        if desc.BiasTensor is not None and not self.bias_in_product:
-            acc = acc + (self.bias if self.bias is not None else channels_last(tensors, desc, "BiasTensor"))
-        return acc
+        return self._channels_last(acc)
+
+    def bias_of(self, tensors: dict) -> np.ndarray | None:
+        if self.bias is not None or self.desc.BiasTensor is None:
+            return self.bias
+        return channels_last(tensors, self.desc, "BiasTensor").astype(np.int32)
 
     def _direct(self, tensors: dict, x_nhwc: np.ndarray) -> np.ndarray:
-        """The sums from the compiled direct loops, bias included, [N, OH, OW, OC] int32."""
+        """The sums from the compiled direct loops, [N, OH, OW, OC] int32."""
         desc = self.desc
         weights = self.direct_filter if self.direct_filter is not None else centred_filter(desc, tensors)
-        bias = self.bias if self.bias is not None else (
-            channels_last(tensors, desc, "BiasTensor") if desc.BiasTensor is not None else np.zeros(weights.shape[-1], np.int32))
         batch, out_channels, out_h, out_w = desc.OutputTensor.Sizes
         out = np.empty((batch, out_h, out_w, out_channels), np.int32)
-        native.direct_convolution.convolve(x_nhwc, self.zero_point, weights, np.ascontiguousarray(bias, np.int32), out,
+        native.direct_convolution.convolve(x_nhwc, self.zero_point, weights, out,
                                            *desc.Strides, *desc.Dilations, *desc.StartPadding)
         return out
 

@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-MODULES = ("direct_convolution", "im2col", "quantize", "requantize", "scale_bias", "table_lookup")
+MODULES = ("direct_convolution", "im2col", "quantize", "quantized_add", "requantize", "scale_bias", "table_lookup")
 
 LEVELS: dict[str, str] = {}  # each loaded module's build: an x86-64 level, or "baseline"
 
@@ -47,6 +47,7 @@ SUPPORTED = _levels()
 direct_convolution: Any = _load("direct_convolution")
 im2col: Any = _load("im2col")
 quantize: Any = _load("quantize")
+quantized_add: Any = _load("quantized_add")
 requantize: Any = _load("requantize")
 scale_bias: Any = _load("scale_bias")
 table_lookup: Any = _load("table_lookup")

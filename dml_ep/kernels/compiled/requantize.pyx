@@ -1,7 +1,9 @@
 """The requantize step compiled: one pass from the integer core's sums to 8-bit codes, the scaling,
 rounding, clamp and zero point fused (``dml_ep.kernels.quantize`` is its numpy twin).
 
-The sums are a C-contiguous [rows, columns] array, int32 or float32 (exact integers); every
+The sums are a C-contiguous [rows, columns] array, int32 or float32 (exact integers), and ``bias``
+is added to them per column (the products' bias, added here as MLAS's output stage adds it, in
+int32, not in a pass of its own; zeros for none, and for float32 sums); every other
 parameter is given per column (a scalar repeated), which covers the products' channels-last and
 per-column scales. Codes are written as bytes (an int8 code as its byte). The inner loops run on
 plain pointers and local constants, so that the compiler vectorizes them (a byte store may alias
@@ -20,35 +22,35 @@ cdef union Bits:
     int32_t bits
 
 
-def mlas(const accumulator[:, ::1] acc, const float[::1] multiplier, const float[::1] low, const float[::1] high,
+def mlas(const accumulator[:, ::1] acc, const int32_t[::1] bias, const float[::1] multiplier, const float[::1] low, const float[::1] high,
          const uint8_t[::1] zero_byte, uint8_t[:, ::1] out):
-    """MLAS's MlasRequantizeOutput: ``float32(acc) * multiplier``, clamped to ``[low, high]``
+    """MLAS's MlasRequantizeOutput: ``float32(acc + bias) * multiplier``, clamped to ``[low, high]``
     (``Min - zp``, ``Max - zp``), rounded half to even by adding 1.5 * 2^23 (cvtps2dq's rounding
     for |x| <= 2^22: the sum's low bits are the integer), plus the zero point's byte; float32
     operations in the twin's order, so the same bits."""
     cdef Py_ssize_t rows = acc.shape[0], columns = acc.shape[1], r
     with nogil:
         for r in range(rows):
-            _codes(&acc[r, 0], &multiplier[0], &low[0], &high[0], &zero_byte[0], &out[r, 0], columns)
+            _codes(&acc[r, 0], &bias[0], &multiplier[0], &low[0], &high[0], &zero_byte[0], &out[r, 0], columns)
 
 
-cdef inline void _codes(const accumulator* sums, const float* m, const float* lo, const float* hi, const uint8_t* zp,
+cdef inline void _codes(const accumulator* sums, const int32_t* bias, const float* m, const float* lo, const float* hi, const uint8_t* zp,
                         uint8_t* codes, Py_ssize_t columns) noexcept nogil:
     """One row of :func:`mlas` (and of :func:`directml`'s float32 tier, ``m`` its ratio)."""
     cdef float addend = 12582912.0, v
     cdef Bits rounded
     cdef Py_ssize_t c
     for c in range(columns):
-        v = <float>sums[c] * m[c]
+        v = <float>(sums[c] + bias[c]) * m[c]
         v = lo[c] if v < lo[c] else v
         v = hi[c] if v > hi[c] else v
         rounded.value = v + addend
         codes[c] = <uint8_t>(<uint8_t>rounded.bits + zp[c])
 
 
-def directml(const accumulator[:, ::1] acc, const float[::1] ratio32, const float[::1] low, const float[::1] high,
+def directml(const accumulator[:, ::1] acc, const int32_t[::1] bias, const float[::1] ratio32, const float[::1] low, const float[::1] high,
              const uint8_t[::1] zero_byte, const double[::1] ratio, uint8_t[:, ::1] out, int64_t[::1] suspects):
-    """DirectML's rounding of ``acc * ratio``, correctly rounded, in the twin's tiers: a float32
+    """DirectML's rounding of ``(acc + bias) * ratio``, correctly rounded, in the twin's tiers: a float32
     estimate (``ratio32``: the ratio rounded to a normal float32; its error is under 2^-21
     relative, so within the output range under 2^-12), rounded where it lies farther than that
     from a half-integer; a float64 estimate (error under 2^-44 relative) for those closer; elements
@@ -63,6 +65,7 @@ def directml(const accumulator[:, ::1] acc, const float[::1] ratio32, const floa
     cdef int64_t count = 0
     cdef const accumulator* sums
     cdef uint8_t* codes
+    cdef const int32_t* add = &bias[0]
     cdef const float* k32 = &ratio32[0]
     cdef const float* lo = &low[0]
     cdef const float* hi = &high[0]
@@ -75,14 +78,14 @@ def directml(const accumulator[:, ::1] acc, const float[::1] ratio32, const floa
     with nogil:
         for r in range(rows):
             sums, codes = &acc[r, 0], &out[r, 0]
-            _codes(sums, k32, lo, hi, zp, codes, columns)
+            _codes(sums, add, k32, lo, hi, zp, codes, columns)
             for b in range((columns + BLOCK - 1) // BLOCK):
                 block, end = b * BLOCK, min(b * BLOCK + BLOCK, columns)
                 near_half = 0
                 for c in range(block, end):
-                    near_half |= _near_half(<float>sums[c] * k32[c], lo[c], hi[c], addend, margin)
+                    near_half |= _near_half(<float>(sums[c] + add[c]) * k32[c], lo[c], hi[c], addend, margin)
                 if near_half:
-                    count = _settle(sums, k32, lo, hi, zp, k, codes, block, end, r * columns, found, count)
+                    count = _settle(sums, add, k32, lo, hi, zp, k, codes, block, end, r * columns, found, count)
     return count
 
 
@@ -90,7 +93,7 @@ cdef enum:
     BLOCK = 64  # columns checked for a near half-integer at a time: a wide row has one somewhere (2^-11 of the elements)
 
 
-cdef int64_t _settle(const accumulator* sums, const float* k32, const float* lo, const float* hi, const uint8_t* zp,
+cdef int64_t _settle(const accumulator* sums, const int32_t* bias, const float* k32, const float* lo, const float* hi, const uint8_t* zp,
                      const double* k, uint8_t* codes, Py_ssize_t start, Py_ssize_t end, int64_t row_start,
                      int64_t* suspects, int64_t count) noexcept nogil:
     """The float64 tier for the elements of ``codes[start:end]`` near a half-integer in float32;
@@ -100,9 +103,9 @@ cdef int64_t _settle(const accumulator* sums, const float* k32, const float* lo,
     cdef double estimate64, rounded64, magnitude
     cdef Py_ssize_t c
     for c in range(start, end):
-        if not _near_half(<float>sums[c] * k32[c], lo[c], hi[c], addend, margin):
+        if not _near_half(<float>(sums[c] + bias[c]) * k32[c], lo[c], hi[c], addend, margin):
             continue
-        estimate64 = <double>sums[c] * k[c]  # within the output range
+        estimate64 = <double>(sums[c] + bias[c]) * k[c]  # within the output range
         rounded64 = (estimate64 + addend64) - addend64
         magnitude = fabs(estimate64) if fabs(estimate64) > 1 else 1.0
         if fabs(estimate64 - rounded64) >= 0.5 - tolerance * magnitude:
