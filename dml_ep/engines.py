@@ -34,6 +34,7 @@ import os
 import weakref
 
 import numpy as np
+import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
 from .errors import DmlEpError
@@ -244,6 +245,9 @@ class OnnxruntimeProduct:
         output = helper.make_tensor_value_info("y", TensorProto.INT32, None)
         graph = helper.make_graph([node], "integer_product", inputs, [output], initializers)
         self.session = cpu_session(internal_model(graph, 13), threads=threads, spinning=False, shared_arena=True)
+        # The session's own run, without the Python wrapper's per-call feed checks (about 2 us of
+        # a 6 us call for a small product): these feeds are dml_ep's, made to the model above.
+        self._run, self._options = self.session._sess.run, ort.RunOptions()
 
     def _b_codes(self, codes: np.ndarray) -> np.ndarray:
         """B's codes (or zero points) as the engine multiplies them: int8 kept where exact, else uint8."""
@@ -256,7 +260,7 @@ class OnnxruntimeProduct:
         feeds = {"a": np.ascontiguousarray(a), "a_zero_point": np.asarray(a_zero_point, np.uint8)}
         if b is not None:
             feeds["b"] = np.ascontiguousarray(self._b_codes(b))
-        acc = self.session.run(None, feeds)[0]
+        acc = self._run(["y"], feeds, self._options)[0]
         if self.late_zero_point is not None:
             row_sums = np.subtract(a.sum(axis=-1, keepdims=True, dtype=np.int64), a.shape[-1] * int(a_zero_point))
             acc -= (row_sums * np.expand_dims(self.late_zero_point, -2)).astype(np.int32)

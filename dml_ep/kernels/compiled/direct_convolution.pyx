@@ -3,7 +3,7 @@ loops over the windows, channels last: no im2col, whose rows would be as long as
 whose GEMMs, one per group, as narrow as the group (``PreparedConvolution``'s im2col and GEMM is
 the numpy twin; both give the exact integer sums).
 
-``out[n, oh, ow, oc] = sum over the window and the group's input channels of
+``out[n, oh, ow, oc] = bias[oc] + sum over the window and the group's input channels of
 (x - x_zero_point) * filter``, the filter centred on its zero points beforehand, as int16
 [KH, KW, channels per group, OC] (centred 8-bit codes fit): int16 x int16 products widened to
 int32 vectorize on any x86-64 (pmullw, pmulhw), where int32 multiplies need SSE4.1. Padding reads
@@ -17,8 +17,8 @@ ctypedef fused code:
     int8_t
 
 
-def convolve(const code[:, :, :, ::1] x, int x_zero_point, const int16_t[:, :, :, ::1] centred_filter, int32_t[:, :, :, ::1] out,
-             Py_ssize_t stride_h, Py_ssize_t stride_w, Py_ssize_t dilation_h, Py_ssize_t dilation_w,
+def convolve(const code[:, :, :, ::1] x, int x_zero_point, const int16_t[:, :, :, ::1] centred_filter, const int32_t[::1] bias,
+             int32_t[:, :, :, ::1] out, Py_ssize_t stride_h, Py_ssize_t stride_w, Py_ssize_t dilation_h, Py_ssize_t dilation_w,
              Py_ssize_t pad_top, Py_ssize_t pad_left):
     """The exact sums of a grouped convolution, [N, OH, OW, OC], from an NHWC input: a depthwise
     one's channels LANES at a time (:func:`_depthwise`), the other groups (and the last channels)
@@ -27,14 +27,14 @@ def convolve(const code[:, :, :, ::1] x, int x_zero_point, const int16_t[:, :, :
     cdef Py_ssize_t done = 0
     if per_group == 1 and outputs_per_group == 1:
         done = out.shape[3] - out.shape[3] % LANES
-        _depthwise(x, x_zero_point, centred_filter, out, stride_h, stride_w, dilation_h, dilation_w, pad_top, pad_left, done)
+        _depthwise(x, x_zero_point, centred_filter, bias, out, stride_h, stride_w, dilation_h, dilation_w, pad_top, pad_left, done)
     if done < out.shape[3]:
-        _groups(x, x_zero_point, centred_filter, out, stride_h, stride_w, dilation_h, dilation_w, pad_top, pad_left,
+        _groups(x, x_zero_point, centred_filter, bias, out, stride_h, stride_w, dilation_h, dilation_w, pad_top, pad_left,
                 done // outputs_per_group)
 
 
-cdef void _groups(const code[:, :, :, ::1] x, int x_zero_point, const int16_t[:, :, :, ::1] centred_filter, int32_t[:, :, :, ::1] out,
-                  Py_ssize_t stride_h, Py_ssize_t stride_w, Py_ssize_t dilation_h, Py_ssize_t dilation_w,
+cdef void _groups(const code[:, :, :, ::1] x, int x_zero_point, const int16_t[:, :, :, ::1] centred_filter, const int32_t[::1] bias,
+                  int32_t[:, :, :, ::1] out, Py_ssize_t stride_h, Py_ssize_t stride_w, Py_ssize_t dilation_h, Py_ssize_t dilation_w,
                   Py_ssize_t pad_top, Py_ssize_t pad_left, Py_ssize_t first_group) noexcept:
     """The groups from ``first_group`` on: for each tap and input channel of the group, its
     centred code times the weights of the group's outputs."""
@@ -54,7 +54,7 @@ cdef void _groups(const code[:, :, :, ::1] x, int x_zero_point, const int16_t[:,
                 for ow in range(out_w):
                     acc = &out[n, oh, ow, 0]
                     for j in range(first_group * outputs_per_group, channels_out):
-                        acc[j] = 0
+                        acc[j] = bias[j]
                     _taps(oh, stride_h, pad_top, dilation_h, kernel_h, height, &kh0, &kh1)
                     _taps(ow, stride_w, pad_left, dilation_w, kernel_w, width, &kw0, &kw1)
                     for kh in range(kh0, kh1):
@@ -73,7 +73,7 @@ cdef enum:
 
 
 cdef void _depthwise(const code[:, :, :, ::1] x, int x_zero_point, const int16_t[:, :, :, ::1] centred_filter,
-                     int32_t[:, :, :, ::1] out, Py_ssize_t stride_h, Py_ssize_t stride_w,
+                     const int32_t[::1] bias, int32_t[:, :, :, ::1] out, Py_ssize_t stride_h, Py_ssize_t stride_w,
                      Py_ssize_t dilation_h, Py_ssize_t dilation_w, Py_ssize_t pad_top, Py_ssize_t pad_left, Py_ssize_t channels) noexcept:
     """Depthwise (input channel = output channel), the first ``channels`` (a multiple of LANES):
     each output pixel's channels in blocks of LANES, each block summed over the whole window in
@@ -96,7 +96,7 @@ cdef void _depthwise(const code[:, :, :, ::1] x, int x_zero_point, const int16_t
                     for k in range(channels // LANES):
                         block = k * LANES
                         for lane in range(LANES):
-                            sums[lane] = 0
+                            sums[lane] = bias[block + lane]
                         for kh in range(kh0, kh1):
                             for kw in range(kw0, kw1):
                                 pixel = &x[n, oh * stride_h - pad_top + kh * dilation_h, ow * stride_w - pad_left + kw * dilation_w, block]
