@@ -178,7 +178,7 @@ class Requantizer:
     ``acc`` holds the integer core's exact sums (int32, or float32 when they are exact in it; a
     float32 ``acc`` may be overwritten), to which a call adds ``bias`` (int32, along the last axis)
     first: the compiled kernels in the same pass. The scales (float32) and the zero point
-    broadcast to ``acc``. onnxruntime: MLAS, ``float32(acc)`` times the float32 multiplier
+    broadcast to ``acc``. onnxruntime: MLAS, ``float32(acc + bias)`` times the float32 multiplier
     ``float32(scale_a * scale_b) / scale_out``.
 
     DirectML: the correctly rounded ideal value, in three tiers, each for the elements the one

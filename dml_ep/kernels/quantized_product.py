@@ -83,8 +83,8 @@ class PreparedQuantizedProduct:
                                     self.engine.compiled_kernels)
 
     def finish(self, acc: np.ndarray, tensors: dict) -> np.ndarray:
-        """The output values from the integer core's sums (u8s8 correction included) and the
-        :meth:`bias`; ``tensors`` gives the parameters bound at run time, whose scales are checked
+        """The output values from the integer core's sums (u8s8 correction included) and
+        :meth:`bias_of`; ``tensors`` gives the parameters bound at run time, whose scales are checked
         as they come."""
         if self.requantize is not None:
             return self.requantize(acc, self.bias_of(tensors))

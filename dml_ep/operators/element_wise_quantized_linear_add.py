@@ -123,9 +123,12 @@ def code_table(desc, tensors: dict, options, cache: dict) -> tuple[np.ndarray, n
             checked_scale(scale, tensor=field)
         codes_a = np.arange(256, dtype=np.uint8).view(a.dtype)[:, None]  # indexed by the code's byte
         codes_b = np.arange(256, dtype=np.uint8).view(b.dtype)[None, :]
-        add = _onnxruntime_add if options.onnxruntime else _directml_add
-        terms = mlas_terms(desc, *scales, *zero_points) if options.onnxruntime else None
-        made = cache[key] = (scales, zero_points), add(desc, codes_a, codes_b, *scales, *zero_points).reshape(-1), terms
+        if options.onnxruntime:
+            terms = mlas_terms(desc, *scales, *zero_points)
+            table = _onnxruntime_add(desc, codes_a, codes_b, terms)
+        else:
+            terms, table = None, _directml_add(desc, codes_a, codes_b, *scales, *zero_points)
+        made = cache[key] = (scales, zero_points), table.reshape(-1), terms
     return a, b, made[1], made[2]
 
 
@@ -159,7 +162,7 @@ def quantized_linear_add_compiled(desc, tensors: dict, options, cache: dict) -> 
     out = np.empty([a.shape[axis] for axis in axes], out_dtype)
     if not out.size:
         return out.transpose(back)
-    if terms is not None and computed_in_place(a.dtype, b.dtype, out_dtype):
+    if terms is not None and mlas_add_computed(a.dtype, b.dtype, out_dtype):
         swapped, r_ac, r_bc, fixed = terms
         first, second = ((b, b_rows, b_step), (a, a_rows, a_step)) if swapped else ((a, a_rows, a_step), (b, b_rows, b_step))
         native.quantized_add.add(address(first[0]), *first[1:], address(second[0]), *second[1:], out.view(np.uint8).reshape(-1), span,
@@ -170,7 +173,7 @@ def quantized_linear_add_compiled(desc, tensors: dict, options, cache: dict) -> 
     return out.transpose(back)
 
 
-def computed_in_place(a_dtype, b_dtype, out_dtype) -> bool:
+def mlas_add_computed(a_dtype, b_dtype, out_dtype) -> bool:
     """Whether MLAS's arithmetic is computed rather than looked up: one 8-bit type for A, B and the
     output (as onnxruntime's QLinearAdd has), and a build with a hardware FMA."""
     return native.quantized_add is not None and native.quantized_add.HARDWARE_FMA and a_dtype == b_dtype == out_dtype
@@ -200,9 +203,9 @@ def _directml_add(desc, a, b, sa, sb, sc, za, zb, zc) -> np.ndarray:
     return quantize.saturate(quantize.round_half_even_exact(estimate, compare_with_half), zc, out_dtype)
 
 
-def _onnxruntime_add(desc, a, b, sa, sb, sc, za, zb, zc) -> np.ndarray:
-    """MLAS's float32 arithmetic (:func:`mlas_terms`), rounded by cvtps2dq."""
-    swapped, r_ac, r_bc, fixed = mlas_terms(desc, sa, sb, sc, za, zb, zc)
+def _onnxruntime_add(desc, a, b, terms: tuple) -> np.ndarray:
+    """MLAS's float32 arithmetic with its :func:`mlas_terms`, rounded by cvtps2dq."""
+    swapped, r_ac, r_bc, fixed = terms
     a, b = (b, a) if swapped else (a, b)
     return mlas_add(a, b, r_ac, r_bc, fixed, desc.OutputTensor.DataType.numpy())
 

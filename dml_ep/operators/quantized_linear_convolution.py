@@ -409,8 +409,10 @@ class PreparedConvolution(PreparedQuantizedProduct):
 
     def bias_of(self, tensors: dict) -> np.ndarray | None:
         """The bias, for the requantize step to add; the direct loops start from it instead."""
-        if self.direct or self.bias is not None or self.desc.BiasTensor is None:
-            return None if self.direct else self.bias
+        if self.direct:
+            return None
+        if self.bias is not None or self.desc.BiasTensor is None:  # bound at initialization, or none
+            return self.bias
         return channels_last(tensors, self.desc, "BiasTensor").astype(np.int32)
 
     def _direct(self, tensors: dict, x_nhwc: np.ndarray) -> np.ndarray:
