@@ -139,6 +139,7 @@ def test_direct_convolution_matches_im2col(params):
         (node,) = compiled.plan.dml_nodes
         (prepared,) = [value for key, value in node.cache.items() if key[0] == "prepared"]
         assert prepared.direct
+        assert (prepared.requantized_rows is not None) == (arithmetic == "onnxruntime")  # MLAS's step in the loops
 
 
 @st.composite
@@ -223,6 +224,8 @@ def test_im2col_matches_its_twin(data, seed, dtype):
     desc = SimpleNamespace(StartPadding=start, EndPadding=end, Strides=strides, Dilations=dilations, GroupCount=groups,
                            OutputTensor=SimpleNamespace(Sizes=(2, channels, *out)))
     x = np.random.default_rng(seed).integers(0, 256, (2, *sizes, channels), dtype=np.uint8).view(dtype)
+    if data.draw(st.booleans()):  # an NCHW tensor's NHWC view, as a convolution's input mostly is
+        x = np.ascontiguousarray(x.transpose(0, 3, 1, 2)).transpose(0, 2, 3, 1)
     pad = np.uint8(seed % 256).view(dtype)
     np.testing.assert_array_equal(im2col(x, desc, kernel, pad, compiled=True), im2col(x, desc, kernel, pad))
 

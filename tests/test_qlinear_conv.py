@@ -126,6 +126,8 @@ CASES = {
     "per-channel-bias": dict(x_shape=(1, 8, 7, 7), w_shape=(10, 8, 3, 3), per_channel=True, bias=True, pads=[1, 1, 1, 1]),
     "bias-depthwise": dict(x_shape=(1, 6, 5, 5), w_shape=(6, 1, 3, 3), group=6, bias=True),
     "deep-k": dict(x_shape=(1, 64, 8, 8), w_shape=(8, 64, 5, 5), pads=[2, 2, 2, 2]),
+    # int32 sums beyond SUMS_BLOCK_BYTES: made and requantized in blocks of rows (compiled kernels)
+    "row-blocks": dict(x_shape=(1, 8, 64, 64), w_shape=(96, 8, 3, 3), pads=[1, 1, 1, 1], per_channel=True, bias=True),
 }
 # onnxruntime registers QLinearConv for (uint8, uint8), (uint8, int8) and (int8, int8) only.
 TYPES = {"u8s8": (np.uint8, np.int8), "u8u8": (np.uint8, np.uint8), "s8s8": (np.int8, np.int8)}
@@ -156,6 +158,18 @@ def test_onnxruntime_arithmetic_matches_onnxruntime(case):
     model, feeds, *_ = conv_case(**case)
     _assert_mapped(model)
     assert_onnxruntime_mode_exact(model, feeds)
+
+
+def test_row_blocks_are_taken_where_the_sums_exceed_a_block():
+    """The "row-blocks" case runs in blocks on the compiled kernels (4096 rows of 96 int32 sums:
+    1.5 MiB), so the grid above checks them against onnxruntime and the rounded ideal."""
+    from dml_ep.operators.quantized_linear_convolution import SUMS_BLOCK_BYTES
+
+    model, *_ = conv_case(**CASES["row-blocks"])
+    session = dml_ep.InferenceSession(model, engine="onnxruntime")
+    (node,) = session.plan.dml_nodes
+    (prepared,) = [value for key, value in node.cache.items() if key[0] == "prepared"]
+    assert 4096 * 96 * 4 > SUMS_BLOCK_BYTES and prepared.block_rows == 2048
 
 
 @pytest.mark.parametrize("case", GRID)

@@ -25,7 +25,7 @@ def im2col(x_nhwc: np.ndarray, desc, kernel: tuple[int, int], pad_code, compiled
     elif compiled and native.im2col is not None:
         out_h, out_w = desc.OutputTensor.Sizes[-2:]
         columns = np.empty((batch * out_h * out_w, kernel[0] * kernel[1] * channels), x_nhwc.dtype)
-        native.im2col.im2col(np.ascontiguousarray(x_nhwc).view(np.uint8), int(np.asarray(pad_code).view(np.uint8)), *kernel,
+        native.im2col.im2col(x_nhwc.view(np.uint8), int(np.asarray(pad_code).view(np.uint8)), *kernel,
                              stride_h, stride_w, dilation_h, dilation_w, pad_top, pad_left, out_h, out_w, columns.view(np.uint8))
     else:
         if any(desc.StartPadding + desc.EndPadding):

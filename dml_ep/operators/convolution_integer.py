@@ -131,12 +131,14 @@ class PreparedConvolutionInteger(PreparedConvolution):
     zero point bound at run time is read at each run (a run-time filter zero point: one engine
     product per value met)."""
 
+    REQUANTIZE_FIELDS = ()  # the output is the sums
+
     def __init__(self, desc, tensors: dict, arithmetic, engine, products: dict):
         super().__init__(desc, tensors, arithmetic, engine, products)
         self.saturates_u8s8 = arithmetic.saturates_u8s8(desc.FilterTensor, desc.InputTensor)  # MLAS's A is the filter
 
     def prepare_finish(self, tensors: dict, arithmetic) -> None:
-        pass  # the output is the sums
+        self.requantize = None
 
     def finish(self, acc: np.ndarray, tensors: dict) -> np.ndarray:
         return acc.astype(np.int32)

@@ -323,6 +323,13 @@ def filter_matrix(desc, tensors) -> tuple[np.ndarray, np.ndarray]:
 # against 6.0 ms through im2col, 4 channels 6.8 against 3.9; depthwise 1x96x112x112 2.8 against 70.
 DIRECT_CHANNELS_PER_GROUP = 2
 
+# Where the engine runs compiled kernels, a convolution whose int32 sums exceed this many bytes
+# makes and requantizes them in blocks of rows of at most this size, each while it is in L2
+# (measured on a 2-core Xeon, 2 MiB of L2 per core, GEMM and requantize step: 12544x16x96 606 us
+# whole, 443 us in blocks of 2048 rows; 3136x24x144 190 and 165; smaller outputs gain nothing
+# and lose a call per block).
+SUMS_BLOCK_BYTES = 1 << 20
+
 
 class PreparedConvolution(PreparedQuantizedProduct):
     """A convolution desc prepared: its scalar parameters, the filter as the engine's product, and
@@ -343,6 +350,25 @@ class PreparedConvolution(PreparedQuantizedProduct):
         if filter_sizes[1] == 1 and filter_sizes[0] == desc.GroupCount:  # depthwise: MLAS's depthwise kernels are exact
             self.saturates_u8s8 = False
         self.direct = self.direct and not self.saturates_u8s8  # the u8s8 correction reads im2col rows
+        compiled_step = self.requantize is not None and self.requantize.compiled and not self.saturates_u8s8
+        self.block_rows = self.block_rows if compiled_step else None
+        # MLAS's requantize step in the direct loops, on each output row while it is in cache
+        self.requantized_rows = None
+        if compiled_step and self.direct and self.requantize.onnxruntime:
+            out_w, out_channels = desc.OutputTensor.Sizes[-1], desc.OutputTensor.Sizes[1]
+            self.requantized_rows = self.requantize.along_columns(out_channels, out_w)
+
+    def __call__(self, tensors: dict) -> np.ndarray:
+        if self.requantized_rows is not None:
+            return self.output(self._direct(tensors, self.operand(tensors), self.requantized_rows))
+        if self.block_rows is None:
+            return super().__call__(tensors)
+        columns, product, bias = self.operand(tensors), self._product(tensors), self.bias_of(tensors)
+        codes = np.empty((columns.shape[0], self.desc.OutputTensor.Sizes[1]), self.desc.OutputTensor.DataType.numpy())
+        for start in range(0, len(columns), self.block_rows):
+            rows = slice(start, start + self.block_rows)
+            self.requantize(product(columns[rows], self.zero_point), bias, out=codes[rows])
+        return self.output(self._channels_last(codes))
 
     def prepare(self, tensors: dict) -> None:
         """``tensors`` holds the buffers bound at initialization: a zero point not among them comes
@@ -359,8 +385,18 @@ class PreparedConvolution(PreparedQuantizedProduct):
         self.direct = (self.engine.compiled_kernels and native.direct_convolution is not None and desc.GroupCount > 1
                        and desc.FilterTensor.Sizes[1] <= DIRECT_CHANNELS_PER_GROUP)
         self.direct_filter = centred_filter(desc, tensors) if self.direct and self.constant else None
+        self.block_rows = self._block_rows()
         if self.constant and not self.direct:
             self._product(tensors)
+
+    def _block_rows(self) -> int | None:
+        """The rows of each block of sums (``SUMS_BLOCK_BYTES``), for a constant filter of one
+        group on the compiled kernels; None: the sums in one piece. Equal blocks, rounded up to
+        a multiple of 64 rows (the requantize step folds rows in powers of two)."""
+        if not (self.REQUANTIZE_FIELDS and self.engine.compiled_kernels and self.constant and not self.direct and self.desc.GroupCount == 1):
+            return None
+        blocks = -(-self.rows * 4 * self.desc.OutputTensor.Sizes[1] // SUMS_BLOCK_BYTES)
+        return -(-self.rows // blocks // 64) * 64 if blocks > 1 else None
 
     def _input_zero_point(self, tensors: dict) -> None:
         """The input's zero point (0 where absent or not given), and the code padding reads."""
@@ -382,7 +418,7 @@ class PreparedConvolution(PreparedQuantizedProduct):
         if key in self.products:
             return self.products[key]
         b, b_zero_point = filter_matrix(self.desc, tensors)
-        return self.product(b, b_zero_point, self.rows)
+        return self.product(b, b_zero_point, self.block_rows or self.rows)
 
     def operand(self, tensors: dict) -> np.ndarray:
         """This run's input as GEMM rows (:func:`~dml_ep.kernels.im2col.im2col`); for the direct
@@ -415,18 +451,26 @@ class PreparedConvolution(PreparedQuantizedProduct):
             return self.bias
         return channels_last(tensors, self.desc, "BiasTensor").astype(np.int32)
 
-    def _direct(self, tensors: dict, x_nhwc: np.ndarray) -> np.ndarray:
+    def _direct(self, tensors: dict, x_nhwc: np.ndarray, requantize: tuple | None = None) -> np.ndarray:
         """The sums from the compiled direct loops, bias included (measured: summing from zero
-        instead, the loops ran 3.6x slower), [N, OH, OW, OC] int32."""
+        instead, the loops ran 3.6x slower), [N, OH, OW, OC] int32; with ``requantize``, MLAS's
+        requantize step's parameters along an output row (:meth:`Requantizer.along_columns`),
+        the codes."""
         desc = self.desc
         weights = self.direct_filter if self.direct_filter is not None else centred_filter(desc, tensors)
         bias = self.bias if self.bias is not None else (
             channels_last(tensors, desc, "BiasTensor") if desc.BiasTensor is not None else np.zeros(weights.shape[-1], np.int32))
+        bias = np.ascontiguousarray(bias, np.int32)
+        geometry = (*desc.Strides, *desc.Dilations, *desc.StartPadding)
         batch, out_channels, out_h, out_w = desc.OutputTensor.Sizes
-        out = np.empty((batch, out_h, out_w, out_channels), np.int32)
-        native.direct_convolution.convolve(x_nhwc, self.zero_point, weights, np.ascontiguousarray(bias, np.int32), out,
-                                           *desc.Strides, *desc.Dilations, *desc.StartPadding)
-        return out
+        if requantize is None:
+            out = np.empty((batch, out_h, out_w, out_channels), np.int32)
+            native.direct_convolution.convolve(x_nhwc, self.zero_point, weights, bias, out, *geometry)
+            return out
+        codes = np.empty((batch, out_h, out_w, out_channels), desc.OutputTensor.DataType.numpy())
+        native.direct_convolution.convolve_requantized(x_nhwc, self.zero_point, weights, bias, *requantize,
+                                                       codes.view(np.uint8).reshape(batch, out_h, -1), out_w, *geometry)
+        return codes
 
     def u8s8_correction(self, tensors: dict, operand: np.ndarray) -> np.ndarray:
         # the columns are MLAS's NHWC im2col: K is kernel tap outer, input channel inner

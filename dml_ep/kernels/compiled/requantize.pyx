@@ -13,13 +13,7 @@ anything it could otherwise keep in registers).
 from libc.math cimport fabs
 from libc.stdint cimport int32_t, int64_t, uint8_t
 
-ctypedef fused accumulator:
-    float
-    int32_t
-
-cdef union Bits:
-    float value
-    int32_t bits
+include "requantize_row.pxi"
 
 
 def mlas(const accumulator[:, ::1] acc, const int32_t[::1] bias, const float[::1] multiplier, const float[::1] low, const float[::1] high,
@@ -32,20 +26,6 @@ def mlas(const accumulator[:, ::1] acc, const int32_t[::1] bias, const float[::1
     with nogil:
         for r in range(rows):
             _codes(&acc[r, 0], &bias[0], &multiplier[0], &low[0], &high[0], &zero_byte[0], &out[r, 0], columns)
-
-
-cdef inline void _codes(const accumulator* sums, const int32_t* bias, const float* m, const float* lo, const float* hi, const uint8_t* zp,
-                        uint8_t* codes, Py_ssize_t columns) noexcept nogil:
-    """One row of :func:`mlas` (and of :func:`directml`'s float32 tier, ``m`` its ratio)."""
-    cdef float addend = 12582912.0, v
-    cdef Bits rounded
-    cdef Py_ssize_t c
-    for c in range(columns):
-        v = <float>(sums[c] + bias[c]) * m[c]
-        v = lo[c] if v < lo[c] else v
-        v = hi[c] if v > hi[c] else v
-        rounded.value = v + addend
-        codes[c] = <uint8_t>(<uint8_t>rounded.bits + zp[c])
 
 
 def directml(const accumulator[:, ::1] acc, const int32_t[::1] bias, const float[::1] ratio32, const float[::1] low, const float[::1] high,
