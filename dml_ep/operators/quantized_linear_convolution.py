@@ -341,8 +341,10 @@ class PreparedConvolution(PreparedQuantizedProduct):
     their twin, which the numpy engine runs."""
 
     A_FIELD, B_FIELD = "InputTensor", "FilterTensor"
-    REQUANTIZE_FIELDS = ("InputScaleTensor", "FilterScaleTensor", "OutputScaleTensor", "OutputZeroPointTensor")
+    REQUANTIZE_FIELDS: tuple[str, ...] = ("InputScaleTensor", "FilterScaleTensor", "OutputScaleTensor", "OutputZeroPointTensor")
     direct: bool
+    block_rows: int | None  # the rows of each block of sums (:meth:`_block_rows`); None: in one piece
+    requantized_rows: tuple | None  # MLAS's requantize step along an output row, for the direct loops
 
     def __init__(self, desc, tensors: dict, arithmetic, engine, products: dict):
         super().__init__(desc, tensors, arithmetic, engine, products)
@@ -350,24 +352,25 @@ class PreparedConvolution(PreparedQuantizedProduct):
         if filter_sizes[1] == 1 and filter_sizes[0] == desc.GroupCount:  # depthwise: MLAS's depthwise kernels are exact
             self.saturates_u8s8 = False
         self.direct = self.direct and not self.saturates_u8s8  # the u8s8 correction reads im2col rows
-        compiled_step = self.requantize is not None and self.requantize.compiled and not self.saturates_u8s8
+        requantize = self.requantize
+        compiled_step = requantize is not None and requantize.compiled and not self.saturates_u8s8
         self.block_rows = self.block_rows if compiled_step else None
-        # MLAS's requantize step in the direct loops, on each output row while it is in cache
-        self.requantized_rows = None
-        if compiled_step and self.direct and self.requantize.onnxruntime:
+        self.requantized_rows = None  # MLAS's step in the direct loops, on each output row while it is in cache
+        if requantize is not None and compiled_step and self.direct and requantize.onnxruntime:
             out_w, out_channels = desc.OutputTensor.Sizes[-1], desc.OutputTensor.Sizes[1]
-            self.requantized_rows = self.requantize.along_columns(out_channels, out_w)
+            self.requantized_rows = requantize.along_columns(out_channels, out_w)
 
     def __call__(self, tensors: dict) -> np.ndarray:
         if self.requantized_rows is not None:
             return self.output(self._direct(tensors, self.operand(tensors), self.requantized_rows))
-        if self.block_rows is None:
+        requantize = self.requantize
+        if self.block_rows is None or requantize is None:
             return super().__call__(tensors)
         columns, product, bias = self.operand(tensors), self._product(tensors), self.bias_of(tensors)
         codes = np.empty((columns.shape[0], self.desc.OutputTensor.Sizes[1]), self.desc.OutputTensor.DataType.numpy())
         for start in range(0, len(columns), self.block_rows):
             rows = slice(start, start + self.block_rows)
-            self.requantize(product(columns[rows], self.zero_point), bias, out=codes[rows])
+            requantize(product(columns[rows], self.zero_point), bias, out=codes[rows])
         return self.output(self._channels_last(codes))
 
     def prepare(self, tensors: dict) -> None:
