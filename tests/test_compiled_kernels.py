@@ -49,6 +49,15 @@ def test_requantize_matches_its_twin(data, dtype, sums_dtype, scales, seed):
         np.testing.assert_array_equal(compiled, twin)
 
 
+def test_requantize_takes_each_calls_bias():
+    """The compiled step keeps a bias's row between calls: another bias, or none, is not the kept one."""
+    acc = np.arange(-60, 60, dtype=np.int32).reshape(4, 30)
+    requantize = Requantizer(np.float32(0.5), np.float32(1), np.float32(1), 0, np.int8, ARITHMETICS[1], compiled=True)
+    for bias in (np.full(30, 7, np.int32), np.full(30, -9, np.int32), None, np.full(30, 7, np.int32)):
+        expected = np.clip(np.round((acc + (0 if bias is None else bias)) / 2), -128, 127)  # halves to even
+        np.testing.assert_array_equal(requantize(acc, bias), expected)
+
+
 def test_requantize_settles_exact_ties_compiled():
     """Ratio 1/2: every odd sum is an exact half, which the compiled pass hands to the exact tier."""
     acc = np.arange(-301, 302, dtype=np.int32).reshape(1, -1)

@@ -193,6 +193,7 @@ class Requantizer:
         self.zero_point, self.dtype, self.onnxruntime = zero_point, dtype, arithmetic.onnxruntime
         self.compiled = compiled and native.requantize is not None
         self._columns: dict[tuple[int, int], tuple | None] = {}
+        self._bias_rows: dict[tuple[int, int], tuple] = {}
         with np.errstate(over="ignore"):  # extreme scales overflow to inf in float32, as in MLAS
             self.multiplier = (scale_a * scale_b) / scale_out
         self.scale_in, self.scale_out = scale_a.astype(np.float64) * scale_b.astype(np.float64), scale_out
@@ -260,11 +261,22 @@ class Requantizer:
             self._columns[columns, fold] = made
         return self._columns[columns, fold]
 
+    def _bias_row(self, bias: np.ndarray | None, columns: int, fold: int) -> np.ndarray:
+        """``bias`` (None: zeros) along a folded row, as the kernels add it; kept while the
+        caller passes the same array (a constant bias is one array for the node's life; making
+        the row costs more than the kernel on a small product)."""
+        kept = self._bias_rows.get((columns, fold))
+        if kept is not None and kept[0] is bias:
+            return kept[1]
+        row = np.zeros(columns * fold, np.int32) if bias is None else np.tile(np.broadcast_to(bias, (columns,)).astype(np.int32), fold)
+        self._bias_rows[columns, fold] = (bias, row)
+        return row
+
     def _compiled(self, acc: np.ndarray, parameters: tuple, bias: np.ndarray | None, fold: int, codes: np.ndarray) -> np.ndarray:
         """The compiled requantize step (``kernels.compiled.requantize``) into ``codes``, on
         [rows, columns] views, ``fold`` rows taken as one (:func:`folded_rows`)."""
         sums = acc.reshape(-1, acc.shape[-1] * fold)
-        add = np.zeros(sums.shape[1], np.int32) if bias is None else np.tile(np.broadcast_to(bias, acc.shape[-1:]).astype(np.int32), fold)
+        add = self._bias_row(bias, acc.shape[-1], fold)
         out = codes.view(np.uint8).reshape(sums.shape)
         if self.onnxruntime:
             native.requantize.mlas(sums, add, *parameters, out)
