@@ -59,8 +59,9 @@ def level_stub(stem: str, level: str) -> Path:
     return stub
 
 
-extensions = [Extension(f"dml_ep.kernels.compiled.{source.stem}", [str(source)], optional=True) for source in sorted(SOURCES.glob("*.pyx"))]
+SHARED = dict(include_dirs=[str(SOURCES)], depends=[str(header) for header in SOURCES.glob("*.h")], optional=True)  # C headers
+extensions = [Extension(f"dml_ep.kernels.compiled.{source.stem}", [str(source)], **SHARED) for source in sorted(SOURCES.glob("*.pyx"))]
 if platform.machine().lower() in ("x86_64", "amd64"):
-    extensions += [Extension(f"dml_ep.kernels.compiled.{stem}_{level}", [str(level_stub(stem, level))], optional=True)
+    extensions += [Extension(f"dml_ep.kernels.compiled.{stem}_{level}", [str(level_stub(stem, level))], **SHARED)
                    for stem in WIDER for level in LEVELS]
 setup(ext_modules=cythonize(extensions, compiler_directives=DIRECTIVES), cmdclass={"build_ext": BuildExt})
