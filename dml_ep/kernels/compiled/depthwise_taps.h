@@ -20,7 +20,7 @@
 
 #if defined(__AVX512BW__)
 #define DML_TAPS16(name, code, widen)                                                                                   \
-    static inline void name(int32_t *sums, const int32_t *start, const code *pixels, const ptrdiff_t *offsets,          \
+    static void name(int32_t *sums, const int32_t *start, const code *pixels, const ptrdiff_t *offsets,          \
                             const int32_t *weights, ptrdiff_t step, ptrdiff_t taps)                                     \
     {                                                                                                                   \
         __m512i s = _mm512_loadu_si512((const void *)start);                                                            \
@@ -34,7 +34,7 @@ DML_TAPS16(dml_taps16_uint8, uint8_t, _mm512_cvtepu8_epi32)
 DML_TAPS16(dml_taps16_int8, int8_t, _mm512_cvtepi8_epi32)
 #elif defined(__AVX2__)
 #define DML_TAPS16(name, code, widen)                                                                                   \
-    static inline void name(int32_t *sums, const int32_t *start, const code *pixels, const ptrdiff_t *offsets,          \
+    static void name(int32_t *sums, const int32_t *start, const code *pixels, const ptrdiff_t *offsets,          \
                             const int32_t *weights, ptrdiff_t step, ptrdiff_t taps)                                     \
     {                                                                                                                   \
         __m256i s0 = _mm256_loadu_si256((const __m256i *)start), s1 = _mm256_loadu_si256((const __m256i *)(start + 8)); \
@@ -54,7 +54,7 @@ DML_TAPS16(dml_taps16_uint8, uint8_t, _mm256_cvtepu8_epi32)
 DML_TAPS16(dml_taps16_int8, int8_t, _mm256_cvtepi8_epi32)
 #else
 #define DML_TAPS16(name, code)                                                                                          \
-    static inline void name(int32_t *sums, const int32_t *start, const code *pixels, const ptrdiff_t *offsets,          \
+    static void name(int32_t *sums, const int32_t *start, const code *pixels, const ptrdiff_t *offsets,          \
                             const int32_t *weights, ptrdiff_t step, ptrdiff_t taps)                                     \
     {                                                                                                                   \
         int32_t s[16];                                                                                                  \
