@@ -338,7 +338,10 @@ class PreparedConvolution(PreparedQuantizedProduct):
 
     A grouped convolution with few channels per group (``direct``) computes its sums with the
     compiled direct loops instead, from the input channels last; the im2col and GEMM path is
-    their twin, which the numpy engine runs."""
+    their twin, which the numpy engine runs. On the compiled kernels, the direct loops also run
+    MLAS's requantize step on each output row (``requantized_rows``), and sums beyond
+    ``SUMS_BLOCK_BYTES`` are made and requantized in blocks of rows (``block_rows``); both give
+    the bits of the one-piece path."""
 
     A_FIELD, B_FIELD = "InputTensor", "FilterTensor"
     REQUANTIZE_FIELDS: tuple[str, ...] = ("InputScaleTensor", "FilterScaleTensor", "OutputScaleTensor", "OutputZeroPointTensor")
