@@ -151,6 +151,16 @@ def test_direct_convolution_matches_im2col(params):
         assert (prepared.requantized_rows is not None) == (arithmetic == "onnxruntime")  # MLAS's step in the loops
 
 
+def test_direct_convolution_refuses_requantize_parameters_short_of_a_row():
+    """convolve_requantized reads its parameters along an output row: fewer is an error, not a read past them."""
+    x = np.zeros((1, 4, 4, 16), np.uint8)
+    weights, bias = np.zeros((3, 3, 1, 16), np.int16), np.zeros(16, np.int32)
+    out = np.empty((1, 4, 4 * 16), np.uint8)
+    short = (np.ones(16, np.float32), np.zeros(16, np.float32), np.full(16, 255, np.float32), np.zeros(16, np.uint8))
+    with pytest.raises(ValueError, match="cover an output row"):
+        native.direct_convolution.convolve_requantized(x, 0, weights, bias, *short, out, 4, 1, 1, 1, 1, 1, 1)
+
+
 @st.composite
 def float_values(draw):
     """float32 values with their scale: random, within a hair of a half-integer quotient or on

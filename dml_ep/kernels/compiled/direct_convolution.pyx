@@ -58,6 +58,8 @@ def convolve_requantized(const code[:, :, :, ::1] x, int x_zero_point, const int
     the sums) on each output row: codes as bytes, [N, OH, OW * OC]; the other parameters are
     given per element of a row (OW * OC, a channel's repeated)."""
     cdef Py_ssize_t width = out.shape[2], n, oh
+    if min(multiplier.shape[0], low.shape[0], high.shape[0], zero_byte.shape[0]) != width:
+        raise ValueError(f"the requantize parameters must cover an output row ({width} values)")
     if width == 0:
         return
     cdef Window window = _window(x, x_zero_point, centred_filter, bias, out_w, width // out_w, stride_h, stride_w, dilation_h,
