@@ -59,7 +59,8 @@ def level_stub(stem: str, level: str) -> Path:
     return stub
 
 
-SHARED = dict(include_dirs=[str(SOURCES)], depends=[str(header) for header in SOURCES.glob("*.h")], optional=True)  # C headers
+# Every module: the kernels' C headers found and tracked (a changed header rebuilds), and optional.
+SHARED = dict(include_dirs=[str(SOURCES)], depends=[str(header) for header in SOURCES.glob("*.h")], optional=True)
 extensions = [Extension(f"dml_ep.kernels.compiled.{source.stem}", [str(source)], **SHARED) for source in sorted(SOURCES.glob("*.pyx"))]
 if platform.machine().lower() in ("x86_64", "amd64"):
     extensions += [Extension(f"dml_ep.kernels.compiled.{stem}_{level}", [str(level_stub(stem, level))], **SHARED)

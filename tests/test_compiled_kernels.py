@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_properties import conv_params, product_scales, seeds, zero_point
-from test_qlinear_conv import conv_case
+from test_qlinear_conv import conv_case, prepared_convolution
 
 import dml_ep
 from dml_ep.arithmetic import Arithmetic
@@ -56,6 +56,16 @@ def test_requantize_takes_each_calls_bias():
     for bias in (np.full(30, 7, np.int32), np.full(30, -9, np.int32), None, np.full(30, 7, np.int32)):
         expected = np.clip(np.round((acc + (0 if bias is None else bias)) / 2), -128, 127)  # halves to even
         np.testing.assert_array_equal(requantize(acc, bias), expected)
+
+
+def test_requantize_writes_into_any_out():
+    """``out``: a C-contiguous one written by the kernel, a strided one given the same codes."""
+    acc = np.arange(-60, 60, dtype=np.int32).reshape(4, 30)
+    requantize = Requantizer(np.float32(0.5), np.float32(1), np.float32(1), 0, np.int8, ARITHMETICS[1], compiled=True)
+    expected = requantize(acc)
+    for out in (np.empty((4, 30), np.int8), np.empty((30, 4), np.int8).T):
+        assert requantize(acc, out=out) is out
+        np.testing.assert_array_equal(out, expected)
 
 
 def test_requantize_settles_exact_ties_compiled():
@@ -145,8 +155,7 @@ def test_direct_convolution_matches_im2col(params):
         compiled = dml_ep.InferenceSession(model, arithmetic=arithmetic, engine="onnxruntime")
         twin = dml_ep.InferenceSession(model, arithmetic=arithmetic, engine="numpy")
         np.testing.assert_array_equal(compiled.run(None, feeds)[0], twin.run(None, feeds)[0])
-        (node,) = compiled.plan.dml_nodes
-        (prepared,) = [value for key, value in node.cache.items() if key[0] == "prepared"]
+        prepared = prepared_convolution(compiled)
         assert prepared.direct
         assert (prepared.requantized_rows is not None) == (arithmetic == "onnxruntime")  # MLAS's step in the loops
 

@@ -166,10 +166,15 @@ def test_row_blocks_are_taken_where_the_sums_exceed_a_block():
     from dml_ep.operators.quantized_linear_convolution import SUMS_BLOCK_BYTES
 
     model, *_ = conv_case(**CASES["row-blocks"])
-    session = dml_ep.InferenceSession(model, engine="onnxruntime")
+    prepared = prepared_convolution(dml_ep.InferenceSession(model, engine="onnxruntime"))
+    assert 4096 * 96 * 4 > SUMS_BLOCK_BYTES and prepared.block_rows == 2048
+
+
+def prepared_convolution(session):
+    """The prepared kernel of a session's single DML node (a convolution), as its runs use it."""
     (node,) = session.plan.dml_nodes
     (prepared,) = [value for key, value in node.cache.items() if key[0] == "prepared"]
-    assert 4096 * 96 * 4 > SUMS_BLOCK_BYTES and prepared.block_rows == 2048
+    return prepared
 
 
 @pytest.mark.parametrize("case", GRID)

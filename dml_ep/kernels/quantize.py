@@ -204,8 +204,11 @@ class Requantizer:
         self.ratio32 = ratio32 if np.all(normal) else None
 
     def __call__(self, acc: np.ndarray, bias: np.ndarray | None = None, out: np.ndarray | None = None) -> np.ndarray:
-        """The codes, in ``out`` if given (C-contiguous, ``acc``'s shape, the output type)."""
-        if self.compiled and acc.dtype in _COMPILED_SUMS and acc.flags.c_contiguous and acc.ndim and (bias is None or acc.dtype == np.int32):
+        """The codes, in ``out`` if given (``acc``'s shape, the output type; the compiled kernels
+        write into a C-contiguous one, the twin's codes are copied into any other)."""
+        writable = out is None or out.flags.c_contiguous
+        if self.compiled and acc.dtype in _COMPILED_SUMS and acc.flags.c_contiguous and acc.ndim and writable and (
+                bias is None or acc.dtype == np.int32):
             columns = acc.shape[-1]
             fold = folded_rows(acc.size // columns if columns else 0, columns)
             parameters = self.along_columns(columns, fold)

@@ -129,8 +129,8 @@ cdef void _release(Window* window) noexcept:
 cdef void _row(const code[:, :, :, ::1] x, int x_zero_point, const int16_t[:, :, :, ::1] centred_filter, const int32_t[::1] bias,
                const Window* window, Py_ssize_t n, Py_ssize_t oh, int32_t* row) noexcept nogil:
     """Output row ``oh`` of image ``n``, [OW, OC]: a depthwise convolution's channels LANES at a
-    time (:func:`_depthwise`), the other groups (and the last channels) one by one
-    (:func:`_groups`)."""
+    time (:func:`_depthwise_inside` where the window lies inside the input, else
+    :func:`_depthwise`), the other groups (and the last channels) one by one (:func:`_groups`)."""
     cdef Py_ssize_t kernel_h = centred_filter.shape[0], kernel_w = centred_filter.shape[1], ow, kh0, kh1, kw0, kw1
     cdef Py_ssize_t ih = oh * window.stride_h - window.pad_top, iw
     _taps(oh, window.stride_h, window.pad_top, window.dilation_h, kernel_h, x.shape[1], &kh0, &kh1)
