@@ -22,8 +22,19 @@ The engine also chooses the kernels around the sums: ``"onnxruntime"`` runs dml_
 kernels (``dml_ep.kernels.compiled``, where built), ``"numpy"`` their numpy twins, so that the two
 engines cross-check those too.
 
-Neither engine emulates onnxruntime's u8s8 saturation: the kernels add it on top, once, where
-the arithmetic asks for it. ``DML_EP_ENGINE`` in the environment sets the default engine.
+Exactness, per onnxruntime kernel kind (MLAS, x86-64, measured by ``arithmetic.host_saturates_u8s8``
+and pinned in tests/test_engines.py): uint8 x uint8, int8 x uint8 and int8 x int8 products are
+exact on every CPU (MLAS widens them to 16 bits, or has VNNI); uint8 x int8 is exact with
+AVX512-VNNI or AVX-VNNI and on ARM64, and saturates pairs of products to int16 on AVX2 without VNNI
+(VPMADDUBSW). So the exact products every caller relies on (the "directml" arithmetic, the
+"onnxruntime" arithmetic on a host that does not saturate, compare's ideal values) never go in as
+uint8 x int8 on a saturating host.
+
+Where the "onnxruntime" arithmetic asks for onnxruntime's saturated sums on a host whose
+onnxruntime saturates, the onnxruntime engine makes them with that same kernel (``saturating``:
+B goes in as its raw int8 codes), as fast as an exact product; the numpy engine has no such kernel
+(``saturates_u8s8`` False), and the kernels add ``kernels/u8s8.py``'s correction to its exact sums
+instead. ``DML_EP_ENGINE`` in the environment sets the default engine.
 """
 
 from __future__ import annotations
@@ -104,25 +115,30 @@ class Engine:
 
     name: str
     compiled_kernels: bool  # whether the kernels around the sums run compiled (else their numpy twins)
+    saturates_u8s8: bool  # whether it can make uint8 x int8 sums saturated as the host's onnxruntime does
 
     def __init__(self):
         self._products = weakref.WeakValueDictionary()
 
-    def product(self, b: np.ndarray, b_zero_point, constant: bool = True, rows=None):
+    def product(self, b: np.ndarray, b_zero_point, constant: bool = True, rows=None, saturating: bool = False):
         """The product for B (``constant``: B bound now; else B comes with each call, and only its
-        dtype and rank matter). ``rows`` is how many rows of A a call is expected to bring."""
+        dtype and rank matter). ``rows`` is how many rows of A a call is expected to bring.
+        ``saturating``: onnxruntime's saturated uint8 x int8 sums instead of the exact ones (only
+        where ``saturates_u8s8``)."""
+        if saturating and not self.saturates_u8s8:
+            raise ValueError(f"the {self.name} engine has no saturating uint8 x int8 product on this host")
         threads = self._threads(b, rows)
         b_key = content_key(b) if constant else (b.dtype.str, b.ndim)
-        key = (b_key, content_key(b_zero_point), constant, threads)
+        key = (b_key, content_key(b_zero_point), constant, threads, saturating)
         made = self._products.get(key)
         if made is None:
-            made = self._products[key] = self._make(b, b_zero_point, constant, threads)
+            made = self._products[key] = self._make(b, b_zero_point, constant, threads, saturating)
         return made
 
     def _threads(self, b: np.ndarray, rows) -> int:
         return 1
 
-    def _make(self, b, b_zero_point, constant: bool, threads: int):
+    def _make(self, b, b_zero_point, constant: bool, threads: int, saturating: bool):
         """A new product (each engine makes its own)."""
         raise NotImplementedError
 
@@ -132,8 +148,9 @@ class NumpyEngine(Engine):
 
     name = "numpy"
     compiled_kernels = False
+    saturates_u8s8 = False
 
-    def _make(self, b, b_zero_point, constant, threads) -> "NumpyProduct":
+    def _make(self, b, b_zero_point, constant, threads, saturating) -> "NumpyProduct":
         return NumpyProduct(b, b_zero_point, constant)
 
 
@@ -166,15 +183,20 @@ class OnnxruntimeEngine(Engine):
     compiled_kernels = True
 
     @functools.cached_property
-    def signed_b(self) -> bool:
-        """Whether B goes in as int8: only where the host does not saturate u8s8 pairs. Measured at
-        the first product, so that a model with none makes no probe session."""
+    def saturates_u8s8(self) -> bool:  # type: ignore[override]
+        """Whether the host's onnxruntime saturates uint8 x int8 pairs. Measured at the first
+        product, so that a model with none makes no probe session."""
         from .arithmetic import host_saturates_u8s8
 
-        return not host_saturates_u8s8()
+        return host_saturates_u8s8()
 
-    def _make(self, b, b_zero_point, constant, threads) -> "OnnxruntimeProduct":
-        return OnnxruntimeProduct(self, b, b_zero_point, constant, threads)
+    @property
+    def signed_b(self) -> bool:
+        """Whether an exact product may take B as int8: only where the host does not saturate."""
+        return not self.saturates_u8s8
+
+    def _make(self, b, b_zero_point, constant, threads, saturating) -> "OnnxruntimeProduct":
+        return OnnxruntimeProduct(b, b_zero_point, constant, threads, signed_b=saturating or self.signed_b)
 
     def _threads(self, b: np.ndarray, rows) -> int:
         """``rows``, the rows of A a call is expected to bring, sizes the session's thread pool: a
@@ -216,16 +238,17 @@ class OnnxruntimeEngine(Engine):
 
 class OnnxruntimeProduct:
     """One onnxruntime MatMulInteger session for one B: an initializer when ``constant``, else B
-    comes with each call (of the dtype and rank given here).
+    comes with each call (of the dtype and rank given here). An int8 B goes in as int8 where
+    ``signed_b``, else shifted to uint8 (exact on every CPU).
 
     Its zero point goes in as MatMulInteger's per-column ``b_zero_point`` where onnxruntime takes
     that shape (B of rank 2, or a scalar); otherwise B is multiplied uncentred and
     ``zb * sum_k (a - za)`` is taken off after.
     """
 
-    def __init__(self, engine: OnnxruntimeEngine, b: np.ndarray, b_zero_point, constant: bool, threads: int):
+    def __init__(self, b: np.ndarray, b_zero_point, constant: bool, threads: int, signed_b: bool):
         self.b_dtype = b.dtype
-        self.signed_b = engine.signed_b
+        self.signed_b = signed_b
         zero_point = np.asarray(b_zero_point, np.int64)
         self.late_zero_point = None
         if zero_point.ndim and not (b.ndim == 2 and zero_point.ndim == 1):  # a shape MatMulInteger refuses

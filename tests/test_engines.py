@@ -12,7 +12,9 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import dml_ep
+from dml_ep.arithmetic import host_saturates_u8s8
 from dml_ep.engines import ENGINES, get_engine
+from dml_ep.kernels.u8s8 import matmul_correction
 from dml_ep.errors import DmlEpError
 from dml_ep.inputs import random_inputs
 from dml_ep.reference import cpu_session
@@ -34,14 +36,14 @@ def codes(rng, dtype, shape):
     return rng.integers(*CODES[dtype], shape).astype(dtype)
 
 
-@pytest.fixture(params=["numpy", "onnxruntime u8s8", "onnxruntime u8u8"])
+@pytest.fixture(params=["numpy", "onnxruntime", "onnxruntime u8u8"])
 def engine(request, monkeypatch):
-    """Each engine; onnxruntime's both ways: uint8 x int8 (where the host probe allows it) and
-    uint8 x uint8 with int8 weights shifted (what a saturating host gets)."""
+    """Each engine; onnxruntime's both ways: as the host allows (uint8 x int8 where its kernel is
+    exact) and uint8 x uint8 with int8 weights shifted (what a saturating host gets)."""
     name, _, operands = request.param.partition(" ")
     chosen = get_engine(name)
     if operands:
-        monkeypatch.setattr(chosen, "signed_b", operands == "u8s8")
+        monkeypatch.setattr(type(chosen), "signed_b", False)
     return chosen
 
 
@@ -61,6 +63,28 @@ def test_products_are_exact(engine, a_type, b_type):
         product = engine.product(b, zb, constant)
         got = product(a, za) if constant else product(a, za, b)
         np.testing.assert_array_equal(got, exact(a, za, b, zb))
+
+
+@pytest.mark.host_sensitive
+@pytest.mark.parametrize("constant", [True, False])
+def test_saturating_product_is_the_hosts_onnxruntime(constant):
+    """Where the host's onnxruntime saturates uint8 x int8 pairs, the onnxruntime engine's
+    saturating product gives its sums: the exact ones plus kernels/u8s8.py's correction on the raw
+    codes (the numpy engine's arithmetic). Where it does not, no engine offers one."""
+    rng = np.random.default_rng(4)
+    a, b, zb = codes(rng, np.uint8, (2, 6, 64)), codes(rng, np.int8, (64, 9)), codes(rng, np.int8, 9)
+    engine = get_engine("onnxruntime")
+    assert engine.saturates_u8s8 == host_saturates_u8s8()
+    assert not get_engine("numpy").saturates_u8s8
+    if not engine.saturates_u8s8:
+        with pytest.raises(ValueError, match="no saturating"):
+            engine.product(b, zb, constant, saturating=True)
+        return
+    product = engine.product(b, zb, constant, saturating=True)
+    got = product(a, 17) if constant else product(a, 17, b)
+    expected = exact(a, 17, b, zb) + matmul_correction(a, b)
+    assert np.any(matmul_correction(a, b))  # the case saturates
+    np.testing.assert_array_equal(got, expected)
 
 
 def test_saturating_pairs_are_exact(engine):
@@ -134,6 +158,7 @@ def test_a_users_onnxruntime_session_is_untouched_by_ours():
     np.testing.assert_array_equal(ours, theirs)
 
 
+@pytest.mark.host_sensitive
 @pytest.mark.parametrize("runtime", ["w", "b", "w b"])
 def test_conv_filter_or_bias_bound_at_run_time(engine, runtime):
     """A QLinearConv whose filter or bias is a graph input (not a constant): one product, fed the
@@ -153,7 +178,7 @@ def test_conv_filter_or_bias_bound_at_run_time(engine, runtime):
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
     session = dml_ep.InferenceSession(model, arithmetic="onnxruntime", engine=engine.name)
-    reference = cpu_session(model, "ort-exact")
+    reference = cpu_session(model, "ort")  # the host's onnxruntime, saturating where it does
     for _ in range(2):
         feeds = {"x": codes(rng, np.uint8, (1, 3, 6, 6)), "w": codes(rng, np.int8, (4, 3, 3, 3)), "b": rng.integers(-3000, 3000, 4).astype(np.int32)}
         feeds = {name: value for name, value in feeds.items() if name == "x" or name in runtime.split()}
@@ -186,7 +211,7 @@ def test_a_shared_weight_makes_one_session(handed_to_onnxruntime):
     model = scale_bench.shared_dq(93)
     feeds = {"x": np.random.default_rng(0).standard_normal((1, 4, 4, 4)).astype(np.float32)}
     got = dml_ep.InferenceSession(model, engine="onnxruntime").run(None, feeds)[0]
-    want = cpu_session(model).run(None, feeds)[0]
+    want = cpu_session(model, "ort-exact").run(None, feeds)[0]  # exact sums, as the "directml" arithmetic's
     products = [m for m in handed_to_onnxruntime if m.graph.name == "integer_product"]
     assert len(products) == 1
     np.testing.assert_array_equal(got, want)

@@ -32,14 +32,31 @@ class PreparedQuantizedProduct:
 
     A_FIELD: str
     B_FIELD: str
+    # Whether the engine's GEMM is onnxruntime's own (A, B and the order of K as its kernel has
+    # them), so that a saturating engine product gives its saturated sums (see ``native_saturation``).
+    ONNXRUNTIME_GEMM: bool = True
 
     def __init__(self, desc, tensors: dict, arithmetic, engine, products: dict):
         self.desc, self.engine, self.products = desc, engine, products
         self.initialized = frozenset(tensors)  # the fields bound at initialization: the others come with each run
         self.constant = bool(getattr(desc, self.B_FIELD).Flags & DML_TENSOR_FLAGS.OWNED_BY_DML)
+        self.saturates_u8s8 = self.saturates(arithmetic, tensors)
+        # onnxruntime's saturated sums straight from the engine (the host's own kernel, no correction
+        # pass): where the arithmetic saturates as this host's onnxruntime does and the GEMM is its own
+        self.native_saturation = (self.saturates_u8s8 and self.ONNXRUNTIME_GEMM and engine.saturates_u8s8
+                                  and arithmetic.u8s8_saturation == engine.saturates_u8s8)
         self.prepare(tensors)
-        self.saturates_u8s8 = arithmetic.saturates_u8s8(getattr(desc, self.A_FIELD), getattr(desc, self.B_FIELD))
         self.prepare_finish(tensors, arithmetic)
+
+    def saturates(self, arithmetic, tensors: dict) -> bool:
+        """Whether onnxruntime's int16 saturation of uint8 x int8 pairs applies to these sums
+        (``tensors``: those bound at initialization)."""
+        return arithmetic.saturates_u8s8(getattr(self.desc, self.A_FIELD), getattr(self.desc, self.B_FIELD))
+
+    @property
+    def corrects_u8s8(self) -> bool:
+        """Whether the exact sums get ``kernels/u8s8.py``'s correction (saturation the engine does not make)."""
+        return self.saturates_u8s8 and not self.native_saturation
 
     @classmethod
     def integer_core(cls, desc, tensors: dict, engine) -> np.ndarray:
@@ -49,15 +66,19 @@ class PreparedQuantizedProduct:
     def product(self, b: np.ndarray, b_zero_point, rows=None, key=()):
         """The engine's product for B, made once per ``key`` (a B bound at run time is fed to it at
         each run)."""
-        key = ("product", self.engine.name, *key)
+        key = self.product_key(*key)
         if key not in self.products:
-            self.products[key] = self.engine.product(np.ascontiguousarray(b), b_zero_point, self.constant, rows)
+            self.products[key] = self.engine.product(np.ascontiguousarray(b), b_zero_point, self.constant, rows, self.native_saturation)
         return self.products[key]
+
+    def product_key(self, *key) -> tuple:
+        """The node cache's key for an engine product; ``key`` is what else tells products apart."""
+        return ("product", self.engine.name, self.native_saturation, *key)
 
     def __call__(self, tensors: dict) -> np.ndarray:
         operand = self.operand(tensors)
         acc = self.accumulate(tensors, operand)
-        if self.saturates_u8s8:
+        if self.corrects_u8s8:
             acc = acc + self.u8s8_correction(tensors, operand)
         return self.output(self.finish(acc, tensors))
 

@@ -30,6 +30,11 @@ def _candidate_pairs(b: np.ndarray):
     return pair, column, b0[pair, column], b1[pair, column]
 
 
+def can_saturate(b: np.ndarray) -> bool:
+    """Whether any pair of B's raw int8 codes ([..., K, N]) saturates with some uint8 activations."""
+    return any(_candidate_pairs(matrix)[0].size for matrix in np.asarray(b).reshape(-1, *b.shape[-2:]))
+
+
 def _correction(a_pair0: np.ndarray, a_pair1: np.ndarray, b0, b1, column, n: int) -> np.ndarray:
     """sum over candidates of (sat16(p) - p), scattered onto the output columns; shape [..., n]."""
     p = a_pair0 * b0 + a_pair1 * b1

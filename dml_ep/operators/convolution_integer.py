@@ -132,10 +132,11 @@ class PreparedConvolutionInteger(PreparedConvolution):
     product per value met)."""
 
     REQUANTIZE_FIELDS = ()  # the output is the sums
+    ONNXRUNTIME_GEMM = False  # onnxruntime's A is the filter and its K is in NCHW im2col order
 
-    def __init__(self, desc, tensors: dict, arithmetic, engine, products: dict):
-        super().__init__(desc, tensors, arithmetic, engine, products)
-        self.saturates_u8s8 = arithmetic.saturates_u8s8(desc.FilterTensor, desc.InputTensor)  # MLAS's A is the filter
+    def saturates(self, arithmetic, tensors: dict) -> bool:
+        """MLAS's A is the filter, depthwise ones included (ConvInteger has no depthwise kernel)."""
+        return arithmetic.saturates_u8s8(self.desc.FilterTensor, self.desc.InputTensor)
 
     def prepare_finish(self, tensors: dict, arithmetic) -> None:
         self.requantize = None

@@ -351,12 +351,8 @@ class PreparedConvolution(PreparedQuantizedProduct):
 
     def __init__(self, desc, tensors: dict, arithmetic, engine, products: dict):
         super().__init__(desc, tensors, arithmetic, engine, products)
-        filter_sizes = desc.FilterTensor.Sizes
-        if filter_sizes[1] == 1 and filter_sizes[0] == desc.GroupCount:  # depthwise: MLAS's depthwise kernels are exact
-            self.saturates_u8s8 = False
-        self.direct = self.direct and not self.saturates_u8s8  # the u8s8 correction reads im2col rows
         requantize = self.requantize
-        compiled_step = requantize is not None and requantize.compiled and not self.saturates_u8s8
+        compiled_step = requantize is not None and requantize.compiled and not self.corrects_u8s8
         self.block_rows = self.block_rows if compiled_step else None
         self.requantized_rows = None  # MLAS's step in the direct loops, on each output row while it is in cache
         if requantize is not None and compiled_step and self.direct and requantize.onnxruntime:
@@ -376,10 +372,18 @@ class PreparedConvolution(PreparedQuantizedProduct):
             requantize(product(columns[rows], self.zero_point), bias, out=codes[rows])
         return self.output(self._channels_last(codes))
 
+    def saturates(self, arithmetic, tensors: dict) -> bool:
+        """Depthwise convolutions never saturate (MLAS's depthwise kernels are exact), nor does a
+        constant filter none of whose pairs of codes can (then the direct loops stay open)."""
+        filter_sizes = self.desc.FilterTensor.Sizes
+        if filter_sizes[1] == 1 and filter_sizes[0] == self.desc.GroupCount or not super().saturates(arithmetic, tensors):
+            return False
+        return "FilterTensor" not in tensors or u8s8.can_saturate(filter_matrix(self.desc, tensors)[0])
+
     def prepare(self, tensors: dict) -> None:
         """``tensors`` holds the buffers bound at initialization: a zero point not among them comes
         with each run (the input's is read in :meth:`operand`; the filter's makes one engine
-        product per value met)."""
+        product per value met). The direct loops' sums are exact: saturating sums come from the GEMM."""
         desc = self.desc
         self.kernel = tuple(desc.FilterTensor.Sizes[-2:])
         self.rows = int(np.prod(desc.OutputTensor.Sizes)) // desc.OutputTensor.Sizes[1]  # N * OH * OW
@@ -389,7 +393,7 @@ class PreparedConvolution(PreparedQuantizedProduct):
         bias_constant = desc.BiasTensor is not None and bool(desc.BiasTensor.Flags & DML_TENSOR_FLAGS.OWNED_BY_DML)
         self.bias = np.ascontiguousarray(channels_last(tensors, desc, "BiasTensor"), np.int32) if bias_constant else None
         self.direct = (self.engine.compiled_kernels and native.direct_convolution is not None and desc.GroupCount > 1
-                       and desc.FilterTensor.Sizes[1] <= DIRECT_CHANNELS_PER_GROUP)
+                       and desc.FilterTensor.Sizes[1] <= DIRECT_CHANNELS_PER_GROUP and not self.saturates_u8s8)
         self.direct_filter = centred_filter(desc, tensors) if self.direct and self.constant else None
         self.block_rows = self._block_rows()
         if self.constant and not self.direct:
@@ -420,9 +424,9 @@ class PreparedConvolution(PreparedQuantizedProduct):
         if not self.constant:
             b, b_zero_point = filter_matrix(self.desc, tensors)
             return self.product(b, b_zero_point, self.rows, key=(b_zero_point.tobytes(),))
-        key = ("product", self.engine.name)
-        if key in self.products:
-            return self.products[key]
+        made = self.products.get(self.product_key())
+        if made is not None:
+            return made
         b, b_zero_point = filter_matrix(self.desc, tensors)
         return self.product(b, b_zero_point, self.block_rows or self.rows)
 

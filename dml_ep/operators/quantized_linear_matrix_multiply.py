@@ -236,11 +236,12 @@ class PreparedMatrixMultiply(PreparedQuantizedProduct):
 
     def _product(self, b: np.ndarray):
         """The engine's product for B (one per batch shape of a B bound at run time)."""
-        key = ("product", self.engine.name, None if self.constant else b.shape[:-2])
-        if key in self.products:
-            return self.products[key]
+        batches = None if self.constant else b.shape[:-2]
+        made = self.products.get(self.product_key(batches))
+        if made is not None:
+            return made
         rows = int(np.prod(self.desc.OutputTensor.Sizes)) // self.desc.OutputTensor.Sizes[-1]  # batches * M
-        return self.product(b, self._zero_point(b), rows=rows, key=key[2:])
+        return self.product(b, self._zero_point(b), rows=rows, key=(batches,))
 
     def operand(self, tensors: dict) -> np.ndarray:
         return as4d(view(tensors["ATensor"], self.desc.ATensor))
