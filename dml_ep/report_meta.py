@@ -34,6 +34,18 @@ def versions() -> dict[str, str]:
             "numpy": np.__version__, "python": platform.python_version(), "kernels": compiled.summary()}
 
 
+def host_kind() -> str:
+    """The host as its results depend on it, on one line: the x86-64 level the CPU runs (by CPUID),
+    whether it has VNNI, whether onnxruntime's uint8 x int8 GEMMs saturate, and which kernel build runs."""
+    flags = cpu_flags()
+    machine = platform.machine()
+    baseline = "x86-64 (baseline)" if machine.lower() in ("x86_64", "amd64") else machine
+    level = compiled.SUPPORTED[0].replace("_", "-") if compiled.SUPPORTED else baseline
+    vnni = "VNNI" if flags & {"avx512_vnni", "avx_vnni"} else "no VNNI"
+    saturation = "saturate" if host_saturates_u8s8() else "are exact"
+    return f"{level} ({vnni}); onnxruntime's uint8 x int8 GEMMs {saturation}; {compiled.summary()}"
+
+
 def report_meta(**fields) -> dict:
     """The keys every report starts with, then ``fields``."""
     cpu = {"machine": platform.machine(), "flags": sorted(cpu_flags()), "saturates_u8s8": host_saturates_u8s8()}

@@ -36,6 +36,7 @@ import dml_ep
 from dml_ep.engines import ENGINES, default_engine
 from dml_ep.inputs import random_inputs
 from dml_ep.reference import cpu_session
+from dml_ep.report_meta import host_kind
 
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED = sorted((ROOT / "models").glob("*.onnx"))
@@ -300,6 +301,7 @@ def main(argv=None) -> int:
     if not args.no_nodes:
         for name, model in single_node_models().items():
             rows.append(bench_node(name, model, args.repeat, args.arithmetic, args.threads, args.engine))
+    print(f"host: {host_kind()}")
     print(f"arithmetic={args.arithmetic}, engine={args.engine}, onnxruntime intra-op threads={args.threads}, repeats={args.repeat}")
     print(format_table(rows))
     if args.json:
