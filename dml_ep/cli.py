@@ -865,14 +865,20 @@ def _describe_divergent(node) -> list[str]:
         what = f"    {node.desc['Type']}: " + ", ".join(f"{k} {v}" for k, v in node.desc.items() if k != "Type")
     else:
         what = f"    {node.runs_on}"
+    out = node.causes_out_of_tolerance
+    beyond = f"; out of tolerance: {_counts(out)}" if out and out != node.causes else ""
     return [
         f"  first node differing in isolation: {node.node} ({node.op_type})",
         what,
         f"    exact {_percent(c)}, {c.differing} of {c.elements} elements differ, "
         f"max {c.max_diff:g} {c.unit}, mean {c.mean_diff:.2f} {c.unit}",
         f"    histogram: {histogram}" if histogram else "    histogram: -",
-        f"    cause: {node.cause_text} ({', '.join(f'{k} {v}' for k, v in node.causes.items())} element(s))",
+        f"    cause: {node.cause_text} ({_counts(node.causes)} element(s){beyond})",
     ]
+
+
+def _counts(causes: dict[str, int]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in causes.items())
 
 
 def format_summary(reports: list[ModelReport], errors: list[dict]) -> str:

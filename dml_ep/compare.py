@@ -19,7 +19,9 @@ Design notes:
   even and onnxruntime's float32 error pushes to one side; otherwise "float32 rounding" (the exact
   value is near, not at, a half-integer, and onnxruntime's float32 requantization multiplier or
   fused multiply-add lands on the other side). "u8s8 saturation" when the int16 saturation of
-  uint8 x int8 product pairs changes, else "other".
+  uint8 x int8 product pairs changes, else "other". The node's cause is that of most of its
+  elements out of tolerance, so that a float output's many float32 rounding differences within
+  it do not outvote the few saturated elements that fail it.
 - The real DML EP as reference ("dml") computes in float32 on the GPU, as "ort-unfused" does on
   the CPU: a value next to DirectML's exact one is its float32 rounding. Its products are exact,
   so u8s8 saturation is a cause only where dml_ep itself saturates, and no CPU-only QDQ rule
@@ -74,6 +76,7 @@ HISTOGRAM_STEPS = (-2, -1, 1, 2)
 # QDQ fusions dml_ep reproduces node by node (so not "ort-unfused").
 CANDIDATES = ("dml_ep", "ort", "ort-exact")
 CAUSES = ("tie rounding", "float32 rounding", "u8s8 saturation", "graph", "other")
+NONE, OTHER = -1, CAUSES.index("other")  # an element's cause (classify): an index into CAUSES, NONE where equal
 # References whose uint8 x int8 products are exact: no u8s8 saturation to mimic, nor to blame.
 EXACT_PRODUCTS = ("ort-exact", DML_REFERENCE)
 # References that compute quantized groups in float32 and then quantize (see classify).
@@ -134,10 +137,9 @@ def compare_tensors(name: str, actual: np.ndarray, expected: np.ndarray, step: f
         histogram = {f"{s:+d}": int(np.count_nonzero(steps == s)) for s in HISTOGRAM_STEPS}
         histogram["other"] = int(steps.size - sum(histogram.values()))
         magnitude = np.abs(steps)
-        within = not magnitude.size or float(magnitude.max()) <= atol
     else:
         magnitude = np.abs(diff[~equal])
-        within = bool(np.all(equal | (np.abs(diff) <= FLOAT_ATOL + FLOAT_RTOL * np.abs(e))))  # NaN == NaN counts as equal
+    within = not out_of_tolerance(actual, expected, step, atol).any()
     return TensorComparison(
         **base,
         equal=int(np.count_nonzero(equal)),
@@ -146,6 +148,19 @@ def compare_tensors(name: str, actual: np.ndarray, expected: np.ndarray, step: f
         histogram=histogram,
         within_tolerance=within,
     )
+
+
+def out_of_tolerance(actual: np.ndarray, expected: np.ndarray, step: float | None, atol: int = 0) -> np.ndarray:
+    """Which elements of ``actual`` are out of tolerance of ``expected`` (same shape and dtype): more
+    than ``atol`` steps off, or without a step, more than FLOAT_ATOL + FLOAT_RTOL * |expected|. NaN
+    on both sides is equal, on one side out of tolerance."""
+    a, e = np.asarray(actual).astype(np.float64), np.asarray(expected).astype(np.float64)
+    equal = (a == e) | (np.isnan(a) & np.isnan(e))
+    diff = np.abs(np.where(equal, 0.0, a - e))
+    diff = np.where(np.isnan(diff), np.inf, diff)
+    if step is not None:
+        return np.rint(diff / step) > atol
+    return diff > FLOAT_ATOL + FLOAT_RTOL * np.abs(e)
 
 
 @dataclasses.dataclass
@@ -159,6 +174,9 @@ class NodeComparison:
     isolated: TensorComparison | None = None
     desc: dict | None = None
     causes: dict[str, int] = dataclasses.field(default_factory=dict)
+    # those of the elements out of tolerance, when it differs in isolation: a float output's
+    # within-tolerance float32 rounding must not outvote the one saturated element that fails it
+    causes_out_of_tolerance: dict[str, int] = dataclasses.field(default_factory=dict)
     graph: str | None = None  # what the CPU and DML graphs do differently with this node
 
     @property
@@ -172,10 +190,19 @@ class NodeComparison:
 
     @property
     def cause(self) -> str | None:
-        """The cause of most of the differing elements in isolation."""
+        """The cause of most of the differing elements in isolation; of those out of tolerance, when
+        it differs in isolation."""
         if not self.inexact_in_isolation or not self.causes:
             return None
-        return max(CAUSES, key=lambda c: self.causes.get(c, 0))
+        counts = self.causes_out_of_tolerance if self.differs_in_isolation and self.causes_out_of_tolerance else self.causes
+        return max(CAUSES, key=lambda c: counts.get(c, 0))
+
+    def put_down(self, labels: np.ndarray, result: np.ndarray, expected: np.ndarray, atol: int) -> None:
+        """Set ``causes`` from each element's cause in isolation (``labels``, see :func:`tally`), and
+        ``causes_out_of_tolerance`` from those of the elements out of tolerance."""
+        self.causes = tally(labels)
+        if self.differs_in_isolation and self.isolated is not None and self.isolated.problem is None:
+            self.causes_out_of_tolerance = tally(labels[out_of_tolerance(result, expected, self.isolated.step, atol)])
 
     @property
     def cause_text(self) -> str:
@@ -192,6 +219,7 @@ class NodeComparison:
             "isolated": self.isolated.to_dict() if self.isolated else None,
             "desc": self.desc,
             "causes": self.causes,
+            "causes_out_of_tolerance": self.causes_out_of_tolerance,
             "cause": self.cause,
             "graph": self.graph,
         }
@@ -446,13 +474,14 @@ def compare_nodes(executor: Executor, values: dict, reference: dict, steps: dict
             comparison.desc = desc_summary(entry.desc)
             comparison.isolated = compare_tensors(entry.output, result, expected, step_of(entry.output, expected, steps), atol)
             if comparison.inexact_in_isolation:
-                comparison.causes = classify(entry, reference, result, expected, alternatives, float_reference)
-                if "other" in comparison.causes and exact_for_any_input(entry.desc):
-                    comparison.causes["graph"] = comparison.causes.get("graph", 0) + comparison.causes.pop("other")
+                labels = classify(entry, reference, result, expected, alternatives, float_reference)
+                if (labels == OTHER).any() and exact_for_any_input(entry.desc):
+                    labels[labels == OTHER] = CAUSES.index("graph")
                     comparison.graph = (f"{entry.operator} gives every arithmetic's value for the reference's input, so the reference made its "
                                         "output from another graph than the input it exposed "
                                         + ("(a rewrite of the real DML EP's that dml_ep does not model)" if real_ep
                                            else "(a CPU-only rewrite: QDQS8ToU8Transformer, a QDQ fusion)"))
+                comparison.put_down(labels, result, expected, atol)
         elif entry.origin.cpu_rule:
             compare_cpu_only_group(executor, entry, reference, steps, atol, comparison, real_ep)
         nodes.append(comparison)
@@ -477,7 +506,8 @@ def compare_rewritten(executor: Executor, entry: PlanEntry, reference: dict, ste
         return
     if isinstance(entry, DmlNode):
         comparison.desc = desc_summary(entry.desc)
-        comparison.causes = classify(entry, reference, result, reference[output], alternatives, float_reference)
+        comparison.put_down(classify(entry, reference, result, reference[output], alternatives, float_reference), result,
+                            reference[output], atol)
     else:
         comparison.graph = f"onnxruntime's QDQ rule ({entry.origin.rule}) makes {entry.node.op_type} on one side only"
         comparison.causes = {"graph": comparison.isolated.differing}
@@ -508,13 +538,12 @@ def compare_dml_graph(executor: Executor, entry: DmlNode, reference: dict, steps
     if not comparison.inexact_in_isolation:
         return
     unexplained = result != expected
-    counts: collections.Counter[str] = collections.Counter()
+    labels = np.where(unexplained, OTHER, NONE)
     for cause, runner in alternatives:
         explained = unexplained & (run(runner) == expected)
-        counts[cause] += int(np.count_nonzero(explained))
+        labels[explained] = CAUSES.index(cause)
         unexplained &= ~explained
-    counts["other"] = int(np.count_nonzero(unexplained))
-    comparison.causes = {cause: counts[cause] for cause in CAUSES if counts[cause]}
+    comparison.put_down(labels, result, expected, atol)
 
 
 def compare_cpu_only_group(executor: Executor, entry: PlanEntry, reference: dict, steps: dict, atol: int, comparison,
@@ -564,30 +593,34 @@ def exposable_intermediates(model: onnx.ModelProto) -> list[str]:
 
 
 def classify(entry: DmlNode, reference: dict, result: np.ndarray, expected: np.ndarray, alternatives,
-             float_reference: bool = False) -> dict[str, int]:
-    """Differing elements by cause: the first alternative arithmetic that gives the reference's value,
-    with the rounding differences at exact ties told apart from the float32 ones.
+             float_reference: bool = False) -> np.ndarray:
+    """Each element's cause (see :func:`tally`): the first alternative arithmetic that gives the
+    reference's value, with the rounding differences at exact ties told apart from the float32 ones.
 
     ``float_reference``: the reference computed the op in float32 and then quantized (onnxruntime
     without QDQ fusion, "ort-unfused"), which no arithmetic here reproduces; where it gave the
     other integer next to the exact value, its float32 rounding landed on the other side of the half.
     """
     unexplained = result != expected
-    counts: collections.Counter[str] = collections.Counter()
+    labels = np.where(unexplained, OTHER, NONE)
+
+    def put(cause: str, explained: np.ndarray) -> None:
+        unexplained[explained] = False
+        ties = exact_ties(entry, reference, explained) if cause == "float32 rounding" else np.zeros_like(explained)
+        labels[explained & ~ties] = CAUSES.index(cause)
+        labels[ties] = CAUSES.index("tie rounding")
+
     for cause, executor in alternatives:
-        explained = unexplained & (first_output(entry, executor.run_dml(entry, reference)) == expected)
-        ties = int(np.count_nonzero(exact_ties(entry, reference, explained))) if cause == "float32 rounding" else 0
-        counts["tie rounding"] += ties
-        counts[cause] += int(np.count_nonzero(explained)) - ties
-        unexplained &= ~explained
+        put(cause, unexplained & (first_output(entry, executor.run_dml(entry, reference)) == expected))
     if float_reference and unexplained.any():
-        explained = unexplained & next_to_exact(entry, reference, unexplained, expected)
-        ties = int(np.count_nonzero(exact_ties(entry, reference, explained)))
-        counts["tie rounding"] += ties
-        counts["float32 rounding"] += int(np.count_nonzero(explained)) - ties
-        unexplained &= ~explained
-    counts["other"] = int(np.count_nonzero(unexplained))
-    return {cause: counts[cause] for cause in CAUSES if counts[cause]}
+        put("float32 rounding", unexplained & next_to_exact(entry, reference, unexplained, expected))
+    return labels
+
+
+def tally(labels: np.ndarray) -> dict[str, int]:
+    """Elements by cause, in CAUSES' order, from their labels (:func:`classify`)."""
+    counts = np.bincount(labels[labels != NONE].ravel(), minlength=len(CAUSES))
+    return {cause: int(count) for cause, count in zip(CAUSES, counts) if count}
 
 
 # DirectML operators whose output is the same in every arithmetic for a given input: data movement,

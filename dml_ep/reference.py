@@ -11,8 +11,10 @@ device), which :func:`require_dml` refuses in one line where it cannot run.
 
 from __future__ import annotations
 
+import collections
 import functools
 import importlib.metadata
+import itertools
 import re
 
 import onnx
@@ -52,7 +54,13 @@ def cpu_session(model, reference: str = "ort", threads: int | None = None, spinn
     if shared_arena:
         _shared_arena()
         options.add_session_config_entry("session.use_env_allocators", "1")
-    return ort.InferenceSession(_serialized(model), options, providers=["CPUExecutionProvider"])
+    try:
+        return ort.InferenceSession(_serialized(model), options, providers=["CPUExecutionProvider"])
+    except Exception as exc:  # noqa: BLE001  onnxruntime's exception types share no base class but Exception
+        if reference != "ort-exact" or _INT8_WEIGHT_CLASH not in str(exc):
+            raise
+    proto = model if isinstance(model, onnx.ModelProto) else onnx.load_from_string(bytes(model))
+    return ort.InferenceSession(_unshared_int8_initializers(proto).SerializeToString(), options, providers=["CPUExecutionProvider"])
 
 
 def dml_session(model) -> ort.InferenceSession:
@@ -101,6 +109,80 @@ def _options(reference: str) -> ort.SessionOptions:
     elif reference == "ort-unfused":
         options.add_session_config_entry("session.disable_quant_qdq", "1")
     return options
+
+
+# What onnxruntime's "ort-exact" session raises where two nodes read one int8 weight (see below).
+_INT8_WEIGHT_CLASH = "Attempt to replace the existing tensor"
+
+
+def _unshared_int8_initializers(model: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy of ``model``, the same computation, in which no two nodes read one int8 initializer.
+
+    On AVX2 hosts without VNNI, ``session.x64quantprecision`` runs onnxruntime's
+    Avx2WeightS8ToU8Transformer, whose ``ConvertS8WeightToU8`` adds a fused node's int8 weight and
+    zero point as uint8 initializers named ``<name>_s8_2_u8``, once per node: a second node reading
+    the same weight fails the session with "Attempt to replace the existing tensor". Its
+    EnsureUniqueDQForNodeUnit copies a weight's DequantizeLinear for each reader, sharing the
+    initializers, so here such a DequantizeLinear is copied for each node reading its output, and
+    then each node after the first reading an int8 initializer reads a copy of its own.
+    """
+    clone = onnx.ModelProto()
+    clone.CopyFrom(model)
+    graph = clone.graph
+    inputs = {value.name for value in graph.input}  # an initializer that is also an input is no constant
+    int8 = {t.name: t for t in graph.initializer if t.data_type == onnx.TensorProto.INT8 and t.name not in inputs}
+    nodes = list(graph.node)
+    reads = [list(node.input) for node in nodes]  # protobuf fields are slow to read: once
+    readers = collections.Counter(name for names in reads for name in set(names))
+    weight_dequantize = {node.output[0]: (node, names) for node, names in zip(nodes, reads) if node.op_type == "DequantizeLinear"
+                         and readers[node.output[0]] > 1 and any(name in int8 for name in names)}
+    shared = int8.keys() | weight_dequantize.keys()
+    taken = inputs | readers.keys() | {t.name for t in graph.initializer} | {name for node in nodes for name in (node.name, *node.output)}
+    numbers = itertools.count(1)
+    read, placed, copied_initializers = set(), [], []
+
+    def fresh(name: str) -> str:
+        while (new := f"{name}_unshared{next(numbers)}") in taken:
+            pass
+        taken.add(new)
+        return new
+
+    def place(node: onnx.NodeProto, names: list[str]) -> None:
+        """Append ``node``, reading a copy of its own of each shared name an earlier node read."""
+        renamed = {}
+        for name in dict.fromkeys(names):
+            if name in shared:
+                if name in read:
+                    renamed[name] = copy_dequantize(name) if name in weight_dequantize else copy_initializer(name)
+                read.add(name)
+        if renamed:
+            node.input[:] = [renamed.get(name, name) for name in names]
+        placed.append(node)
+
+    def copy_dequantize(name: str) -> str:
+        original, names = weight_dequantize[name]
+        node = onnx.NodeProto()
+        node.CopyFrom(original)
+        node.input[:] = names  # as the model has them: placing the original may have renamed them
+        node.output[0] = fresh(name)
+        if node.name:
+            node.name = fresh(node.name)
+        place(node, names)  # just before the node that reads it
+        return node.output[0]
+
+    def copy_initializer(name: str) -> str:
+        tensor = onnx.TensorProto()
+        tensor.CopyFrom(int8[name])
+        tensor.name = fresh(name)
+        copied_initializers.append(tensor)
+        return tensor.name
+
+    for node, names in zip(nodes, reads):
+        place(node, names)
+    del graph.node[:]
+    graph.node.extend(placed)
+    graph.initializer.extend(copied_initializers)
+    return clone
 
 
 def _serialized(model) -> bytes:
