@@ -127,10 +127,7 @@ def compare_tensors(name: str, actual: np.ndarray, expected: np.ndarray, step: f
     if actual.shape != expected.shape or actual.dtype != expected.dtype:
         problem = f"dml_ep gives {actual.dtype} {list(actual.shape)}, onnxruntime {expected.dtype} {list(expected.shape)}"
         return TensorComparison(**base, equal=0, max_diff=float("inf"), mean_diff=float("inf"), histogram=None, within_tolerance=False, problem=problem)
-    a, e = actual.astype(np.float64), expected.astype(np.float64)
-    equal = (a == e) | (np.isnan(a) & np.isnan(e))
-    diff = np.where(equal, 0.0, a - e)
-    diff[np.isnan(diff)] = np.inf  # NaN on one side only
+    equal, diff = differences(actual, expected)
     histogram = None
     if step is not None:
         steps = np.rint(diff[~equal] / step)
@@ -150,17 +147,26 @@ def compare_tensors(name: str, actual: np.ndarray, expected: np.ndarray, step: f
     )
 
 
+def differences(actual: np.ndarray, expected: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Which elements are equal (NaN on both sides, or the same infinity, counts as equal), and
+    ``actual - expected`` in float64 where they are not (inf where one side is NaN), 0 where they
+    are: subtracting only there, since inf - inf would be NaN and a numpy warning."""
+    a, e = np.asarray(actual).astype(np.float64), np.asarray(expected).astype(np.float64)
+    equal = (a == e) | (np.isnan(a) & np.isnan(e))
+    diff = np.subtract(a, e, out=np.zeros_like(a), where=~equal)
+    diff[np.isnan(diff)] = np.inf
+    return equal, diff
+
+
 def out_of_tolerance(actual: np.ndarray, expected: np.ndarray, step: float | None, atol: int = 0) -> np.ndarray:
     """Which elements of ``actual`` are out of tolerance of ``expected`` (same shape and dtype): more
     than ``atol`` steps off, or without a step, more than FLOAT_ATOL + FLOAT_RTOL * |expected|. NaN
-    on both sides is equal, on one side out of tolerance."""
-    a, e = np.asarray(actual).astype(np.float64), np.asarray(expected).astype(np.float64)
-    equal = (a == e) | (np.isnan(a) & np.isnan(e))
-    diff = np.abs(np.where(equal, 0.0, a - e))
-    diff = np.where(np.isnan(diff), np.inf, diff)
+    on both sides is equal, on one side out of tolerance, as is any value against an infinity it is not."""
+    diff = np.abs(differences(actual, expected)[1])
     if step is not None:
         return np.rint(diff / step) > atol
-    return diff > FLOAT_ATOL + FLOAT_RTOL * np.abs(e)
+    e = np.abs(np.asarray(expected, np.float64))
+    return diff > np.where(np.isinf(e), 0.0, FLOAT_ATOL + FLOAT_RTOL * e)
 
 
 @dataclasses.dataclass

@@ -1,6 +1,7 @@
 """dml_ep.compare: tensor differences against hand-computed values, and model reports against onnxruntime."""
 
 import json
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -9,7 +10,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import dml_ep.compare
 from dml_ep.arithmetic import Arithmetic
-from dml_ep.compare import alternative_arithmetics, compare_model, compare_tensors, exact_ties
+from dml_ep.compare import alternative_arithmetics, compare_model, compare_tensors, exact_ties, out_of_tolerance
 from dml_ep.executor import Executor
 from dml_ep.graph import load_model
 from dml_ep.inputs import random_inputs
@@ -421,3 +422,16 @@ def test_unsharing_int8_initializers_copies_the_model():
     assert all(np.array_equal(value, int8[name.partition("_unshared")[0]]) for name, value in int8.items())
     assert [n.op_type for n in graph.node].count("DequantizeLinear") == [n.op_type for n in model.graph.node].count("DequantizeLinear") + 2
     assert graph.output == model.graph.output
+
+
+def test_equal_infinities_compare_without_numpy_warnings():
+    """A float output holding the same infinity on both sides (an attention mask's finfo.min plus a
+    bias overflows to -inf) is equal, and comparing it warns nothing (inf - inf would)."""
+    actual = np.array([-np.inf, np.inf, np.nan, 1.0, np.nan], np.float32)
+    expected = np.array([-np.inf, np.inf, np.nan, np.inf, 2.0], np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        comparison = compare_tensors("x", actual, expected, None)
+        outside = out_of_tolerance(actual, expected, None)
+    assert comparison.equal == 3 and not comparison.within_tolerance and comparison.max_diff == np.inf
+    assert outside.tolist() == [False, False, False, True, True]
