@@ -125,6 +125,7 @@ ONNX_EQUIVALENTS = [
 ]
 
 
+@pytest.mark.host_sensitive
 @pytest.mark.parametrize(
     "op_type, attributes, desc", ONNX_EQUIVALENTS, ids=[f"{op}-{desc.OPERATOR_TYPE.name}" for op, _, desc in ONNX_EQUIVALENTS]
 )

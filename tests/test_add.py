@@ -97,6 +97,7 @@ def test_zero_dimensional_output():
     check_both_modes(model, feeds)
 
 
+@pytest.mark.host_sensitive
 @pytest.mark.parametrize("activation, attributes", [("Relu", {}), ("LeakyRelu", {"alpha": 0.3})])
 def test_a_fused_add_meeting_an_empty_batch_runs_unfused_on_onnxruntime(activation, attributes):
     """Batch 0 sends the fused Add + activation to the CPU fallback: onnxruntime runs the Add and

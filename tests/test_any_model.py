@@ -53,6 +53,7 @@ def test_reshape_shape_from_an_input():
     assert session.run(None, {"x": x, "s": np.array([2, 6])})[0].shape == (2, 6)
 
 
+@pytest.mark.host_sensitive
 def test_data_dependent_shape_feeding_a_directml_node():
     """An Add on DirectML whose input shape a Reshape computes from data: its desc follows each run."""
     model = make([helper.make_node("Reshape", ["x", "s"], ["r"]), helper.make_node("Add", ["r", "r"], ["y"])],
@@ -89,6 +90,7 @@ def symbolic_conv():
     return model
 
 
+@pytest.mark.host_sensitive
 def test_symbolic_dims_load_and_specialise_per_run():
     model = symbolic_conv()
     session = dml_ep.InferenceSession(model.SerializeToString())
@@ -304,6 +306,7 @@ def test_run_says_when_random_inputs_took_symbolic_dims_as_1(tmp_path, capsys):
     assert status == 0 and "[1, 4, 3, 3]" in out
 
 
+@pytest.mark.host_sensitive
 def test_a_negative_declared_size_is_a_free_dimension_as_in_onnxruntime():
     """Exporters write -1 for a free batch size (rapidocr's text-direction classifier does):
     onnxruntime takes any negative size as unknown, runs every batch and reports None."""

@@ -131,6 +131,7 @@ def test_compare_per_node_names_the_broken_node(capsys, tmp_path, monkeypatch):
     assert report["cause_counts"] == {"other": 1}
 
 
+@pytest.mark.host_sensitive
 def test_run_writes_outputs_equal_to_onnxruntime(capsys, tmp_path):
     status, out, _ = run_cli(capsys, "run", MODELS / "small_cnn.onnx", "--seed", 3, "--output-dir", tmp_path / "out")
     assert status == 0 and "output" in out and "[1, 10]" in out and "float32" in out

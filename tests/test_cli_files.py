@@ -441,6 +441,7 @@ def test_help_lists_the_exit_statuses(capsys):
 # --- JSON metadata -------------------------------------------------------------------------
 
 
+@pytest.mark.host_sensitive
 def test_json_reports_say_where_and_from_what_they_were_made(capsys, tmp_path):
     graph = helper.make_graph(
         [helper.make_node("Add", ["a", "b"], ["c"])], "g",

@@ -92,6 +92,7 @@ def test_shipped_models_match_onnxruntime_node_by_node(name):
     json.dumps(report.to_dict())
 
 
+@pytest.mark.host_sensitive
 def test_fma_rounding_near_a_tie_is_classified_as_float32_rounding():
     # Scales found by a seeded search: one of the 65536 sums, near but not at a half-integer, lands
     # on its other side in onnxruntime's float32 fused-multiply-add form than in exact arithmetic.
@@ -226,6 +227,7 @@ def qdq_conv(channels=512, seed=0):
     return model, feeds
 
 
+@pytest.mark.host_sensitive
 def test_qdq_conv_runs_on_directml_and_matches_onnxruntime():
     """The QDQ group becomes QLinearConv on DirectML (the issue's small QDQ model once printed OK
     with nothing on DirectML); onnxruntime fuses it too, so the outputs are bit-exact."""

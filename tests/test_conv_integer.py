@@ -88,6 +88,7 @@ def test_bit_exact_against_onnxruntime(case, x_type, w_type, engine):
         np.testing.assert_array_equal(expected["onnxruntime"], exact)  # padding counts as the zero point in onnxruntime too
 
 
+@pytest.mark.host_sensitive
 @pytest.mark.parametrize("engine", ENGINES)
 def test_zero_points_absent_and_extreme(engine):
     rng = np.random.default_rng(1)
@@ -101,6 +102,7 @@ def test_zero_points_absent_and_extreme(engine):
     np.testing.assert_array_equal(run_on_dml(model, feeds, engine=engine), run_ort(model, feeds, "ort"))
 
 
+@pytest.mark.host_sensitive
 @pytest.mark.parametrize("engine", ENGINES)
 def test_run_time_zero_points(engine):
     """x_zero_point (and w_zero_point, and w) fed as graph inputs: read at each run."""
@@ -119,6 +121,7 @@ def test_run_time_zero_points(engine):
         np.testing.assert_array_equal(sess.run(None, feeds)[0], run_ort(model, feeds, "ort"))
 
 
+@pytest.mark.host_sensitive
 @pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("group", [1, 2])
 def test_per_channel_filter_zero_point(engine, group):
@@ -152,6 +155,7 @@ def test_u8_filter_s8_input_saturates_as_mlas_u8s8():
     np.testing.assert_array_equal(run_on_dml(model, feeds, "onnxruntime", u8s8_saturation=True), run_on_dml(model, feeds, "directml"))
 
 
+@pytest.mark.host_sensitive
 def test_conv3d_falls_back_assigned_to_dml():
     rng = np.random.default_rng(4)
     x, w = codes(rng, np.uint8, (1, 2, 4, 4, 4)), codes(rng, np.uint8, (3, 2, 2, 2, 2))
@@ -194,6 +198,7 @@ def quantize_dynamic_cnn(tmp_path):
     return onnx.load(tmp_path / "cnn_q.onnx"), {"x": rng.normal(size=(1, 3, 10, 10)).astype(np.float32)}
 
 
+@pytest.mark.host_sensitive
 @pytest.mark.parametrize("engine", ENGINES)
 def test_quantize_dynamic_cnn(tmp_path, engine):
     model, feeds = quantize_dynamic_cnn(tmp_path)
@@ -233,6 +238,7 @@ def test_desc_validation():
         desc().validate("2_0")
 
 
+@pytest.mark.host_sensitive
 def test_run_time_zero_point_of_a_node_planned_at_run_time():
     """A symbolic batch plans the node only when run, with the run's tensors: the kernel must
     still take x_zero_point from each run, not keep the first one."""

@@ -66,6 +66,7 @@ def test_squeeze_and_unsqueeze_of_opset_11_take_axes_as_an_attribute():
         plan_and_check(model, feeds, "ELEMENT_WISE_IDENTITY")
 
 
+@pytest.mark.host_sensitive
 def test_a_reshape_whose_shape_is_computed_is_planned_from_the_value_of_the_run():
     """Shape -> Concat -> Reshape, as exporters write it: the shape comes at run time (a required
     CPU input of the real EP), and each run plans the Reshape for the shape it computed."""

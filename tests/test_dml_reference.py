@@ -127,6 +127,7 @@ def test_dml_sessions_have_the_options_the_dml_ep_requires(dml_on_cpu):
     assert kwargs == {"providers": ["CPUExecutionProvider"], "enable_fallback": 0}
 
 
+@pytest.mark.host_sensitive
 @pytest.mark.parametrize("name", ["small_cnn", "small_cnn.qdq", "transformer_block.dynamic"])
 def test_the_dml_reference_on_the_cpu_stand_in_gives_what_ort_gives(dml_on_cpu, name):
     """Node by node too: the same values, verdicts and causes (onnxruntime's arithmetic, so that

@@ -299,6 +299,7 @@ def test_fallback_islands_become_dispatch_sequences_with_captured_inputs(built, 
     assert dxdispatch.COMMAND_LINE in readme and all(name in readme for name in made.captured)
 
 
+@pytest.mark.host_sensitive
 def test_a_model_with_nothing_on_the_fallback_is_one_sequence(built, tmp_path):
     """small_cnn (QOperator, uint8): every node runs on DirectML, its global average pool and
     Flatten too, so the export is one sequence of every operator, replayed to onnxruntime's output."""

@@ -148,6 +148,7 @@ def test_engine_sessions_sleep_instead_of_spinning():
         assert options.intra_op_num_threads == (1 if rows == 1 else os.cpu_count())
 
 
+@pytest.mark.host_sensitive
 def test_a_users_onnxruntime_session_is_untouched_by_ours():
     """The shared arena is opt-in: sessions the host program makes afterwards work as before."""
     x = np.full((1, 2, 4, 4), 200, np.uint8)
@@ -202,6 +203,7 @@ def test_equal_filters_share_one_product(name):
     assert engine.product(b, zb + 1) is not first
 
 
+@pytest.mark.host_sensitive
 def test_a_shared_weight_makes_one_session(handed_to_onnxruntime):
     """End to end: scripts/scale_bench.py's shared-dq graph (one weight DQ read by 30 QDQ Conv
     groups, each one QUANTIZED_LINEAR_CONVOLUTION) makes one integer_product session, and the

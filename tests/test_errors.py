@@ -344,6 +344,7 @@ def test_parameter_shape(model_feeds, where, rule):
         dml_ep.InferenceSession(model_feeds()[0])
 
 
+@pytest.mark.host_sensitive
 def test_a_scale_bound_at_run_time_runs_on_directml_and_is_checked_when_it_arrives():
     """The real EP binds a scale computed at run time as a tensor: the node runs on DirectML, as
     onnxruntime computes it, and a zero scale is refused when it comes, naming node and value."""

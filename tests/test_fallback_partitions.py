@@ -43,6 +43,7 @@ def conv_pool_conv_model():
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
 
 
+@pytest.mark.host_sensitive
 @pytest.mark.parametrize("arithmetic", ["onnxruntime", "directml"])
 def test_a_partition_runs_as_one_session_and_matches_onnxruntime(arithmetic):
     model = conv_pool_conv_model()
@@ -70,6 +71,7 @@ def test_keeping_every_value_runs_each_fallback_node_alone():
     assert {key[0] for key in session.executor._fallback_sessions} >= {(2,), (3,), (4,)}
 
 
+@pytest.mark.host_sensitive
 def test_partitions_are_the_runs_in_execution_order():
     rng = np.random.default_rng(3)
     nodes = [
@@ -113,6 +115,7 @@ def test_partitions_give_the_numbers_of_nodes_run_one_by_one(built, name):
         np.testing.assert_array_equal(value, alone[output.name])
 
 
+@pytest.mark.host_sensitive
 def test_partitions_free_values_in_execution_order():
     """A sentence-encoder export crashed (KeyError) when partitions were connected parts: nodes 0, 2
     and 3 ran whole at node 0, before node 1, and x, read last by index in that partition, was
@@ -157,6 +160,7 @@ def test_a_runs_mac_share_counts_the_nodes_inside_partitions():
     assert compare_model(model, feeds).plan["dml"]["macs_percent"] == summary["dml"]["macs_percent"]
 
 
+@pytest.mark.host_sensitive
 @pytest.mark.parametrize(("shape", "pooled"), [([1, 16, 64], False), ([1, 128, 384], False), ([1, 512, 384], True), (["N", 16, 64], True)],
                          ids=["small", "encoder-sized", "large", "unknown"])
 def test_a_thread_pool_only_for_fallback_nodes_that_may_be_large(shape, pooled):

@@ -122,6 +122,8 @@ def tie_pool_model() -> tuple[onnx.ModelProto, dict]:
                              kernel_shape=[1, 2])
 
 
+@pytest.mark.native_children  # its child processes run on the real CPU under qemu-user
+@pytest.mark.host_sensitive
 def test_compare_page_marks_the_first_divergent_node_and_histograms_its_differences(browser, tmp_path):
     model, feeds = tie_pool_model()
     path, x, page = tmp_path / "pool.onnx", tmp_path / "x.npy", tmp_path / "pool.html"

@@ -177,6 +177,7 @@ TO_FLOAT_CASES = [  # a type, b type, A shape, B shape, per-column b scale and z
 ]
 
 
+@pytest.mark.host_sensitive
 @pytest.mark.parametrize("a_type, b_type, a_shape, b_shape, per_column, with_bias", TO_FLOAT_CASES)
 @pytest.mark.parametrize("fed", [True, False], ids=["scale_zp_fed", "scale_zp_constant"])
 def test_matmul_integer_to_float_matches_onnxruntime(a_type, b_type, a_shape, b_shape, per_column, with_bias, fed):
@@ -189,6 +190,7 @@ def test_matmul_integer_to_float_matches_onnxruntime(a_type, b_type, a_shape, b_
     assert_same(run_on_directml(model, feeds, "MATRIX_MULTIPLY_INTEGER_TO_FLOAT"), run_ort(model, feeds, "ort"))
 
 
+@pytest.mark.host_sensitive
 def test_matmul_integer_to_float_per_row_a_scale_matches_onnxruntime():
     """A per-row a_scale [M, 1]: onnxruntime multiplies it in after the bias (ScaleOutput)."""
     a, b = codes(U8, (6, 40)), codes(S8, (40, 9))
@@ -275,6 +277,7 @@ def dynamic_chain(x, b, b_scale, b_zp, bias):
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
 
 
+@pytest.mark.host_sensitive
 @pytest.mark.parametrize("per_column", [False, True])
 def test_dynamic_quantize_chain_runs_as_matmul_integer_to_float(per_column):
     """dml_ep fuses the chain into DynamicQuantizeLinear + MatMulIntegerToFloat (the DML EP's

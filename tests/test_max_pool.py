@@ -194,6 +194,7 @@ def test_other_relus_fall_back(dtype, reason):
     assert isinstance(entry, FallbackNode) and entry.reason == reason
 
 
+@pytest.mark.host_sensitive
 def test_qdq_max_pool_runs_on_int8_after_the_drop_rule():
     """DQ -> MaxPool -> Q of one scale and zero point: onnxruntime's DropQDQ rule leaves MaxPool on
     the 8-bit codes, which DirectML pools directly."""

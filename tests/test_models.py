@@ -92,6 +92,7 @@ def test_shipped_model_plan_maps_every_quantized_node():
     assert all(e.node.op_type not in mapped for e in plan.fallback_nodes)
 
 
+@pytest.mark.host_sensitive
 def test_session_takes_onnxruntime_constructor_arguments():
     """Code written for onnxruntime.InferenceSession(path, sess_options, providers=...) runs unchanged."""
     import onnxruntime as ort

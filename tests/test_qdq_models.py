@@ -71,6 +71,7 @@ def test_qoperator_and_qdq_models_give_the_same_descs(built, name):
     assert products[0] == products[1] and len(products[0]) > 0
 
 
+@pytest.mark.host_sensitive
 @pytest.mark.parametrize("name", MODELS)
 def test_qdq_model_differences_are_traced_to_cpu_only_rules(built, name):
     model = onnx.load(built(name, "qdq"))

@@ -814,6 +814,7 @@ def numbers_cases():
     yield pytest.param(binary_model("Add"), feeds, "QLinearAdd", id="add")
 
 
+@pytest.mark.host_sensitive
 @pytest.mark.parametrize("model, feeds, op_type", list(numbers_cases()))
 def test_fused_group_matches_onnxruntime(model, feeds, op_type):
     """The QLinear node the rule makes runs on DirectML (in dml_ep) and, with arithmetic="onnxruntime",
@@ -920,6 +921,7 @@ def _float_weight_model(op_type):
     return g.model()
 
 
+@pytest.mark.host_sensitive
 @pytest.mark.parametrize("op_type", ["ConvTranspose", "Conv"])
 def test_float_weight_quantized_as_onnxruntime_quantizes_it(op_type, tmp_path):
     """WeightBiasQuantization (weight_bias_quantization.cc) also quantizes a float32 weight

@@ -116,6 +116,7 @@ def test_ties_round_half_to_even(dtype):
     assert counts["float rounding"] == 0  # every ratio is a power of two: onnxruntime is exact too
 
 
+@pytest.mark.host_sensitive
 def test_scales_and_zero_points_bound_at_run_time():
     """The real EP binds them as tensors: fed as graph inputs, the node still runs on DirectML, as
     onnxruntime computes it, and a zero scale is refused when it arrives, naming node and tensor."""

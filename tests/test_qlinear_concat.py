@@ -35,6 +35,7 @@ def qlinear_concat(dtype, parameters, shapes, axis, output=(0.05, 3), shape_know
     return model, {f"x{i}": rng.integers(info.min, info.max + 1, shape).astype(dtype) for i, shape in enumerate(shapes)}
 
 
+@pytest.mark.host_sensitive
 @pytest.mark.parametrize("dtype", [np.uint8, np.int8])
 @pytest.mark.parametrize("parameters", [[(0.05, 3), (0.05, 3)], [(0.1, 7), (0.023, 0)], [(0.05, 3), (0.0371, 11), (1.7, 2)]])
 def test_bit_exact_with_onnxruntime_and_planned_as_the_eps_graph(dtype, parameters):
@@ -48,6 +49,7 @@ def test_bit_exact_with_onnxruntime_and_planned_as_the_eps_graph(dtype, paramete
     assert all(e.origin is entries[-1].origin and e.origin.nodes[0].name == "concat" for e in entries)
 
 
+@pytest.mark.host_sensitive
 def test_split_where_the_ranks_are_known_only_when_run():
     """Inputs of unknown shape (silero-vad's QLinearConcat reads If outputs): split anyway, each
     part planned from the run's shapes."""

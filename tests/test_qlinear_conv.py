@@ -212,6 +212,7 @@ def test_strides_beyond_int32_reach_directml_as_the_dml_ep_clamps_them(tmp_path)
     assert cli.main(["compare", str(tmp_path / "conv.onnx"), "--arithmetic", "onnxruntime", "--quiet"]) == 0
 
 
+@pytest.mark.host_sensitive
 def test_pads_beyond_int32_fall_back_when_the_clamped_size_is_not_onnxruntimes(capsys, tmp_path):
     """Pads of 2^40 (with strides of 2^62, one output of padding alone for onnxruntime): clamped
     to 2^31-1 they give the DML EP another output size, which its InferAndVerifyOutputSizes

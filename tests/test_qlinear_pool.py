@@ -159,6 +159,7 @@ def test_directml_arithmetic_is_the_rounded_ideal(shape, arguments, dtype, chann
         np.testing.assert_array_equal(run_dml(model, feeds, "directml"), expected, strict=True)
 
 
+@pytest.mark.host_sensitive
 def test_ties_round_to_even_in_directml_and_not_always_in_onnxruntime():
     """Averages of two codes with equal scales of 0.1: the exact value is often k + 1/2, which
     DirectML rounds to even; onnxruntime's float32 average (0.1 is inexact) lands on either side.
@@ -176,6 +177,7 @@ def test_ties_round_to_even_in_directml_and_not_always_in_onnxruntime():
     assert differ.size > 0 and np.all(np.abs(theirs.astype(int) - expected).reshape(-1)[differ] == 1)
 
 
+@pytest.mark.host_sensitive
 def test_global_route_rounds_the_float32_product_not_the_exact_value():
     """QLinearGlobalAveragePool in onnxruntime: float32(sum - zx * N) * float32(sx / (sy * N)). With
     sx / sy = 1.5 (0.3 / 0.2, both inexact) and N = 3 the exact value sum / 2 ties at every odd sum;
@@ -261,6 +263,7 @@ def test_an_omitted_zero_point_is_rejected_by_onnxruntime():
             dml_ep.InferenceSession(model)
 
 
+@pytest.mark.host_sensitive
 def test_ceil_window_starting_past_the_input_falls_back():
     """onnxruntime drops a last ceil_mode window that starts past the input; the DML EP keeps it."""
     x = codes((1, 1, 5, 5), np.uint8, 4)
@@ -284,6 +287,7 @@ def test_invalid_attributes_raise_typed_errors(attributes, error, rule):
         dml_ep.InferenceSession(model)
 
 
+@pytest.mark.host_sensitive
 def test_a_kernel_larger_than_the_input_falls_back_and_runs_as_onnxruntime_runs_it():
     """onnxruntime's output size truncates toward zero ((4 - 5) // 1 + 1 = 1 output row, of the
     rows there are); DirectML's formula gives none. PP-OCRv4's recognizer hits this at height 1."""
@@ -306,6 +310,7 @@ def test_invalid_parameters_raise_typed_errors():
         dml_ep.InferenceSession(model)
 
 
+@pytest.mark.host_sensitive
 def test_more_than_three_spatial_dimensions_fall_back():
     x = codes((1, 2, 2, 2, 2, 3), np.uint8, 8)
     model, feeds = pool_model(x, 0.1, np.uint8(0), 0.1, np.uint8(0), op="QLinearGlobalAveragePool")

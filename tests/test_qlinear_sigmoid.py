@@ -58,6 +58,7 @@ def random_parameters(rng, dtype):
     return x_scale, dtype(rng.integers(info.min, info.max + 1)), y_scale, dtype(rng.integers(info.min, info.max + 1))
 
 
+@pytest.mark.host_sensitive
 @pytest.mark.parametrize("dtype", [np.uint8, np.int8])
 def test_every_code_is_bit_exact_with_onnxruntime_cpu_for_many_parameters(dtype):
     rng = np.random.default_rng(0 if dtype == np.uint8 else 1)
@@ -71,6 +72,7 @@ def test_every_code_is_bit_exact_with_onnxruntime_cpu_for_many_parameters(dtype)
         np.testing.assert_array_equal(actual, expected, strict=True, err_msg=str(parameters))
 
 
+@pytest.mark.host_sensitive
 def test_parameters_bound_at_run_time_are_bit_exact_too():
     model, feeds = qlinear_sigmoid(np.uint8, 0.07, 120, 1 / 200, 10, feed_scales=True)
     feeds["x"] = every_code(np.uint8)
@@ -78,6 +80,7 @@ def test_parameters_bound_at_run_time_are_bit_exact_too():
     np.testing.assert_array_equal(dml_ep.InferenceSession(model, arithmetic="onnxruntime").run(None, feeds)[0], expected, strict=True)
 
 
+@pytest.mark.host_sensitive
 def test_directml_arithmetic_is_within_one_step():
     """``1 / (1 + exp(-x))`` correctly rounded where MLAS has a rational polynomial: a code apart at
     most, where a value sits near a rounding boundary."""
@@ -134,6 +137,7 @@ def test_a_1d_length_1_scale_on_a_first_dimension_other_than_1_is_the_real_eps_f
             assert "fails creating the operator" in entry.reason
 
 
+@pytest.mark.host_sensitive
 def test_mlas_logistic_is_onnxruntimes_float_sigmoid_bit_for_bit():
     """The same MLAS routine (MlasComputeLogistic) under onnxruntime's Sigmoid: every dequantized
     value of many scales, a dense sweep of float32 in [-20, 20], the clamp ends and specials."""
@@ -166,6 +170,7 @@ def test_directml_sigmoid_is_the_documented_formula():
     np.testing.assert_array_equal(run_kernel(desc, {"InputTensor": x}, Arithmetic("onnxruntime"), get_engine(), {}), mlas_logistic(x))
 
 
+@pytest.mark.host_sensitive
 def test_dxdispatch_export_has_the_three_dispatches_in_one_sequence(tmp_path):
     model, _ = qlinear_sigmoid(np.uint8, 0.05, 128, 1 / 256, 0, shape=(2, 3, 4, 5))
     feeds = {"x": np.random.default_rng(4).integers(0, 256, (2, 3, 4, 5), dtype=np.uint8)}
@@ -188,6 +193,7 @@ def test_compare_per_node_runs_the_three_together():
     assert quantize.isolated is not None and quantize.isolated.differing == 0
 
 
+@pytest.mark.host_sensitive
 def test_split_where_x_rank_is_unknown_before_a_run():
     """x reshaped to a shape fed at run time (of unknown length): with scalar parameters the node is
     still split, its parts planned from the shapes of the run."""

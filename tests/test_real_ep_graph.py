@@ -205,6 +205,7 @@ def dynamic_quantize_matmul(b_type=np.uint8):
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid("com.microsoft", 1)], ir_version=8)
 
 
+@pytest.mark.host_sensitive
 def test_dynamic_quantize_matmul_is_planned_as_the_two_directml_operators_the_dml_ep_builds():
     """DmlOperatorDynamicQuantizeMatMul.cpp: DYNAMIC_QUANTIZE_LINEAR to B's type, then
     MATRIX_MULTIPLY_INTEGER_TO_FLOAT. With uint8 weights that is onnxruntime's CPU arithmetic bit for bit."""

@@ -26,6 +26,7 @@ def _float_adds():
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
 
 
+@pytest.mark.host_sensitive
 def test_nodes_of_one_signature_share_a_desc_and_read_their_own_inputs():
     model = _float_adds()
     feeds = {"x": np.arange(6, dtype=np.float32).reshape(2, 3), "y": np.full((2, 3), 10.0, np.float32)}
@@ -51,6 +52,7 @@ def _qlinear_adds(second_scale: float):
     return helper.make_model(graph, opset_imports=opsets, ir_version=8)
 
 
+@pytest.mark.host_sensitive
 def test_a_nodes_own_constants_are_checked():
     """The second node differs only in a constant's name and value: a zero scale must still be
     refused for it, not passed over as the first node's signature."""

@@ -80,6 +80,7 @@ def saturating_cases():
     ]
 
 
+@pytest.mark.host_sensitive
 @pytest.mark.parametrize("model, feeds", saturating_cases(), ids=["QLinearMatMul", "QLinearConv"])
 def test_host_probe_agrees_with_onnxruntime(model, feeds):
     """The probe's MatMulInteger predicts what this host's onnxruntime does in the QLinear operators."""
@@ -88,6 +89,7 @@ def test_host_probe_agrees_with_onnxruntime(model, feeds):
     assert np.array_equal(run(model, feeds, arithmetic="onnxruntime"), expected)
 
 
+@pytest.mark.host_sensitive
 def test_host_probe_runs_once(monkeypatch):
     """Every session with arithmetic="onnxruntime" asks; only the first may pay for an onnxruntime session."""
     sessions = []
@@ -119,6 +121,8 @@ def test_cpu_flags_without_proc_cpuinfo(monkeypatch):
 QEMU = shutil.which("qemu-x86_64")
 
 
+@pytest.mark.native_children  # its child processes run on the real CPU under qemu-user
+@pytest.mark.host_sensitive
 @pytest.mark.skipif(QEMU is None or platform.machine() != "x86_64", reason="needs qemu-user (apt-get install qemu-user) on x86-64")
 def test_emulation_matches_onnxruntime_on_an_emulated_avx2_cpu():
     """QEMU presents a Haswell (AVX2, no VNNI) to onnxruntime, whose MLAS then saturates; dml_ep's

@@ -3,6 +3,7 @@ says [] for both, and planning it as rank 0 failed models onnxruntime runs (an O
 ``Reshape(x, Concat(...))`` feeding a matrix multiply)."""
 
 import numpy as np
+import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import dml_ep
@@ -38,6 +39,7 @@ def test_a_rank_onnxruntime_does_not_know_stays_unknown():
     assert values["rows"].shape == ()  # a true scalar, as onnx's inference knows it
 
 
+@pytest.mark.host_sensitive
 def test_a_model_fixed_at_a_shape_loads_and_runs_as_onnxruntime_does():
     model = reshaped_matmul(batch=2)
     x = np.arange(16, dtype=np.uint8).reshape(2, 8)
