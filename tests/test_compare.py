@@ -437,3 +437,23 @@ def test_equal_infinities_compare_without_numpy_warnings():
         outside = out_of_tolerance(actual, expected, None)
     assert comparison.equal == 3 and not comparison.within_tolerance and comparison.max_diff == np.inf
     assert outside.tolist() == [False, False, False, True, True]
+
+
+def test_only_uint8_by_int8_products_can_have_u8s8_saturation_as_cause():
+    """An alternative arithmetic that also turns saturation on explains a QLinearAdd's difference
+    by its rounding, never by u8s8 saturation (seen against ort-unfused on a QDQ OCR model); the
+    operands are onnxruntime's GEMM's (ConvInteger's A is the filter)."""
+    from test_conv_integer import conv_integer
+
+    f32, u8, s8 = np.float32(0.1), np.uint8(3), np.int8(0)
+    x, w = np.zeros((1, 2, 3, 3), np.uint8), np.ones((2, 2, 1, 1), np.int8)
+    models = {
+        "QLinearConv u8 x s8": (qlinear_conv(x, f32, u8, w, f32, s8, f32, u8)[0], True),
+        "QLinearConv u8 x u8": (qlinear_conv(x, f32, u8, w.view(np.uint8), f32, u8, f32, u8)[0], False),
+        "QLinearAdd": (onnx_builders.qlinear_add(x, f32, u8, x, f32, u8, f32, u8)[0], False),
+        "ConvInteger u8 input, s8 filter (MLAS's S8U8)": (conv_integer(x, w)[0], False),
+        "ConvInteger s8 input, u8 filter (MLAS's U8S8)": (conv_integer(x.view(np.int8), w.view(np.uint8))[0], True),
+    }
+    for name, (model, saturable) in models.items():
+        (entry,) = [e for e in InferenceSession(model).plan.entries if hasattr(e, "desc")]
+        assert dml_ep.compare.may_saturate(entry.desc) == saturable, name

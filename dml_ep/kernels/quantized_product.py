@@ -51,7 +51,12 @@ class PreparedQuantizedProduct:
     def saturates(self, arithmetic, tensors: dict) -> bool:
         """Whether onnxruntime's int16 saturation of uint8 x int8 pairs applies to these sums
         (``tensors``: those bound at initialization)."""
-        return arithmetic.saturates_u8s8(getattr(self.desc, self.A_FIELD), getattr(self.desc, self.B_FIELD))
+        return arithmetic.saturates_u8s8(*self.onnxruntime_operands(self.desc))
+
+    @classmethod
+    def onnxruntime_operands(cls, desc) -> tuple:
+        """The tensor descs onnxruntime's GEMM takes as its A and B (uint8 x int8 may saturate)."""
+        return getattr(desc, cls.A_FIELD), getattr(desc, cls.B_FIELD)
 
     @property
     def corrects_u8s8(self) -> bool:

@@ -135,8 +135,13 @@ class PreparedConvolutionInteger(PreparedConvolution):
     ONNXRUNTIME_GEMM = False  # onnxruntime's A is the filter and its K is in NCHW im2col order
 
     def saturates(self, arithmetic, tensors: dict) -> bool:
-        """MLAS's A is the filter, depthwise ones included (ConvInteger has no depthwise kernel)."""
-        return arithmetic.saturates_u8s8(self.desc.FilterTensor, self.desc.InputTensor)
+        """Depthwise filters included (ConvInteger has no depthwise kernel)."""
+        return arithmetic.saturates_u8s8(*self.onnxruntime_operands(self.desc))
+
+    @classmethod
+    def onnxruntime_operands(cls, desc) -> tuple:
+        """MLAS's A is the filter."""
+        return desc.FilterTensor, desc.InputTensor
 
     def prepare_finish(self, tensors: dict, arithmetic) -> None:
         self.requantize = None
