@@ -18,7 +18,7 @@ import dml_ep
 from dml_ep import dxdispatch
 from dml_ep.arithmetic import Arithmetic
 from dml_ep.engines import get_engine
-from dml_ep.operators.activation import mlas_logistic
+from dml_ep.operators.activation import host_logistic_fused, mlas_logistic
 from dml_ep.plan import DmlNode, FallbackNode
 from dml_ep.planner import plan_model
 from dml_ep.reference import cpu_session
@@ -151,9 +151,23 @@ def test_mlas_logistic_is_onnxruntimes_float_sigmoid_bit_for_bit():
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None])])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
     expected = cpu_session(model).run(None, {"x": x})[0]
-    actual = mlas_logistic(x)
+    actual = mlas_logistic(x, host_logistic_fused())  # the FMA3 kernel, or on CPUs without it the generic one
     np.testing.assert_array_equal(actual.view(np.uint32)[~np.isnan(x)], expected.view(np.uint32)[~np.isnan(x)])
     assert np.isnan(actual[np.isnan(x)]).all()
+
+
+@pytest.mark.host_sensitive
+def test_the_logistic_probe_tells_the_two_mlas_kernels_apart():
+    """The probe's inputs round apart in MLAS's FMA3 and generic kernels, and the host's onnxruntime
+    gives one of the two (Nehalem under QEMU: the generic one; AVX2 hosts: FMA3)."""
+    from dml_ep.operators.activation import _FUSION_PROBE
+
+    fused, generic = mlas_logistic(_FUSION_PROBE, True), mlas_logistic(_FUSION_PROBE, False)
+    assert not np.array_equal(fused, generic)
+    graph = helper.make_graph([helper.make_node("Sigmoid", ["x"], ["y"])], "sigmoid", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [None])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None])])
+    y = cpu_session(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)).run(None, {"x": _FUSION_PROBE})[0]
+    np.testing.assert_array_equal(y, fused if host_logistic_fused() else generic)
 
 
 def test_directml_sigmoid_is_the_documented_formula():

@@ -34,16 +34,20 @@ No exact value: the activations do not quantize.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Optional
 
 import numpy as np
+from onnx import TensorProto, helper
 
 from ..enums import DML_FEATURE_LEVEL as FL
 from ..enums import DML_OPERATOR_TYPE as OP
 from ..enums import DML_TENSOR_DATA_TYPE as DT
+from ..graph import internal_model
 from ..kernels.float32_fma import fma32
 from ..plan import DmlNode
 from ..real_ep import ASSIGNED_TO_DML, ON_CPU, ON_DML
+from ..reference import cpu_session
 from ..tensor_desc import left_pad, view
 from .base import FLOATS, Operator, OperatorDesc, TensorDesc, rules
 from .importing import MAX_DIMENSIONS, Fallback, NodeContext, broadcast, quantized_type, tensor
@@ -321,24 +325,46 @@ _LOGISTIC = np.array([-18.0, 18.0, 4.37031012579801e-11, 1.15627324459942e-07, 6
                       1.16817656904453e-01, 9.93151921023180e-01, 0.5], dtype=np.float32)
 
 
-def mlas_logistic(x: np.ndarray) -> np.ndarray:
+def mlas_logistic(x: np.ndarray, fused: bool = True) -> np.ndarray:
     """MlasLogisticKernelFma3 on float32 ``x``: clamp to [-18, 18] (NaN passes), ``x2 = x * x``,
     ``p = x * (((a9 x2 + a7) x2 + a5) x2 + a3) x2 + a1)``, ``q = ((((b10 x2 + b8) x2 + b6) x2 + b4)
     x2 + b2) x2 + b0`` with every multiply-add one rounding (``vfmadd``), ``p / q + 0.5``, clamped
-    below at 0 (``maxps(0, r)``: NaN passes)."""
+    below at 0 (``maxps(0, r)``: NaN passes). ``fused=False``: MLAS's generic kernel, which x86-64
+    CPUs without FMA3 run, each multiply-add a multiply, then an add (two roundings)."""
     low, high, a9, a7, a5, a3, a1, b10, b8, b6, b4, b2, b0, half = _LOGISTIC
     x = np.asarray(x, dtype=np.float32)
     v = np.where(x < low, low, np.where(x > high, high, x))
     x2 = np.multiply(v, v, dtype=np.float32)
-    p = fma32(x2, a9, a7)
+    multiply_add = fma32 if fused else _multiply_then_add
+    p = multiply_add(x2, a9, a7)
     for alpha in (a5, a3, a1):
-        p = fma32(p, x2, alpha)
-    q = fma32(x2, b10, b8)
+        p = multiply_add(p, x2, alpha)
+    q = multiply_add(x2, b10, b8)
     for beta in (b6, b4, b2, b0):
-        q = fma32(q, x2, beta)
+        q = multiply_add(q, x2, beta)
     with np.errstate(invalid="ignore", divide="ignore"):
         r = np.add(np.divide(np.multiply(v, p, dtype=np.float32), q, dtype=np.float32), half, dtype=np.float32)
     return np.where(r < 0, np.float32(0), r).reshape(x.shape)
+
+
+def _multiply_then_add(x, y, z) -> np.ndarray:
+    return np.add(np.multiply(x, y, dtype=np.float32), z, dtype=np.float32)
+
+
+# Inputs whose logistic MLAS's FMA3 kernel and its generic one round apart (0 against 2^-24 or 2^-25).
+_FUSION_PROBE = np.array([-17.9982, -17.9964, -17.9946, -17.9910, -17.9892, -17.9874, -17.9838, -17.9820], np.float32)
+
+
+@functools.lru_cache(maxsize=1)
+def host_logistic_fused() -> bool:
+    """Whether the host's onnxruntime runs MLAS's FMA3 logistic kernel (x86-64 with FMA3 and AVX2)
+    rather than its generic one (older x86-64 CPUs), measured once on its Sigmoid: CPU flags would
+    only guess MLAS's choice."""
+    graph = helper.make_graph([helper.make_node("Sigmoid", ["x"], ["y"])], "logistic_probe",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [len(_FUSION_PROBE)])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    y = cpu_session(internal_model(graph, 13), threads=1).run(None, {"x": _FUSION_PROBE})[0]
+    return bool(np.array_equal(y, mlas_logistic(_FUSION_PROBE)))
 
 
 def activation(desc: ActivationDesc, tensors: dict, arithmetic, cache: dict) -> np.ndarray:
@@ -350,7 +376,7 @@ def activation(desc: ActivationDesc, tensors: dict, arithmetic, cache: dict) -> 
     if x.dtype.kind in "iu":  # only RELU takes integers
         return np.maximum(x, x.dtype.type(0)).reshape(desc.OutputTensor.Sizes)
     if arithmetic.onnxruntime and type(desc) is DML_ACTIVATION_SIGMOID_OPERATOR_DESC and x.dtype == np.float32:
-        return mlas_logistic(x).reshape(desc.OutputTensor.Sizes)
+        return mlas_logistic(x, host_logistic_fused()).reshape(desc.OutputTensor.Sizes)
     return apply_activation(desc, x).reshape(desc.OutputTensor.Sizes)
 
 
