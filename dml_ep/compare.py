@@ -136,7 +136,7 @@ def compare_tensors(name: str, actual: np.ndarray, expected: np.ndarray, step: f
         magnitude = np.abs(steps)
     else:
         magnitude = np.abs(diff[~equal])
-    within = not out_of_tolerance(actual, expected, step, atol).any()
+    within = not beyond_tolerance(diff, expected, step, atol).any()
     return TensorComparison(
         **base,
         equal=int(np.count_nonzero(equal)),
@@ -162,7 +162,12 @@ def out_of_tolerance(actual: np.ndarray, expected: np.ndarray, step: float | Non
     """Which elements of ``actual`` are out of tolerance of ``expected`` (same shape and dtype): more
     than ``atol`` steps off, or without a step, more than FLOAT_ATOL + FLOAT_RTOL * |expected|. NaN
     on both sides is equal, on one side out of tolerance, as is any value against an infinity it is not."""
-    diff = np.abs(differences(actual, expected)[1])
+    return beyond_tolerance(differences(actual, expected)[1], expected, step, atol)
+
+
+def beyond_tolerance(diff: np.ndarray, expected: np.ndarray, step: float | None, atol: int) -> np.ndarray:
+    """:func:`out_of_tolerance` from the differences :func:`differences` gave."""
+    diff = np.abs(diff)
     if step is not None:
         return np.rint(diff / step) > atol
     e = np.abs(np.asarray(expected, np.float64))

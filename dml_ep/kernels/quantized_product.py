@@ -42,9 +42,8 @@ class PreparedQuantizedProduct:
         self.constant = bool(getattr(desc, self.B_FIELD).Flags & DML_TENSOR_FLAGS.OWNED_BY_DML)
         self.saturates_u8s8 = self.saturates(arithmetic, tensors)
         # onnxruntime's saturated sums straight from the engine (the host's own kernel, no correction
-        # pass): where the arithmetic saturates as this host's onnxruntime does and the GEMM is its own
-        self.native_saturation = (self.saturates_u8s8 and self.ONNXRUNTIME_GEMM and engine.saturates_u8s8
-                                  and arithmetic.u8s8_saturation == engine.saturates_u8s8)
+        # pass): where the sums saturate, the engine's onnxruntime saturates too and the GEMM is its own
+        self.native_saturation = self.saturates_u8s8 and self.ONNXRUNTIME_GEMM and engine.saturates_u8s8
         self.prepare(tensors)
         self.prepare_finish(tensors, arithmetic)
 

@@ -45,6 +45,7 @@ from ..enums import DML_FEATURE_LEVEL as FL
 from ..enums import DML_OPERATOR_TYPE as OP
 from ..kernels import u8s8
 from ..kernels.parameters import read4d
+from ..kernels.quantized_product import PreparedQuantizedProduct
 from ..plan import DmlNode
 from .base import INT32, QUANTIZED, Operator, OperatorDesc, TensorDesc, rules
 from .importing import NodeContext, check_zero_point, parameter_tensor, quantized_type, tensor
@@ -134,9 +135,8 @@ class PreparedConvolutionInteger(PreparedConvolution):
     REQUANTIZE_FIELDS = ()  # the output is the sums
     ONNXRUNTIME_GEMM = False  # onnxruntime's A is the filter and its K is in NCHW im2col order
 
-    def saturates(self, arithmetic, tensors: dict) -> bool:
-        """Depthwise filters included (ConvInteger has no depthwise kernel)."""
-        return arithmetic.saturates_u8s8(*self.onnxruntime_operands(self.desc))
+    # the products' own test, not the convolutions': depthwise filters saturate too (ConvInteger has no depthwise kernel)
+    saturates = PreparedQuantizedProduct.saturates
 
     @classmethod
     def onnxruntime_operands(cls, desc) -> tuple:
