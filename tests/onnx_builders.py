@@ -6,6 +6,9 @@ run time), every other operand an initializer, ``None`` an omitted optional inpu
 The exactness helpers follow DirectML's definition, "dequantize, compute, quantize", in exact
 rational arithmetic: a quantized output is ``clamp(round_half_even(num / den) + zp)`` with Python
 integers ``num`` and ``den``, so no float rounding is involved in the reference.
+
+The last section builds small QDQ graphs for the tests of the graph rewrites (``dml_ep.passes``) and
+runs onnxruntime's QDQ passes on them, as dml_ep emulates them.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from onnx import helper, numpy_helper
 
 import dml_ep
 import dml_ep.arithmetic
+from dml_ep.passes import DML, EditableGraph, qdq_transformer
 from dml_ep.reference import cpu_session
 
 # Opset 19 keeps QLinearMatMul at version 10, which session.x64quantprecision covers.
@@ -214,3 +218,255 @@ def check_directml_mode(op, model, feeds, num, den, zero_point, error_bound, ref
     counts = classify_mismatches(actual, np.where(saturated, actual, theirs), num, den, error_bound, zero_point)
     counts["u8s8 saturation"] += int(np.count_nonzero(saturated))
     return counts
+
+
+# --- QDQ graphs for the graph-rewrite tests (dml_ep.passes) ---------------------------------------
+# Small graphs of QDQ groups (opset 17, ir_version 8, uint8 activations, int8 weights) and the helpers
+# that run onnxruntime's QDQ passes on them, as dml_ep emulates them, and read the result.
+
+U8, S8, U16, I32, F32 = np.uint8, np.int8, np.uint16, np.int32, np.float32
+MS = "com.microsoft"
+ALL_RULE_SETS = ("1.24+", "1.20-1.23", "1.17-1.19")
+
+
+class Graph:
+    """A few nodes with Q/DQ helpers; constants become initializers named after the node using them."""
+
+    def __init__(self):
+        self.nodes, self.initializers, self.inputs, self.outputs = [], [], [], []
+
+    def input(self, name, dtype, shape):
+        self.inputs.append(helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(np.dtype(dtype)), shape))
+        return name
+
+    def output(self, name, dtype, shape=None):
+        self.outputs.append(helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(np.dtype(dtype)), shape))
+        return name
+
+    def const(self, name, value):
+        self.initializers.append(numpy_helper.from_array(np.asarray(value), name))
+        return name
+
+    def node(self, op_type, inputs, output, name=None, domain="", **attributes):
+        self.nodes.append(helper.make_node(op_type, inputs, [output], name=name or output, domain=domain, **attributes))
+        return output
+
+    def dq(self, x, scale, zero_point, out, domain="", **attributes):
+        """DequantizeLinear named ``out``; ``zero_point`` None leaves the input out."""
+        inputs = [x, self.const(f"{out}_scale", np.asarray(scale, F32))]
+        if zero_point is not None:
+            inputs.append(self.const(f"{out}_zp", zero_point))
+        return self.node("DequantizeLinear", inputs, out, domain=domain, **attributes)
+
+    def q(self, x, scale, zero_point, out, domain=""):
+        inputs = [x, self.const(f"{out}_scale", np.asarray(scale, F32))]
+        if zero_point is not None:
+            inputs.append(self.const(f"{out}_zp", zero_point))
+        return self.node("QuantizeLinear", inputs, out, domain=domain)
+
+    def model(self, opset=17):
+        graph = helper.make_graph(self.nodes, "qdq_rules", self.inputs, self.outputs, self.initializers)
+        opsets = [helper.make_opsetid("", opset)]
+        if any(n.domain == MS for n in self.nodes):
+            opsets.append(helper.make_opsetid(MS, 1))
+        model = helper.make_model(graph, opset_imports=opsets, ir_version=8)
+        model = onnx.shape_inference.infer_shapes(model)  # the outputs declared without a shape get one
+        onnx.checker.check_model(model)
+        return model
+
+
+def zp(dtype, value=0):
+    return np.array(value, dtype)
+
+
+X_SCALE, W_SCALES, Y_SCALE = 0.02, np.array([0.01, 0.02, 0.03], F32), 0.05
+CONV_WEIGHT = (np.arange(54).reshape(3, 2, 3, 3) % 7 - 3).astype(S8)
+
+
+def conv_model(x_type=U8, w_type=S8, bias="int32", domain="", conv_is_output=False, other_consumer=False,
+               dq_is_output=False, activation=None, q_scale=Y_SCALE, q_zp=None, weight=CONV_WEIGHT):
+    """DQ(x) + DQ(w, per-channel axis 0) + DQ(int32 bias) -> Conv -> [activation ->] Q -> y.
+
+    ``bias``: "int32" (a DQ of int32), "int8" (a DQ of int8), "float" (a float initializer), None.
+    ``activation``: None, "Relu" or ("Clip", low, high). ``q_zp`` defaults to the middle of the type.
+    """
+    g = Graph()
+    g.input("x", x_type, [1, 2, 5, 5])
+    g.dq("x", X_SCALE, zp(x_type, 3), "x_dq", domain)
+    g.dq(g.const("w", weight.astype(w_type)), W_SCALES, np.zeros(3, w_type), "w_dq", domain, axis=0)
+    inputs = ["x_dq", "w_dq"]
+    if bias == "float":
+        inputs.append(g.const("bias", np.array([0.0123, -0.5, 1.37], F32)))
+    elif bias is not None:
+        values = np.array([5, -7, 11], I32 if bias == "int32" else S8)
+        inputs.append(g.dq(g.const("bias", values), np.float32(X_SCALE) * W_SCALES, None, "b_dq", domain, axis=0))
+    out = g.node("Conv", inputs, "conv_out", name="conv", pads=[1, 1, 1, 1])
+    if activation == "Relu":
+        out = g.node("Relu", [out], "act_out", name="relu")
+    elif activation is not None:
+        _, low, high = activation
+        out = g.node("Clip", [out, g.const("clip_min", F32(low)), g.const("clip_max", F32(high))], "act_out", name="clip")
+    middle = (int(np.iinfo(x_type).min) + int(np.iinfo(x_type).max) + 1) // 2
+    g.q(out, q_scale, zp(x_type, middle if q_zp is None else q_zp), "y", domain)
+    g.output("y", x_type, [1, 3, 5, 5])
+    if conv_is_output:
+        g.output("conv_out", F32)
+    if other_consumer:
+        g.output(g.node("Sigmoid", ["conv_out"], "other", name="other"), F32)
+    if dq_is_output:
+        g.output("x_dq", F32)
+    return g.model()
+
+
+def matmul_model(tail="q", b_values=None):
+    """DQ(a u8) + DQ(b s8 constant) -> MatMul -> tail: "q" (Q -> y), "none" (float output),
+    "q+other" (Q -> y and a Sigmoid reading the MatMul's output)."""
+    g = Graph()
+    g.input("a", U8, [2, 3, 4])
+    g.dq("a", 0.02, zp(U8, 3), "a_dq")
+    b = np.arange(20).reshape(4, 5) % 9 - 4 if b_values is None else b_values
+    g.dq(g.const("b", b.astype(S8)), 0.01, zp(S8), "b_dq")
+    g.node("MatMul", ["a_dq", "b_dq"], "mm_out", name="matmul")
+    if tail == "none":
+        g.output("mm_out", F32)
+    else:
+        g.output(g.q("mm_out", 0.01, zp(U8, 128), "y"), U8)
+    if tail == "q+other":
+        g.output(g.node("Sigmoid", ["mm_out"], "other", name="other"), F32)
+    return g.model()
+
+
+def binary_model(op_type="Add", a_type=U8, b_type=U8):
+    """DQ(a) + DQ(b) -> Add/Mul -> Q(u8) -> y, both operands fed."""
+    g = Graph()
+    for name, dtype, scale in (("a", a_type, 0.02), ("b", b_type, 0.03)):
+        g.input(name, dtype, [2, 3, 4])
+        g.dq(name, scale, zp(dtype, 5), f"{name}_dq")
+    g.node(op_type, ["a_dq", "b_dq"], "op_out", name=op_type.lower())
+    g.output(g.q("op_out", 0.04, zp(U8, 100), "y"), U8)
+    return g.model()
+
+
+def gemm_model(a_from_dq=True):
+    """DQ(a u8) + DQ(b s8) -> Gemm -> Q -> y; or a float ``a`` fed directly."""
+    g = Graph()
+    if a_from_dq:
+        g.input("a", U8, [2, 4])
+        g.dq("a", 0.02, zp(U8, 3), "a_dq")
+    else:
+        g.input("a_dq", F32, [2, 4])
+    g.dq(g.const("b", (np.arange(12).reshape(4, 3) % 5 - 2).astype(S8)), 0.01, zp(S8), "b_dq")
+    g.node("Gemm", ["a_dq", "b_dq"], "gemm_out", name="gemm")
+    g.output(g.q("gemm_out", 0.01, zp(U8, 128), "y"), U8)
+    return g.model()
+
+
+UNARY_ATTRIBUTES = {"AveragePool": {"kernel_shape": [2, 2]}, "LeakyRelu": {"alpha": 0.1}}
+
+
+def unary_model(op_type, q_type=U8):
+    """DQ(x u8) -> op -> Q -> y."""
+    g = Graph()
+    g.input("x", U8, [1, 2, 4, 4])
+    g.dq("x", 0.02, zp(U8, 3), "x_dq")
+    g.node(op_type, ["x_dq"], "op_out", name=op_type.lower(), **UNARY_ATTRIBUTES.get(op_type, {}))
+    scale, zero_point = (1 / 256, 0) if op_type in ("Softmax", "Sigmoid") else (0.02, 3)
+    g.output(g.q("op_out", scale, zp(q_type, zero_point), "y"), q_type)
+    return g.model()
+
+
+def drop_model(op_type, dtype=U8, dq_scale=0.05, q_scale=0.05, domain="", opset=17):
+    """DQ(x) -> Reshape/MaxPool/Resize -> Q -> y, the Q/DQ parameters constant scalars."""
+    g = Graph()
+    g.input("x", dtype, [1, 2, 4, 4])
+    g.dq("x", dq_scale, zp(dtype, 7), "x_dq", domain)
+    if op_type == "Reshape":
+        g.node("Reshape", ["x_dq", g.const("shape", np.array([2, 16], np.int64))], "op_out", name="reshape")
+    elif op_type == "MaxPool":
+        g.node("MaxPool", ["x_dq"], "op_out", name="maxpool", kernel_shape=[2, 2])
+    else:
+        g.node("Resize", ["x_dq", "", g.const("scales", np.array([1, 1, 2, 2], F32))], "op_out", name="resize", mode="nearest")
+    shape = {"Reshape": [2, 16], "MaxPool": [1, 2, 3, 3], "Resize": [1, 2, 8, 8]}[op_type]
+    g.output(g.q("op_out", q_scale, zp(dtype, 7), "y", domain), dtype, shape)
+    return g.model(opset)
+
+
+def argmax_model(zero_point=True):
+    """DQ(x u8) -> ArgMax -> int64 graph output."""
+    g = Graph()
+    g.input("x", U8, [1, 2, 4, 4])
+    g.dq("x", 0.02, zp(U8, 3) if zero_point else None, "x_dq")
+    g.output(g.node("ArgMax", ["x_dq"], "index", name="argmax", axis=1), np.int64)
+    return g.model()
+
+
+def concat_model(second_from_dq=True):
+    """DQ(x1) + DQ(x2) -> Concat -> Q -> y; or x2 a float input read directly."""
+    g = Graph()
+    g.input("x1", U8, [1, 2, 3])
+    g.dq("x1", 0.02, zp(U8, 3), "x1_dq")
+    if second_from_dq:
+        g.input("x2", U8, [1, 2, 3])
+        g.dq("x2", 0.03, zp(U8, 5), "x2_dq")
+    else:
+        g.input("x2_dq", F32, [1, 2, 3])
+    g.node("Concat", ["x1_dq", "x2_dq"], "concat_out", name="concat", axis=1)
+    g.output(g.q("concat_out", 0.04, zp(U8, 7), "y"), U8)
+    return g.model()
+
+
+def shared_dq_model():
+    """One DQ(x) read by two Convs, each with its own weight DQ and Q."""
+    g = Graph()
+    g.input("x", U8, [1, 2, 5, 5])
+    g.dq("x", X_SCALE, zp(U8, 3), "x_dq")
+    for i in (1, 2):
+        g.dq(g.const(f"w{i}", CONV_WEIGHT), W_SCALES, np.zeros(3, S8), f"w{i}_dq", axis=0)
+        g.node("Conv", ["x_dq", f"w{i}_dq"], f"conv{i}_out", name=f"conv{i}", pads=[1, 1, 1, 1])
+        g.output(g.q(f"conv{i}_out", Y_SCALE, zp(U8, 128), f"y{i}"), U8)
+    return g.model()
+
+
+def cleanup_model(q_scale=0.05, q_is_output=False, q_other_reader=False):
+    """x (u8) -> DQ -> Q -> t -> DQ -> Relu -> out: a DQ -> Q pair in the middle of the graph."""
+    g = Graph()
+    g.input("x", U8, [2, 3])
+    g.dq("x", 0.05, zp(U8, 7), "x_dq")
+    g.q("x_dq", q_scale, zp(U8, 7), "t")
+    if q_is_output:
+        g.output("t", U8)
+    if q_other_reader or not q_is_output:
+        g.dq("t", 0.05, zp(U8, 7), "t_dq")
+        g.output(g.node("Relu", ["t_dq"], "out", name="relu"), F32)
+    return g.model()
+
+
+# --- running the QDQ passes -----------------------------------------------------------------------
+
+
+def rewrite(model, rule_set="1.24+", provider=DML, int8_allowed=False) -> EditableGraph:
+    graph = EditableGraph(model)
+    qdq_transformer(graph, rule_set, provider=provider, int8_allowed=int8_allowed)
+    return graph
+
+
+def ops(graph) -> list[tuple[str, str]]:
+    return [(n.op_type, n.domain) for n in graph.nodes]
+
+
+def node(graph, op_type) -> onnx.NodeProto:
+    [found] = [n for n in graph.nodes if n.op_type == op_type]
+    return found
+
+
+def names(nodes) -> list[str]:
+    return sorted(n.name for n in nodes)
+
+
+QDQ = [("DequantizeLinear", ""), ("QuantizeLinear", "")]
+
+
+def unfused(graph, op_type) -> bool:
+    """The target is still there, between its DQs and Q."""
+    kinds = {op for op, _ in ops(graph)}
+    return op_type in kinds and {"DequantizeLinear", "QuantizeLinear"} <= kinds

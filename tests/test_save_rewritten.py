@@ -27,9 +27,8 @@ from dml_ep.passes import DEFAULT_RELEASE
 from dml_ep.passes.dml_fusion import DML_DOMAIN, FUSED_OP_TYPES
 from dml_ep.planner import Planner
 from dml_ep.real_ep import PLACEMENTS
-from onnx_builders import add
+from onnx_builders import S8, U8, add, binary_model, conv_model, matmul_model
 from test_cli_files import one_line_error, run_cli
-from test_qdq_rules import S8, U8, binary_model, conv_model, matmul_model
 from test_qlinear_concat import qlinear_concat
 from test_qlinear_sigmoid import qlinear_sigmoid
 from test_real_ep_graph import K, dynamic_quantize_matmul

@@ -45,7 +45,7 @@ def test_default_options_fuse_the_qdq_groups():
 
 def test_int8_allowed_entry_reaches_the_qdq_rules():
     """int8 activations: a Conv group becomes QLinearConv only with session.qdqisint8allowed=1."""
-    from test_qdq_rules import S8, conv_model
+    from onnx_builders import S8, conv_model
 
     model = conv_model(x_type=S8)
     assert planned_ops(dml_ep.InferenceSession(model))["QLinearConv"] == 0

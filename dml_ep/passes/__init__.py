@@ -9,7 +9,8 @@ the nodes of one execution provider; QDQFinalCleanupTransformer. The DML EP's ow
 fusion (:func:`dml_operator_fusion`) runs after them, once types are known.
 
 Not modelled (documented in docs/dml_ep_mapping.md): DoubleQDQPairsRemover, QDQPropagation, the
-Split rule, and the quantization of a float weight by WeightBiasQuantization.
+Split rule (WeightBiasQuantization's quantization of a float weight is: it changes the weights the
+DirectML operators read).
 """
 
 from __future__ import annotations

@@ -52,15 +52,7 @@ def constant_nodes_to_initializers(graph: EditableGraph) -> bool:
 
 def constant_folding(graph: EditableGraph, skip_dequantize_linear: bool = True) -> bool:
     """Fold the nodes onnxruntime's ConstantFolding folds; True if any."""
-    constant = {name for name in graph.constants if name not in graph.graph_inputs}
-    folded = []
-    for node in graph.nodes:
-        if not _foldable(node) or not all(name in constant for name in node.input if name):
-            continue
-        if skip_dequantize_linear and node.op_type == "DequantizeLinear" and not _whole_unit_folds(graph, node):
-            continue
-        folded.append(node)
-        constant.update(name for name in node.output if name)
+    folded = _constant_nodes(graph, skip_dequantize_linear)
     if not folded:
         return False
     values = {name: value for name, value in _evaluate(graph, folded).items() if isinstance(value, np.ndarray)}  # tensors only
@@ -71,6 +63,22 @@ def constant_folding(graph: EditableGraph, skip_dequantize_linear: bool = True) 
         graph.put_constant(name, array)
     graph.replace(folded, None, NAME, at=folded[0])
     return True
+
+
+def _constant_nodes(graph: EditableGraph, skip_dequantize_linear: bool) -> list[onnx.NodeProto]:
+    """The nodes to fold, in topological order: foldable, every input a constant initializer (not a
+    graph input) or the output of an earlier one; a DQ only where its whole QDQ unit folds, when
+    ``skip_dequantize_linear``."""
+    constant = {name for name in graph.constants if name not in graph.graph_inputs}
+    folded = []
+    for node in graph.nodes:
+        if not _foldable(node) or not all(name in constant for name in node.input if name):
+            continue
+        if skip_dequantize_linear and node.op_type == "DequantizeLinear" and not _whole_unit_folds(graph, node):
+            continue
+        folded.append(node)
+        constant.update(name for name in node.output if name)
+    return folded
 
 
 def _foldable(node: onnx.NodeProto) -> bool:

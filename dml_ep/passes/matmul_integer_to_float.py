@@ -34,26 +34,49 @@ def matmul_integer_to_float_fusion(graph: EditableGraph, release: Release, provi
     for mul in list(graph.nodes):
         if mul not in graph or not _is(mul, "Mul") or (provider != DML and graph.dtype(mul.input[0]) == np.float16):
             continue
-        cast = _parent(graph, mul, "Cast")
-        matmul = _parent(graph, cast, "MatMulInteger") if cast is not None else None
-        scales = _parent(graph, mul, "Mul")
-        if cast is None or matmul is None or scales is None or not all(_one_reader(graph, n) for n in (cast, matmul, scales)):
+        chain = _chain(graph, mul)
+        if chain is None:
             continue
-        if (provider == DML and release.large_matmul_stays_integer and _parent(graph, matmul, "DynamicQuantizeLinear") is not None
-                and _large(graph, matmul, cast, shapes)):
+        cast, matmul, scales = chain
+        if _stays_integer(graph, release, provider, matmul, cast, shapes):
             graph.note(matmul, "MatMulIntegerToFloatFusion leaves a DynamicQuantizeLinear-fed MatMulInteger over 4 GiB "
                                "as floats to DirectML's MatMulInteger (1.21+)")
             continue
-        add, bias = _bias_add(graph, mul) or (None, None)
-        zero_points = list(matmul.input[2:4]) + [""] * (4 - len(matmul.input))
-        inputs = [matmul.input[0], matmul.input[1], scales.input[0], scales.input[1], *zero_points]
-        if add is not None:
-            inputs.append(bias)
-        last = add if add is not None else mul
-        fused = onnx.helper.make_node("MatMulIntegerToFloat", inputs, list(last.output), name=matmul.name, domain=MS_DOMAIN)
-        graph.replace([n for n in (matmul, cast, scales, mul, add) if n is not None], fused, NAME, at=last)
+        _fuse(graph, mul, cast, matmul, scales)
         changed = True
     return changed
+
+
+def _chain(graph: EditableGraph, mul: onnx.NodeProto) -> tuple[onnx.NodeProto, onnx.NodeProto, onnx.NodeProto] | None:
+    """The Cast, MatMulInteger and scales' Mul above ``mul``, each with one reader and no graph
+    output; None when the pattern is not there."""
+    cast = _parent(graph, mul, "Cast")
+    matmul = _parent(graph, cast, "MatMulInteger") if cast is not None else None
+    scales = _parent(graph, mul, "Mul")
+    if cast is None or matmul is None or scales is None or not all(_one_reader(graph, n) for n in (cast, matmul, scales)):
+        return None
+    return cast, matmul, scales
+
+
+def _stays_integer(graph: EditableGraph, release: Release, provider: str, matmul: onnx.NodeProto, cast: onnx.NodeProto,
+                   shapes: dict) -> bool:
+    """The 1.21+ exception for DML nodes: a DynamicQuantizeLinear-fed MatMulInteger over 4 GiB as floats is not fused."""
+    return (provider == DML and release.large_matmul_stays_integer and _parent(graph, matmul, "DynamicQuantizeLinear") is not None
+            and _large(graph, matmul, cast, shapes))
+
+
+def _fuse(graph: EditableGraph, mul: onnx.NodeProto, cast: onnx.NodeProto, matmul: onnx.NodeProto,
+          scales: onnx.NodeProto) -> None:
+    """Replace the chain (and a bias Add after ``mul``) by com.microsoft MatMulIntegerToFloat
+    [A, B, a_scale, b_scale, a_zp, b_zp(, bias)], named after the MatMulInteger, writing the last node's output."""
+    add, bias = _bias_add(graph, mul) or (None, None)
+    zero_points = list(matmul.input[2:4]) + [""] * (4 - len(matmul.input))
+    inputs = [matmul.input[0], matmul.input[1], scales.input[0], scales.input[1], *zero_points]
+    if add is not None:
+        inputs.append(bias)
+    last = add if add is not None else mul
+    fused = onnx.helper.make_node("MatMulIntegerToFloat", inputs, list(last.output), name=matmul.name, domain=MS_DOMAIN)
+    graph.replace([n for n in (matmul, cast, scales, mul, add) if n is not None], fused, NAME, at=last)
 
 
 def _is(node: onnx.NodeProto | None, op_type: str) -> bool:

@@ -142,20 +142,13 @@ def qdq_selector_action_transformer(graph: EditableGraph, rule_set: RuleSet, pro
             group = rule.select(graph, target, int8_allowed)
             if provider not in rule.providers:
                 if not isinstance(group, str):
-                    only = " and ".join(p.removesuffix("ExecutionProvider") for p in sorted(rule.providers))
-                    makes = rule.makes.replace("<Op>", target.op_type)
-                    notes.append(f"onnxruntime's QDQ rule '{rule.name}' ({target.op_type} -> {makes}) is for {only} nodes only")
+                    notes.append(_other_providers_note(rule, target))
                     other_provider_rule = other_provider_rule or rule.name
                 continue
             if isinstance(group, str):
-                notes.append(f"onnxruntime's QDQ rule '{rule.name}' does not apply: {group}")
-                if group == selectors.INT8_NOT_ALLOWED and provider != CPU:
-                    notes.append("CPU nodes get int8 Q/DQ converted to uint8 first (QDQS8ToU8Transformer) and fused")
-                    other_provider_rule = other_provider_rule or rule.name
-                activation = selectors.between_op_and_q(graph, target)
-                if activation is not None and provider not in rule_set.relu_clip_providers and made_redundant(graph, activation):
-                    notes.append(f"the Q makes the {activation.op_type} redundant, but onnxruntime removes it "
-                                 f"({activation.op_type}QuantFusion) for CPU nodes only, which then fuse")
+                rejection, cpu_fuses = _rejection_notes(graph, rule_set, rule, target, provider, group)
+                notes += rejection
+                if cpu_fuses:
                     other_provider_rule = other_provider_rule or rule.name
                 continue
             _apply(graph, rule, group)
@@ -165,6 +158,30 @@ def qdq_selector_action_transformer(graph: EditableGraph, rule_set: RuleSet, pro
             if notes:
                 graph.note(target, "; ".join(notes), other_provider_rule)
     return changed
+
+
+def _other_providers_note(rule: Rule, target: onnx.NodeProto) -> str:
+    """The note for a group that ``rule`` selects but only fuses for other providers' nodes."""
+    only = " and ".join(p.removesuffix("ExecutionProvider") for p in sorted(rule.providers))
+    makes = rule.makes.replace("<Op>", target.op_type)
+    return f"onnxruntime's QDQ rule '{rule.name}' ({target.op_type} -> {makes}) is for {only} nodes only"
+
+
+def _rejection_notes(graph: EditableGraph, rule_set: RuleSet, rule: Rule, target: onnx.NodeProto, provider: str,
+                     reason: str) -> tuple[list[str], bool]:
+    """The notes for a group ``rule``'s selector rejected for ``reason``, and whether CPU nodes would
+    fuse it all the same: their int8 Q/DQ become uint8 (QDQS8ToU8Transformer), or their redundant
+    Relu/Clip before the Q goes (ReluQuantFusion/ClipQuantFusion)."""
+    notes, cpu_fuses = [f"onnxruntime's QDQ rule '{rule.name}' does not apply: {reason}"], False
+    if reason == selectors.INT8_NOT_ALLOWED and provider != CPU:
+        notes.append("CPU nodes get int8 Q/DQ converted to uint8 first (QDQS8ToU8Transformer) and fused")
+        cpu_fuses = True
+    activation = selectors.between_op_and_q(graph, target)
+    if activation is not None and provider not in rule_set.relu_clip_providers and made_redundant(graph, activation):
+        notes.append(f"the Q makes the {activation.op_type} redundant, but onnxruntime removes it "
+                     f"({activation.op_type}QuantFusion) for CPU nodes only, which then fuse")
+        cpu_fuses = True
+    return notes, cpu_fuses
 
 
 def _apply(graph: EditableGraph, rule: Rule, group: selectors.NodeGroup) -> None:

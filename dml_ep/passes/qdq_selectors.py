@@ -47,6 +47,25 @@ def qdq_group(graph: EditableGraph, target: onnx.NodeProto, dq_count: int | None
     number of inputs the target has."""
     dqs = [graph.producer(name) if name else None for name in target.input]
     dqs = [dq if is_dq(dq) else None for dq in dqs]
+    problem = _dq_inputs_problem(graph, target, dqs, dq_count)
+    if problem is not None:
+        return problem
+    found = _output_qs(graph, target)
+    if isinstance(found, str):
+        return found
+    qs, edges = found
+    if not qs:
+        return NodeGroup(target, dqs, []) if allow_no_q else _no_q_reason(graph, target)
+    outputs = sum(1 for name in target.output if name)
+    if not (outputs == len(qs) == edges) or any(name in graph.graph_outputs for name in target.output):
+        return "its outputs need one QuantizeLinear each, and nothing else"
+    return NodeGroup(target, dqs, qs)
+
+
+def _dq_inputs_problem(graph: EditableGraph, target: onnx.NodeProto, dqs: list[onnx.NodeProto | None],
+                       dq_count: int | None) -> str | None:
+    """CheckQDQNodes on the input side: ``dq_count`` DQs (default: one per input), each with one
+    output edge, to the target (NodeGroup::CanCreateNodeGroup), and none a graph output."""
     expected = sum(1 for name in target.input if name) if dq_count is None else dq_count
     found = sum(dq is not None for dq in dqs)
     if found != expected:
@@ -58,6 +77,12 @@ def qdq_group(graph: EditableGraph, target: onnx.NodeProto, dq_count: int | None
             return f"DequantizeLinear {dq.name or dq.output[0]!r} is also a graph output"
         if graph.consumers(dq.output[0]) != [target]:
             return f"DequantizeLinear {dq.name or dq.output[0]!r} has other consumers"
+    return None
+
+
+def _output_qs(graph: EditableGraph, target: onnx.NodeProto) -> tuple[list[onnx.NodeProto], int] | str:
+    """The Qs reading the target's outputs and the number of edges out of it, or why an output
+    rules the group out: it feeds a Q and another node, or it feeds a Q and is a graph output."""
     qs, edges = [], 0
     for name in target.output:
         if not name:
@@ -70,17 +95,15 @@ def qdq_group(graph: EditableGraph, target: onnx.NodeProto, dq_count: int | None
         if quantizers and name in graph.graph_outputs:
             return f"output {name!r} is a graph output"
         qs += quantizers
-    if not qs:
-        if allow_no_q:
-            return NodeGroup(target, dqs, [])
-        activation = between_op_and_q(graph, target)
-        if activation is not None:
-            return f"its output goes through {activation.op_type} before the QuantizeLinear"
-        return "no QuantizeLinear reads its output"
-    outputs = sum(1 for name in target.output if name)
-    if not (outputs == len(qs) == edges) or any(name in graph.graph_outputs for name in target.output):
-        return "its outputs need one QuantizeLinear each, and nothing else"
-    return NodeGroup(target, dqs, qs)
+    return qs, edges
+
+
+def _no_q_reason(graph: EditableGraph, target: onnx.NodeProto) -> str:
+    """Why a target that needs a Q has none: a Relu/Clip in between says more than "no Q" does."""
+    activation = between_op_and_q(graph, target)
+    if activation is not None:
+        return f"its output goes through {activation.op_type} before the QuantizeLinear"
+    return "no QuantizeLinear reads its output"
 
 
 

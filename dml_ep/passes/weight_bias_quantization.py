@@ -40,14 +40,10 @@ def weight_bias_quantization(graph: EditableGraph) -> bool:
         if has_bias and (bias is None or bias.ndim != 1 or bias.dtype != np.float32):
             continue
         if is_dq(w_dq):
-            if bias is None:  # nothing to quantize
+            weight_scale = _dq_weight_scale(graph, node, w_dq, bias)
+            if weight_scale is None:
                 continue
-            w_scale = graph.constant(w_dq.input[1])
-            if w_scale is None:
-                continue
-            per_channel = w_scale.size != 1 or w_scale.ndim > 1
-            if per_channel and (w_scale.ndim != 1 or w_scale.size != bias.size or _axis(node, w_dq, graph) != _expected_axis(node)):
-                continue
+            w_scale, per_channel = weight_scale
         else:
             weight = graph.constant(node.input[1])
             if weight is None or weight.dtype != np.float32:
@@ -56,21 +52,44 @@ def weight_bias_quantization(graph: EditableGraph) -> bool:
             changed = True
         if bias is None:
             continue
-        scale = np.asarray(x_scale.astype(np.float32) * w_scale.astype(np.float32), np.float32)  # 0-d stays an array
-        quantized = np.rint(bias / scale).astype(np.int32)
-        axis: dict[str, Any] = {"axis": 0} if per_channel else {}
-        bias_dq = onnx.helper.make_node(
-            "DequantizeLinear",
-            [graph.add_constant(f"{node.name}_bias_int32", quantized), graph.add_constant(f"{node.name}_bias_scale", scale)],
-            [graph.unique_name(f"{node.name}_bias_dq")],
-            name=graph.unique_name(f"{node.name}_bias_dq"),
-            **axis,
-        )
-        graph.insert_before(node, bias_dq, Origin((NAME,), ()), np.dtype(np.float32))
-        node.input[2] = bias_dq.output[0]
-        graph.changed(node)
+        _quantize_bias(graph, node, bias, x_scale, w_scale, per_channel)
         changed = True
     return changed
+
+
+def _dq_weight_scale(graph: EditableGraph, node: onnx.NodeProto, w_dq: onnx.NodeProto,
+                     bias: np.ndarray | None) -> tuple[np.ndarray, bool] | None:
+    """The scale of a weight that already comes from a DQ, and whether it is per channel; None when
+    there is no bias to quantize, or the scale is not a constant, or a per-channel scale is not a
+    vector over the bias's channels along the node's output-channel axis."""
+    if bias is None:  # nothing to quantize
+        return None
+    w_scale = graph.constant(w_dq.input[1])
+    if w_scale is None:
+        return None
+    per_channel = w_scale.size != 1 or w_scale.ndim > 1
+    if per_channel and (w_scale.ndim != 1 or w_scale.size != bias.size or _axis(node, w_dq, graph) != _expected_axis(node)):
+        return None
+    return w_scale, per_channel
+
+
+def _quantize_bias(graph: EditableGraph, node: onnx.NodeProto, bias: np.ndarray, x_scale: np.ndarray,
+                   w_scale: np.ndarray, per_channel: bool) -> None:
+    """The float bias as ``DQ(int32 rint(bias / (x_scale * w_scale)), x_scale * w_scale)`` feeding
+    ``node``, in float32 as onnxruntime's Div and Round (folded) compute it."""
+    scale = np.asarray(x_scale.astype(np.float32) * w_scale.astype(np.float32), np.float32)  # 0-d stays an array
+    quantized = np.rint(bias / scale).astype(np.int32)
+    axis: dict[str, Any] = {"axis": 0} if per_channel else {}
+    bias_dq = onnx.helper.make_node(
+        "DequantizeLinear",
+        [graph.add_constant(f"{node.name}_bias_int32", quantized), graph.add_constant(f"{node.name}_bias_scale", scale)],
+        [graph.unique_name(f"{node.name}_bias_dq")],
+        name=graph.unique_name(f"{node.name}_bias_dq"),
+        **axis,
+    )
+    graph.insert_before(node, bias_dq, Origin((NAME,), ()), np.dtype(np.float32))
+    node.input[2] = bias_dq.output[0]
+    graph.changed(node)
 
 
 def _quantize_weight(graph: EditableGraph, node: onnx.NodeProto, weight: np.ndarray) -> np.ndarray:
