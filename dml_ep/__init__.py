@@ -1,8 +1,7 @@
 """dml_ep: an emulator of onnxruntime's DirectML execution provider for quantized ONNX models."""
 
-__version__ = "0.1.0"  # the one place the version is written: pyproject.toml reads it from here
-
 from .errors import DmlEpError, MissingRuntimeError, missing_runtime
+from .version import __version__  # noqa: F401 (the package's version, re-exported)
 
 _missing = missing_runtime()
 if _missing is not None:

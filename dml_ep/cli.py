@@ -26,10 +26,10 @@ import numpy as np
 from . import dxdispatch, files, html_report, model_explorer
 from .arithmetic import ARITHMETICS
 from .engines import ENGINES
-from .compare import (CANDIDATES, FLOAT_ATOL, FLOAT_RTOL, ModelReport, ShippedComparison, TensorComparison, compare_model, compare_shipped,
-                      node_label)
+from .compare import CANDIDATES, compare_model, compare_shipped
+from .report import FLOAT_ATOL, FLOAT_RTOL, ModelReport, ShippedComparison, TensorComparison, node_label
 from .errors import DmlEpError, FeedError, NodeError
-from .graph import graph_inputs, load_model, one_line
+from .graph import Loaded, graph_inputs, load_model, one_line
 from .importer import DEFAULT_FEATURE_LEVEL
 from .passes import DEFAULT_RELEASE, RELEASES
 from .passes.dml_fusion import NAME as DML_FUSION
@@ -561,7 +561,7 @@ def cmd_compare(args) -> int:
             feeds, sources = case_feeds(case, model, args)
             with _naming_random_inputs(sources):
                 report = compare_model(
-                    model,
+                    Loaded(model),
                     feeds,
                     reference=args.reference,
                     candidate=args.candidate,

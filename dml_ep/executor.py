@@ -25,9 +25,10 @@ import onnx
 from .arithmetic import Arithmetic
 from .engines import get_engine
 from .errors import FallbackError, NodeError, OutOfMemoryError, ShapeError
-from .graph import ValueInfo, node_reads, ort_message, type_proto, value_info_of
-from .kernels.dispatch import prepare_kernel, run_kernel
+from .graph import ValueInfo, node_reads, ort_message, value_info_of
+from .operators.dispatch import prepare_kernel, run_kernel
 from .operators.registration import operator_of
+from .ort_inference import type_proto
 from .passes.dml_fusion import unfused
 from .plan import DmlNode, Plan, PlanEntry, macs_inputs
 from .planner import Planner
@@ -271,19 +272,22 @@ class Executor:
         made = self._io.get(group)
         if made is not None:
             return made
-        planner = self.planner
         nodes = self._cpu_nodes(group)
         produced = {name for node in nodes for name in node.output if name}
         inputs = [name for name in dict.fromkeys(n for node in nodes for n in node_reads(node)) if name not in produced]
-        if len(group) == 1:
-            outputs = [name for name in planner.nodes[group[0]].output if name]
-        else:
-            members = set(group)
-            measured = {name for index in group for name in macs_inputs(planner.nodes[index])}
-            outputs = [name for node in nodes for name in node.output if name and (
-                name in measured or name in self._graph_outputs or any(i not in members for i in self._readers.get(name, ())))]
-        made = self._io[group] = (inputs, outputs)
+        made = self._io[group] = (inputs, self._partition_outputs(group, nodes))
         return made
+
+    def _partition_outputs(self, group: tuple[int, ...], nodes: list[onnx.NodeProto]) -> list[str]:
+        """What fallback nodes (``nodes``, run for ``group``) give: a single node all its outputs; a
+        partition those read after it, and those a MAC count needs the shapes of."""
+        planner = self.planner
+        if len(group) == 1:
+            return [name for name in planner.nodes[group[0]].output if name]
+        members = set(group)
+        measured = {name for index in group for name in macs_inputs(planner.nodes[index])}
+        return [name for node in nodes for name in node.output if name and (
+            name in measured or name in self._graph_outputs or any(i not in members for i in self._readers.get(name, ())))]
 
     def _cpu_nodes(self, group: tuple[int, ...]) -> list[onnx.NodeProto]:
         """The ONNX nodes onnxruntime runs for these nodes: a DML-internal fused node unfused."""

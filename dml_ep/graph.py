@@ -1,14 +1,11 @@
-"""Reading an ONNX model: load and check it, order its nodes, and learn every value's type and shape.
+"""Reading an ONNX model: load and check it, order its nodes, and describe its values.
 
-DirectML descs need static shapes, and shapes are only known for sure from the tensors a run
-makes (a Reshape may read its shape from an input). So onnxruntime's inference tells the types of
-all values before a run (:func:`static_values`), and their shapes where static, and the planner
-makes each node's desc from the shapes of the tensors that reach it.
+What onnxruntime's inference says of every value's type and shape is read by
+:mod:`dml_ep.ort_inference`.
 """
 
 from __future__ import annotations
 
-import functools
 import os
 import re
 import stat
@@ -70,13 +67,23 @@ def internal_model(graph: onnx.GraphProto, opset: int, domains=()) -> onnx.Model
     return onnx.helper.make_model(graph, opset_imports=opsets, ir_version=ir_version)
 
 
+class Loaded(NamedTuple):
+    """A model :func:`load_model` gave, passed on to a layer that would load it again (compare's
+    session): loaded and checked once per command."""
+
+    proto: onnx.ModelProto
+
+
 def load_model(model) -> onnx.ModelProto:
     """A ModelProto from a path, bytes or a ModelProto, within dml_ep's limits (:func:`check_model`),
     its strings that are not UTF-8 escaped (:func:`decoded_strings`); ModelError says what is wrong.
+    A :class:`Loaded` model is returned as it is.
 
     External data is read from the model file's folder, never outside it (onnx refuses locations
     that leave it); a model given without its path cannot have any.
     """
+    if isinstance(model, Loaded):
+        return model.proto
     if isinstance(model, onnx.ModelProto):
         proto = model
         _refuse_external_data(proto, "the given ModelProto")
@@ -191,7 +198,7 @@ def _parse(data: bytes, where: str) -> onnx.ModelProto:
 
 def check_model(proto: onnx.ModelProto) -> None:
     """The limits dml_ep knows: IR version, opset versions, graph inputs. The rest of a model's
-    validity is onnxruntime's to judge, when the planner loads it (:func:`static_values`): a model
+    validity is onnxruntime's to judge, when the planner loads it (:func:`dml_ep.ort_inference.static_values`): a model
     is refused where onnxruntime refuses it, and taken where onnxruntime takes it."""
     if proto.ir_version < MIN_IR_VERSION:
         raise ModelError(f"unsupported IR version {proto.ir_version} (need {MIN_IR_VERSION} or newer)")
@@ -240,19 +247,7 @@ def topological_order(graph: onnx.GraphProto) -> list[onnx.NodeProto]:
     produced first; ModelError on cycles and dangling inputs."""
     nodes = list(graph.node)  # read from protobuf once
     available = {i.name for i in graph.input} | {t.name for t in graph.initializer} | {""}
-    producer = {name: index for index, node in enumerate(nodes) for name in node.output if name}
-    waiting = [0] * len(nodes)
-    consumers: list[list[int]] = [[] for _ in nodes]
-    for index, node in enumerate(nodes):
-        for name in node_reads(node):
-            if name in available:
-                continue
-            source = producer.get(name)
-            if source is None:
-                label = node.name or node.op_type
-                raise ModelError(f"node {label!r} ({node.op_type}): input {name!r} is produced by no node and is not a graph input or initializer")
-            waiting[index] += 1
-            consumers[source].append(index)
+    waiting, consumers = _dependencies(nodes, available)
     ready = deque(i for i, count in enumerate(waiting) if count == 0)
     order = []
     while ready:
@@ -267,6 +262,25 @@ def topological_order(graph: onnx.GraphProto) -> list[onnx.NodeProto]:
         names = ", ".join(repr(n.name or n.op_type) for n in stuck[:3])
         raise ModelError(f"the graph has a cycle through {names}")
     return order
+
+
+def _dependencies(nodes: list[onnx.NodeProto], available: set[str]) -> tuple[list[int], list[list[int]]]:
+    """For each node, how many of the values it reads other nodes produce, and which nodes read
+    its outputs; ModelError on a value neither a node nor ``available`` (the graph) gives."""
+    producer = {name: index for index, node in enumerate(nodes) for name in node.output if name}
+    waiting = [0] * len(nodes)
+    consumers: list[list[int]] = [[] for _ in nodes]
+    for index, node in enumerate(nodes):
+        for name in node_reads(node):
+            if name in available:
+                continue
+            source = producer.get(name)
+            if source is None:
+                label = node.name or node.op_type
+                raise ModelError(f"node {label!r} ({node.op_type}): input {name!r} is produced by no node and is not a graph input or initializer")
+            waiting[index] += 1
+            consumers[source].append(index)
+    return waiting, consumers
 
 
 def node_reads(node: onnx.NodeProto) -> list[str]:
@@ -401,110 +415,6 @@ def element_dtype(value: onnx.ValueInfoProto) -> np.dtype:
     return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(value.type.tensor_type.elem_type))
 
 
-def static_values(model: onnx.ModelProto | bytes, input_shapes=None) -> dict[str, ValueInfo]:
-    """Every value's type, and its shape as far as onnxruntime's own inference knows it before a run.
-
-    onnxruntime loads the model with every node output exposed (loads only: no session is
-    initialized, so no node disappears and no kernel is made) and says what each output is: its
-    type string, and dimensions where static (None where they depend on a symbolic input dimension
-    or on data). ``input_shapes`` pins input shapes first. value_info and the graph outputs' shapes
-    are dropped beforehand: a shape is never taken from a declaration. A model onnxruntime refuses
-    at load is a ModelError naming the node. Given as bytes, the model is parsed into the probe:
-    no second copy of it is alive while onnxruntime holds its own.
-    """
-    from .reference import loaded_graph
-
-    probe = onnx.ModelProto()
-    if isinstance(model, bytes):
-        probe.ParseFromString(model)
-    else:
-        probe.CopyFrom(model)
-    del probe.graph.value_info[:]
-    for output in probe.graph.output:  # a declared output shape is a declaration too
-        if output.type.HasField("tensor_type"):
-            output.type.tensor_type.ClearField("shape")
-    for value in graph_inputs(probe.graph):
-        if input_shapes and value.name in input_shapes:
-            shape = value.type.tensor_type.shape
-            del shape.dim[:]
-            for size in input_shapes[value.name]:
-                shape.dim.add().dim_value = int(size)
-    listed = {o.name for o in probe.graph.output}
-    add_output = probe.graph.output.add  # in the probe's arena: a message made on its own takes an arena of its own
-    for name in [n for node in probe.graph.node for n in node.output if n and n not in listed]:
-        add_output(name=name)
-    try:
-        inputs_meta, outputs_meta = loaded_graph(probe)
-    except Exception as exc:  # onnxruntime's Fail, InvalidGraph, InvalidArgument...
-        message = ort_message(exc)
-        raise ModelError(f"the model is invalid (onnxruntime rejects it): {message}{_inputs_of(probe.graph, message)}") from None
-    values = {name: value_info(name, ort_type, shape) for name, ort_type, shape in (*inputs_meta, *outputs_meta)}
-    inputs = {name for name, _, _ in inputs_meta}
-    rank_0 = [name for name, info in values.items() if info.shape == () and name not in inputs]
-    if rank_0:  # onnxruntime says [] for a scalar and for a rank it does not know: onnx's inference tells them apart
-        scalars = _inferred_scalars(probe)
-        values.update((name, values[name]._replace(shape=None)) for name in rank_0 if name not in scalars)
-    for tensor in probe.graph.initializer:
-        values.setdefault(tensor.name, ValueInfo(tensor.name, np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type)), tuple(tensor.dims)))
-    return values
-
-
-def _inferred_scalars(probe: onnx.ModelProto) -> set[str]:
-    """The values onnx's shape inference knows to be scalars in ``probe`` (its declarations of
-    intermediate and output shapes dropped): only those are planned as rank 0 before a run."""
-    try:
-        inferred = onnx.shape_inference.infer_shapes(skeleton(probe))
-    except Exception:  # noqa: BLE001  contrib ops and the like: no value is known to be a scalar
-        return set()
-    return {value.name for value in (*inferred.graph.value_info, *inferred.graph.output)
-            if value.type.HasField("tensor_type") and value.type.tensor_type.HasField("shape") and not value.type.tensor_type.shape.dim}
-
-
-def value_info(name: str, ort_type: str, shape) -> ValueInfo:
-    """A ValueInfo from onnxruntime's type string ("tensor(uint8)", "seq(tensor(float))") and
-    NodeArg shape (symbolic or unknown dimensions as None)."""
-    is_tensor, dtype = _tensor_element_type(ort_type)
-    if not is_tensor:  # a sequence, map or optional: only onnxruntime's fallback nodes read it
-        return ValueInfo(name, None, None, ort_type)
-    dims = tuple(d if isinstance(d, int) and d >= 0 else None for d in shape) if shape is not None else None
-    return ValueInfo(name, dtype, dims, ort_type)
-
-
-@functools.lru_cache(maxsize=None)
-def _tensor_element_type(ort_type: str) -> tuple[bool, np.dtype | None]:
-    """Whether onnxruntime's type string is a tensor's, and its element type (parsed once per string)."""
-    match = re.fullmatch(r"tensor\((\w+)\)", ort_type)
-    return (False, None) if match is None else (True, _ORT_ELEMENT_TYPES.get(match[1]))
-
-
-def type_proto(ort_type: str) -> onnx.TypeProto:
-    """onnxruntime's type string as an ONNX TypeProto (element type only: shapes are left open)."""
-    match = re.fullmatch(r"(\w+)\((.*)\)", ort_type)
-    if match is None:
-        raise ModelError(f"unknown onnxruntime type {ort_type!r}")
-    kind, inner = match.groups()
-    if kind == "tensor":
-        return onnx.helper.make_tensor_type_proto(_ONNX_ELEMENT_TYPES[inner], None)
-    if kind == "seq":
-        return onnx.helper.make_sequence_type_proto(type_proto(inner))
-    if kind == "optional":
-        return onnx.helper.make_optional_type_proto(type_proto(inner))
-    if kind == "map":
-        key, _, value = inner.partition(",")
-        return onnx.helper.make_map_type_proto(_ONNX_ELEMENT_TYPES[key], type_proto(value))
-    raise ModelError(f"unknown onnxruntime type {ort_type!r}")
-
-
-# onnxruntime spells element types as the TensorProto enum in lower case ("float", "uint8", "float16").
-_ONNX_ELEMENT_TYPES = {name.lower(): number for name, number in onnx.TensorProto.DataType.items() if number}
-_ORT_ELEMENT_TYPES = {}
-for _name, _number in _ONNX_ELEMENT_TYPES.items():
-    try:
-        _ORT_ELEMENT_TYPES[_name] = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(_number))
-    except (KeyError, TypeError, ValueError):  # string and the like have no numeric numpy dtype here
-        pass
-
-
 _ORT_NODE_MESSAGES = (
     r"Node \((?P<name>.*?)\) Op \((?P<op>.*?)\) (?P<rule>.*)",
     r'In Node, \("(?P<name>.*?)", (?P<op>[^,]*), "[^"]*", -?\d+\) : .*? , Error (?P<rule>.*)',  # its load's schema check
@@ -524,19 +434,6 @@ def ort_message(exc: Exception, with_node: bool = True) -> str:
                 return rule
             return f"node {name!r} ({op_type}): {rule}" if name else f"{op_type or 'a'} node: {rule}"
     return text
-
-
-def _inputs_of(graph: onnx.GraphProto, message: str) -> str:
-    """" (inputs: a uint8[2, 3], ...)" for the node an onnxruntime message names: its graph inputs
-    and constants as the model gives them."""
-    match = re.search(r"[Nn]ode \(?'?([^)' ]+)", message)
-    node = next((n for n in graph.node if match and n.name == match[1]), None)
-    if node is None:
-        return ""
-    known = {v.name: (element_dtype(v), declared_shape(v, "?")) for v in graph.input if v.type.HasField("tensor_type")}
-    known.update((t.name, (np.dtype(onnx.helper.tensor_dtype_to_np_dtype(t.data_type)), tuple(t.dims))) for t in graph.initializer)
-    described = [f"{name} {known[name][0]}{list(known[name][1])}" for name in node.input if name in known]
-    return f" (inputs: {', '.join(described)})" if described else ""
 
 
 def one_line(exc: Exception) -> str:

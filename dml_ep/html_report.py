@@ -18,7 +18,7 @@ from importlib import resources
 
 import numpy as np
 
-from .compare import ModelReport, TensorComparison, node_label
+from .report import ModelReport, TensorComparison, node_label
 from .graph import node_reads
 from .node_table import PENDING, PENDING_REASON, counted, node_differences, plan_rows
 from .plan import DmlNode, Plan

@@ -156,17 +156,7 @@ def gather_sizes(graph_proto: onnx.GraphProto) -> dict[str, int]:
     nodes that keep them (Cast, Reshape, Unsqueeze...), and whose data is constant (an initializer
     or Constant node, maybe through a DequantizeLinear or Cast): the smallest size of such data
     along the gathered axis, so that indices drawn in ``[0, size - 1]`` are in range."""
-    shapes = {tensor.name: tuple(tensor.dims) for tensor in graph_proto.initializer}
-    producers: dict[str, onnx.NodeProto] = {}
-    consumers: dict[str, list[tuple[onnx.NodeProto, int]]] = {}
-    for node in graph_proto.node:
-        if node.domain not in ("", "ai.onnx"):
-            continue
-        if node.op_type == "Constant" and len(node.attribute) == 1 and node.attribute[0].name == "value":
-            shapes[node.output[0]] = tuple(node.attribute[0].t.dims)
-        producers.update((output, node) for output in node.output)
-        for index, name in enumerate(node.input):
-            consumers.setdefault(name, []).append((node, index))
+    shapes, producers, consumers = _wiring(graph_proto)
 
     def data_shape(name: str) -> tuple | None:
         node = producers.get(name)
@@ -189,6 +179,23 @@ def gather_sizes(graph_proto: onnx.GraphProto) -> dict[str, int]:
                     if shape and -len(shape) <= axis < len(shape) and shape[axis] > 0:
                         sizes[value.name] = min(sizes.get(value.name, shape[axis]), shape[axis])
     return sizes
+
+
+def _wiring(graph_proto: onnx.GraphProto) -> tuple[dict[str, tuple], dict[str, onnx.NodeProto], dict[str, list[tuple[onnx.NodeProto, int]]]]:
+    """Of the graph's ai.onnx nodes: the shapes of its constants (initializers and Constant nodes),
+    the node that makes each value, and the nodes that read each value with the input index."""
+    shapes = {tensor.name: tuple(tensor.dims) for tensor in graph_proto.initializer}
+    producers: dict[str, onnx.NodeProto] = {}
+    consumers: dict[str, list[tuple[onnx.NodeProto, int]]] = {}
+    for node in graph_proto.node:
+        if node.domain not in ("", "ai.onnx"):
+            continue
+        if node.op_type == "Constant" and len(node.attribute) == 1 and node.attribute[0].name == "value":
+            shapes[node.output[0]] = tuple(node.attribute[0].t.dims)
+        producers.update((output, node) for output in node.output)
+        for index, name in enumerate(node.input):
+            consumers.setdefault(name, []).append((node, index))
+    return shapes, producers, consumers
 
 
 def parse_val_range(text: str) -> tuple[str | None, tuple]:

@@ -31,7 +31,7 @@ from typing import Any
 import onnx
 
 from . import files
-from .compare import ModelReport, NodeComparison
+from .report import ModelReport, NodeComparison
 from .errors import DmlEpError, import_extra
 from .node_table import comparisons_in_unit, placement
 from .plan import CONV_WEIGHT_INPUT, ELEMENT_WISE, MATMUL_A_INPUT, Plan, node_macs

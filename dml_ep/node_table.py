@@ -8,7 +8,7 @@ stands for. :func:`node_differences` adds, after ``compare``, each node's larges
 
 from __future__ import annotations
 
-from .compare import ModelReport, NodeComparison, TensorComparison, node_label
+from .report import ModelReport, NodeComparison, TensorComparison, node_label
 from .plan import DmlNode, Plan, PlanEntry, node_macs
 from .real_ep import fallback_placement
 

@@ -22,12 +22,14 @@ from . import graph as graph_module
 from .enums import DML_FEATURE_LEVEL
 from .errors import DmlEpError, NodeError, RealEpError
 from .importer import DEFAULT_FEATURE_LEVEL, NodeImporter, opset_versions
+from .operators.dml_graph import derived_infos
+from .operators.registration import GRAPHS
 from .memory import paused_gc
 from .passes import (DEFAULT_RELEASE, DML, RELEASES, EditableGraph, constant_folding,
                      constant_nodes_to_initializers, dml_operator_fusion, matmul_integer_to_float_fusion, onnxruntime_fusions,
                      qdq_transformer)
-from .passes.dml_graphs import derived_infos, dynamic_quantize_matmul_graph, qlinear_concat_graph, qlinear_sigmoid_graph
 from .graph import ValueInfo, value_info_of
+from .ort_inference import static_values
 from .plan import DmlNode, Plan, PlanEntry
 from .real_ep import has_dml_kernel
 
@@ -45,7 +47,6 @@ class Planner:
                  int8_allowed: bool = False):
         if qdq_rules is not None and qdq_rules not in RELEASES:
             raise DmlEpError(f"unknown onnxruntime release {qdq_rules!r} (choose from {', '.join(RELEASES)})")
-        release = RELEASES[qdq_rules or DEFAULT_RELEASE]
         self.feature_level = DML_FEATURE_LEVEL.parse(feature_level)
         self.qdq_rules = qdq_rules
         self.provider = provider
@@ -54,29 +55,20 @@ class Planner:
         graph = EditableGraph(model)
         loaded = graph.loaded  # first: onnxruntime refuses an invalid model here, before any pass reads it
         self.source = graph.source  # the user's model without its weights (graph.skeleton), whose nodes origins name
-        constant_nodes_to_initializers(graph)  # as onnxruntime builds its graph, whatever the level
-        if optimization_level >= 1:
-            constant_folding(graph, skip_dequantize_linear=qdq_rules is not None)
-        if qdq_rules is not None and optimization_level >= 1:
-            qdq_transformer(graph, release.qdq_rules, provider, int8_allowed, level=optimization_level)
-        if optimization_level >= 2:
-            matmul_integer_to_float_fusion(graph, release, provider, loaded)
-        if provider == DML and optimization_level >= 1:
-            onnxruntime_fusions(graph, optimization_level, qdq=qdq_rules is not None)
+        onnxruntime_rewrites(graph, qdq_rules, provider, optimization_level, int8_allowed)
         rewritten = graph.to_model()  # as onnxruntime's rewrites left it
         self.header = graph_module.copy_without(rewritten, "graph")  # opsets, IR version, functions: fallback models take them
         self._rewritten = rewritten.SerializeToString()  # typed here and for other input shapes; as bytes, a twentieth of the message
         del rewritten
         self.constants = graph.constants
-        self.static = graph_module.static_values(self._rewritten) if graph.edited else loaded
+        self.static = static_values(self._rewritten) if graph.edited else loaded
         self._importer = NodeImporter(self.constants, self.feature_level, opset_versions(self.header))
         if provider == DML and optimization_level >= 2:  # DmlOperatorFusionTransformer is a Level-2 transformer
             dml_operator_fusion(graph, self._maps_by_type)
         self._derived = {}
         if provider == DML:  # the DML EP's operators that are small DirectML graphs, one plan node per DirectML operator
-            self._derived.update(dynamic_quantize_matmul_graph(graph, self.static, self._maps_by_type))
-            self._derived.update(qlinear_sigmoid_graph(graph, self.static, self._maps_by_type))
-            self._derived.update(qlinear_concat_graph(graph, self.static, self._maps_by_type))
+            for row in GRAPHS:
+                self._derived.update(row.split(graph, self.static, self._maps_by_type))
         if self._derived:
             self.static = {**self.static, **derived_infos(self._derived, self.static)}
         self.nodes = list(graph.nodes)
@@ -160,7 +152,7 @@ class Planner:
                 for dim in graph_module.symbolic_dims(value):
                     assumed[dim] = 1
                 shapes[value.name] = graph_module.declared_shape(value)
-        values = graph_module.static_values(self._rewritten, shapes) if input_shapes or assumed else self.static
+        values = static_values(self._rewritten, shapes) if input_shapes or assumed else self.static
         if self._derived and values is not self.static:
             values = {**values, **derived_infos(self._derived, values)}
         try:
@@ -170,6 +162,22 @@ class Planner:
                 sizes = ", ".join(f"{dim}={size}" for dim, size in assumed.items())
                 error.args = (f"{error} (planned with the symbolic dimensions taken as {sizes}: give the input shapes you run with)",)
             raise
+
+
+def onnxruntime_rewrites(graph: EditableGraph, qdq_rules: str | None, provider: str, optimization_level: int, int8_allowed: bool) -> None:
+    """The rewrites onnxruntime makes to a graph before the EPs take their nodes, in its order, as
+    far as ``optimization_level`` allows: constant folding, the release's QDQ rules (None: off),
+    MatMulIntegerToFloat fusion, and for the DML EP its float fusions."""
+    release = RELEASES[qdq_rules or DEFAULT_RELEASE]
+    constant_nodes_to_initializers(graph)  # as onnxruntime builds its graph, whatever the level
+    if optimization_level >= 1:
+        constant_folding(graph, skip_dequantize_linear=qdq_rules is not None)
+    if qdq_rules is not None and optimization_level >= 1:
+        qdq_transformer(graph, release.qdq_rules, provider, int8_allowed, level=optimization_level)
+    if optimization_level >= 2:
+        matmul_integer_to_float_fusion(graph, release, provider, graph.loaded)
+    if provider == DML and optimization_level >= 1:
+        onnxruntime_fusions(graph, optimization_level, qdq=qdq_rules is not None)
 
 
 def plan_model(model: onnx.ModelProto, feature_level=DEFAULT_FEATURE_LEVEL, input_shapes=None, *,

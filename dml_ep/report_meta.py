@@ -21,7 +21,7 @@ import numpy as np
 import onnx
 import onnxruntime
 
-from . import __version__
+from .version import __version__
 from .arithmetic import cpu_flags, host_saturates_u8s8
 from .kernels import compiled
 

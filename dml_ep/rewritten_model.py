@@ -19,7 +19,7 @@ com.microsoft ops instead, saying in the metadata what the DML EP runs:
   op and its activation (with the model's names), both marked ``dml_ep.fused`` with the fused op
   and carrying its one DirectML operator;
 - the parts dml_ep plans for a node the DML EP runs as a small DirectML graph of its own
-  (``passes/dml_graphs.py``: DynamicQuantizeMatMul, QLinearSigmoid, QLinearConcat) are written as
+  (``registration.GRAPHS``: DynamicQuantizeMatMul, QLinearSigmoid, QLinearConcat) are written as
   that node, as onnxruntime's graph has it, with ``dml_ep.parts`` naming the parts and
   ``dml_ep.operator`` their DirectML operators in order;
 - every other node as planned. The Memcpy nodes onnxruntime adds between DML and CPU nodes are
@@ -41,16 +41,18 @@ import json
 import onnx
 from onnx.checker import MAXIMUM_PROTOBUF
 
-from . import __version__, files
-from .compare import node_label
+from . import files
+from .report import node_label
 from .errors import DmlEpError
-from .graph import ValueInfo, copy_without, node_reads, type_proto
+from .graph import ValueInfo, copy_without, node_reads
+from .ort_inference import type_proto
 from .node_table import PENDING, PENDING_REASON, plan_rows
 from .passes.dml_fusion import DML_DOMAIN, FUSED_OP_TYPES, unfused
 from .passes.editable import Origin
 from .plan import Plan
 from .planner import Planner
 from .real_ep import PLACEMENTS
+from .version import __version__
 
 # The metadata of each node (NodeProto.metadata_props, which Netron shows):
 PLACEMENT = "dml_ep.placement"  # node_table.placement: modelled, real-ep-dml or cpu; PENDING if planned only when run
@@ -80,19 +82,7 @@ def rewritten_model(planner: Planner, plan: Plan) -> onnx.ModelProto:
     pairs = zip(planner.nodes, planner.origins)
     for _, group in itertools.groupby(pairs, key=lambda pair: id(pair[1]) if pair[1].whole is not None else id(pair[0])):
         parts, origins = zip(*group)
-        origin = origins[0]
-        metadata = node_metadata(origin, [rows.get(id(part)) for part in parts])
-        if origin.whole is not None:
-            written = [_copy(origin.whole)]
-            metadata[PARTS] = " -> ".join(part.op_type for part in parts)
-        elif parts[0].domain == DML_DOMAIN and parts[0].op_type in FUSED_OP_TYPES.values():
-            written = fused_pair(parts[0], origin)
-            metadata[FUSED] = f"{DML_DOMAIN}:{parts[0].op_type}"
-        else:
-            written = [_copy(parts[0])]
-        for node in written:
-            annotate(node.metadata_props, metadata)
-        nodes.extend(written)
+        nodes.extend(written_nodes(parts, origins[0], [rows.get(id(part)) for part in parts]))
 
     model = copy_without(planner.header, "graph")
     model.graph.name = planner.source.graph.name
@@ -108,6 +98,24 @@ def rewritten_model(planner: Planner, plan: Plan) -> onnx.ModelProto:
     model.graph.node.extend(nodes)
     annotate(model.metadata_props, model_metadata(plan))
     return model
+
+
+def written_nodes(parts: tuple, origin: Origin, rows: list[dict | None]) -> list[onnx.NodeProto]:
+    """The nodes of onnxruntime's graph written for the planner's ``parts`` (one node, or the parts
+    of a DirectML graph, with the plan rows of each), with their metadata: a DirectML graph as the
+    node it was split from, the DML EP's fused node as the pair it fused."""
+    metadata = node_metadata(origin, rows)
+    if origin.whole is not None:
+        written = [_copy(origin.whole)]
+        metadata[PARTS] = " -> ".join(part.op_type for part in parts)
+    elif parts[0].domain == DML_DOMAIN and parts[0].op_type in FUSED_OP_TYPES.values():
+        written = fused_pair(parts[0], origin)
+        metadata[FUSED] = f"{DML_DOMAIN}:{parts[0].op_type}"
+    else:
+        written = [_copy(parts[0])]
+    for node in written:
+        annotate(node.metadata_props, metadata)
+    return written
 
 
 def node_metadata(origin: Origin, rows: list[dict | None]) -> dict[str, str]:

@@ -29,6 +29,7 @@ from .passes import Origin
 from .plan import FallbackNode, Plan
 from .planner import ALL_OPTIMIZATIONS, Planner
 from .reference import cpu_session
+from .rewritten_model import model_writer, rewritten_model
 from .tensor_desc import MAX_ELEMENTS
 
 _ORT_TYPE_NAMES = {
@@ -131,8 +132,6 @@ class InferenceSession:
         """Write the rewritten graph where onnxruntime writes its optimized model, in the form
         :mod:`dml_ep.rewritten_model` gives it (onnxruntime's CPU build loads it), in ONNX format
         (dml_ep writes no ORT format); never over the model the session was made from."""
-        from .rewritten_model import model_writer, rewritten_model  # it imports compare, which imports this module
-
         if path.lower().endswith(".ort") or config_entry(self._sess_options, "session.save_model_format") == "ORT":
             raise DmlEpError(f"cannot write {path}: dml_ep writes the optimized (rewritten) model in ONNX format, not ORT format")
         files.check_writable(path, inputs=[os.fspath(source)] if isinstance(source, (str, os.PathLike)) else [])

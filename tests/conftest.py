@@ -71,7 +71,7 @@ def break_dml_node(monkeypatch):
 @pytest.fixture
 def handed_to_onnxruntime(monkeypatch):
     """The list of models (ModelProtos) given to onnxruntime during the test: recorded where every
-    session and every load-only graph (graph.static_values) is made, onnxruntime's pybind
+    session and every load-only graph (ort_inference.static_values) is made, onnxruntime's pybind
     InferenceSession.
 
     The probe and the engine are made once per process: their caches are emptied around the test,

@@ -18,7 +18,7 @@ import pytest
 from dml_ep.arithmetic import Arithmetic
 from dml_ep.engines import get_engine
 from dml_ep.enums import DML_TENSOR_DATA_TYPE
-from dml_ep.kernels.dispatch import run_kernel
+from dml_ep.operators.dispatch import run_kernel
 from dml_ep.operators import activation as od
 from dml_ep.operators.activation import apply_activation
 from dml_ep.reference import cpu_session

@@ -8,13 +8,16 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+import dml_ep.causes
 import dml_ep.compare
 from dml_ep.arithmetic import Arithmetic
-from dml_ep.compare import alternative_arithmetics, compare_model, compare_tensors, exact_ties, out_of_tolerance
+from dml_ep.causes import alternative_arithmetics, exact_ties
+from dml_ep.compare import compare_model
 from dml_ep.executor import Executor
 from dml_ep.graph import load_model
 from dml_ep.inputs import random_inputs
 from dml_ep.reference import cpu_session
+from dml_ep.report import compare_tensors, out_of_tolerance
 from dml_ep.session import InferenceSession
 import onnx_builders
 from onnx_builders import qlinear_conv, qlinear_matmul
@@ -456,4 +459,16 @@ def test_only_uint8_by_int8_products_can_have_u8s8_saturation_as_cause():
     }
     for name, (model, saturable) in models.items():
         (entry,) = [e for e in InferenceSession(model).plan.entries if hasattr(e, "desc")]
-        assert dml_ep.compare.may_saturate(entry.desc) == saturable, name
+        assert dml_ep.causes.may_saturate(entry.desc) == saturable, name
+
+
+def test_a_compare_command_loads_and_checks_the_model_once(monkeypatch, capsys):
+    """cli, compare and the session share one loaded model (graph.Loaded): a large model is read,
+    decoded and checked once per command."""
+    from dml_ep import cli, graph
+
+    checked = []
+    original = graph.check_model
+    monkeypatch.setattr(graph, "check_model", lambda proto: checked.append(proto.graph.name) or original(proto))
+    assert cli.main(["compare", str(MODELS / "mlp.onnx"), "--reference", "ort-exact", "--quiet"]) == 0
+    assert len(checked) == 1

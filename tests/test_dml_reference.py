@@ -14,7 +14,8 @@ import pytest
 
 from dml_ep import arithmetic, cli, reference
 from dml_ep.arithmetic import Arithmetic, host_saturates_u8s8
-from dml_ep.compare import alternative_arithmetics, compare_model
+from dml_ep.causes import alternative_arithmetics
+from dml_ep.compare import compare_model
 from dml_ep.errors import ReferenceUnavailableError
 from dml_ep.graph import load_model
 from dml_ep.inputs import random_inputs

@@ -1,6 +1,6 @@
 """Bad input gets a clear error (issue 5): a typed DmlEpError whose message says where and which rule.
 
-Invalid nodes are met in two places. onnxruntime's inference (graph.static_values) meets most of
+Invalid nodes are met in two places. onnxruntime's inference (ort_inference.static_values) meets most of
 them first, when the model is loaded, and its refusal becomes a ModelError naming the node and its
 inputs; dml_ep's importer checks them again when it plans the node (``importer_meets`` below runs
 it alone) and raises its own NodeError subclass. Both paths are tested.

@@ -24,7 +24,8 @@ from model_explorer.extension_manager import ExtensionManager
 from onnx import TensorProto, helper, numpy_helper
 
 from dml_ep import cli, model_explorer
-from dml_ep.compare import compare_model, node_label
+from dml_ep.compare import compare_model
+from dml_ep.report import node_label
 from dml_ep.graph import load_model
 from dml_ep.inputs import random_inputs
 from dml_ep.node_table import plan_rows

@@ -3,17 +3,22 @@
 Every registration row names its since-versions, type constraints, an importer and a DirectML
 operator module; every operator module declares, for each of its operators, a desc class, a kernel,
 a DxDispatch export (its class in DxDispatch's desc table, and a desc that round-trips) and an
-exact value or an explicit None. Rows match nodes by their schema's since-version, exactly.
+exact value or an explicit None, and is reached by a row. Rows match nodes by their schema's
+since-version, exactly. README's operator table names what the rows register.
 """
 
 import dataclasses
+import importlib
+import pkgutil
+import re
+from pathlib import Path
 
 import numpy as np
 import onnx
 import pytest
 from onnx import helper, numpy_helper
 
-from dml_ep import graph
+from dml_ep import graph, operators
 from dml_ep.dxdispatch import descs as dxdispatch
 from dml_ep.enums import DML_TENSOR_DATA_TYPE
 from dml_ep.importer import DEFAULT_FEATURE_LEVEL, NodeImporter, opset_versions
@@ -24,7 +29,12 @@ from dml_ep.plan import DmlNode, FallbackNode
 from dml_ep.tensor_desc import DML_BUFFER_TENSOR_DESC
 
 ROWS = list(registration.REGISTRATIONS.values())
-ENTRIES = [entry for module in registration.MODULES for entry in module.OPERATORS]
+PACKAGE_MODULES = [importlib.import_module(f"dml_ep.operators.{info.name}") for info in pkgutil.iter_modules(operators.__path__)]
+MODULES = [module for module in PACKAGE_MODULES if isinstance(getattr(module, "OPERATORS", None), tuple) and module.OPERATORS]  # declaring DirectML operators
+ENTRIES = [entry for module in MODULES for entry in module.OPERATORS]
+# Rows of a DirectML graph: the planner splits the node into one plan node per DirectML operator
+# (registration.GRAPHS); the row answers for a node it does not split.
+GRAPH_ROWS = {(row.domain, row.op_type) for row in registration.GRAPHS} & set(registration.REGISTRATIONS)
 
 
 def row_id(row) -> str:
@@ -39,11 +49,11 @@ def test_registration_row_is_complete(row):
     assert all(isinstance(index, int) for index in row.constant_cpu_inputs)
     assert row.support_query is None or callable(row.support_query)
     assert callable(row.importer), "importer"
-    assert row.operator in registration.MODULES, "DirectML operator module"
+    assert row.operator in MODULES or (row.domain, row.op_type) in GRAPH_ROWS, "DirectML operator module"
     assert row.importer.__module__ == row.operator.__name__, "the importer lives in its operator's module"
 
 
-@pytest.mark.parametrize("module", registration.MODULES, ids=lambda m: m.__name__.rsplit(".", 1)[-1])
+@pytest.mark.parametrize("module", MODULES, ids=lambda m: m.__name__.rsplit(".", 1)[-1])
 def test_operator_module_is_complete(module):
     entries = getattr(module, "OPERATORS", ())
     assert entries, f"{module.__name__} declares no OPERATORS"
@@ -141,10 +151,6 @@ NODES = {  # row -> (inputs as (name, array, constant)), attributes, output type
     ("com.microsoft.dml", "DmlSigmoid"): ([("x", np.zeros((2, 3), np.float32), False)], {}, np.float32),
 }
 
-# Rows of a DirectML graph: the planner splits the node into one plan node per DirectML operator
-# (passes/dml_graphs.py); the row answers for a node it does not split.
-GRAPH_ROWS = {("com.microsoft", "QLinearSigmoid")}
-
 
 def plan_one(domain: str, op_type: str, opset: int = 19, inputs=None):
     """The importer's entry for one node of ``op_type`` (the row's example inputs by default)."""
@@ -240,3 +246,46 @@ def test_sum_rows_query_two_inputs(op_type):
     entry = plan_one(domain, op_type, inputs=3)
     assert isinstance(entry, FallbackNode)
     assert entry.reason.startswith("Sum with 3 inputs (only a two-input Sum is one DirectML operator)")
+
+
+# --- README's operator table ------------------------------------------------------------------
+
+
+def readme_operator_table() -> list[tuple[str, str]]:
+    """README's "ONNX node | DirectML operator" table, as (node column, operator column) pairs."""
+    lines = (Path(__file__).resolve().parent.parent / "README.md").read_text().splitlines()
+    start = lines.index("| ONNX node | DirectML operator | from feature level |") + 2
+    table = []
+    for line in lines[start:]:
+        if not line.startswith("|"):
+            break
+        table.append(tuple(cell.strip() for cell in line.split("|")[1:3]))
+    return table
+
+
+def readme_lines(op_type: str) -> list[tuple[str, str]]:
+    """The table's lines whose node column names ``op_type``."""
+    return [line for line in readme_operator_table() if re.search(rf"\b{op_type}\b", line[0])]
+
+
+@pytest.mark.parametrize("row", [row for row in ROWS if row.domain != "com.microsoft.dml" and (row.domain, row.op_type) not in GRAPH_ROWS],
+                         ids=row_id)
+def test_readme_names_each_row_with_a_directml_operator_of_its_module(row):
+    lines = readme_lines(row.op_type)
+    names = {str(entry.desc.OPERATOR_TYPE).removeprefix("DML_OPERATOR_") for entry in row.operator.OPERATORS}
+    assert any(re.search(rf"\b(DML_OPERATOR_)?{name}\b", line[1]) for line in lines for name in names), (row.op_type, lines, names)
+
+
+@pytest.mark.parametrize("graph_row", registration.GRAPHS, ids=lambda row: row.op_type)
+def test_readme_names_each_directml_graph_with_its_operators(graph_row):
+    lines = readme_lines(graph_row.op_type)
+    assert lines, f"README's operator table has no line for {graph_row.op_type}"
+    for operator in graph_row.operators:
+        assert re.search(rf"\b{operator.split()[0].removeprefix('ELEMENT_WISE_')}\b", lines[0][1]), (operator, lines[0])
+
+
+def test_readme_names_only_operators_dml_ep_has():
+    named = {token.removeprefix("DML_OPERATOR_") for _, column in readme_operator_table() for token in re.findall(r"\b[A-Z][A-Z0-9_]{3,}\b", column)}
+    assert named, "README's operator table names DirectML operators"
+    modelled = {str(op).removeprefix("DML_OPERATOR_") for op in registration.OPERATORS}
+    assert named <= modelled | {name.removeprefix("ELEMENT_WISE_") for name in modelled}, named - modelled

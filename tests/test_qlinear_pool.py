@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import dml_ep
-from dml_ep.compare import ideal_values
+from dml_ep.causes import ideal_values
 from dml_ep.errors import InvalidAttributeError, ModelError, QuantizationParameterError
 from onnx_builders import Feed, assert_onnxruntime_mode_exact, run_dml, run_ort, single_node_model
 

@@ -171,7 +171,7 @@ def test_the_logistic_probe_tells_the_two_mlas_kernels_apart():
 
 
 def test_directml_sigmoid_is_the_documented_formula():
-    from dml_ep.kernels.dispatch import run_kernel
+    from dml_ep.operators.dispatch import run_kernel
     from dml_ep.operators.activation import DML_ACTIVATION_SIGMOID_OPERATOR_DESC
     from dml_ep.tensor_desc import DML_BUFFER_TENSOR_DESC
     from dml_ep.enums import DML_TENSOR_DATA_TYPE

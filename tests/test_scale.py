@@ -100,11 +100,11 @@ def test_the_collector_is_paused_only_while_a_session_is_made(monkeypatch):
 def test_onnxruntime_loads_a_model_again_only_when_a_pass_edited_it(monkeypatch):
     """The planner's first load of the model (its validation and element types) also types the
     graph it plans when no pass changed it; a QDQ model, which the passes rewrite, is loaded again."""
-    import dml_ep.reference
+    import dml_ep.ort_inference
 
     loads = []
-    loaded_graph = dml_ep.reference.loaded_graph
-    monkeypatch.setattr(dml_ep.reference, "loaded_graph", lambda model: loads.append(len(model.graph.node)) or loaded_graph(model))
+    loaded_graph = dml_ep.ort_inference.loaded_graph
+    monkeypatch.setattr(dml_ep.ort_inference, "loaded_graph", lambda model: loads.append(len(model.graph.node)) or loaded_graph(model))
     Planner(scale_bench.fallback_chain(6))
     assert loads == [6]
     loads.clear()

@@ -8,7 +8,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import dml_ep
 from dml_ep.cli import main
-from dml_ep.graph import static_values
+from dml_ep.ort_inference import static_values
 from dml_ep.reference import cpu_session
 
 

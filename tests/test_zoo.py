@@ -11,7 +11,8 @@ import pytest
 from onnx import numpy_helper
 
 from dml_ep.cli import main
-from dml_ep.compare import ModelReport, compare_shipped, compare_tensors
+from dml_ep.compare import compare_shipped
+from dml_ep.report import ModelReport, compare_tensors
 from dml_ep.inputs import random_inputs
 from dml_ep.polygraphy_json import load_run_results
 from dml_ep.reference import cpu_session

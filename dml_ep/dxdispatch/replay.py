@@ -24,7 +24,7 @@ from ..arithmetic import Arithmetic
 from ..engines import get_engine
 from ..enums import DML_FEATURE_LEVEL, DML_TENSOR_DATA_TYPE
 from ..errors import DescValidationError, DxDispatchError
-from ..kernels.dispatch import run_kernel
+from ..operators.dispatch import run_kernel
 from ..operators.base import OperatorDesc
 from .descs import FLOAT_WORDS, NotModelled, data_type_of, from_dict, output_fields
 

@@ -10,9 +10,8 @@ DML_FEATURE_LEVEL_5_1) is ``max(x, 0)`` in the input's type. Input/Output are nu
 Standalone, dml_ep plans one activation: ACTIVATION_SIGMOID, the middle of the three DirectML
 operators the DML EP builds for com.microsoft QLinearSigmoid (DmlOperatorQLinearSigmoid.cpp:
 ELEMENT_WISE_DEQUANTIZE_LINEAR -> ACTIVATION_SIGMOID in place on a FLOAT32 intermediate ->
-ELEMENT_WISE_QUANTIZE_LINEAR). ``passes/dml_graphs.py`` splits the node into those three, the
-sigmoid as the internal com.microsoft.dml ``DmlSigmoid``; the QLinearSigmoid row itself only
-answers for a node the split did not take. A float Sigmoid a model brings is not registered: on
+ELEMENT_WISE_QUANTIZE_LINEAR). ``qlinear_sigmoid.py`` splits the node into those three, the
+sigmoid as the internal com.microsoft.dml ``DmlSigmoid``. A float Sigmoid a model brings is not registered: on
 DirectML in the real EP, not modelled.
 
 ACTIVATION_SIGMOID's kernel.
@@ -50,7 +49,7 @@ from ..real_ep import ASSIGNED_TO_DML, ON_CPU, ON_DML
 from ..reference import cpu_session
 from ..tensor_desc import left_pad, view
 from .base import FLOATS, Operator, OperatorDesc, TensorDesc, rules
-from .importing import MAX_DIMENSIONS, Fallback, NodeContext, broadcast, quantized_type, tensor
+from .importing import MAX_DIMENSIONS, Fallback, NodeContext, broadcast, tensor
 
 # --- descs -----------------------------------------------------------------------------------
 
@@ -220,8 +219,6 @@ def relu(ctx: NodeContext) -> DmlNode:
 
 # --- import: ACTIVATION_SIGMOID in QLinearSigmoid --------------------------------------------
 
-QLINEAR_SIGMOID_OPERATORS = ("ELEMENT_WISE_DEQUANTIZE_LINEAR", "ACTIVATION_SIGMOID", "ELEMENT_WISE_QUANTIZE_LINEAR")
-
 
 def sigmoid(ctx: NodeContext) -> DmlNode:
     """com.microsoft.dml DmlSigmoid (QLinearSigmoid's middle operator): the FLOAT32 intermediate,
@@ -232,42 +229,6 @@ def sigmoid(ctx: NodeContext) -> DmlNode:
     out_shape, sizes = broadcast(ctx, x_shape, x_shape)
     desc = DML_ACTIVATION_SIGMOID_OPERATOR_DESC(InputTensor=tensor(x_type, sizes), OutputTensor=tensor(x_type, sizes))
     return ctx.dml_node(desc, ("InputTensor",), out_shape)
-
-
-def both_zero_points(ctx: NodeContext) -> None:
-    """QueryQLinearSigmoid (DmlOperatorQLinearSigmoid.cpp): fewer than 5 inputs, a zero point
-    missing, go to the CPU."""
-    count = len(ctx.node.input)
-    if count < 5:
-        raise Fallback(f"QLinearSigmoid with {count} inputs (QueryQLinearSigmoid takes 5: DirectML's DEQUANTIZE_LINEAR and "
-                       "QUANTIZE_LINEAR are built with both zero points)", ON_CPU)
-
-
-def misplaced_parameter(x_shape, shapes: dict) -> str | None:
-    """Why DmlOperatorQLinearSigmoid refuses its scales and zero points (``shapes``: name -> shape,
-    None unknown), or None: a 1-D one other than x's shape goes on axis 0 and must be as long
-    as x's first dimension (``ML_CHECK_VALID_ARGUMENT``, L44-48; no length-1 exception)."""
-    for name, shape in shapes.items():
-        if shape is not None and len(shape) == 1 and tuple(shape) != tuple(x_shape) and (not x_shape or shape[0] != x_shape[0]):
-            first = f"x's first dimension {x_shape[0]}" if x_shape else "a dimension x, a scalar, does not have"
-            return (f"{name!r} of shape {list(shape)} is put on axis 0 of x {list(x_shape)}, and DmlOperatorQLinearSigmoid "
-                    f"requires its length to be {first}")
-    return None
-
-
-def qlinear_sigmoid(ctx: NodeContext) -> DmlNode:
-    """A QLinearSigmoid the planner did not split (``passes/dml_graphs.py`` plans it as its three
-    DirectML operators where each runs on DirectML, types and ranks known before a run)."""
-    quantized_type(ctx, 0, "input")
-    x_shape = ctx.info(0).shape
-    if x_shape is not None:
-        shapes = {name: ctx.constants[name].shape if name in ctx.constants else getattr(ctx.values.get(name), "shape", None)
-                  for name in ctx.node.input[1:5] if name}
-        misplaced = misplaced_parameter(x_shape, shapes)
-        if misplaced is not None:
-            raise Fallback(misplaced, ASSIGNED_TO_DML)
-    raise Fallback(f"QLinearSigmoid is a graph of three DirectML operators ({', '.join(QLINEAR_SIGMOID_OPERATORS)}); dml_ep plans "
-                   "it as those only where the planner finds all three on DirectML before a run", ON_DML)
 
 
 # --- kernel ----------------------------------------------------------------------------------
@@ -380,4 +341,6 @@ def activation(desc: ActivationDesc, tensors: dict, arithmetic, cache: dict) -> 
     return apply_activation(desc, x).reshape(desc.OutputTensor.Sizes)
 
 
-OPERATORS = tuple(Operator(desc=cls, kernel=activation, exact_value=None) for cls in FUSABLE_ACTIVATIONS)
+# Only ACTIVATION_RELU runs standalone on integers (int8), where every arithmetic gives max(x, 0).
+OPERATORS = tuple(Operator(desc=cls, kernel=activation, exact_value=None, exact_for_any_input=cls is DML_ACTIVATION_RELU_OPERATOR_DESC)
+                  for cls in FUSABLE_ACTIVATIONS)

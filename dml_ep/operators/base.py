@@ -272,6 +272,9 @@ class Operator:
       (compare's ideal values); None for an operator that does not quantize.
     - ``output_channels_last``: the kernel writes its 4-D output channels last (an NCHW view of
       NHWC memory), so the executor makes the sessions of the fallback nodes reading it for that layout.
+    - ``exact_for_any_input``: every arithmetic gives the same output for one input (data
+      movement, a max), or ``f(desc)`` says whether this desc's does; compare then puts a
+      difference in isolation down to the reference's graph (``dml_ep.causes``).
     """
 
     desc: type
@@ -280,3 +283,4 @@ class Operator:
     compiled_kernel: Optional[Callable] = None
     prepared: Optional[type[PreparedQuantizedProduct]] = None
     output_channels_last: bool = False
+    exact_for_any_input: bool | Callable[[Any], bool] = False

@@ -12,8 +12,8 @@ the quantized products' exact integer sums (``dml_ep.engines``); ``cache`` is th
 
 from __future__ import annotations
 
-from ..operators.registration import operator_of
-from .quantized_product import PreparedQuantizedProduct
+from ..kernels.quantized_product import PreparedQuantizedProduct
+from .registration import operator_of
 
 
 def product_class(desc) -> type[PreparedQuantizedProduct]:

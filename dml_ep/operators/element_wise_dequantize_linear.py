@@ -113,4 +113,11 @@ def round_float32(integer: int, scale: float) -> np.float32:
     return float32_of_dyadic(integer * numerator, exponent)
 
 
-OPERATORS = (Operator(desc=DML_ELEMENT_WISE_DEQUANTIZE_LINEAR_OPERATOR_DESC, kernel=dequantize_linear_kernel, exact_value=None),)
+def dequantizes_8_bit(desc: DML_ELEMENT_WISE_DEQUANTIZE_LINEAR_OPERATOR_DESC) -> bool:
+    """8-bit codes dequantize alike in every arithmetic: ``x - zp`` is exact in float32, then one
+    correctly rounded product (int32 codes are not exact in float32)."""
+    return desc.InputTensor.DataType.element_size == 1
+
+
+OPERATORS = (Operator(desc=DML_ELEMENT_WISE_DEQUANTIZE_LINEAR_OPERATOR_DESC, kernel=dequantize_linear_kernel, exact_value=None,
+                      exact_for_any_input=dequantizes_8_bit),)

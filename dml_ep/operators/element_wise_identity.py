@@ -188,4 +188,4 @@ def identity(desc, tensors: dict, arithmetic, cache: dict) -> np.ndarray:
     return np.ascontiguousarray(view(tensors["InputTensor"], desc.InputTensor))
 
 
-OPERATORS = (Operator(desc=DML_ELEMENT_WISE_IDENTITY_OPERATOR_DESC, kernel=identity, exact_value=None),)
+OPERATORS = (Operator(desc=DML_ELEMENT_WISE_IDENTITY_OPERATOR_DESC, kernel=identity, exact_value=None, exact_for_any_input=True),)

@@ -98,4 +98,4 @@ def gather_kernel(desc, tensors: dict, arithmetic, cache: dict) -> np.ndarray:
     return out.reshape(desc.OutputTensor.Sizes)
 
 
-OPERATORS = (Operator(desc=DML_GATHER_OPERATOR_DESC, kernel=gather_kernel, exact_value=None),)
+OPERATORS = (Operator(desc=DML_GATHER_OPERATOR_DESC, kernel=gather_kernel, exact_value=None, exact_for_any_input=True),)

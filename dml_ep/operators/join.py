@@ -8,7 +8,7 @@ with every empty tensor): every tensor
 right-aligned to at least 4 dimensions, and ``Axis`` the ONNX axis (negatives resolved) shifted
 by the padding (``GetDmlAdjustedAxis``). The real EP joins every scalar type; dml_ep models the
 int8 and uint8 tensors of quantized models, and the float32 join of QLinearConcat's DirectML
-graph (``passes/dml_graphs.py``).
+graph (``qlinear_concat.py``).
 
 No exact value: nothing is quantized.
 """
@@ -109,4 +109,4 @@ def join(desc, tensors: dict, arithmetic, cache: dict) -> np.ndarray:
     return np.concatenate(parts, axis=desc.Axis)
 
 
-OPERATORS = (Operator(desc=DML_JOIN_OPERATOR_DESC, kernel=join, exact_value=None),)
+OPERATORS = (Operator(desc=DML_JOIN_OPERATOR_DESC, kernel=join, exact_value=None, exact_for_any_input=True),)

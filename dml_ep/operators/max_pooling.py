@@ -290,6 +290,6 @@ def _indices(desc, x: np.ndarray, windows: np.ndarray, pads) -> np.ndarray:
 
 
 OPERATORS = (
-    Operator(desc=DML_MAX_POOLING_OPERATOR_DESC, kernel=max_pooling, exact_value=None),
-    Operator(desc=DML_MAX_POOLING2_OPERATOR_DESC, kernel=max_pooling, exact_value=None),
+    Operator(desc=DML_MAX_POOLING_OPERATOR_DESC, kernel=max_pooling, exact_value=None, exact_for_any_input=True),
+    Operator(desc=DML_MAX_POOLING2_OPERATOR_DESC, kernel=max_pooling, exact_value=None, exact_for_any_input=True),
 )

@@ -7,13 +7,17 @@ knows of each DirectML operator.
   since-version, exactly, as the real EP matches its kernels (``kernel_registry.cc``
   ``VerifyVersion``): a row for Add 7, 13, 14 takes an Add of opset 12 (since-version 7) and not
   one of opset 6.
+- :data:`GRAPHS`: one row per ONNX op the DML EP builds as a small DirectML graph
+  (:class:`~dml_ep.operators.dml_graph.DmlGraph`): the planner splits such a node into its parts,
+  each a node of a row above; compare runs them as one.
 - :data:`OPERATORS`: by ``DML_OPERATOR_TYPE``, the :class:`~dml_ep.operators.base.Operator` entry
-  of each DirectML operator module (desc class, kernel, exact value, layout). The importer, the
-  kernel dispatch (``dml_ep.kernels.dispatch``), DxDispatch's desc table, compare's exact values
-  and the executor's layout read it.
+  of each DirectML operator its rows' modules declare (desc class, kernel, exact value, layout,
+  whether exact for any input). The importer, the kernel dispatch (``dispatch.py``), DxDispatch's
+  desc table, compare's causes and the executor's layout read it.
 
-Adding a DirectML operator is one module in this package (desc, importer, kernel, exact value,
-``OPERATORS``), listed in :data:`MODULES`, and a row here per ONNX op it imports.
+Adding a DirectML operator is one module in this package (desc, support tables, importer, kernel,
+exact value, its ``OPERATORS``) and a row here per ONNX op it imports; a DirectML graph is one
+module (its ``parts``) and a row in :data:`GRAPHS`.
 """
 
 from __future__ import annotations
@@ -29,40 +33,13 @@ import onnx
 from ..enums import DML_TENSOR_DATA_TYPE as DT
 from ..plan import DmlNode
 from ..real_ep import ON_CPU, ON_DML_AS
-from . import (activation, convolution_integer, dynamic_quantize_linear, element_wise_add1, element_wise_dequantize_linear, element_wise_identity,
-               element_wise_quantize_linear, element_wise_quantized_linear_add, gather, join, matrix_multiply_integer, matrix_multiply_integer_to_float,
-               max_pooling, quantized_linear_average_pooling, quantized_linear_convolution, quantized_linear_matrix_multiply, slice1)
+from . import (activation, convolution_integer, dynamic_quantize_linear, dynamic_quantize_matmul, element_wise_add1, element_wise_dequantize_linear,
+               element_wise_identity, element_wise_quantize_linear, element_wise_quantized_linear_add, gather, join, matrix_multiply_integer,
+               matrix_multiply_integer_to_float, max_pooling, qlinear_concat, qlinear_sigmoid, quantized_linear_average_pooling,
+               quantized_linear_convolution, quantized_linear_matrix_multiply, slice1)
 from .base import FLOAT32, FLOATS, INT32, QUANTIZED, Operator
+from .dml_graph import DmlGraph
 from .importing import Fallback, NodeContext
-
-# The DirectML operator modules; their entries make OPERATORS, in this order.
-MODULES = (
-    activation,
-    quantized_linear_convolution,
-    quantized_linear_matrix_multiply,
-    convolution_integer,
-    element_wise_quantized_linear_add,
-    element_wise_add1,
-    matrix_multiply_integer,
-    matrix_multiply_integer_to_float,
-    element_wise_quantize_linear,
-    element_wise_dequantize_linear,
-    dynamic_quantize_linear,
-    element_wise_identity,
-    join,
-    slice1,
-    gather,
-    max_pooling,
-    quantized_linear_average_pooling,
-)
-
-OPERATORS: dict = {entry.desc.OPERATOR_TYPE: entry for module in MODULES for entry in module.OPERATORS}
-
-
-def operator_of(desc) -> Operator:
-    """The table entry of a desc's DirectML operator."""
-    return OPERATORS[desc.OPERATOR_TYPE]
-
 
 # The DML EP's type masks (OperatorRegistration.cpp's SupportedTensorDataTypes names).
 INTS_8_TO_64 = frozenset({DT.INT8, DT.UINT8, DT.INT16, DT.UINT16, DT.INT32, DT.UINT32, DT.INT64, DT.UINT64})
@@ -179,9 +156,10 @@ _ROWS = (
     # Relu "7" (Relu-6, in force at opset 7) and 13 are float only; 14 adds int8, int16, int32 (no
     # uint8). dml_ep models int8.
     Registration("", "Relu", (6, 13, 14), {"T": FLOAT16_TO_32 | frozenset({DT.INT8, DT.INT16, DT.INT32})}, _act.relu, _act, input_types=INT8_ONLY),
-    # The DML EP's graph DEQUANTIZE_LINEAR -> ACTIVATION_SIGMOID -> QUANTIZE_LINEAR: the planner splits the node into those
-    # (passes/dml_graphs.py); this row answers for a node it does not split (the support query's, or why not).
-    Registration("com.microsoft", "QLinearSigmoid", (1,), {"T": QUANTIZED}, _act.qlinear_sigmoid, _act, support_query=_act.both_zero_points),
+    # The DML EP's graph DEQUANTIZE_LINEAR -> ACTIVATION_SIGMOID -> QUANTIZE_LINEAR (GRAPHS below splits the node into
+    # those); this row answers for a node it does not split (the support query's, or why not).
+    Registration("com.microsoft", "QLinearSigmoid", (1,), {"T": QUANTIZED}, qlinear_sigmoid.unsplit, qlinear_sigmoid,
+                 support_query=qlinear_sigmoid.both_zero_points),
     Registration("", "DynamicQuantizeLinear", (11,), {"T1": FLOAT32, "T2": QUANTIZED}, _dql.dynamic_quantize_linear, _dql),
     # Data movement (the real EP's rows "7" are the since-versions in force at opset 7: Transpose-1, Concat-4, Reshape-5, ...);
     # dml_ep models int8 and uint8 tensors (each importer says so for the others).
@@ -198,13 +176,29 @@ _ROWS = (
     # Internal: made by the DML EP's activation fusion (passes/dml_fusion.py).
     Registration("com.microsoft.dml", "DmlFusedAdd", (1,), {"T": FLOAT16_TO_32}, _add1.fused_add, _add1),
     Registration("com.microsoft.dml", "DmlFusedSum", (1,), {"T": FLOAT16_TO_32}, _add1.fused_add, _add1, support_query=_add1.two_inputs),
-    # Internal: the JOIN of QLinearConcat's DirectML graph (passes/dml_graphs.py).
+    # Internal: the JOIN of QLinearConcat's DirectML graph (GRAPHS).
     Registration("com.microsoft.dml", "DmlJoin", (1,), {"T": FLOAT32}, join.float_join, join),
-    # Internal: the first of the two DirectML operators the DML EP builds for DynamicQuantizeMatMul (passes/dml_graphs.py).
+    # Internal: the first of the two DirectML operators the DML EP builds for DynamicQuantizeMatMul (GRAPHS).
     Registration("com.microsoft.dml", "DmlDynamicQuantizeLinear", (1,), {"T1": FLOAT32, "T2": QUANTIZED}, _dql.dynamic_quantize_linear, _dql),
-    # Internal: the middle of the three DirectML operators the DML EP builds for QLinearSigmoid (passes/dml_graphs.py).
+    # Internal: the middle of the three DirectML operators the DML EP builds for QLinearSigmoid (GRAPHS).
     # ai.onnx Sigmoid is not registered: a float Sigmoid a model brings runs on DirectML in the real EP, not modelled.
     Registration("com.microsoft.dml", "DmlSigmoid", (1,), {"T": FLOAT32}, _act.sigmoid, _act),
 )
 
 REGISTRATIONS: dict = {(row.domain, row.op_type): row for row in _ROWS}
+
+OPERATORS: dict = {entry.desc.OPERATOR_TYPE: entry for module in dict.fromkeys(row.operator for row in _ROWS) for entry in module.OPERATORS}
+
+
+def operator_of(desc) -> Operator:
+    """The table entry of a desc's DirectML operator."""
+    return OPERATORS[desc.OPERATOR_TYPE]
+
+
+GRAPHS = (
+    DmlGraph("com.microsoft", "DynamicQuantizeMatMul", dynamic_quantize_matmul.RULE, dynamic_quantize_matmul.DIRECTML_OPERATORS,
+             dynamic_quantize_matmul.parts),
+    DmlGraph("com.microsoft", "QLinearSigmoid", qlinear_sigmoid.RULE, qlinear_sigmoid.DIRECTML_OPERATORS, qlinear_sigmoid.parts),
+    DmlGraph("com.microsoft", "QLinearConcat", qlinear_concat.RULE, qlinear_concat.DIRECTML_OPERATORS, qlinear_concat.parts),
+)
+GRAPH_RULES = frozenset(row.rule for row in GRAPHS)  # the rule of the parts a split makes: compare runs each group as one

@@ -124,4 +124,4 @@ def slice1(desc, tensors: dict, arithmetic, cache: dict) -> np.ndarray:
     return np.ascontiguousarray(out[tuple(slice(0, n) for n in desc.OutputTensor.Sizes)])
 
 
-OPERATORS = (Operator(desc=DML_SLICE1_OPERATOR_DESC, kernel=slice1, exact_value=None),)
+OPERATORS = (Operator(desc=DML_SLICE1_OPERATOR_DESC, kernel=slice1, exact_value=None, exact_for_any_input=True),)

@@ -61,12 +61,12 @@ def unfused(node: onnx.NodeProto) -> list[onnx.NodeProto]:
     onnxruntime runs it: an internal node never reaches onnxruntime."""
     if node.domain != DML_DOMAIN:
         return [node]
-    if node.op_type in GRAPH_PARTS_ON_CPU:  # a part of a DirectML graph (dml_graphs.py) that onnxruntime has an op for
+    if node.op_type in GRAPH_PARTS_ON_CPU:  # a part of a DirectML graph (operators/dml_graph.py) that onnxruntime has an op for
         plain = onnx.helper.make_node(GRAPH_PARTS_ON_CPU[node.op_type], list(node.input), list(node.output), name=node.name)
         plain.attribute.extend(node.attribute)
         return [plain]
     op_type = next((op for op, fused in FUSED_OP_TYPES.items() if fused == node.op_type), None)
-    if op_type is None:  # a part of a DirectML graph (dml_graphs.py), planned only where it runs on DirectML
+    if op_type is None:  # a part of a DirectML graph (operators/dml_graph.py), planned only where it runs on DirectML
         raise FallbackError(f"{node.op_type} is a DirectML operator of the DML EP's own, which onnxruntime's CPU EP cannot run", node=node)
     own = [a for a in node.attribute if not a.name.startswith("fused_")]
     moved = [a for a in node.attribute if a.name.startswith("fused_") and a.name not in FUSED_MARKERS]

@@ -17,6 +17,7 @@ import numpy as np
 import onnx
 
 from .. import graph as graph_module
+from ..ort_inference import static_values
 from .names import Names
 from .node_index import NodeIndex
 from .node_order import NodeOrder
@@ -31,7 +32,7 @@ class Origin:
     nodes: tuple[onnx.NodeProto, ...]
     note: str | None = None  # why no QDQ rule fused it
     cpu_rule: str | None = None  # a QDQ rule for CPU nodes only that would fuse it on the CPU EP
-    whole: onnx.NodeProto | None = None  # of the parts of a DirectML graph (dml_graphs.py): the node of onnxruntime's graph they split
+    whole: onnx.NodeProto | None = None  # of the parts of a DirectML graph (operators/dml_graph.py): the node of onnxruntime's graph they split
 
     @property
     def rule(self) -> str | None:
@@ -59,9 +60,9 @@ class EditableGraph:
 
     @functools.cached_property
     def loaded(self) -> dict[str, graph_module.ValueInfo]:
-        """Every value as onnxruntime sees it loading the model as given (graph.static_values):
+        """Every value as onnxruntime sees it loading the model as given (ort_inference.static_values):
         loading is where onnxruntime refuses an invalid model, so the planner asks first."""
-        return graph_module.static_values(self.source)
+        return static_values(self.source)
 
     @functools.cached_property
     def types(self) -> dict[str, np.dtype]:

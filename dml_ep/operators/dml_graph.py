@@ -1,0 +1,73 @@
+"""The row kind of an ONNX node the real DML EP builds as a small DirectML graph (its operator class
+builds several DirectML operators): :class:`DmlGraph`. The planner splits each such node into one
+plan node per DirectML operator, all standing for the user's node with one Origin named after the
+EP's class, so that the plan, ``inspect``, ``compare --per-node`` and the DxDispatch export show
+each operator; the parts are rows of their own (``registration.py``). A node is split only where
+every part runs on DirectML before a run; otherwise it stays whole. Each graph is a module of this
+package (``dynamic_quantize_matmul``, ``qlinear_sigmoid``, ``qlinear_concat``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable
+
+import numpy as np
+import onnx
+
+from ..graph import ValueInfo
+from ..passes.editable import EditableGraph
+
+FLOAT32 = np.dtype(np.float32)
+INTEGER_TYPES = {np.dtype(np.uint8): "tensor(uint8)", np.dtype(np.int8): "tensor(int8)"}
+
+
+@dataclasses.dataclass(frozen=True)
+class DmlGraph:
+    """One ONNX op as the DML EP builds it: a DirectML graph.
+
+    - ``rule``: the DML EP's operator class, the rule of the Origin its parts share.
+    - ``operators``: the DirectML operators it builds, in order.
+    - ``parts``: ``parts(graph, node, static, on_dml) -> (nodes, made) | None``: the plan nodes of
+      one node, in order, the last making its outputs, and the values they make (name -> (the value
+      they derive from, element type, whether of its shape or a scalar)); None where the node stays
+      whole (the EP's support check, or a part ``on_dml(part, infos)`` refuses).
+    """
+
+    domain: str
+    op_type: str
+    rule: str
+    operators: tuple[str, ...]
+    parts: Callable
+
+    def split(self, graph: EditableGraph, static: dict, on_dml: Callable) -> dict[str, tuple]:
+        """Split each of the graph's nodes of this op whose parts run on DirectML; the values made,
+        as ``parts`` gives them, which the planner types for any input shape (:func:`derived_infos`)."""
+        derived = {}
+        for node in [n for n in graph.nodes if n.domain == self.domain and n.op_type == self.op_type]:
+            planned = self.parts(graph, node, static, on_dml)
+            if planned is not None:
+                nodes, made = planned
+                _split(graph, node, nodes, self.rule)
+                derived.update(made)
+        return derived
+
+
+def derived_infos(derived: dict[str, tuple], values: dict) -> dict[str, ValueInfo]:
+    """The ValueInfos of the values a split made, from those of the values they derive from."""
+    infos = {}
+    for name, (source, dtype, codes) in derived.items():
+        info = values.get(source)
+        shape = (info.shape if info is not None else None) if codes else ()
+        infos[name] = ValueInfo(name, dtype, shape, INTEGER_TYPES.get(dtype, "tensor(float)"))
+    return infos
+
+
+def _split(graph: EditableGraph, node: onnx.NodeProto, parts: tuple, rule: str) -> None:
+    """``node`` replaced by ``parts`` in order, the last making its outputs, all standing for it
+    with one Origin, which keeps ``node`` (the rewritten model writes it back: onnxruntime's graph has it)."""
+    *before, last = parts
+    graph.replace([node], last, rule, at=node)
+    graph.origins[id(last)] = dataclasses.replace(graph.origin(last), whole=node)
+    for part in before:
+        graph.insert_before(last, part, graph.origin(last), None)
