@@ -13,10 +13,11 @@ import pytest
 from onnx import numpy_helper
 
 from dml_ep.arithmetic import host_saturates_u8s8
-from dml_ep.cli import Progress, main
+from dml_ep.cli import main
 from dml_ep.executor import Executor
 from dml_ep.inputs import load_directory, random_inputs
 from dml_ep.reference import cpu_session
+from dml_ep.text_report import Progress
 from onnx_builders import qlinear_matmul
 
 MODELS = Path(__file__).resolve().parent.parent / "models"

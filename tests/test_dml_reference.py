@@ -12,7 +12,7 @@ import numpy as np
 import onnxruntime
 import pytest
 
-from dml_ep import arithmetic, cli, reference
+from dml_ep import arithmetic, cases, cli, reference
 from dml_ep.arithmetic import Arithmetic, host_saturates_u8s8
 from dml_ep.causes import alternative_arithmetics
 from dml_ep.compare import compare_model
@@ -79,7 +79,7 @@ def test_the_refusal_comes_before_any_work(monkeypatch, capsys):
         pytest.fail("work done before the refusal")
 
     monkeypatch.setattr(onnxruntime, "get_available_providers", lambda: ["CPUExecutionProvider"])
-    monkeypatch.setattr(cli, "compare_model", no_work)
+    monkeypatch.setattr(cases, "compare_model", no_work)
     monkeypatch.setattr(cli, "comparison_cases", no_work)
     assert cli.main(["compare", str(MODELS / "mlp.onnx"), "--reference", "dml"]) == 2
     assert capsys.readouterr().err.count("\n") == 1

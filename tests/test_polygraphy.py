@@ -14,7 +14,8 @@ import onnx
 import pytest
 
 import dml_ep
-from dml_ep.cli import main, split_runner
+from dml_ep.cases import split_runner
+from dml_ep.cli import main
 from dml_ep.errors import FeedError
 from dml_ep.polygraphy_json import inputs_json, load_inputs, load_run_results, run_results_json
 

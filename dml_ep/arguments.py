@@ -1,0 +1,188 @@
+"""The ``dml-ep`` command line's grammar: the subcommands, their options and help, and the exit
+statuses its epilog lists; ``dml_ep.cli`` binds each subcommand to its handler."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from typing import Callable
+
+from .arithmetic import ARITHMETICS
+from .compare import CANDIDATES
+from .engines import ENGINES
+from .importer import DEFAULT_FEATURE_LEVEL
+from .passes import DEFAULT_RELEASE, RELEASES
+from .reference import REFERENCES
+from .report import FLOAT_ATOL, FLOAT_RTOL
+from .report_meta import versions
+
+U8S8_SATURATION = {"auto": None, "on": True, "off": False}
+
+EXIT_STATUS = """exit status:
+  0    success
+  1    compare: an output out of tolerance
+  2    usage or input error (one line on stderr)
+  3    internal error (--debug shows the traceback)
+  130  interrupted (Ctrl-C)
+  143  terminated (SIGTERM)"""
+
+
+SAVE_REWRITTEN_HELP = ("also write the graph after onnxruntime's rewrites for the DML EP as an ONNX model that onnxruntime "
+                       "loads and Netron shows, each node's placement and DirectML operator in its metadata (dml_ep.*)")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with usage errors as the one-line ``dml-ep: error: ...`` and exit status 2."""
+
+    def error(self, message):
+        print(f"dml-ep: error: {message}", file=sys.stderr)
+        sys.exit(2)
+
+
+def build_parser(handlers: dict[str, Callable[[argparse.Namespace], int]]) -> argparse.ArgumentParser:
+    """The subcommands, sharing --feature-level/--debug and (run, compare, export) the input options,
+    each bound to its handler (``handlers``: command -> handler)."""
+    common = _Parser(add_help=False)
+    common.add_argument("--feature-level", default=DEFAULT_FEATURE_LEVEL.label, metavar="L",
+                        help="DirectML feature level to target, e.g. 4_0 (default: %(default)s)")
+    # SUPPRESS: unless given after the command, the subcommand leaves the main parser's --debug as it is
+    common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show a traceback on errors")
+    common.add_argument("--ort-release", "--qdq-rules", dest="qdq_rules", choices=RELEASES, default=DEFAULT_RELEASE, metavar="RELEASE",
+                        help="the onnxruntime release whose graph rewrites for DML nodes apply: its QDQ -> QLinear rules "
+                             f"and the fusions that changed between releases ({', '.join(RELEASES)}; default: %(default)s)")
+    common.add_argument("--no-qdq-fusion", dest="qdq_rules", action="store_const", const=None,
+                        help="no QDQ rewrites, as onnxruntime's session.disable_quant_qdq=1")
+    common.add_argument("--shape", action="append", type=_shape, default=[], metavar="NAME=D0,D1,...",
+                        help="an input's shape for the plan and its random values, instead of the declared one "
+                             "with symbolic dimensions as 1 (repeatable)")
+    feeding = _Parser(add_help=False)
+    feeding.add_argument("--input", action="append", default=[], metavar="NAME=FILE",
+                         help="an input from a .npy or TensorProto .pb file (repeatable)")
+    feeding.add_argument("--input-dir", metavar="DIR",
+                         help="inputs from <name>.npy or input_<i>.pb files (ONNX test data)")
+    feeding.add_argument("--seed", type=_non_negative, default=0,
+                         help="seed of the random inputs given neither way (default: %(default)s)")
+    feeding.add_argument("--val-range", action="append", default=[], metavar="NAME=LO,HI",
+                         help="the inclusive range of an input's random values (also Polygraphy's NAME:[LO,HI], and "
+                              "[LO,HI] for every input not named; repeatable); default: integers of 32 and 64 bits in "
+                              "[0, 1], or within the data of a Gather they index; of 8 and 16 bits, their whole type; "
+                              "floats standard normal")
+    arithmetic = _Parser(add_help=False)
+    arithmetic.add_argument("--arithmetic", choices=ARITHMETICS, default="directml",
+                         help="dml_ep's arithmetic (default: %(default)s)")
+    arithmetic.add_argument("--u8s8-saturation", choices=U8S8_SATURATION, default="auto",
+                         help="with --arithmetic onnxruntime, saturate uint8 x int8 product pairs to int16 as "
+                              "onnxruntime does on AVX2 CPUs without VNNI; auto: if this CPU is one (default: %(default)s)")
+    arithmetic.add_argument("--engine", choices=ENGINES, default=None,
+                         help="what computes the quantized products' exact integer sums: onnxruntime's MatMulInteger "
+                              "or numpy's float32 BLAS in exact blocks; same results (default: $DML_EP_ENGINE, else onnxruntime)")
+
+    parser = _Parser(prog="dml-ep", description="Emulate onnxruntime's DirectML EP on quantized ONNX models.",
+                     epilog=EXIT_STATUS, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=_version_line())
+    parser.add_argument("--debug", action="store_true", help="show a traceback on errors")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    show = commands.add_parser("inspect", parents=[common, feeding], help="show which DirectML operator runs each node",
+                               description="Plans for the declared input shapes (--shape to give others), or, with "
+                                           "--input or --input-dir, from the tensors of a run on those inputs.")
+    show.add_argument("model", metavar="MODEL")
+    show.add_argument("--json", metavar="FILE", help="also write the plan, with every desc, as JSON (- for stdout)")
+    show.add_argument("--html", metavar="FILE", help="also write the plan as an HTML page: the graph the real EP runs, each node "
+                                                     "coloured by where it runs (works offline)")
+    show.add_argument("--descs", action="store_true", help="also print each DirectML operator's desc, field by field")
+    show.add_argument("--nodes", action="store_true", help="also print every node: where it runs or why it falls back, the nodes "
+                                                           "onnxruntime's rewrites made, those planned only when run")
+    show.add_argument("--save-rewritten", metavar="FILE", help=SAVE_REWRITTEN_HELP)
+    show.add_argument("--model-explorer", metavar="DIR",
+                      help="also write Model Explorer node data for the model's nodes, where each runs and its MACs, into DIR "
+                           "(must not exist, or be empty), and print the command that opens the model with them "
+                           "(needs the model-explorer extra)")
+    show.set_defaults(handler=handlers["inspect"])
+
+    run = commands.add_parser("run", parents=[common, feeding, arithmetic], help="run a model with dml_ep")
+    run.add_argument("model", metavar="MODEL")
+    run.add_argument("--output-dir", metavar="DIR", help="write each output to DIR/<name>.npy")
+    run.set_defaults(handler=handlers["run"])
+
+    compare = commands.add_parser(
+        "compare",
+        parents=[common, feeding, arithmetic],
+        help="compare dml_ep with onnxruntime's CPU EP, or with the real DML EP",
+        description=(
+            "Integer outputs, and float outputs made by DequantizeLinear, compare in quantized steps "
+            f"(LSB) within --atol; other float outputs within {FLOAT_ATOL:g} + {FLOAT_RTOL:g} * |reference|. "
+            "A directory laid out as the ONNX model zoo (model.onnx or one *.onnx, test_data_set_*/input_<i>.pb "
+            "and output_<i>.pb) is compared on each data set, whose shipped outputs are checked against both "
+            "sides: they fail the result only where onnxruntime matches them and dml_ep does not."
+        ),
+    )
+    compare.add_argument("models", nargs="+", metavar="MODEL_OR_DIR_OR_GLOB")
+    compare.add_argument("--atol", type=_non_negative, default=0, metavar="STEPS",
+                         help="largest difference allowed, in quantized steps (default: 0, bit-exact)")
+    compare.add_argument("--reference", choices=REFERENCES, default="ort",
+                         help="onnxruntime CPU as deployed, with exact u8s8 GEMMs, or without QDQ fusions; or dml, the real "
+                              "DML EP (onnxruntime-directml and a DirectX 12 device) (default: %(default)s)")
+    compare.add_argument("--candidate", choices=CANDIDATES, default="dml_ep",
+                         help="what is compared with the reference: dml_ep, or another onnxruntime configuration, "
+                              "e.g. --candidate ort --reference ort-unfused says why QDQ fusion changes outputs "
+                              "(default: %(default)s)")
+    compare.add_argument("--per-node", action="store_true", help="compare every intermediate value and each DML node in isolation")
+    compare.add_argument("--json", metavar="FILE", help="also write the reports as JSON (- for stdout)")
+    compare.add_argument("--html", metavar="FILE", help="also write the comparison as an HTML page (one model): the graph, each node "
+                                                        "coloured by where it runs or by its largest difference; compares node by node")
+    compare.add_argument("--model-explorer", metavar="DIR",
+                         help="also write Model Explorer node data for the model's nodes into DIR (must not exist, or be empty): "
+                              "where each runs, its MACs and its largest difference, in isolation and propagated (compares "
+                              "node by node, as --per-node; the largest over all data sets or iterations); one model, "
+                              "--candidate dml_ep; prints the command that opens the model with them (needs the model-explorer extra)")
+    compare.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    compare.add_argument("--save-rewritten", metavar="FILE", help=SAVE_REWRITTEN_HELP + " (one model; the graph of the run compared)")
+    polygraphy = compare.add_argument_group(
+        "Polygraphy's JSON files", "as polygraphy run --save-outputs/--save-inputs writes them (a file, or a "
+        "directory of per-iteration files), holding the runs of one model")
+    polygraphy.add_argument("--load-outputs", metavar="FILE[:RUNNER]",
+                            help="compare with RUNNER's outputs in a RunResults file instead of running the reference "
+                                 "(default: its one runner other than dml_ep; RUNNER may be a prefix of the name); "
+                                 "nodes, when compared, are against --reference")
+    polygraphy.add_argument("--load-inputs", metavar="FILE",
+                            help="inputs from Polygraphy's input data: one comparison per feed dict, paired with "
+                                 "--load-outputs' iterations")
+    polygraphy.add_argument("--save-outputs", metavar="FILE",
+                            help="write the outputs of dml_ep (runner 'dml_ep') and of the reference "
+                                 "('onnxruntime-REFERENCE') as a RunResults file, one iteration per comparison")
+    polygraphy.add_argument("--save-inputs", metavar="FILE", help="write the inputs as Polygraphy's input data")
+    compare.set_defaults(handler=handlers["compare"])
+
+    export = commands.add_parser(
+        "export", parents=[common, feeding, arithmetic], help="write the plan as a DxDispatch model, to run on real DirectML",
+        description="Runs the model with dml_ep on the inputs given (or seeded random ones) and writes its DirectML "
+                    "operators as a DxDispatch model: DIR/model.json, its resources, dml_ep's expected outputs and a "
+                    "README.txt with the DxDispatch command line. Values the CPU fallback makes are stored as resources.")
+    export.add_argument("model", metavar="MODEL")
+    export.add_argument("--dxdispatch", metavar="DIR", required=True, help="the directory to write (must not exist, or be empty)")
+    export.set_defaults(handler=handlers["export"])
+    return parser
+
+
+def _version_line() -> str:
+    v = versions()
+    return f"dml-ep {v['dml_ep']} (onnxruntime {v['onnxruntime']}, onnx {v['onnx']}, numpy {v['numpy']}; {v['kernels']})"
+
+
+def _shape(text: str) -> tuple[str, tuple[int, ...]]:
+    """``NAME=D0,D1,...`` from ``--shape`` (the last ``=``: an input name may hold one, sizes never)."""
+    name, sep, sizes = text.rpartition("=")
+    if not sep or not name:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected NAME=D0,D1,...")
+    if not re.fullmatch(r"[1-9]\d*(,[1-9]\d*)*", sizes):
+        raise argparse.ArgumentTypeError(f"{text!r}: sizes are positive integers, as in NAME=1,3,224,224")
+    return name, tuple(int(size) for size in sizes.split(","))
+
+
+def _non_negative(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text} is negative")
+    return value

@@ -1,0 +1,218 @@
+"""The text ``compare`` prints: one report per comparison (:func:`format_report`), the summary of a
+batch (:func:`format_summary`) and, on stderr, where a long comparison is (:class:`Progress`); with
+the plain tables that ``inspect`` and ``run`` print too.
+
+A percentage of equal elements reads 100% only when every element is equal: a near miss never
+rounds up to it.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from .reference import DML_REFERENCE
+from .report import ModelReport, NodeComparison, ShippedComparison, TensorComparison
+
+
+def format_report(report: ModelReport, per_node: bool) -> str:
+    """One comparison: each output's agreement (with ``per_node``, each node's), how much ran on
+    DirectML, the shipped outputs' verdicts, the result; and when it failed (or with ``per_node``)
+    the causes and the first node that differs in isolation."""
+    lines = [_heading(report)]
+    lines += _indent(table(
+        ["output", "dtype", "shape", "elements", "exact %", "max diff"],
+        [[o.name, o.dtype, o.shape, o.elements, _percent(o), _max_diff(o)] for o in report.outputs],
+    ))
+    if per_node and report.nodes:
+        lines += _node_table(report.nodes)
+    if report.candidate == "dml_ep":
+        plan = report.plan
+        lines.append(f"  on DirectML: {plan['dml']['nodes']} of the model's {plan['model_nodes']} node(s) as "
+                     f"{plan['dml']['operators']} operator(s), {plan['dml']['macs_percent']:.1f}% of the MACs "
+                     f"({rules_text(plan['qdq_rules'])})")
+    if report.shipped is not None:
+        lines += _format_shipped(report, report.shipped)
+    lines.append(_result_line(report))
+    lines += [f"  {o.name}: {o.problem}" for o in report.outputs if not o.within_tolerance and o.problem]
+    if report.nodes is not None and (per_node or not report.ok):
+        lines += _causes(report)
+    return "\n".join(lines)
+
+
+def _heading(report: ModelReport) -> str:
+    """The model and what was compared: dml_ep's arithmetic and feature level, or onnxruntime's configuration."""
+    real_ep = report.reference == DML_REFERENCE
+    reference = f"{report.reference} (the real DML EP)" if real_ep else report.reference
+    if report.candidate == "dml_ep":
+        return (f"{report.model}: reference {reference}, arithmetic {report.arithmetic}, "
+                f"{report.feature_level}, atol {report.atol} step(s)")
+    return f"{report.model}: onnxruntime {report.candidate} against reference {reference}, atol {report.atol} step(s)"
+
+
+def _node_table(nodes: list[NodeComparison]) -> list[str]:
+    """``--per-node``'s table: each node's agreement as run (propagated) and in isolation, and its cause."""
+    rows = [[n.node, n.op_type, "fallback" if n.runs_on.startswith("fallback") else "DML",
+             ", ".join(_percent(c) for c in n.propagated) or "-",
+             _percent(n.isolated) if n.isolated else "-",
+             _max_diff(n.isolated) if n.isolated else "-",
+             n.cause_text] for n in nodes]
+    header = ["node", "op type", "runs on", "exact %", "isolated exact %", "isolated max diff", "cause"]
+    return ["", "  node by node (isolated: fed onnxruntime's inputs):"] + _indent(table(header, rows), "    ")
+
+
+def _result_line(report: ModelReport) -> str:
+    """The verdict, and why a mismatch is one; an OK says so when nothing ran on DirectML, since
+    then the comparison checked onnxruntime's CPU EP (or dml_ep's fallback) against itself."""
+    bad = [o for o in report.outputs if not o.within_tolerance]
+    faulted = [s for s in report.shipped or () if s.faults_candidate]
+    if not report.ok:
+        reasons = [f"{len(bad)} of {len(report.outputs)} output(s) out of tolerance"] if bad else []
+        if faulted:
+            reasons.append(f"{len(faulted)} shipped output(s) missed where onnxruntime matches")
+        return f"  result: MISMATCH ({'; '.join(reasons)})"
+    if report.on_dml or report.candidate != "dml_ep":
+        return "  result: OK"
+    if report.reference == DML_REFERENCE:
+        return "  result: OK, but dml_ep ran nothing on DirectML: its CPU fallback matches the real DML EP"
+    return "  result: OK, but nothing ran on DirectML: both sides ran onnxruntime's CPU EP"
+
+
+def _causes(report: ModelReport) -> list[str]:
+    """The causes counted over the nodes that differ in isolation, and the first such node."""
+    lines = [f"  causes (nodes differing in isolation): {_counts(report.cause_counts) or 'none'}"]
+    if report.reference == DML_REFERENCE and "other" in report.cause_counts:
+        lines.append("  other: not judged (reference is the real DML EP: no arithmetic of dml_ep's reproduces these values)")
+    within = _counts(report.within_tolerance_cause_counts)
+    if within and not report.ok:
+        lines.append(f"  within tolerance in isolation but not bit-exact, differences later nodes grow: {within}")
+    first = report.first_divergent
+    if first is not None:
+        lines += _describe_divergent(first)
+    return lines
+
+
+def _format_shipped(report: ModelReport, shipped: list[ShippedComparison]) -> list[str]:
+    """The data set's shipped outputs against both sides; they judge the candidate only where the
+    reference matches them (:class:`dml_ep.report.ShippedComparison`)."""
+    candidate = "dml_ep" if report.candidate == "dml_ep" else f"onnxruntime {report.candidate}"
+    rows = []
+    for s in shipped:
+        if s.faults_candidate:
+            verdict = f"MISMATCH: {report.reference} matches it, {candidate} does not"
+        elif s.reference.within_tolerance:
+            verdict = "ok"
+        else:
+            verdict = f"not judged: {report.reference} differs from it"
+        rows.append([s.name, _percent(s.reference), _max_diff(s.reference), _percent(s.candidate), _max_diff(s.candidate), verdict])
+    header = ["output", f"{report.reference} exact %", "max diff", f"{candidate} exact %", "max diff", "verdict"]
+    return ["", "  shipped outputs (output_<i>.pb), against each side:"] + _indent(table(header, rows), "    ")
+
+
+def _describe_divergent(node: NodeComparison) -> list[str]:
+    """The first node differing in isolation: its operator's desc (or where it runs), how its
+    elements differ, and why."""
+    c = node.isolated
+    assert c is not None, "a node differing in isolation was compared in isolation"
+    histogram = "  ".join(f"{k}: {v}" for k, v in (c.histogram or {}).items())
+    if node.desc:
+        what = f"    {node.desc['Type']}: " + ", ".join(f"{k} {v}" for k, v in node.desc.items() if k != "Type")
+    else:
+        what = f"    {node.runs_on}"
+    out = node.causes_out_of_tolerance
+    beyond = f"; out of tolerance: {_counts(out)}" if out and out != node.causes else ""
+    return [
+        f"  first node differing in isolation: {node.node} ({node.op_type})",
+        what,
+        f"    exact {_percent(c)}, {c.differing} of {c.elements} elements differ, "
+        f"max {c.max_diff:g} {c.unit}, mean {c.mean_diff:.2f} {c.unit}",
+        f"    histogram: {histogram}" if histogram else "    histogram: -",
+        f"    cause: {node.cause_text} ({_counts(node.causes)} element(s){beyond})",
+    ]
+
+
+def _counts(causes: dict[str, int]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in causes.items())
+
+
+def format_summary(reports: list[ModelReport], errors: list[dict]) -> str:
+    """A batch's summary: a row per comparison, those that could not run with their error."""
+    rows = []
+    for r in reports:
+        elements = sum(o.elements for o in r.outputs)
+        equal = sum(o.equal for o in r.outputs)
+        worst = max(r.outputs, key=lambda o: o.max_diff)
+        causes = ", ".join(f"{k} {v}" for k, v in r.cause_counts.items())
+        result = ("ok" if r.on_dml else "ok, nothing on DirectML") if r.ok else "MISMATCH" + (f" ({causes})" if causes else "")
+        on_dml = f"{r.plan['dml']['macs_percent']:.1f}%" if r.candidate == "dml_ep" else "-"
+        rows.append([r.model, len(r.outputs), elements, _percent_of(equal, elements), _max_diff(worst), on_dml, result])
+    rows += [[e["model"], "-", "-", "-", "-", "-", f"error: {e['error']}"] for e in errors]
+    header = ["model", "outputs", "elements", "exact %", "max diff", "MACs on DML", "result"]
+    return "\nsummary:\n" + "\n".join(_indent(table(header, rows)))
+
+
+def rules_text(release: str | None) -> str:
+    """Which of onnxruntime's rewrites a plan had: the release's, or none of the QDQ ones."""
+    return f"onnxruntime {release} rewrites" if release else "QDQ rules off"
+
+
+# --- formatting helpers --------------------------------------------------------------------
+
+
+def table(header: list[str], rows: list[list]) -> str:
+    """``rows`` under ``header``, left-aligned columns two spaces apart, no trailing spaces."""
+    cells = [header] + [[str(c) for c in row] for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells)
+
+
+def _indent(text: str, prefix: str = "  ") -> list[str]:
+    return [prefix + line for line in text.splitlines()]
+
+
+def _percent(c: TensorComparison) -> str:
+    return _percent_of(c.equal, c.elements)
+
+
+def _percent_of(equal: int, elements: int) -> str:
+    """100% only when every element is equal: a near miss never rounds up to it."""
+    if equal == elements:
+        return "100%"
+    return f"{min(100.0 * equal / elements, 99.999):.3f}%"
+
+
+def _max_diff(c: TensorComparison) -> str:
+    return f"{c.max_diff:g} {c.unit}" if c.unit == "LSB" else f"{c.max_diff:.3g}"
+
+
+class Progress:
+    """Where a long comparison is, on stderr: one line rewritten in place on a terminal, else a
+    line every few seconds, so that a short run (or its one-line error) stays quiet in a log."""
+
+    INTERVAL = 5.0
+
+    def __init__(self, prefix: str, enabled: bool = True):
+        self.prefix = prefix
+        self.enabled = enabled
+        self.shown = False  # whether a terminal line is there to erase
+        self.last = time.monotonic()  # of the start, then of the last line written
+
+    def __call__(self, stage: str, done: int = 0, total: int = 0) -> None:
+        if not self.enabled:
+            return
+        text = f"{self.prefix}: {stage}" + (f" {done}/{total}" if total else "") + "..."
+        now = time.monotonic()
+        if sys.stderr.isatty():
+            sys.stderr.write(f"\r\033[K{text}")
+            self.shown = True
+        elif now - self.last >= self.INTERVAL:
+            sys.stderr.write(text + "\n")
+            self.last = now
+        sys.stderr.flush()
+
+    def clear(self) -> None:
+        """Erase the terminal's progress line before the report or an error takes its place."""
+        if self.shown:
+            sys.stderr.write("\r\033[K")
+            sys.stderr.flush()
+            self.shown = False
