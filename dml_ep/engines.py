@@ -48,6 +48,7 @@ import numpy as np
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
+from .arithmetic import host_saturates_u8s8
 from .errors import DmlEpError
 from .graph import internal_model
 from .reference import cpu_session
@@ -186,8 +187,6 @@ class OnnxruntimeEngine(Engine):
     def saturates_u8s8(self) -> bool:  # type: ignore[override]
         """Whether the host's onnxruntime saturates uint8 x int8 pairs. Measured at the first
         product, so that a model with none makes no probe session."""
-        from .arithmetic import host_saturates_u8s8
-
         return host_saturates_u8s8()
 
     @property

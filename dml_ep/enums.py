@@ -10,6 +10,8 @@ import enum
 
 import numpy as np
 
+from .errors import FeatureLevelError
+
 
 class DML_TENSOR_DATA_TYPE(enum.IntEnum):
     UNKNOWN = 0
@@ -103,8 +105,6 @@ class DML_FEATURE_LEVEL(enum.IntEnum):
     @classmethod
     def parse(cls, text) -> "DML_FEATURE_LEVEL":
         """Accepts a member, ``"4_0"``, ``"4.0"``, ``"FL_4_0"``, ``"DML_FEATURE_LEVEL_4_0"`` or ``0x4000``."""
-        from .errors import FeatureLevelError
-
         if isinstance(text, cls):
             return text
         if isinstance(text, int):

@@ -17,6 +17,7 @@ import onnx
 from ..enums import DML_FEATURE_LEVEL, DML_TENSOR_DATA_TYPE, DML_TENSOR_FLAGS
 from ..errors import QuantizationParameterError, ShapeError
 from ..graph import ValueInfo, attributes
+from ..kernels.parameters import checked_scale
 from ..passes.editable import Origin
 from ..plan import DmlNode
 from ..real_ep import ASSIGNED_TO_DML, ON_CPU
@@ -147,8 +148,6 @@ def check_scale(ctx: NodeContext, index: int, scale: np.ndarray | None, allowed_
     _check_size(ctx, index, scale, allowed_sizes, "scale")
     if runtime:
         return None
-    from ..kernels.parameters import checked_scale
-
     return checked_scale(scale, node=ctx.node, tensor=name)
 
 
