@@ -162,32 +162,36 @@ def case_feeds(case: Case, model: onnx.ModelProto, args: argparse.Namespace) -> 
 
 @dataclasses.dataclass
 class Compared:
-    """A case that ran: its report, the feeds it ran on and where each came from, and its model."""
+    """A case that ran: its report, the feeds it ran on and where each came from."""
 
     report: ModelReport
     feeds: dict
     sources: dict
-    model: onnx.ModelProto
 
 
-def compare_cases(cases: list[Case], options: dict, args: argparse.Namespace, out: TextIO) -> tuple[list[Compared], list[dict]]:
+def compare_cases(cases: list[Case], options: dict, args: argparse.Namespace,
+                  out: TextIO) -> tuple[list[Compared], list[dict], onnx.ModelProto | None]:
     """Compare ``cases`` one by one with :func:`dml_ep.compare.compare_model`'s ``options``, each
     report printed on ``out`` once made; of several, one that fails gives its error (said on stderr)
-    for the summary, and the others still run. Progress on stderr unless ``args.quiet``."""
-    done, errors = [], []
+    for the summary, and the others still run. Progress on stderr unless ``args.quiet``. Also the
+    first model compared (every case's, for ``--model-explorer``), kept alone: a batch's loaded
+    models, weights and all, are not held to its end."""
+    done, errors, first = [], [], None
     for index, case in enumerate(cases, 1):
         prefix = f"[{index}/{len(cases)}] {case.name}" if len(cases) > 1 else case.name
         compared = _compare_one(case, options, prefix, len(cases) > 1, args, out)
-        if isinstance(compared, Compared):
-            done.append(compared)
+        if isinstance(compared, tuple):
+            done.append(compared[0])
+            first = compared[1] if first is None else first
         else:
             errors.append(compared)
-    return done, errors
+    return done, errors, first
 
 
-def _compare_one(case: Case, options: dict, prefix: str, several: bool, args: argparse.Namespace, out: TextIO) -> Compared | dict:
-    """One case of :func:`compare_cases`: its :class:`Compared`, or, of several, its error as the
-    summary lists it; progress and timing name it by ``prefix``."""
+def _compare_one(case: Case, options: dict, prefix: str, several: bool, args: argparse.Namespace,
+                 out: TextIO) -> tuple[Compared, onnx.ModelProto] | dict:
+    """One case of :func:`compare_cases`: its :class:`Compared` and its model, or, of several, its
+    error as the summary lists it; progress and timing name it by ``prefix``."""
     started = time.monotonic()
     progress = Progress(prefix, enabled=not args.quiet)
     if several and not args.quiet:
@@ -211,7 +215,7 @@ def _compare_one(case: Case, options: dict, prefix: str, several: bool, args: ar
     print(format_report(report, args.per_node), file=out)
     if several and not args.quiet:
         print(f"{prefix}: done in {time.monotonic() - started:.1f} s", file=sys.stderr, flush=True)
-    return Compared(report, feeds, sources, model)
+    return Compared(report, feeds, sources), model
 
 
 def compare_case(case: Case, model: onnx.ModelProto, feeds: dict[str, np.ndarray], options: dict,

@@ -24,7 +24,7 @@ from . import arguments, dxdispatch, files, html_report, model_explorer
 from .arguments import U8S8_SATURATION
 from .cases import Case, Compared, compare_cases, comparison_cases, naming_random_inputs, polygraphy_writers, split_runner
 from .errors import DmlEpError
-from .graph import load_model, one_line
+from .graph import Loaded, load_model, one_line
 from .inputs import input_shapes, make_feeds, npy_file_names
 from .inspect_text import ascii_if_needed, by_op_type, by_reason, descs_text, inspect_summary, nodes_text
 from .node_table import plan_rows
@@ -134,7 +134,7 @@ def _planned(model, shapes: dict, args) -> tuple[Planner, Plan]:
         planner = Planner(model, args.feature_level, qdq_rules=args.qdq_rules)
         return planner, planner.plan_for_shapes(shapes)
     feeds, sources = make_feeds(model, args.seed, args.input, args.input_dir, shapes, args.val_range)
-    session = InferenceSession(model, feature_level=args.feature_level, qdq_rules=args.qdq_rules)
+    session = InferenceSession(Loaded(model), feature_level=args.feature_level, qdq_rules=args.qdq_rules)
     with naming_random_inputs(sources):
         session.run(None, feeds)
     return session.planner, session.plan
@@ -172,7 +172,7 @@ def cmd_run(args) -> int:
         files.check_writable(args.output_dir, directory=True)
     model = load_model(args.model)
     feeds, sources = make_feeds(model, args.seed, args.input, args.input_dir, dict(args.shape), args.val_range)
-    session = InferenceSession(model, **_arithmetic(args))
+    session = InferenceSession(Loaded(model), **_arithmetic(args))
     names = [o.name for o in session.get_outputs()]
     with naming_random_inputs(sources):
         results = dict(zip(names, session.run(None, feeds)))
@@ -203,7 +203,7 @@ def cmd_export(args) -> int:
     model = load_model(args.model)
     feeds, sources = make_feeds(model, args.seed, args.input, args.input_dir, dict(args.shape), args.val_range)
     with naming_random_inputs(sources):
-        made = dxdispatch.export(model, args.dxdispatch, feeds, source=args.model, **_arithmetic(args))
+        made = dxdispatch.export(Loaded(model), args.dxdispatch, feeds, source=args.model, **_arithmetic(args))
     operators = sum(len(sequence) for sequence in made.sequences)
     print(f"wrote {args.dxdispatch}: {operators} DirectML operator(s) in {len(made.sequences)} dispatch sequence(s), "
           f"{len(made.model['resources'])} resources ({len(made.captured)} captured from the CPU fallback), "
@@ -227,11 +227,11 @@ def cmd_compare(args) -> int:
                          "Polygraphy iteration)")
     options = dict(reference=args.reference, candidate=args.candidate, atol=args.atol,
                    per_node=args.per_node or bool(args.html) or bool(args.model_explorer), **_arithmetic(args))
-    done, errors = compare_cases(cases, options, args, out)
+    done, errors, model = compare_cases(cases, options, args, out)
     reports = [c.report for c in done]
     if len(cases) > 1:
         print(format_summary(reports, errors), file=out)
-    _write_comparison(args, cases, done, errors, out)
+    _write_comparison(args, cases, done, errors, model, out)
     if errors:
         return 2
     return 0 if all(r.ok for r in reports) else 1
@@ -248,7 +248,7 @@ def _check_compare(args) -> None:
         require_dml()
 
 
-def _write_comparison(args, cases: list[Case], done: list[Compared], errors: list[dict], out) -> None:
+def _write_comparison(args, cases: list[Case], done: list[Compared], errors: list[dict], model, out) -> None:
     """The files ``compare`` was asked for. Those that stand for every comparison (Polygraphy's,
     Model Explorer's) are not written when any failed; the others hold the ones that ran."""
     reports = [c.report for c in done]
@@ -265,7 +265,7 @@ def _write_comparison(args, cases: list[Case], done: list[Compared], errors: lis
     if args.html and reports:
         files.write_files({args.html: files.text_writer(html_report.compare_report(reports[0]))})
     if _writing([args.model_explorer] if args.model_explorer else [], errors):
-        _write_model_explorer(args.model_explorer, cases[0].model, done[0].model, reports[0].dml_plan, reports, out)
+        _write_model_explorer(args.model_explorer, cases[0].model, model, reports[0].dml_plan, reports, out)
 
 
 def _writing(paths: list[str], errors: list[dict]) -> bool:

@@ -68,8 +68,8 @@ def internal_model(graph: onnx.GraphProto, opset: int, domains=()) -> onnx.Model
 
 
 class Loaded(NamedTuple):
-    """A model :func:`load_model` gave, passed on to a layer that would load it again (compare's
-    session): loaded and checked once per command."""
+    """A model :func:`load_model` gave, passed on to a layer that would load it again (a session,
+    compare, the export): loaded and checked once per command."""
 
     proto: onnx.ModelProto
 

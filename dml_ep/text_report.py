@@ -142,7 +142,7 @@ def format_summary(reports: list[ModelReport], errors: list[dict]) -> str:
         elements = sum(o.elements for o in r.outputs)
         equal = sum(o.equal for o in r.outputs)
         worst = max(r.outputs, key=lambda o: o.max_diff)
-        causes = ", ".join(f"{k} {v}" for k, v in r.cause_counts.items())
+        causes = _counts(r.cause_counts)
         result = ("ok" if r.on_dml else "ok, nothing on DirectML") if r.ok else "MISMATCH" + (f" ({causes})" if causes else "")
         on_dml = f"{r.plan['dml']['macs_percent']:.1f}%" if r.candidate == "dml_ep" else "-"
         rows.append([r.model, len(r.outputs), elements, _percent_of(equal, elements), _max_diff(worst), on_dml, result])

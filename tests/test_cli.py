@@ -296,3 +296,21 @@ def test_progress_on_a_terminal_rewrites_one_line(monkeypatch):
     progress("comparing node", 2, 9)
     progress.clear()
     assert sys.stderr.getvalue() == "\r\033[Km.onnx: running dml_ep...\r\033[Km.onnx: comparing node 2/9...\r\033[K"
+
+
+@pytest.mark.parametrize("command", [["inspect"], ["inspect", "--input-dir", "{data}"], ["run"], ["compare", "--reference", "ort-exact"],
+                                     ["export", "--dxdispatch", "{out}"]], ids=lambda c: " ".join(c[:2]))
+def test_a_command_loads_and_checks_the_model_once(command, monkeypatch, capsys, tmp_path):
+    """cli, compare, the export and the session share one loaded model (graph.Loaded): a large
+    model is read, decoded and checked once per command."""
+    from dml_ep import graph
+
+    data = tmp_path / "data"
+    data.mkdir()
+    np.save(data / "input.npy", random_inputs(onnx.load(MODELS / "mlp.onnx"), 0)["input"])
+    checked = []
+    original = graph.check_model
+    monkeypatch.setattr(graph, "check_model", lambda proto: checked.append(proto.graph.name) or original(proto))
+    argv = [part.format(data=data, out=tmp_path / "dx") for part in command]
+    assert main([argv[0], str(MODELS / "mlp.onnx"), *argv[1:]]) == 0
+    assert len(checked) == 1

@@ -461,14 +461,3 @@ def test_only_uint8_by_int8_products_can_have_u8s8_saturation_as_cause():
         (entry,) = [e for e in InferenceSession(model).plan.entries if hasattr(e, "desc")]
         assert dml_ep.causes.may_saturate(entry.desc) == saturable, name
 
-
-def test_a_compare_command_loads_and_checks_the_model_once(monkeypatch, capsys):
-    """cli, compare and the session share one loaded model (graph.Loaded): a large model is read,
-    decoded and checked once per command."""
-    from dml_ep import cli, graph
-
-    checked = []
-    original = graph.check_model
-    monkeypatch.setattr(graph, "check_model", lambda proto: checked.append(proto.graph.name) or original(proto))
-    assert cli.main(["compare", str(MODELS / "mlp.onnx"), "--reference", "ort-exact", "--quiet"]) == 0
-    assert len(checked) == 1

@@ -26,7 +26,7 @@ import numpy as np
 from ..enums import DML_TENSOR_DATA_TYPE, DML_TENSOR_FLAGS
 from ..errors import DxDispatchError
 from .. import files
-from ..graph import load_model
+from ..graph import Loaded, load_model
 from ..importer import DEFAULT_FEATURE_LEVEL
 from ..inputs import distinct_names, npy_file_names, random_inputs
 from ..passes import DEFAULT_RELEASE
@@ -64,7 +64,7 @@ def export(model, directory: str, feeds: dict | None = None, *, seed: int = 0, s
     model = load_model(model)
     if feeds is None:
         feeds = random_inputs(model, seed, shapes)
-    session = InferenceSession(model, feature_level=feature_level, arithmetic=arithmetic, u8s8_saturation=u8s8_saturation,
+    session = InferenceSession(Loaded(model), feature_level=feature_level, arithmetic=arithmetic, u8s8_saturation=u8s8_saturation,
                                qdq_rules=qdq_rules, engine=engine)
     values = session.executor.run(session.check_feeds(feeds), keep_all=True)  # every value, as the islands need them
     plan = session.plan
