@@ -26,7 +26,7 @@ from .cases import Case, Compared, compare_cases, comparison_cases, naming_rando
 from .errors import DmlEpError
 from .graph import Loaded, load_model, one_line
 from .inputs import input_shapes, make_feeds, npy_file_names
-from .inspect_text import ascii_if_needed, by_op_type, by_reason, descs_text, inspect_summary, nodes_text
+from .inspect_text import ascii_if_needed, by_op_type, by_reason, by_reason_class, descs_text, inspect_summary, nodes_text
 from .node_table import plan_rows
 from .plan import Plan
 from .planner import Planner
@@ -103,8 +103,8 @@ def cmd_inspect(args) -> int:
     planner, plan = _planned(model, shapes, args)
     rows = plan_rows(plan)
     summary = plan.summary()
-    op_types, reasons = by_op_type(rows), by_reason(plan)
-    print(ascii_if_needed("\n".join(inspect_summary(plan, rows, summary, op_types, reasons)), out), file=out)
+    op_types, reasons, classes = by_op_type(rows), by_reason(plan), by_reason_class(rows)
+    print(ascii_if_needed("\n".join(inspect_summary(plan, rows, summary, op_types, reasons, classes)), out), file=out)
     if args.nodes:
         print(nodes_text(plan, rows), file=out)
     descs = descs_text(plan, rows) if args.descs else None
@@ -114,7 +114,7 @@ def cmd_inspect(args) -> int:
     if args.json:
         writers[args.json] = files.json_writer(report_meta(model=args.model, input_shapes=shapes, assumed=plan.assumed,
                                                            pending=[node_label(n) for n in plan.pending], nodes=rows, summary=summary,
-                                                           by_op_type=op_types, by_reason=reasons))
+                                                           by_op_type=op_types, by_reason=reasons, by_reason_class=classes))
     if args.html:
         writers[args.html] = files.text_writer(html_report.plan_report(plan, args.model))
     if args.save_rewritten:

@@ -22,9 +22,10 @@ from .passes.editable import Origin
 from .graph import ValueInfo, attributes
 from .operators.base import validated
 from .operators.importing import Fallback, NodeContext, bound
-from .operators.registration import REGISTRATIONS, since_version
+from .kernel_registry import since_version
+from .operators.registration import REGISTRATIONS
 from .plan import DmlNode, FallbackNode, PlanEntry
-from .real_ep import ASSIGNED_TO_DML, not_modelled_reason
+from .real_ep import ASSIGNED_TO_DML, fallback_kind, not_modelled_reason
 
 DEFAULT_FEATURE_LEVEL = max(DML_FEATURE_LEVEL)
 
@@ -102,7 +103,7 @@ class NodeImporter:
             verify_output_shapes(entry, values)
             validated(entry.desc, self.feature_level)
         except Fallback as reason:  # DirectML cannot take it: onnxruntime runs it
-            return FallbackNode(node, str(reason), origin)
+            return FallbackNode(node, str(reason), origin, fallback_kind(str(reason)))
         except DescValidationError as reason:  # not at this feature level
             return FallbackNode(node, f"{reason}; {ASSIGNED_TO_DML} on a device below that feature level", origin)
         except NodeError as error:  # invalid: name the model's own nodes too

@@ -13,6 +13,7 @@ from __future__ import annotations
 from .node_table import counted
 from .passes.dml_fusion import NAME as DML_FUSION
 from .plan import DmlNode, Plan, node_macs
+from .real_ep import CPU_CLASSES, REASON_CLASSES
 from .report import node_label
 from .text_report import rules_text, table
 
@@ -24,6 +25,13 @@ def by_op_type(rows: list[dict]) -> list[dict]:
     """Plan entries counted by op type and where they run (a DirectML operator, or ``fallback``),
     most MACs first."""
     return counted(rows, lambda row: {"op_type": row["op_type"], "runs_on": row["runs_on"] if row["placement"] == "modelled" else "fallback"})
+
+
+def by_reason_class(rows: list[dict]) -> list[dict]:
+    """Plan entries counted by reason class (dml_ep.real_ep.REASON_CLASSES), in that table's order:
+    where the real EP runs them and why."""
+    groups = counted(rows, lambda row: {"reason_class": row["reason_class"]})
+    return sorted(groups, key=lambda g: list(REASON_CLASSES).index(g["reason_class"]))
 
 
 def by_reason(plan: Plan) -> list[dict]:
@@ -47,9 +55,11 @@ def _qdq_rewritten(plan: Plan) -> int:
     return sum(1 for e in plan.entries if set(e.origin.rules) - {DML_FUSION})
 
 
-def inspect_summary(plan: Plan, rows: list[dict], summary: dict, op_types: list[dict], reasons: list[dict]) -> list[str]:
+def inspect_summary(plan: Plan, rows: list[dict], summary: dict, op_types: list[dict], reasons: list[dict],
+                    classes: list[dict]) -> list[str]:
     """inspect's default report, no line over INSPECT_WIDTH: long names shortened with an ellipsis;
-    ``op_types`` and ``reasons`` as :func:`by_op_type` and :func:`by_reason` count them."""
+    ``op_types``, ``reasons`` and ``classes`` as :func:`by_op_type`, :func:`by_reason` and
+    :func:`by_reason_class` count them."""
     lines = [_heading(plan, rows, summary)]
     total = sum(r["macs"] for r in rows)
     if op_types:
@@ -58,6 +68,11 @@ def inspect_summary(plan: Plan, rows: list[dict], summary: dict, op_types: list[
             [[g["op_type"], g["nodes"], f"DirectML ({g['runs_on']})" if g["runs_on"] != "fallback" else "CPU fallback",
               f"{g['macs']:,}", f"{g['macs_percent']:.1f}%" if total else "-"] for g in op_types],
             numeric={1, 3, 4}, shrink=[(0, _shorten_middle), (2, _shorten_end)])
+    if classes:
+        lines += [""] + _fitted_table(["where the real EP runs it, and why", "class", "nodes", "MACs"],
+                                      [[("CPU: " if g["reason_class"] in CPU_CLASSES else "DirectML: ") + REASON_CLASSES[g["reason_class"]],
+                                        g["reason_class"], g["nodes"], f"{g['macs']:,}"] for g in classes],
+                                      numeric={2, 3}, shrink=[(0, _shorten_end)])
     if reasons:
         lines += [""] + _fitted_table(["fallback reason", "nodes", "MACs"],
                                       [[g["reason"], g["nodes"], f"{g['macs']:,}"] for g in reasons],

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from .report import ModelReport, NodeComparison, TensorComparison, node_label
 from .plan import DmlNode, Plan, PlanEntry, node_macs
-from .real_ep import fallback_placement
+from .real_ep import CPU_CLASSES
 
 # A node the plan has not placed yet: its input shapes come with the data (Plan.pending).
 PENDING = "pending"
@@ -20,7 +20,9 @@ PENDING_REASON = "its input shapes depend on data: planned when run (inspect --i
 def placement(entry: PlanEntry) -> str:
     """``modelled`` (a DirectML operator dml_ep runs), ``real-ep-dml`` or ``cpu`` (where the real EP
     runs a node dml_ep leaves to the CPU fallback)."""
-    return "modelled" if isinstance(entry, DmlNode) else fallback_placement(entry.reason)
+    if isinstance(entry, DmlNode):
+        return "modelled"
+    return "cpu" if entry.kind in CPU_CLASSES else "real-ep-dml"
 
 
 def plan_rows(plan: Plan) -> list[dict]:
@@ -29,6 +31,7 @@ def plan_rows(plan: Plan) -> list[dict]:
         {"node": node_label(entry.node),
          "op_type": entry.node.op_type,
          "placement": placement(entry),
+         "reason_class": "modelled" if isinstance(entry, DmlNode) else entry.kind,
          "runs_on": entry.summary(),
          "rule": entry.origin.rule,
          "from": [node_label(n) for n in entry.origin.nodes],

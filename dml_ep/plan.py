@@ -65,6 +65,7 @@ class FallbackNode:
     node: onnx.NodeProto
     reason: str
     origin: Origin
+    kind: str = "not-modelled"  # why, as a class (dml_ep.real_ep.REASON_CLASSES)
     _reads: list[str] | None = dataclasses.field(default=None, repr=False, compare=False)
 
     @property

@@ -30,8 +30,8 @@ from .passes import (DEFAULT_RELEASE, DML, RELEASES, EditableGraph, constant_fol
                      qdq_transformer)
 from .graph import ValueInfo, value_info_of
 from .ort_inference import static_values
-from .plan import DmlNode, Plan, PlanEntry
-from .real_ep import has_dml_kernel
+from .plan import DmlNode, FallbackNode, Plan, PlanEntry
+from .real_ep import ON_CPU, Placement, place_nodes
 
 
 ALL_OPTIMIZATIONS = 99  # onnxruntime's GraphOptimizationLevel.ORT_ENABLE_ALL; 0 DISABLE_ALL, 1 BASIC, 2 EXTENDED
@@ -63,6 +63,7 @@ class Planner:
         self.constants = graph.constants
         self.static = static_values(self._rewritten) if graph.edited else loaded
         self._importer = NodeImporter(self.constants, self.feature_level, opset_versions(self.header))
+        self.on_cpu = self._placed_on_cpu(list(graph.nodes)) if provider == DML else {}
         if provider == DML and optimization_level >= 2:  # DmlOperatorFusionTransformer is a Level-2 transformer
             dml_operator_fusion(graph, self._maps_by_type)
         self._derived = {}
@@ -75,14 +76,25 @@ class Planner:
         self.origins = [graph.origin(n) for n in self.nodes]
         self.reads = [[n for n in graph_module.node_reads(node) if n not in self.constants] for node in self.nodes]
         self.cpu_reads = [self._importer.cpu_inputs(node) for node in self.nodes]  # planned from their data in a run
-        self.never_maps = [self._importer.never_maps(node, self.static) for node in self.nodes]
+        self.never_maps = [self._runs_on_cpu(node) or self._importer.never_maps(node, self.static) for node in self.nodes]
         self.output_names = [o.name for o in model.graph.output]
         self._entries: dict[tuple, PlanEntry] = {}
+
+    def _placed_on_cpu(self, nodes: list[onnx.NodeProto]) -> dict[str, Placement]:
+        """The nodes the real EP runs on the CPU (its GetCapability, ``real_ep.place_nodes``), by first output."""
+        placements = place_nodes(nodes, self.static, self.constants, {v.name for v in self.declared},
+                                 opset_versions(self.header), RELEASES[self.qdq_rules or DEFAULT_RELEASE].kernels)
+        return {n.output[0]: p for n, p in zip(nodes, placements) if not p.on_dml and n.output}
+
+    def _runs_on_cpu(self, node: onnx.NodeProto) -> bool:
+        return bool(node.output) and node.output[0] in self.on_cpu
 
     def _maps_by_type(self, node: onnx.NodeProto, made: dict | None = None) -> bool:
         """Whether ``node`` runs on DirectML, judged before any run as the DML EP's partitioning
         judges it: by element types and ranks (unknown dimensions taken as 1, which any broadcast
-        accepts). A node whose input ranks are unknown is not fused."""
+        accepts). A node whose input ranks are unknown is not fused, nor one the real EP runs on the CPU."""
+        if self._runs_on_cpu(node):
+            return False
         infos = {}
         known = ChainMap(made or {}, self.static)  # ``made``: the values a pass is making
         for name in node.input:
@@ -110,14 +122,18 @@ class Planner:
         return entry
 
     def _plan_node(self, node: onnx.NodeProto, origin, inputs: dict[str, ValueInfo], run_data: dict | None = None) -> PlanEntry:
+        placed = self.on_cpu.get(node.output[0]) if node.output else None
+        if placed is not None:
+            if origin.rules and placed.kind == "no-kernel":
+                raise RealEpError(
+                    f"onnxruntime {self.qdq_rules}'s QDQ rule ({origin.rule}) makes {node.op_type} for a DML node, "
+                    "and the DML EP has no kernel for it: the real EP fails at session initialization "
+                    "(onnxruntime issue #26882, fixed in 1.24)", node=node)
+            reason = f"{placed.reason}; {ON_CPU}"
+            return FallbackNode(node, f"{reason} ({origin.note})" if origin.note else reason, origin, placed.kind)
         entry = self._importer.plan_node(node, origin, ChainMap(inputs, self.static), run_data)  # no copy of every value per node
         if isinstance(entry, DmlNode):
             entry.input_shapes = {field: inputs[b].shape for field, b in entry.inputs.items() if isinstance(b, str)}
-        if self.provider == DML and origin.rules and not has_dml_kernel(entry.node):
-            raise RealEpError(
-                f"onnxruntime {self.qdq_rules}'s QDQ rule ({origin.rule}) makes {node.op_type} for a DML node, "
-                "and the DML EP has no kernel for it: the real EP fails at session initialization "
-                "(onnxruntime issue #26882, fixed in 1.24)", node=node)
         return entry
 
     def plan(self, values: dict[str, ValueInfo], assumed: dict[str, int] | None = None) -> Plan:

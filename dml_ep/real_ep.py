@@ -1,16 +1,27 @@
-"""What the real DML EP does with nodes dml_ep does not model: the reason a plan gives for each.
+"""Where the real DML EP runs every node, replayed from onnxruntime's sources, and the reason a plan gives.
 
-dml_ep models the DirectML operators of its operator table (``dml_ep.operators.registration``);
-the real EP runs many more. A node dml_ep leaves to the CPU
-fallback is either one the real EP runs on DirectML too (dml_ep just does not model its
-operator), or one the real EP has no kernel for (it runs on the CPU EP there as well).
+The real EP's GetCapability (ExecutionProvider.cpp) takes a node when the release's kernel registry
+has a kernel for it (``kernel_registry``), the kernel's support query accepts it
+(``support_queries``), DirectML has a data type for each of its values
+(DoesNodeContainSupportedDataTypes), and GetCpuPreferredNodes (fallback_cpu_capability.cc) does not
+keep it on the CPU. :func:`place_nodes` replays that; the planner leaves every node the real EP runs
+on the CPU to dml_ep's CPU fallback too, with the reason. A node the real EP runs on DirectML that
+dml_ep does not model is a fallback that says so.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import heapq
+from typing import Collection, Mapping
+
+import numpy as np
 import onnx
 
+from .graph import ValueInfo
+from .kernel_registry import Kernel, KernelMatch, find_kernel, type_name
 from .passes.editable import Origin
+from .support_queries import QueryContext, declined
 
 # What the real EP does with a node dml_ep leaves to the CPU fallback: every fallback reason ends with one.
 ON_DML = "on DirectML in the real EP, not modelled by dml_ep"
@@ -18,90 +29,176 @@ ON_DML_AS = "on DirectML in the real EP as DML_OPERATOR_{}, not modelled by dml_
 ON_CPU = "on the CPU in the real EP too"
 ASSIGNED_TO_DML = "the real EP assigns it to DirectML (no support query declines it) and fails creating the operator"
 
-# Ops the real DML EP has no kernel for among those QDQ rewrites can make (its kernel list,
-# docs/OperatorKernels.md): onnxruntime's rules make them only for CPU nodes (1.20-1.23 made
-# QLinearLeakyRelu and QLinearSoftmax for DML too, which the real EP then failed to run).
-NO_DML_KERNEL = {
-    ("com.microsoft", "QLinearMul"),
-    ("com.microsoft", "QLinearLeakyRelu"),
-    ("com.microsoft", "QLinearSoftmax"),
-    ("com.microsoft", "QLinearWhere"),
-    ("com.microsoft", "QGemm"),
+# Why a node runs where it does, as inspect counts them: first the classes of nodes the real EP runs
+# on the CPU, in the order GetCapability checks them, then those of nodes it runs on DirectML.
+REASON_CLASSES = {
+    "no-kernel": "no DML kernel for the op",
+    "no-kernel-at-version": "no DML kernel at the node's since-version",
+    "types": "no DML kernel for its types",
+    "support-query": "declined by a support query",
+    "data-type": "a value DirectML has no data type for",
+    "cpu-preferred": "CPU-preferred (a shape computation)",
+    "not-modelled": "on DirectML in the real EP, not modelled by dml_ep",
+    "modelled": "a DirectML operator dml_ep models",
+    "no-dml-session": "the session has no DmlExecutionProvider",
 }
-
-
-def has_dml_kernel(node: onnx.NodeProto) -> bool:
-    domain = "" if node.domain == "ai.onnx" else node.domain
-    return (domain, node.op_type) not in NO_DML_KERNEL
-
-
-def _attribute(node: onnx.NodeProto, name: str, default=None):
-    found = next((a for a in node.attribute if a.name == name), None)
-    return default if found is None else onnx.helper.get_attribute_value(found)
-
-
-def _query_resize(node: onnx.NodeProto) -> str | None:
-    """QueryResize (DmlOperatorResize.cpp L324-357)."""
-    mode = _attribute(node, "mode", b"nearest")
-    if (mode.decode() if isinstance(mode, bytes) else mode) == "cubic":
-        return "QueryResize declines mode 'cubic'"
-    if _attribute(node, "exclude_outside", 0) != 0:
-        return "QueryResize declines exclude_outside != 0"
-    if _attribute(node, "extrapolation_value", 0.0) != 0.0:
-        return "QueryResize declines extrapolation_value != 0"
-    return None
-
-
-def _query_skip_layer_normalization(node: onnx.NodeProto) -> str | None:
-    """QuerySkipLayerNormalization: the optional outputs mean (1) and inv_std_var (2) unused."""
-    used = [index for index in (1, 2) if index < len(node.output) and node.output[index]]
-    return f"QuerySkipLayerNormalization declines a used output {used[0]} (mean, inv_std_var)" if used else None
-
-
-def _query_qattention(node: onnx.NodeProto) -> str | None:
-    """QueryQAttention (DmlOperatorQAttention.cpp L677-700)."""
-    if _attribute(node, "unidirectional", 0) == 1 and len(node.input) > 5 and node.input[5]:
-        return "QueryQAttention declines unidirectional=1 with a mask input"
-    if _attribute(node, "do_rotary", 0) == 1:
-        return "QueryQAttention declines do_rotary=1"
-    if _attribute(node, "past_present_share_buffer", 0) == 1:
-        return "QueryQAttention declines past_present_share_buffer=1"
-    return None
-
-
-# The support queries of ops dml_ep does not model (those it models are in its registration rows):
-# a node they decline runs on the CPU in the real EP.
-SUPPORT_QUERIES = {
-    ("", "Resize"): _query_resize,
-    ("com.microsoft", "SkipLayerNormalization"): _query_skip_layer_normalization,
-    ("com.microsoft", "SkipSimplifiedLayerNormalization"): _query_skip_layer_normalization,
-    ("com.microsoft", "QAttention"): _query_qattention,
-}
-
-
-def not_modelled_reason(node: onnx.NodeProto, origin: Origin, float_op: bool = False) -> str:
-    """Why a node with no dml_ep importer runs on the CPU fallback, and what the real EP does:
-    declined by its support query (CPU), no DML kernel (CPU), or on DirectML. ``float_op``: its
-    output is floating point, a float operator outside dml_ep's bit-exact scope."""
-    domain = "" if node.domain == "ai.onnx" else node.domain
-    name = f"{domain or 'ai.onnx'}::{node.op_type}"
-    query = SUPPORT_QUERIES.get((domain, node.op_type))
-    declined = query(node) if query is not None else None
-    if not has_dml_kernel(node):
-        reason = f"{name}: the real DML EP has no kernel for it"
-    elif declined:
-        reason = f"{name}: {declined}; {ON_CPU}"
-    else:
-        reason = f"{name}: {'float op ' if float_op else ''}{ON_DML}"
-    return f"{reason} ({origin.note})" if origin.note else reason
-
+CPU_CLASSES = ("no-kernel", "no-kernel-at-version", "types", "support-query", "data-type", "cpu-preferred", "no-dml-session")
 
 # Where a node runs in the real EP, as pictures colour it: dml_ep models its DirectML operator; the
 # real EP runs it on DirectML (or assigns it there) but dml_ep does not model it; or it runs on the CPU.
 PLACEMENTS = ("modelled", "real-ep-dml", "cpu")
 
+# DirectML's tensor data types, by onnxruntime type name (GetDmlDataTypeFromMlDataTypeNoThrow; bool is UINT8).
+DML_DATA_TYPES = {"float", "float16", "double", "int4", "uint4", "int8", "uint8", "int16", "uint16",
+                  "int32", "uint32", "int64", "uint64", "bool"}
+# Ops whose sequence values the DML EP accepts (IsCpuOnDmlOperator, IsDmlSequenceOperator).
+SEQUENCE_OPS = {"SequenceAt", "SequenceConstruct", "SequenceEmpty", "SequenceLength", "SequenceErase",
+                "SequenceInsert", "OptionalGetElement", "OptionalHasElement", "If", "ConcatFromSequence"}
+# GetCpuPreferredNodes keeps a node on DirectML when an input has one of these types.
+NEVER_CPU_PREFERRED = {"float16", "bfloat16", "float8e4m3fn", "float8e4m3fnuz", "float8e5m2", "float8e5m2fnuz", "float4e2m1"}
+SMALL_INITIALIZER = 100  # kSmallInitializerThreshold: elements
 
-def fallback_placement(reason: str) -> str:
-    """Where the real EP runs a node dml_ep leaves to the CPU fallback, read from the end every
-    fallback reason has (ON_DML and its variants, ASSIGNED_TO_DML, ON_CPU, no kernel)."""
-    return "real-ep-dml" if "on DirectML in the real EP" in reason or "the real EP assigns it to DirectML" in reason else "cpu"
+
+@dataclasses.dataclass(frozen=True)
+class Placement:
+    """Where the real EP runs one node: ``kind`` is "dml" or one of CPU_CLASSES, ``reason`` says why
+    it runs on the CPU ("" on DirectML)."""
+
+    kind: str
+    reason: str = ""
+
+    @property
+    def on_dml(self) -> bool:
+        return self.kind == "dml"
+
+
+def place_nodes(nodes: list[onnx.NodeProto], values: Mapping[str, ValueInfo], constants: Mapping[str, np.ndarray],
+                graph_inputs: Collection[str], opsets: Mapping[str, int], release: str) -> list[Placement]:
+    """GetCapability of ``release``'s DML EP over ``nodes`` (in topological order), typed by ``values``."""
+    types = {name: type_name(info) for name, info in values.items()}
+    types.update((name, type_name(ValueInfo(name, array.dtype, array.shape))) for name, array in constants.items())
+    matches = [find_kernel(n, opsets.get("" if n.domain == "ai.onnx" else n.domain, 1), types, release) for n in nodes]
+    preferred = cpu_preferred(nodes, matches, types, constants, graph_inputs)
+    placements = []
+    for index, (node, match) in enumerate(zip(nodes, matches)):
+        if match.kernel is None:
+            placements.append(Placement(match.failure, match.reason))
+            continue
+        why = _declined(node, match.kernel, values, types, release)
+        if why:
+            placements.append(Placement("support-query", f"{_name(node)}: {why}"))
+        elif (value := _unsupported_value(node, match.kernel, types)) is not None:
+            placements.append(Placement("data-type", f"{_name(node)}: {value}, which DirectML has no data type for "
+                                                     "(DoesNodeContainSupportedDataTypes)"))
+        elif index in preferred:
+            placements.append(Placement("cpu-preferred", f"{_name(node)}: CPU-preferred (GetCpuPreferredNodes): {preferred[index]}"))
+        else:
+            placements.append(Placement("dml"))
+    return placements
+
+
+def _name(node: onnx.NodeProto) -> str:
+    domain = "" if node.domain == "ai.onnx" else node.domain
+    return f"{domain or 'ai.onnx'}::{node.op_type}"
+
+
+def _declined(node: onnx.NodeProto, kernel: Kernel, values: Mapping[str, ValueInfo], types: Mapping[str, str | None],
+              release: str) -> str | None:
+    if kernel.query is None:
+        return None
+
+    def shape(name: str):
+        info = values.get(name)
+        return info.shape if name and info is not None else None
+
+    context = QueryContext(node, tuple(types.get(n) if n else None for n in node.input), tuple(shape(n) for n in node.input),
+                           tuple(types.get(n) if n else None for n in node.output), tuple(shape(n) for n in node.output), release)
+    return declined(kernel.query, context)
+
+
+def _unsupported_value(node: onnx.NodeProto, kernel: Kernel, types: Mapping[str, str | None]) -> str | None:
+    """DoesNodeContainSupportedDataTypes, for a device with every DirectML data type (float64 included):
+    the first value of the node DirectML cannot hold, described; None if it can hold them all."""
+    cpu_inputs = {node.input[i] for i in kernel.cpu_inputs if i < len(node.input)}
+    for is_input, names in ((True, node.input), (False, node.output)):
+        for name in names:
+            if not name:
+                continue
+            kind = types.get(name)
+            if kind is None:
+                return f"the type of {name!r} is unknown"
+            if kind.startswith("seq("):
+                if node.op_type not in SEQUENCE_OPS:
+                    return f"{name!r} is a sequence"
+            elif kind not in DML_DATA_TYPES and not (is_input and name in cpu_inputs):
+                return f"{name!r} is {kind}"
+    return None
+
+
+def cpu_preferred(nodes: list[onnx.NodeProto], matches: list[KernelMatch], types: Mapping[str, str | None],
+                  constants: Mapping[str, np.ndarray], graph_inputs: Collection[str]) -> dict[int, str]:
+    """GetCpuPreferredNodes: the nodes with a DML kernel that compute only from CPU tensors (a Shape's
+    or Size's output, small initializers, graph inputs), by index, each with what it computes from.
+    The candidates are visited in topological order, as onnxruntime's priority queue visits them."""
+    consumers: dict[str, list[int]] = {}
+    for index, node in enumerate(nodes):
+        for name in set(node.input):
+            consumers.setdefault(name, []).append(index)
+    cpu_values: dict[str, str] = {}  # a CPU tensor -> where it comes from
+    queue: list[int] = []
+
+    def on_cpu(name: str, source: str) -> None:
+        cpu_values.setdefault(name, source)
+        for consumer in consumers.get(name, ()):
+            heapq.heappush(queue, consumer)
+
+    for node, match in zip(nodes, matches):
+        for index in match.kernel.cpu_outputs if match.kernel is not None else ():
+            if index < len(node.output):
+                on_cpu(node.output[index], f"{node.op_type} {node.name or node.output[index]!r}")
+    visited: set[int] = set()
+    preferred: dict[int, str] = {}
+    while queue:
+        index = heapq.heappop(queue)
+        if index in visited:
+            continue
+        visited.add(index)
+        node, kernel = nodes[index], matches[index].kernel
+        if kernel is None:  # onnxruntime assumes a node without a DML kernel runs on the CPU
+            for name in node.output:
+                on_cpu(name, f"{node.op_type} {node.name or node.output[0]!r} (no DML kernel)")
+            continue
+        source = _cpu_source(node, kernel, types, constants, graph_inputs, cpu_values)
+        if source is not None:
+            preferred[index] = f"computes from {source} on the CPU"
+            for name in node.output:
+                on_cpu(name, source)
+    return preferred
+
+
+def _cpu_source(node: onnx.NodeProto, kernel: Kernel, types: Mapping[str, str | None], constants: Mapping[str, np.ndarray],
+                graph_inputs: Collection[str], cpu_values: Mapping[str, str]) -> str | None:
+    """Where a candidate's CPU inputs come from if GetCpuPreferredNodes places it on the CPU, else None."""
+    source = None
+    for index, name in enumerate(node.input):
+        if types.get(name) in NEVER_CPU_PREFERRED:
+            return None
+        if (name in constants and np.size(constants[name]) <= SMALL_INITIALIZER) or name in graph_inputs:
+            continue
+        if name not in cpu_values or index in kernel.cpu_inputs:
+            return None
+        source = source or cpu_values[name]
+    return source
+
+
+def fallback_kind(reason: str) -> str:
+    """The class of a fallback dml_ep's importer makes, read from the end its reason has (ON_DML and
+    its variants, ASSIGNED_TO_DML: "not-modelled"; ON_CPU: a check of the real EP's, "support-query")."""
+    return "not-modelled" if "on DirectML in the real EP" in reason or "the real EP assigns it to DirectML" in reason else "support-query"
+
+
+def not_modelled_reason(node: onnx.NodeProto, origin: Origin, float_op: bool = False) -> str:
+    """Why a node the real EP runs on DirectML, with no dml_ep importer, runs on the CPU fallback.
+    ``float_op``: its output is floating point, a float operator outside dml_ep's bit-exact scope."""
+    reason = f"{_name(node)}: {'float op ' if float_op else ''}{ON_DML}"
+    return f"{reason} ({origin.note})" if origin.note else reason

@@ -194,7 +194,7 @@ class InferenceSession:
         node is a fallback."""
         if self._cpu_session is not None:
             reason = "the session's providers do not include DmlExecutionProvider"
-            entries = [FallbackNode(n, reason, Origin((), (n,))) for n in self.planner.source.graph.node]
+            entries = [FallbackNode(n, reason, Origin((), (n,)), "no-dml-session") for n in self.planner.source.graph.node]
             return self.planner.plan_of(entries, dict(self.planner.static))
         if self.executor.plan is not None:
             return self.executor.plan

@@ -78,6 +78,9 @@ def test_default_output_is_a_short_summary(capsys, chain):
     assert re.search(r"^Add +100 +DirectML \(DML_OPERATOR_ELEMENT_WISE_ADD1\) +800 +100\.0%$", out, re.M)
     assert re.search(rf"^Sigmoid +{PAIRS + EXTRA_SIGMOIDS} +CPU fallback +0 +0\.0%$", out, re.M)
     assert re.search(r"^Reshape +1 +CPU fallback +0 +0\.0%$", out, re.M)
+    # by reason class: where the real EP runs them and why
+    assert re.search(r"^DirectML: a DirectML operator dml_ep models +modelled +100 +800$", out, re.M)
+    assert re.search(rf"^DirectML: on DirectML in the real EP, not modelled by dml_ep +not-modelled +{PAIRS + EXTRA_SIGMOIDS + 1} +0$", out, re.M)
     # by reason
     assert re.search(rf"^{re.escape(SIGMOID_REASON)} +{PAIRS + EXTRA_SIGMOIDS} +0$", out, re.M)
     # the totals as before, the pending nodes as a count and a few shortened names
@@ -108,6 +111,8 @@ def test_json_keeps_whole_names_and_adds_the_summaries(capsys, chain, tmp_path):
     by_op_type = {(r["op_type"], r["runs_on"]): (r["nodes"], r["macs"]) for r in plan["by_op_type"]}
     assert by_op_type == {("Add", "DML_OPERATOR_ELEMENT_WISE_ADD1"): (PAIRS, 8 * PAIRS),
                           ("Sigmoid", "fallback"): (PAIRS + EXTRA_SIGMOIDS, 0), ("Reshape", "fallback"): (1, 0)}
+    assert {r["reason_class"]: r["nodes"] for r in plan["by_reason_class"]} == {"modelled": PAIRS, "not-modelled": PAIRS + EXTRA_SIGMOIDS + 1}
+    assert {r["reason_class"] for r in plan["nodes"]} == {"modelled", "not-modelled"}
     assert {r["reason"]: r["nodes"] for r in plan["by_reason"]} == {
         SIGMOID_REASON: PAIRS + EXTRA_SIGMOIDS,
         "input 1 's' is computed at run time (a required CPU input, which the real EP reads from CPU memory); on DirectML in the real EP; "

@@ -127,13 +127,14 @@ def test_ceil_mode_size_onnxruntime_reduces_falls_back():
 def test_max_pool_22_falls_back_naming_its_since_version():
     entry = only_entry(one_node("MaxPool", np.uint8, (1, 1, 4, 4), opset=22, kernel_shape=[2, 2]))
     assert isinstance(entry, FallbackNode)
-    assert entry.reason == "MaxPool-22 is not mapped; the DML EP registers MaxPool 1, 8, 10, 11, 12; " + ON_CPU
+    assert entry.reason == ("MaxPool-22: the DML EP of onnxruntime 1.24 registers MaxPool 1, 8, 10, 11, 12, not 22 "
+                            "(a kernel matches only its own since-version); " + ON_CPU)
 
 
 def test_storage_order_falls_back():
     entry = only_entry(one_node("MaxPool", np.uint8, (1, 1, 4, 4), indices=True, kernel_shape=[2, 2], storage_order=1))
     assert isinstance(entry, FallbackNode)
-    assert entry.reason == "storage_order 1: QueryMaxPool declines storage_order != 0; " + ON_CPU
+    assert entry.reason == "ai.onnx::MaxPool: QueryMaxPool declines storage_order != 0; " + ON_CPU
 
 
 def test_float_max_pool_is_not_modelled():

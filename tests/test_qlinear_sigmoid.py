@@ -111,7 +111,7 @@ def test_four_inputs_fall_back_by_the_support_query():
     model, _ = qlinear_sigmoid(np.uint8, 0.1, 3, 1 / 256, 0, inputs=4)
     (entry,) = plan_model(model).entries
     assert isinstance(entry, FallbackNode) and entry.node.op_type == "QLinearSigmoid"
-    assert entry.reason.startswith("QLinearSigmoid with 4 inputs (QueryQLinearSigmoid takes 5")
+    assert entry.reason.startswith("com.microsoft::QLinearSigmoid: QueryQLinearSigmoid declines 4 inputs (both zero points needed)")
     assert entry.reason.endswith("on the CPU in the real EP too")
     # Not run: onnxruntime 1.32's CPU kernel reads input 4 when building its table and aborts the
     # process on a 4-input node (libstdc++ assertion "__n < this->size()" in a NodeArg vector).

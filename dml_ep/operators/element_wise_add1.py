@@ -28,7 +28,7 @@ from ..enums import DML_FEATURE_LEVEL as FL
 from ..enums import DML_OPERATOR_TYPE as OP
 from ..errors import DescValidationError, ShapeError
 from ..plan import DmlNode
-from ..real_ep import ON_CPU, ON_DML_AS
+from ..real_ep import ON_DML_AS
 from ..tensor_desc import view
 from .activation import FUSABLE_ACTIVATIONS, ActivationDesc, apply_activation, fused_activation
 from .base import FLOATS, Operator, OperatorDesc, TensorDesc, rules
@@ -76,9 +76,8 @@ class DML_ELEMENT_WISE_ADD1_OPERATOR_DESC(OperatorDesc):
 def add(ctx: NodeContext) -> DmlNode:
     """Add, or a two-input Sum (the registration row matches the since-version and the input count)."""
     dtype = ctx.info(0).dtype
-    if dtype not in (np.dtype(np.float32), np.dtype(np.float16)):
-        real_ep = ON_DML_AS.format("ELEMENT_WISE_ADD") if dtype is not None and dtype.kind in "iu" else ON_CPU
-        raise Fallback(f"element type {dtype} is not supported by ELEMENT_WISE_ADD1 (FLOAT32, FLOAT16)", real_ep)
+    if dtype not in (np.dtype(np.float32), np.dtype(np.float16)):  # the others the real EP takes are integers
+        raise Fallback(f"element type {dtype} is not supported by ELEMENT_WISE_ADD1 (FLOAT32, FLOAT16)", ON_DML_AS.format("ELEMENT_WISE_ADD"))
     if ctx.info(1).dtype != dtype:
         raise ShapeError(f"input types differ: {dtype} and {ctx.info(1).dtype}", node=ctx.node)
     a_shape, b_shape = ctx.info(0).shape, ctx.info(1).shape

@@ -23,14 +23,13 @@ module (its ``parts``) and a row in :data:`GRAPHS`.
 from __future__ import annotations
 
 import dataclasses
-import functools
 from types import ModuleType
 from typing import Callable, Optional
 
 import numpy as np
-import onnx
 
 from ..enums import DML_TENSOR_DATA_TYPE as DT
+from ..kernel_registry import since_version
 from ..plan import DmlNode
 from ..real_ep import ON_CPU, ON_DML_AS
 from . import (activation, convolution_integer, dynamic_quantize_linear, dynamic_quantize_matmul, element_wise_add1, element_wise_dequantize_linear,
@@ -98,24 +97,10 @@ class Registration:
     def _registered(self) -> str:
         return f"the DML EP registers {self.op_type} {', '.join(str(v) for v in sorted({*self.versions, *self.real_ep_only}))}"
 
-    def _unmatched(self, since: int | None, opset: int) -> str:
+    def _unmatched(self, since: int, opset: int) -> str:
         registered = self._registered()
-        if since is None:
-            return f"{self.op_type} has no schema at opset {opset}; {registered}"
         at = "" if since == opset else f" (its since-version at opset {opset})"
         return f"{self.op_type}-{since}{at} is not mapped; {registered}"
-
-
-@functools.lru_cache(maxsize=None)
-def since_version(domain: str, op_type: str, opset: int) -> int | None:
-    """The since-version of the schema an ``op_type`` node has at ``opset`` (None: no schema).
-    onnxruntime's contrib and DML-internal ops (com.microsoft, com.microsoft.dml) are version 1."""
-    if domain != "":
-        return 1
-    try:
-        return onnx.defs.get_schema(op_type, opset, domain).since_version
-    except onnx.defs.SchemaError:
-        return None
 
 
 _conv = quantized_linear_convolution

@@ -9,8 +9,12 @@ docs/dml_ep_mapping.md):
 - from 1.21 it leaves a DynamicQuantizeLinear -> MatMulInteger whose A and B take more than
   4 GiB as floats to DirectML's MatMulInteger (f16036b6f, ``CheckMatMulLargeTensors``).
 
+A release also selects the real DML EP's kernel table (``kernel_registry``; the table names the
+releases it holds): 1.18 and 1.19 register different kernels (ReduceMin-20, DFT), so "1.18-1.19"
+became "1.18" and "1.19"; 1.21 to 1.24 register the same ones.
+
 The names of release ranges that only the QDQ rules told apart before ("1.20-1.23",
-"1.17-1.19") remain accepted; they mean the newest release of their range.
+"1.17-1.19", "1.18-1.19") remain accepted; they mean the newest release of their range.
 """
 
 from __future__ import annotations
@@ -25,15 +29,17 @@ class Release:
     qdq_rules: str  # the key of its QDQ rule set in qdq_rules.RULE_SETS
     matmul_integer_to_float_for_dml: bool  # MatMulIntegerToFloatFusion includes DML nodes
     large_matmul_stays_integer: bool  # ... except a DynamicQuantizeLinear-fed one over 4 GiB as floats
+    kernels: str  # the release whose DML EP kernel table applies (kernel_registry.releases())
 
 
 RELEASES = {
-    "1.24+": Release("1.24+", True, True),
-    "1.21-1.23": Release("1.20-1.23", True, True),
-    "1.20": Release("1.20-1.23", True, False),
-    "1.18-1.19": Release("1.17-1.19", True, False),
-    "1.17": Release("1.17-1.19", False, False),
+    "1.24+": Release("1.24+", True, True, "1.24"),
+    "1.21-1.23": Release("1.20-1.23", True, True, "1.23"),
+    "1.20": Release("1.20-1.23", True, False, "1.20"),
+    "1.19": Release("1.17-1.19", True, False, "1.19"),
+    "1.18": Release("1.17-1.19", True, False, "1.18"),
+    "1.17": Release("1.17-1.19", False, False, "1.17"),
 }
 RELEASES["1.20-1.23"] = RELEASES["1.21-1.23"]
-RELEASES["1.17-1.19"] = RELEASES["1.18-1.19"]
+RELEASES["1.18-1.19"] = RELEASES["1.17-1.19"] = RELEASES["1.19"]
 DEFAULT_RELEASE = "1.24+"

@@ -1,0 +1,140 @@
+"""The real DML EP's kernel registry, per onnxruntime release, matched as onnxruntime matches kernels.
+
+The table (``real_ep_data/dml_kernels.json``) is generated from onnxruntime's own sources by
+``scripts/dml_kernel_table.py``: every row of the DML EP's registration (op, domain, since-version,
+type constraints, required constant CPU inputs, outputs in CPU memory, support query), and the
+releases that register it. A node finds a kernel as ``kernel_registry.cc`` finds one: the
+since-version of the node's schema at the model's opset must equal a registered since-version (the
+DML EP registers open-ended kernels only), and for each of the kernel's type constraints the first
+present value bound to it must have one of its types.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+from importlib import resources
+from typing import Mapping
+
+import numpy as np
+import onnx
+
+from .graph import ValueInfo
+
+TABLE = "real_ep_data/dml_kernels.json"
+
+
+@dataclasses.dataclass(frozen=True)
+class Kernel:
+    """One row of the DML EP's registration."""
+
+    domain: str
+    op: str
+    since: int
+    types: Mapping[str, frozenset[str]]  # type constraint -> onnxruntime type names ("float16", "seq(tensor(float))")
+    cpu_inputs: tuple[int, ...]  # read from CPU memory (the required constant CPU inputs)
+    cpu_outputs: tuple[int, ...]  # written to CPU memory (Shape's, Size's)
+    query: str | None  # the support query's C++ name
+    graph: bool  # fused into DirectML graphs (DmlGraphSupport::Supported)
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelMatch:
+    """A node's kernel, or why it has none: ``failure`` is "no-kernel", "no-kernel-at-version" or "types"."""
+
+    kernel: Kernel | None
+    failure: str = ""
+    reason: str = ""
+
+
+@functools.lru_cache(maxsize=1)
+def _table() -> dict:
+    return json.loads(resources.files(__package__).joinpath(TABLE).read_text())
+
+
+def releases() -> tuple[str, ...]:
+    """The onnxruntime releases the table holds, oldest first."""
+    return tuple(_table()["source"]["releases"])
+
+
+@functools.lru_cache(maxsize=None)
+def kernels(release: str) -> dict[tuple[str, str], list[Kernel]]:
+    """The kernels ``release`` registers, by (domain, op); domain "" for ai.onnx."""
+    found: dict[tuple[str, str], list[Kernel]] = {}
+    for row in _table()["kernels"]:
+        if release in row["releases"]:
+            kernel = Kernel(row["domain"], row["op"], row["since"], {k: frozenset(v) for k, v in row["types"].items()},
+                            tuple(row["cpu_inputs"]), tuple(row["cpu_outputs"]), row["query"], row["graph"])
+            found.setdefault((kernel.domain, kernel.op), []).append(kernel)
+    return found
+
+
+@functools.lru_cache(maxsize=None)
+def since_version(domain: str, op: str, opset: int) -> int:
+    """The since-version of the schema a node of this op takes at ``opset``: ONNX's for ai.onnx; 1 for
+    onnxruntime's own ops (its contrib ops, and the ai.onnx ops it defines at version 1 before ONNX
+    had them, such as LayerNormalization below opset 17)."""
+    if domain == "":
+        try:
+            return onnx.defs.get_schema(op, opset, "").since_version
+        except onnx.defs.SchemaError:
+            return 1
+    return 1
+
+
+def type_name(info: ValueInfo | None) -> str | None:
+    """A value's type as onnxruntime names it ("float16", "int4", "seq(tensor(float))"); None if unknown."""
+    if info is None:
+        return None
+    if info.type:
+        return info.type[len("tensor("):-1] if info.type.startswith("tensor(") else info.type
+    if info.dtype is None:
+        return None
+    return _numpy_type_name(info.dtype)
+
+
+@functools.lru_cache(maxsize=None)
+def _numpy_type_name(dtype: np.dtype) -> str:
+    return onnx.TensorProto.DataType.Name(onnx.helper.np_dtype_to_tensor_dtype(dtype)).lower()
+
+
+def find_kernel(node: onnx.NodeProto, opset: int, types: Mapping[str, str | None], release: str) -> KernelMatch:
+    """The kernel ``release``'s DML EP runs ``node`` with (``types``: onnxruntime type names of the
+    node's values), or why it has none."""
+    domain = "" if node.domain == "ai.onnx" else node.domain
+    name = f"{domain + '::' if domain else ''}{node.op_type}"
+    rows = kernels(release).get((domain, node.op_type))
+    if not rows:
+        return KernelMatch(None, "no-kernel", f"{name}: the DML EP of onnxruntime {release} registers no kernel for it")
+    since = since_version(domain, node.op_type, opset)
+    at_version = [k for k in rows if k.since == since]
+    if not at_version:
+        registered = ", ".join(str(v) for v in sorted({k.since for k in rows}))
+        return KernelMatch(None, "no-kernel-at-version",
+                           f"{name}-{since}: the DML EP of onnxruntime {release} registers {node.op_type} {registered}, "
+                           f"not {since} (a kernel matches only its own since-version)")
+    params = _table()["formal_parameters"].get(f"{domain or 'ai.onnx'}::{node.op_type}::{since}")
+    mismatch = ""
+    for kernel in at_version:
+        mismatch = _type_mismatch(kernel, node, params, types)
+        if not mismatch:
+            return KernelMatch(kernel)
+    return KernelMatch(None, "types", f"{name}-{since}: the DML kernel {mismatch}")
+
+
+def _type_mismatch(kernel: Kernel, node: onnx.NodeProto, params: dict | None, types: Mapping[str, str | None]) -> str:
+    """MatchKernelDefTypes: each constraint checks the first present value of its formal parameters."""
+    if params is None:
+        return ""
+    for constraint, allowed in kernel.types.items():
+        bound = [(index, names) for side, names in (("inputs", node.input), ("outputs", node.output))
+                 for index, type_str in enumerate(params[side]) if type_str == constraint]
+        for index, names in bound:
+            value = names[index] if index < len(names) else ""
+            actual = types.get(value) if value else None
+            if value and actual is not None:
+                if actual not in allowed:
+                    return f"takes {constraint} in ({', '.join(sorted(allowed))}), not {actual} ({value!r})"
+                break
+    return ""
