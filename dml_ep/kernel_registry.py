@@ -53,11 +53,6 @@ def _table() -> dict:
     return json.loads(resources.files(__package__).joinpath(TABLE).read_text())
 
 
-def releases() -> tuple[str, ...]:
-    """The onnxruntime releases the table holds, oldest first."""
-    return tuple(_table()["source"]["releases"])
-
-
 @functools.lru_cache(maxsize=None)
 def kernels(release: str) -> dict[tuple[str, str], list[Kernel]]:
     """The kernels ``release`` registers, by (domain, op); domain "" for ai.onnx."""

@@ -29,7 +29,7 @@ class Release:
     qdq_rules: str  # the key of its QDQ rule set in qdq_rules.RULE_SETS
     matmul_integer_to_float_for_dml: bool  # MatMulIntegerToFloatFusion includes DML nodes
     large_matmul_stays_integer: bool  # ... except a DynamicQuantizeLinear-fed one over 4 GiB as floats
-    kernels: str  # the release whose DML EP kernel table applies (kernel_registry.releases())
+    kernels: str  # the release whose DML EP kernel table applies (a release of real_ep_data/dml_kernels.json)
 
 
 RELEASES = {
