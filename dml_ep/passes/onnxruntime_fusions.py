@@ -167,7 +167,8 @@ def _optimized(graph: EditableGraph, level: int, qdq: bool) -> onnx.ModelProto |
 
 def _weights_as_arrays(model: onnx.ModelProto, graph: EditableGraph, options: ort.SessionOptions) -> None:
     """The initializers the skeleton made graph inputs become initializers again, whose data
-    onnxruntime takes from the arrays themselves."""
+    onnxruntime takes from the arrays themselves; those no node reads any longer (a DQ's weight
+    that a rewrite replaced) go, since onnxruntime drops them before it takes the arrays."""
     weights = [value for value in model.graph.input if value.name in graph.constants and value.name not in graph.graph_inputs]
     if not weights:
         return
@@ -175,12 +176,20 @@ def _weights_as_arrays(model: onnx.ModelProto, graph: EditableGraph, options: or
     kept = [value for value in model.graph.input if value.name not in names]
     del model.graph.input[:]
     model.graph.input.extend(kept)
-    arrays = [np.ascontiguousarray(graph.constants[value.name]) for value in weights]
-    for value, array in zip(weights, arrays):
+    read = {name for node in graph.nodes for name in graph_module.node_reads(node)} | set(graph.graph_outputs)
+    given = []
+    for value in (value for value in weights if value.name in read):
+        array = graph.constants[value.name]
+        if array.dtype.kind not in "biuf":  # int4, uint4 (ml_dtypes): no OrtValue takes them, so their data goes in the model
+            model.graph.initializer.append(numpy_helper.from_array(array, value.name))
+            continue
+        array = np.ascontiguousarray(array)
+        given.append((value.name, ort.OrtValue.ortvalue_from_numpy(array)))
         stand_in = model.graph.initializer.add(name=value.name, data_type=value.type.tensor_type.elem_type, dims=array.shape)
         stand_in.data_location = onnx.TensorProto.EXTERNAL
         stand_in.external_data.add(key="location", value="given-as-arrays")  # never read: the arrays override it
-    options.add_external_initializers([value.name for value in weights], [ort.OrtValue.ortvalue_from_numpy(a) for a in arrays])
+    if given:
+        options.add_external_initializers([name for name, _ in given], [array for _, array in given])
 
 
 def _undo_inserted_casts(graph: onnx.GraphProto) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
+from ..kernels import nibbles
 from .editable import EditableGraph
 from .qdq_selectors import NodeGroup
 from .qdq_util import input_type, output_type
@@ -114,4 +115,39 @@ def merge_into_target(graph: EditableGraph, group: NodeGroup) -> onnx.NodeProto:
     node.input[0] = dq.input[0]
     if group.qs:
         node.output[0] = group.qs[0].output[0]
+    return node
+
+
+MATMUL_NBITS_ACCURACY_LEVEL = 4  # session.qdq_matmulnbits_accuracy_level's default ("4", graph_transformer_utils.cc)
+
+
+def dq_matmul_to_matmul_nbits(graph: EditableGraph, group: NodeGroup) -> onnx.NodeProto:
+    """DQ -> MatMul -> com.microsoft MatMulNBits (DQMatMulToMatMulNBitsAction): A, then the weight,
+    scale and zero point transposed into MatMulNBits' layout as ``MlasQDQTransposeBlockwiseQuantized``
+    writes them (B ``[N, blocks, block_size / 2]``, scales ``[N * blocks]``, zero points
+    ``[N * ceil(blocks / 2)]``, int4 shifted to uint4 by +8; B's rows past K 0, an odd row of zero points
+    padded with a shifted 0); a uint4 weight without a zero point
+    gets zero ones (MatMulNBits' own default is 8), an int4 one none (8 is its shifted 0)."""
+    dq = group.dqs[1]
+    assert dq is not None, "the selector found B's DQ"
+    weight, scale = graph.constants[dq.input[0]], graph.constants[dq.input[1]]
+    zero_point = graph.constants[dq.input[2]] if len(dq.input) > 2 and dq.input[2] else None
+    block_size = next(a.i for a in dq.attribute if a.name == "block_size")
+    (k, n), blocks = weight.shape, scale.shape[0]
+    shift = 8 if str(weight.dtype) == "int4" else 0
+    codes = np.zeros((blocks * block_size, n), np.uint8)  # the last block's rows past K stay 0
+    codes[:k] = weight.astype(np.int16) + shift
+    b = nibbles.pack(codes.T.reshape(n, blocks, block_size))
+    inputs = [group.target.input[0], graph.add_constant(f"{dq.input[0]}_T", b),
+              graph.add_constant(f"{dq.input[1]}_T", np.ascontiguousarray(scale.T).reshape(-1))]
+    if zero_point is not None:
+        rows = np.zeros((n, blocks + blocks % 2), np.int16)  # an odd row's unused nibble is a zero point of 0, shifted too
+        rows[:, :blocks] = zero_point.T
+        zp = nibbles.pack(rows + shift).reshape(-1)
+        inputs.append(graph.add_constant(f"{dq.input[2]}_T", zp))
+    elif not shift:
+        inputs.append(graph.add_constant("fused_DQ_MatMul_zero_point_T", np.zeros(n * ((blocks + 1) // 2), np.uint8)))
+    node = onnx.helper.make_node("MatMulNBits", inputs, list(group.target.output), name=group.target.name, domain=MS_DOMAIN,
+                                 K=k, N=n, accuracy_level=MATMUL_NBITS_ACCURACY_LEVEL, bits=4, block_size=block_size)
+    node.attribute.extend(group.target.attribute)
     return node

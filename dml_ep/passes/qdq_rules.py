@@ -108,6 +108,9 @@ def _rules(unary_dml: set[str], *, newer: bool) -> tuple[Rule, ...]:
         Rule("Where", {"Where": ()}, selectors.where, actions.where_replace_with_qlinear, frozenset({CPU}),
              "com.microsoft QLinearWhere"),
     ]
+    if newer:  # CPU-only in 1.19 (11bf309736); DML nodes too from 1.20 (05acfb90ab); Gemm and 2/8-bit weights from 1.25
+        rules.append(Rule("DQMatMulToMatMulNBits", {"MatMul": ()}, selectors.dq_matmul_nbits, actions.dq_matmul_to_matmul_nbits,
+                          BOTH, "com.microsoft MatMulNBits"))
     return tuple(r for r in rules if r.ops)
 
 

@@ -15,6 +15,7 @@ import onnx
 from .editable import EditableGraph
 from .qdq_util import (
     input_type,
+    is_4bit,
     is_dq,
     is_positive_scalar_scale,
     is_q,
@@ -262,3 +263,45 @@ def _int8_problem(dtype_in, dtype_weight, int8_allowed) -> str | None:
     if not int8_allowed:
         return INT8_NOT_ALLOWED
     return None if dtype_weight == INT8 else f"int8 activations need int8 weights, not {dtype_weight}"
+
+
+def dq_matmul_nbits(graph, target, int8_allowed=False):
+    """DQMatMulNodeGroupSelector (1.20+): B alone from a DQ whose only reader is the MatMul, no Q
+    after it; the DQ's weight int4 or uint4, its scale float or float16, ``axis`` 0 and a power of
+    two ``block_size`` of at least 16 (both given), its weight, scale and zero point constants of
+    rank 2 with ``[ceil(K / block_size), N]`` scales and zero points."""
+    dqs = [dq if is_dq(dq) else None for dq in (graph.producer(name) if name else None for name in target.input)]
+    if sum(dq is not None for dq in dqs) != 1 or len(dqs) < 2 or not is_dq(dqs[1]):
+        return "B alone must come from DequantizeLinear"
+    if any(is_q(c) for name in target.output if name for c in graph.consumers(name)):
+        return "its output goes to a QuantizeLinear"
+    dq = dqs[1]
+    if dq.output[0] in graph.graph_outputs or len(graph.consumers(dq.output[0])) != 1:
+        return f"DequantizeLinear {dq.name or dq.output[0]!r} has other consumers"
+    problem = _blocked_4bit_problem(graph, dq)
+    return problem if problem else NodeGroup(target, dqs, [])
+
+
+def _blocked_4bit_problem(graph, dq) -> str | None:
+    """Why a DQ is not one DQMatMulToMatMulNBits takes (None if it is)."""
+    weight, scale = graph.constant(dq.input[0]), graph.constant(dq.input[1])
+    zero_point = graph.constant(dq.input[2]) if len(dq.input) > 2 and dq.input[2] else None
+    scale_type = graph.dtype(dq.input[1])
+    if scale_type not in (np.dtype(np.float32), np.dtype(np.float16)):
+        return f"its scale type {scale_type} is not float or float16"
+    if not is_4bit(graph.dtype(dq.input[0])):
+        return f"its weight type {graph.dtype(dq.input[0])} is not int4 or uint4"
+    attributes = {a.name: a.i for a in dq.attribute}
+    if attributes.get("axis") != 0:
+        return "its axis is not given as 0"
+    block_size = attributes.get("block_size")
+    if block_size is None or block_size < 16 or block_size & (block_size - 1):
+        return f"its block_size {block_size} is not a power of two of at least 16"
+    if weight is None or scale is None or (len(dq.input) > 2 and dq.input[2] and zero_point is None):
+        return "its weight, scale and zero point are not all constants"
+    if weight.ndim != 2 or scale.ndim != 2 or (zero_point is not None and zero_point.ndim != 2):
+        return "its weight, scale and zero point are not all of rank 2"
+    blocks = (weight.shape[0] + block_size - 1) // block_size
+    if scale.shape != (blocks, weight.shape[1]) or (zero_point is not None and zero_point.shape != scale.shape):
+        return f"its scale and zero point are not of shape [{blocks}, {weight.shape[1]}]"
+    return None
