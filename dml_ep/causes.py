@@ -12,6 +12,12 @@ reference's value, or DirectML's exact value to tell a tie from float32 rounding
   uint8 x int8 product pairs changes, else "other". The node's cause is that of most of its
   elements out of tolerance, so that a float output's many float32 rounding differences within
   it do not outvote the few saturated elements that fail it.
+- MatMulNBits (DirectML's DEQUANTIZE -> GEMM against onnxruntime's CPU kernel), a float output:
+  "int8 activations" where the reference is onnxruntime's value at accuracy level 4 (A quantized to
+  int8 per block, CompInt8), which DirectML never does; "float16 weights" where a float16 model's
+  dequantized weights, float16 on DirectML, are float32 on the CPU and that moves the exact
+  product; "float summation order" where the reference lies within a float32 GEMM's rounding bound
+  of the exact product it computes (``(K + 2) * 2^-24`` of the sum of magnitudes, and an ulp).
 - The real DML EP as reference ("dml") computes in float32 on the GPU, as "ort-unfused" does on
   the CPU: a value next to DirectML's exact one is its float32 rounding. Its products are exact,
   so u8s8 saturation is a cause only where dml_ep itself saturates, and no CPU-only QDQ rule
@@ -27,6 +33,7 @@ import numpy as np
 
 from .arithmetic import Arithmetic
 from .engines import get_engine
+from .kernels.matmul_nbits import dequantized_weight, int8_blocks
 from .kernels.parameters import parameter4d
 from .operators.base import OperatorDesc
 from .operators.registration import operator_of
@@ -161,3 +168,41 @@ def alternative_arithmetics(used: Arithmetic, saturating: bool = True) -> list[t
 
 def describe_arithmetic(arith: Arithmetic) -> str:
     return arith.mode + (" (u8s8 saturation)" if arith.onnxruntime and arith.u8s8_saturation else "")
+
+
+def matmul_nbits_causes(node, constants: dict, a: np.ndarray, result: np.ndarray, expected: np.ndarray, unexplained: np.ndarray,
+                        accuracy_level: int) -> np.ndarray:
+    """Each ``unexplained`` element's cause (an index into CAUSES; OTHER where none holds) for a
+    MatMulNBits ``node`` run on DirectML (``result``) against onnxruntime's CPU kernel at
+    ``accuracy_level`` (``expected``), both from the same A."""
+    attributes = {attr.name: attr.i for attr in node.attribute}
+    n, k, bits, block_size = attributes["N"], attributes["K"], attributes.get("bits", 4), attributes["block_size"]
+    zero_points = constants.get(node.input[3]) if len(node.input) > 3 and node.input[3] else None
+    weight = dequantized_weight(constants[node.input[1]], constants[node.input[2]], zero_points, n, k, bits, block_size).T
+    a64 = np.asarray(a, np.float64)
+    cpu_a = int8_blocks(a, block_size) if accuracy_level == 4 else None
+    cpu = None if cpu_a is None else (cpu_a @ weight, np.abs(cpu_a) @ np.abs(weight))
+    on_dml = a64 @ weight.astype(np.float16).astype(np.float64) if result.dtype == np.float16 else None
+    return product_causes((a64 @ weight, np.abs(a64) @ np.abs(weight)), k, expected, unexplained, cpu, on_dml)
+
+
+def product_causes(exact: tuple, k: int, expected: np.ndarray, unexplained: np.ndarray, cpu: tuple | None = None,
+                   on_dml: np.ndarray | None = None) -> np.ndarray:
+    """The causes of a float product's differences, each a value (and its sum of magnitudes) the
+    reference lies within a float32 GEMM's rounding bound of: the exact product ``exact`` ("float
+    summation order"; "float16 weights" where DirectML's own product ``on_dml`` moves off it), or
+    only the CPU's other computation ``cpu`` ("int8 activations": a host whose MLAS has no
+    CompInt8 kernel computes level 4 as level 0)."""
+
+    def reproduces(value, magnitude):
+        bound = (k + 2) * 2.0**-24 * magnitude + np.spacing(np.abs(expected)).astype(np.float64)
+        return np.abs(np.asarray(expected, np.float64) - value) <= bound
+
+    labels = np.full(expected.shape, OTHER)
+    plain = reproduces(*exact)
+    if cpu is not None:
+        labels[reproduces(*cpu) & ~plain] = CAUSES.index("int8 activations")
+    if on_dml is not None:
+        labels[plain & ~reproduces(on_dml, exact[1])] = CAUSES.index("float16 weights")
+    labels[plain & (labels == OTHER)] = CAUSES.index("float summation order")
+    return np.where(unexplained, labels, NONE)

@@ -28,7 +28,8 @@ import numpy as np
 import onnx
 
 from .arithmetic import Arithmetic
-from .causes import EXACT_PRODUCTS, FLOAT_REFERENCES, alternative_arithmetics, classify, describe_arithmetic, exact_for_any_input, first_output
+from .causes import (EXACT_PRODUCTS, FLOAT_REFERENCES, alternative_arithmetics, classify, describe_arithmetic, exact_for_any_input, first_output,
+                     matmul_nbits_causes)
 from .errors import DmlEpError, FeedError, ModelError
 from .executor import Executor
 from .graph import Loaded, load_model, ort_message
@@ -296,6 +297,11 @@ def compare_dml_graph(executor: Executor, entry: DmlNode, reference: dict, steps
         explained = unexplained & (run(runner) == expected)
         labels[explained] = CAUSES.index(cause)
         unexplained &= ~explained
+    whole = entry.origin.whole
+    if whole is not None and whole.op_type == "MatMulNBits" and unexplained.any():
+        level = next((a.i for a in whole.attribute if a.name == "accuracy_level"), 0)
+        nbits = matmul_nbits_causes(whole, plan.constants, reference[whole.input[0]], result, expected, unexplained, level)
+        labels = np.where(unexplained, nbits, labels)
     comparison.put_down(labels, result, expected, atol)
 
 

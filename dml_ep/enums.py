@@ -39,8 +39,13 @@ class DML_TENSOR_DATA_TYPE(enum.IntEnum):
 
     @property
     def element_size(self) -> int:
-        """Bytes per element (the 4-bit types count as one byte, as DirectML stores them)."""
-        return 1 if self in (DML_TENSOR_DATA_TYPE.UINT4, DML_TENSOR_DATA_TYPE.INT4) else self.numpy().itemsize
+        """Bytes per element (the 4-bit types count as one byte here: :attr:`bits` tells them apart)."""
+        return 1 if self.bits == 4 else self.numpy().itemsize
+
+    @property
+    def bits(self) -> int:
+        """Bits per element: DirectML packs UINT4 and INT4 two to a byte, the first in the low nibble."""
+        return 4 if self in (DML_TENSOR_DATA_TYPE.UINT4, DML_TENSOR_DATA_TYPE.INT4) else 8 * self.numpy().itemsize
 
 
 _TO_NUMPY: dict[DML_TENSOR_DATA_TYPE, np.dtype] = {
@@ -161,6 +166,30 @@ class DML_OPERATOR_TYPE(enum.IntEnum):
     DYNAMIC_QUANTIZE_LINEAR = 148
     QUANTIZED_LINEAR_AVERAGE_POOLING = 169
     MATRIX_MULTIPLY_INTEGER_TO_FLOAT = 170
+    QUANTIZE = 173
+    DEQUANTIZE = 174
 
     def __str__(self) -> str:
         return f"DML_OPERATOR_{self.name}"
+
+
+class _FieldEnum(enum.IntEnum):
+    """A DirectML enum a desc field holds, written in full (``DML_MATRIX_TRANSFORM_NONE``)."""
+
+    def __str__(self) -> str:
+        return f"{type(self).__name__}_{self.name}"
+
+
+class DML_QUANTIZATION_TYPE(_FieldEnum):
+    """What QUANTIZE's and DEQUANTIZE's QuantizationTensors hold (DirectML.h, DML_FEATURE_LEVEL_6_3)."""
+
+    NONE = 0
+    SCALE = 1
+    SCALE_ZERO_POINT = 2
+
+
+class DML_MATRIX_TRANSFORM(_FieldEnum):
+    """GEMM's TransA and TransB."""
+
+    NONE = 0
+    TRANSPOSE = 1

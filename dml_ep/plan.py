@@ -90,7 +90,7 @@ PlanEntry = Union[DmlNode, FallbackNode]
 # element-wise arithmetic (one MAC per output element).
 CONV_WEIGHT_INPUT = {"Conv": 1, "ConvInteger": 1, "QLinearConv": 3}
 MATMUL_A_INPUT = {"MatMul": 0, "MatMulInteger": 0, "QLinearMatMul": 0, "Gemm": 0, "QGemm": 0, "MatMulIntegerToFloat": 0,
-                  "DynamicQuantizeMatMul": 0, "FusedMatMul": 0, "MatMulNBits": 0}
+                  "DynamicQuantizeMatMul": 0, "FusedMatMul": 0, "MatMulNBits": 0, "DmlGemm": 0}
 ELEMENT_WISE = {"Add", "Sub", "Mul", "Div", "Sum", "QLinearAdd", "QLinearMul", "DmlFusedAdd", "DmlFusedSum"}
 
 

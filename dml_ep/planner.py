@@ -25,7 +25,7 @@ from .importer import DEFAULT_FEATURE_LEVEL, NodeImporter, opset_versions
 from .operators.dml_graph import derived_infos
 from .operators.registration import GRAPHS
 from .memory import paused_gc
-from .passes import (DEFAULT_RELEASE, DML, RELEASES, EditableGraph, constant_folding,
+from .passes import (DEFAULT_RELEASE, DML, MATMUL_NBITS_ACCURACY_LEVEL, RELEASES, EditableGraph, constant_folding,
                      constant_nodes_to_initializers, dml_operator_fusion, matmul_integer_to_float_fusion, onnxruntime_fusions,
                      qdq_transformer)
 from .graph import ValueInfo, value_info_of
@@ -44,7 +44,7 @@ class Planner:
     @paused_gc
     def __init__(self, model: onnx.ModelProto, feature_level=DEFAULT_FEATURE_LEVEL, *,
                  qdq_rules: str | None = DEFAULT_RELEASE, provider: str = DML, optimization_level: int = ALL_OPTIMIZATIONS,
-                 int8_allowed: bool = False):
+                 int8_allowed: bool = False, matmul_nbits_accuracy_level: int = MATMUL_NBITS_ACCURACY_LEVEL):
         if qdq_rules is not None and qdq_rules not in RELEASES:
             raise DmlEpError(f"unknown onnxruntime release {qdq_rules!r} (choose from {', '.join(RELEASES)})")
         self.feature_level = DML_FEATURE_LEVEL.parse(feature_level)
@@ -55,7 +55,7 @@ class Planner:
         graph = EditableGraph(model)
         loaded = graph.loaded  # first: onnxruntime refuses an invalid model here, before any pass reads it
         self.source = graph.source  # the user's model without its weights (graph.skeleton), whose nodes origins name
-        onnxruntime_rewrites(graph, qdq_rules, provider, optimization_level, int8_allowed)
+        onnxruntime_rewrites(graph, qdq_rules, provider, optimization_level, int8_allowed, matmul_nbits_accuracy_level)
         rewritten = graph.to_model()  # as onnxruntime's rewrites left it
         self.header = graph_module.copy_without(rewritten, "graph")  # opsets, IR version, functions: fallback models take them
         self._rewritten = rewritten.SerializeToString()  # typed here and for other input shapes; as bytes, a twentieth of the message
@@ -180,7 +180,8 @@ class Planner:
             raise
 
 
-def onnxruntime_rewrites(graph: EditableGraph, qdq_rules: str | None, provider: str, optimization_level: int, int8_allowed: bool) -> None:
+def onnxruntime_rewrites(graph: EditableGraph, qdq_rules: str | None, provider: str, optimization_level: int, int8_allowed: bool,
+                         matmul_nbits_accuracy_level: int = MATMUL_NBITS_ACCURACY_LEVEL) -> None:
     """The rewrites onnxruntime makes to a graph before the EPs take their nodes, in its order, as
     far as ``optimization_level`` allows: constant folding, the release's QDQ rules (None: off),
     MatMulIntegerToFloat fusion, and for the DML EP its float fusions."""
@@ -189,7 +190,8 @@ def onnxruntime_rewrites(graph: EditableGraph, qdq_rules: str | None, provider: 
     if optimization_level >= 1:
         constant_folding(graph, skip_dequantize_linear=qdq_rules is not None)
     if qdq_rules is not None and optimization_level >= 1:
-        qdq_transformer(graph, release.qdq_rules, provider, int8_allowed, level=optimization_level)
+        qdq_transformer(graph, release.qdq_rules, provider, int8_allowed, level=optimization_level,
+                        matmul_nbits_accuracy_level=matmul_nbits_accuracy_level)
     if optimization_level >= 2:
         matmul_integer_to_float_fusion(graph, release, provider, graph.loaded)
     if provider == DML and optimization_level >= 1:

@@ -24,7 +24,7 @@ from .errors import DmlEpError, FeedError
 from .executor import Executor
 from .importer import DEFAULT_FEATURE_LEVEL
 from .memory import paused_gc
-from .passes import DEFAULT_RELEASE
+from .passes import DEFAULT_RELEASE, MATMUL_NBITS_ACCURACY_LEVEL
 from .passes import Origin
 from .plan import FallbackNode, Plan
 from .planner import ALL_OPTIMIZATIONS, Planner
@@ -114,9 +114,9 @@ class InferenceSession:
         self.qdq_rules = qdq_rules
         self._sess_options = sess_options
         self._initializers = [tensor.name for tensor in model.graph.initializer]
-        level, disable_qdq, int8_allowed = graph_options(sess_options)
+        level, disable_qdq, int8_allowed, accuracy_level = graph_options(sess_options)
         self.planner = Planner(model, feature_level, qdq_rules=None if disable_qdq else qdq_rules, optimization_level=level,
-                               int8_allowed=int8_allowed)
+                               int8_allowed=int8_allowed, matmul_nbits_accuracy_level=accuracy_level)
         del model  # the weights live on in the planner's constants only
         self.executor = Executor(self.planner, self.arithmetic, engine)
         self.set_providers(providers, provider_options)
@@ -257,14 +257,20 @@ class InferenceSession:
         return {name: _checked_feed(name, value, input_feed[name]) for name, value in expected.items()}
 
 
-def graph_options(sess_options) -> tuple[int, bool, bool]:
+def graph_options(sess_options) -> tuple[int, bool, bool, int]:
     """What of onnxruntime's SessionOptions changes the graph an EP receives: the optimization
     level (Level-1 folding, Level-2 QDQ fusions and the DML EP's operator fusion),
-    ``session.disable_quant_qdq`` and ``session.qdqisint8allowed``."""
+    ``session.disable_quant_qdq``, ``session.qdqisint8allowed`` and
+    ``session.qdq_matmulnbits_accuracy_level`` (default 4, as onnxruntime parses it)."""
     if sess_options is None:
-        return ALL_OPTIMIZATIONS, False, False
+        return ALL_OPTIMIZATIONS, False, False, MATMUL_NBITS_ACCURACY_LEVEL
+    level = config_entry(sess_options, "session.qdq_matmulnbits_accuracy_level") or str(MATMUL_NBITS_ACCURACY_LEVEL)
+    try:
+        accuracy_level = int(level)
+    except ValueError:
+        raise DmlEpError(f"session.qdq_matmulnbits_accuracy_level is {level!r}, not an integer") from None
     return (int(sess_options.graph_optimization_level), config_entry(sess_options, "session.disable_quant_qdq") == "1",
-            config_entry(sess_options, "session.qdqisint8allowed") == "1")
+            config_entry(sess_options, "session.qdqisint8allowed") == "1", accuracy_level)
 
 
 def config_entry(sess_options, key: str) -> str:

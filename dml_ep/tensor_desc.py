@@ -14,6 +14,7 @@ from typing import Sequence
 
 import numpy as np
 
+from . import nibbles
 from .enums import DML_TENSOR_DATA_TYPE, DML_TENSOR_FLAGS
 
 MAX_ELEMENTS = 2**32 - 1
@@ -34,12 +35,12 @@ def calc_buffer_tensor_size(data_type: DML_TENSOR_DATA_TYPE, sizes: Sequence[int
     Packed: product of sizes times element size; strided: index of the last element plus one,
     times element size; both rounded up to a multiple of 4 bytes.
     """
-    element_size = DML_TENSOR_DATA_TYPE(data_type).element_size
+    bits = DML_TENSOR_DATA_TYPE(data_type).bits
     if strides is None:
         elements = math.prod(sizes)
     else:
         elements = sum((size - 1) * stride for size, stride in zip(sizes, strides)) + 1
-    return (elements * element_size + 3) & ~3
+    return ((elements * bits + 7) // 8 + 3) & ~3  # 4-bit elements two to a byte
 
 
 @dataclasses.dataclass(frozen=True)
@@ -174,6 +175,10 @@ def view(array: np.ndarray, desc: DML_BUFFER_TENSOR_DESC) -> np.ndarray:
     desc reshapes the array (a view, also of a channels-last array a kernel returned as NCHW);
     other strides index its elements in that order. The view is read-only, as DirectML inputs are.
     """
+    if desc.DataType.bits == 4:  # a byte buffer of packed nibbles: unpacked, then read as any other
+        array = np.asarray(array)
+        count = min(array.size * 2, desc.elements_spanned)
+        array = nibbles.unpack(array, count, signed=desc.DataType == DML_TENSOR_DATA_TYPE.INT4)
     array = checked_buffer(array, desc)
     if desc.Strides is None and array.size == desc.element_count:  # packed: a plain reshape
         packed = array.view() if array.shape == desc.Sizes else array.reshape(desc.Sizes)  # view(): 4x cheaper

@@ -127,8 +127,8 @@ def test_a_shared_dq_is_copied_and_fused():
 @pytest.mark.parametrize("release, fused", [("1.19", False), ("1.20", True), ("1.21-1.23", True), ("1.24+", True)])
 def test_from_onnxruntime_1_20_on_dml_nodes(release, fused):
     """The rule's provider list gained the DML EP in 1.20 (05acfb90ab); 1.19's was the CPU EP's alone."""
-    ops = [x.op_type for x in Planner(dq_matmul(64, 8, 32, True, False), qdq_rules=release).nodes]
-    assert ("MatMulNBits" in ops) == fused
+    planner = Planner(dq_matmul(64, 8, 32, True, False), qdq_rules=release)
+    assert any("DQMatMulToMatMulNBits" in origin.rules for origin in planner.origins) == fused
 
 
 def test_int4_weights_that_stay_reach_onnxruntime_as_tensors():
@@ -137,4 +137,35 @@ def test_int4_weights_that_stay_reach_onnxruntime_as_tensors():
     kept = Planner(dq_matmul(64, 8, 8, True, True))
     assert [x.op_type for x in kept.nodes] == ["DequantizeLinear", "MatMul"]
     fused = Planner(dq_matmul(64, 8, 32, False, True, b_consumers=1))
-    assert [x.op_type for x in fused.nodes] == ["MatMulNBits"]
+    assert [x.op_type for x in fused.nodes] == ["DmlDequantize", "DmlGemm"]  # MatMulNBits, as the DML EP builds it
+
+
+@pytest.mark.parametrize("level", [0, 2, 4])
+def test_the_session_sets_the_accuracy_level(level):
+    """session.qdq_matmulnbits_accuracy_level (default 4) is the level of the MatMulNBits the rewrite
+    makes, as in onnxruntime's optimized model; the DML EP never reads it, dml_ep's plan keeps it."""
+    import dml_ep
+
+    model = dq_matmul(64, 8, 32, True, False)
+    options = ort.SessionOptions()
+    options.add_session_config_entry("session.qdq_matmulnbits_accuracy_level", str(level))
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
+    with tempfile.TemporaryDirectory() as folder:
+        options.optimized_model_filepath = os.path.join(folder, "optimized.onnx")
+        ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+        [theirs] = [x for x in onnx.load(options.optimized_model_filepath).graph.node if x.op_type == "MatMulNBits"]
+    options = ort.SessionOptions()
+    options.add_session_config_entry("session.qdq_matmulnbits_accuracy_level", str(level))
+    session = dml_ep.InferenceSession(model.SerializeToString(), options)
+    whole = session.planner.origins[-1].whole
+    assert [a.i for a in whole.attribute if a.name == "accuracy_level"] == [a.i for a in theirs.attribute if a.name == "accuracy_level"] == [level]
+
+
+def test_an_accuracy_level_onnxruntime_refuses():
+    import dml_ep
+    from dml_ep.errors import DmlEpError
+
+    options = ort.SessionOptions()
+    options.add_session_config_entry("session.qdq_matmulnbits_accuracy_level", "5")
+    with pytest.raises(DmlEpError, match="0 to 4"):
+        dml_ep.InferenceSession(dq_matmul(64, 8, 32, True, False).SerializeToString(), options)

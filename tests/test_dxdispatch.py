@@ -355,7 +355,7 @@ def test_from_dict_reads_dxdispatch_spellings():
     (lambda d: d["desc"]["InputTensor"].update(TotalTensorSizeInBytes=8), r"less than the 3072 bytes"),
     (lambda d: d["desc"]["InputTensor"].update(Flags="OWNED"), r"unknown tensor flag 'OWNED'"),
     (lambda d: d["desc"]["InputTensor"].update(Strides=[1, 1]), r"do not agree"),
-    (lambda d: d.update(type="DML_OPERATOR_GEMM"), r"DML_OPERATOR_GEMM is not modelled by dml_ep"),
+    (lambda d: d.update(type="DML_OPERATOR_CONVOLUTION"), r"DML_OPERATOR_CONVOLUTION is not modelled by dml_ep"),
 ])
 def test_from_dict_refuses_malformed_descs(built, edit, message):
     plan = dml_ep.InferenceSession(built("small_cnn")).plan

@@ -149,6 +149,13 @@ NODES = {  # row -> (inputs as (name, array, constant)), attributes, output type
     ("com.microsoft", "QLinearSigmoid"): ([("x", np.zeros((2, 3), U8), False), *zip(("xs", "xz"), _parameters(), (True, True)),
                                            *zip(("ys", "yz"), _parameters(), (True, True))], {}, U8),
     ("com.microsoft.dml", "DmlSigmoid"): ([("x", np.zeros((2, 3), np.float32), False)], {}, np.float32),
+    ("com.microsoft", "MatMulNBits"): ([("a", np.zeros((2, 32), np.float32), False), ("b", np.full((3, 1, 16), 0x98, U8), True),
+                                        ("s", np.full((3, 1), 0.5, np.float32), True), ("z", np.full((3, 1), 8, U8), True)],
+                                       {"K": 32, "N": 3, "bits": 4, "block_size": 32}, np.float32),
+    ("com.microsoft.dml", "DmlDequantize"): ([("b", np.full((3, 2, 16), 0x98, U8), True), ("s", np.full(6, 0.5, np.float16), True),
+                                              ("z", np.full(3, 8, U8), True)], {"K": 64, "N": 3, "bits": 4}, np.float16),
+    ("com.microsoft.dml", "DmlGemm"): ([("a", np.zeros((2, 4, 32), np.float32), False), ("w", np.zeros((3, 32), np.float32), False)],
+                                       {}, np.float32),
 }
 
 

@@ -16,12 +16,14 @@ import dataclasses
 import math
 from typing import cast
 
-from ..enums import DML_OPERATOR_TYPE, DML_TENSOR_DATA_TYPE, DML_TENSOR_FLAGS
+from ..enums import DML_MATRIX_TRANSFORM, DML_OPERATOR_TYPE, DML_QUANTIZATION_TYPE, DML_TENSOR_DATA_TYPE, DML_TENSOR_FLAGS
 from ..errors import DxDispatchError
 from ..operators.activation import ActivationDesc
 from ..operators.base import OperatorDesc, field_kind
 from ..operators.registration import OPERATORS
 from ..tensor_desc import DML_BUFFER_TENSOR_DESC, calc_buffer_tensor_size, packed_strides
+
+ENUM_FIELDS = {"DML_QUANTIZATION_TYPE": DML_QUANTIZATION_TYPE, "DML_MATRIX_TRANSFORM": DML_MATRIX_TRANSFORM}  # by annotation
 
 # The desc class of each operator dml_ep models (the operator table's).
 DESC_CLASSES = {op: entry.desc for op, entry in OPERATORS.items()}
@@ -77,6 +79,8 @@ def _fields_to_dict(desc: OperatorDesc) -> dict:
             value = {"Type": value.OPERATOR_TYPE.name, **_fields_to_dict(value)}
         elif field.name == "ScaleBias":
             value = {"Scale": value[0], "Bias": value[1]}
+        elif field_kind(field) in ENUM_FIELDS:
+            value = str(value)
         elif isinstance(value, tuple):
             value = list(value)
         out[field.name] = json_number(value)
@@ -157,6 +161,12 @@ def _field_from_dict(kind: str, value, where: str):
         return tensor_from_dict(value, where)
     if kind == "Optional[ActivationDesc]":
         return _activation_from_dict(value, where)
+    if kind in ENUM_FIELDS:
+        enum = ENUM_FIELDS[kind]
+        member = _member(enum, f"{kind}_", value)
+        if member is None:
+            raise DxDispatchError(f"{where}: unknown {kind} {value!r} ({', '.join(enum.__members__)})")
+        return member
     if kind == "int":
         return _integer(value, where)
     if kind.startswith("tuple[int"):

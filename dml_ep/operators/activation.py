@@ -42,6 +42,7 @@ from onnx import TensorProto, helper
 from ..enums import DML_FEATURE_LEVEL as FL
 from ..enums import DML_OPERATOR_TYPE as OP
 from ..enums import DML_TENSOR_DATA_TYPE as DT
+from ..errors import DescValidationError
 from ..graph import internal_model
 from ..kernels.float32_fma import fma32
 from ..plan import DmlNode
@@ -185,6 +186,21 @@ FUSABLE_ACTIVATIONS = (
 
 
 # --- import: a fused node's activation -------------------------------------------------------
+
+
+def validate_fused_activation(desc: OperatorDesc, feature_level: FL) -> None:
+    """A desc's FusedActivation, if any: a fusable activation with null tensors, valid at the level."""
+    activation = getattr(desc, "FusedActivation")
+    if activation is None:
+        return
+    if not isinstance(activation, FUSABLE_ACTIVATIONS):
+        desc.fail(f"{type(activation).__name__} cannot be fused", "FusedActivation")
+    if not activation.fused:
+        desc.fail("a fused activation must have null InputTensor and OutputTensor", "FusedActivation")
+    try:
+        activation.validate(feature_level)
+    except DescValidationError as exc:
+        desc.fail(str(exc), "FusedActivation")
 
 
 def fused_activation(ctx: NodeContext):

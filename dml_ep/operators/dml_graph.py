@@ -30,7 +30,7 @@ class DmlGraph:
     - ``operators``: the DirectML operators it builds, in order.
     - ``parts``: ``parts(graph, node, static, on_dml) -> (nodes, made) | None``: the plan nodes of
       one node, in order, the last making its outputs, and the values they make (name -> (the value
-      they derive from, element type, whether of its shape or a scalar)); None where the node stays
+      they derive from, element type, whether of its shape or a scalar, or a shape of its own)); None where the node stays
       whole (the EP's support check, or a part ``on_dml(part, infos)`` refuses).
     """
 
@@ -58,7 +58,9 @@ def derived_infos(derived: dict[str, tuple], values: dict) -> dict[str, ValueInf
     infos = {}
     for name, (source, dtype, codes) in derived.items():
         info = values.get(source)
-        shape = (info.shape if info is not None else None) if codes else ()
+        shape: tuple | None = codes  # a shape of its own (MatMulNBits' dequantized weight)
+        if not isinstance(codes, tuple):
+            shape = (info.shape if info is not None else None) if codes else ()
         infos[name] = ValueInfo(name, dtype, shape, INTEGER_TYPES.get(dtype, "tensor(float)"))
     return infos
 

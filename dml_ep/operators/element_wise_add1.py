@@ -26,11 +26,11 @@ import numpy as np
 
 from ..enums import DML_FEATURE_LEVEL as FL
 from ..enums import DML_OPERATOR_TYPE as OP
-from ..errors import DescValidationError, ShapeError
+from ..errors import ShapeError
 from ..plan import DmlNode
 from ..real_ep import ON_DML_AS
 from ..tensor_desc import view
-from .activation import FUSABLE_ACTIVATIONS, ActivationDesc, apply_activation, fused_activation
+from .activation import ActivationDesc, apply_activation, fused_activation, validate_fused_activation
 from .base import FLOATS, Operator, OperatorDesc, TensorDesc, rules
 from .importing import Fallback, NodeContext, broadcast, operand, tensor
 
@@ -59,15 +59,7 @@ class DML_ELEMENT_WISE_ADD1_OPERATOR_DESC(OperatorDesc):
             tensor = getattr(self, field)
             if tensor.Sizes != self.OutputTensor.Sizes:
                 self.fail(f"sizes {list(tensor.Sizes)} must equal OutputTensor's {list(self.OutputTensor.Sizes)}", field)
-        if self.FusedActivation is not None:
-            if not isinstance(self.FusedActivation, FUSABLE_ACTIVATIONS):
-                self.fail(f"{type(self.FusedActivation).__name__} cannot be fused", "FusedActivation")
-            if not self.FusedActivation.fused:
-                self.fail("a fused activation must have null InputTensor and OutputTensor", "FusedActivation")
-            try:
-                self.FusedActivation.validate(feature_level)
-            except DescValidationError as exc:
-                self.fail(str(exc), "FusedActivation")
+        validate_fused_activation(self, feature_level)
 
 
 # --- import from ONNX ------------------------------------------------------------------------

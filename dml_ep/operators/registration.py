@@ -32,10 +32,10 @@ from ..enums import DML_TENSOR_DATA_TYPE as DT
 from ..kernel_registry import since_version
 from ..plan import DmlNode
 from ..real_ep import ON_CPU, ON_DML_AS
-from . import (activation, convolution_integer, dynamic_quantize_linear, dynamic_quantize_matmul, element_wise_add1, element_wise_dequantize_linear,
-               element_wise_identity, element_wise_quantize_linear, element_wise_quantized_linear_add, gather, join, matrix_multiply_integer,
-               matrix_multiply_integer_to_float, max_pooling, qlinear_concat, qlinear_sigmoid, quantized_linear_average_pooling,
-               quantized_linear_convolution, quantized_linear_matrix_multiply, slice1)
+from . import (activation, convolution_integer, dequantize, dynamic_quantize_linear, dynamic_quantize_matmul, element_wise_add1,
+               element_wise_dequantize_linear, element_wise_identity, element_wise_quantize_linear, element_wise_quantized_linear_add, gather,
+               gemm, join, matmul_nbits, matrix_multiply_integer, matrix_multiply_integer_to_float, max_pooling, qlinear_concat, qlinear_sigmoid,
+               quantized_linear_average_pooling, quantized_linear_convolution, quantized_linear_matrix_multiply, slice1)
 from .base import FLOAT32, FLOATS, INT32, QUANTIZED, Operator
 from .dml_graph import DmlGraph
 from .importing import Fallback, NodeContext
@@ -165,6 +165,12 @@ _ROWS = (
     Registration("com.microsoft.dml", "DmlJoin", (1,), {"T": FLOAT32}, join.float_join, join),
     # Internal: the first of the two DirectML operators the DML EP builds for DynamicQuantizeMatMul (GRAPHS).
     Registration("com.microsoft.dml", "DmlDynamicQuantizeLinear", (1,), {"T1": FLOAT32, "T2": QUANTIZED}, _dql.dynamic_quantize_linear, _dql),
+    # The DML EP's graph DEQUANTIZE -> GEMM (GRAPHS below splits the node into those); this row answers for a node it does not split.
+    Registration("com.microsoft", "MatMulNBits", (1,), {"T1": FLOAT16_TO_32, "T2": frozenset({DT.UINT8})}, matmul_nbits.unsplit, matmul_nbits),
+    # Internal: the two DirectML operators the DML EP builds for MatMulNBits (GRAPHS).
+    Registration("com.microsoft.dml", "DmlDequantize", (1,), {"T1": frozenset({DT.UINT8}), "T2": FLOAT16_TO_32},
+                 dequantize.matmul_nbits_weight, dequantize),
+    Registration("com.microsoft.dml", "DmlGemm", (1,), {"T": FLOAT16_TO_32}, gemm.matmul_nbits_product, gemm),
     # Internal: the middle of the three DirectML operators the DML EP builds for QLinearSigmoid (GRAPHS).
     # ai.onnx Sigmoid is not registered: a float Sigmoid a model brings runs on DirectML in the real EP, not modelled.
     Registration("com.microsoft.dml", "DmlSigmoid", (1,), {"T": FLOAT32}, _act.sigmoid, _act),
@@ -185,5 +191,6 @@ GRAPHS = (
              dynamic_quantize_matmul.parts),
     DmlGraph("com.microsoft", "QLinearSigmoid", qlinear_sigmoid.RULE, qlinear_sigmoid.DIRECTML_OPERATORS, qlinear_sigmoid.parts),
     DmlGraph("com.microsoft", "QLinearConcat", qlinear_concat.RULE, qlinear_concat.DIRECTML_OPERATORS, qlinear_concat.parts),
+    DmlGraph("com.microsoft", "MatMulNBits", matmul_nbits.RULE, matmul_nbits.DIRECTML_OPERATORS, matmul_nbits.parts),
 )
 GRAPH_RULES = frozenset(row.rule for row in GRAPHS)  # the rule of the parts a split makes: compare runs each group as one

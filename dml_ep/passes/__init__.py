@@ -21,6 +21,7 @@ from .editable import EditableGraph, Origin
 from .matmul_integer_to_float import matmul_integer_to_float_fusion
 from .onnxruntime_fusions import onnxruntime_fusions
 from .ensure_unique_dq import ensure_unique_dq_for_node_unit
+from .qdq_actions import MATMUL_NBITS_ACCURACY_LEVEL, set_matmul_nbits_accuracy_level
 from .qdq_final_cleanup import qdq_final_cleanup
 from .qdq_rules import CPU, DEFAULT_RULE_SET, DML, RULE_SETS, qdq_selector_action_transformer
 from .releases import DEFAULT_RELEASE, RELEASES
@@ -33,6 +34,7 @@ __all__ = [
     "DEFAULT_RULE_SET",
     "DML",
     "EditableGraph",
+    "MATMUL_NBITS_ACCURACY_LEVEL",
     "Origin",
     "RELEASES",
     "RULE_SETS",
@@ -46,10 +48,12 @@ __all__ = [
 
 
 def qdq_transformer(graph: EditableGraph, rule_set: str = DEFAULT_RULE_SET, provider: str = DML, int8_allowed: bool = False,
-                    level: int = 2) -> bool:
+                    level: int = 2, matmul_nbits_accuracy_level: int = MATMUL_NBITS_ACCURACY_LEVEL) -> bool:
     """onnxruntime's QDQ passes, with the rules of release range ``rule_set`` (a key of
     :data:`RULE_SETS`), for a graph whose nodes run on ``provider``; True if anything changed.
-    At optimization ``level`` 1 (ORT_ENABLE_BASIC) only the Level-1 passes run: no QDQ group is fused."""
+    At optimization ``level`` 1 (ORT_ENABLE_BASIC) only the Level-1 passes run: no QDQ group is fused.
+    ``matmul_nbits_accuracy_level``: session.qdq_matmulnbits_accuracy_level, the level of the
+    MatMulNBits nodes DQMatMulToMatMulNBits makes."""
     rules = RULE_SETS[rule_set]
     opset = graph.opset()
     changed = ensure_unique_dq_for_node_unit(graph)
@@ -60,5 +64,7 @@ def qdq_transformer(graph: EditableGraph, rule_set: str = DEFAULT_RULE_SET, prov
     if provider in rules.relu_clip_providers:
         changed |= relu_clip_quant_fusion(graph)
     changed |= qdq_selector_action_transformer(graph, rules, provider, opset, int8_allowed)
+    if matmul_nbits_accuracy_level != MATMUL_NBITS_ACCURACY_LEVEL:
+        set_matmul_nbits_accuracy_level(graph, matmul_nbits_accuracy_level)
     changed |= qdq_final_cleanup(graph)
     return changed

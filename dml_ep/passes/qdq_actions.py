@@ -10,7 +10,8 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
-from ..kernels import nibbles
+from .. import nibbles
+from ..errors import DmlEpError
 from .editable import EditableGraph
 from .qdq_selectors import NodeGroup
 from .qdq_util import input_type, output_type
@@ -151,3 +152,15 @@ def dq_matmul_to_matmul_nbits(graph: EditableGraph, group: NodeGroup) -> onnx.No
                                  K=k, N=n, accuracy_level=MATMUL_NBITS_ACCURACY_LEVEL, bits=4, block_size=block_size)
     node.attribute.extend(group.target.attribute)
     return node
+
+
+def set_matmul_nbits_accuracy_level(graph: EditableGraph, level: int) -> None:
+    """The MatMulNBits nodes DQMatMulToMatMulNBits made take ``level`` (the session's
+    session.qdq_matmulnbits_accuracy_level; onnxruntime enforces 0 to 4 when it makes its session)."""
+    if not 0 <= level <= 4:
+        raise DmlEpError(f"session.qdq_matmulnbits_accuracy_level is {level}; onnxruntime takes 0 to 4 (MatMulNBits accuracy level)")
+    for node in graph.nodes:
+        if node.op_type == "MatMulNBits" and "DQMatMulToMatMulNBits" in graph.origin(node).rules:
+            for attribute in node.attribute:
+                if attribute.name == "accuracy_level":
+                    attribute.i = level

@@ -283,9 +283,8 @@ def dq_matmul_nbits(graph, target, int8_allowed=False):
 
 
 def _blocked_4bit_problem(graph, dq) -> str | None:
-    """Why a DQ is not one DQMatMulToMatMulNBits takes (None if it is)."""
-    weight, scale = graph.constant(dq.input[0]), graph.constant(dq.input[1])
-    zero_point = graph.constant(dq.input[2]) if len(dq.input) > 2 and dq.input[2] else None
+    """Why a DQ is not one DQMatMulToMatMulNBits takes (None if it is): its types and attributes,
+    then its constants."""
     scale_type = graph.dtype(dq.input[1])
     if scale_type not in (np.dtype(np.float32), np.dtype(np.float16)):
         return f"its scale type {scale_type} is not float or float16"
@@ -297,6 +296,12 @@ def _blocked_4bit_problem(graph, dq) -> str | None:
     block_size = attributes.get("block_size")
     if block_size is None or block_size < 16 or block_size & (block_size - 1):
         return f"its block_size {block_size} is not a power of two of at least 16"
+    return _blocked_constants_problem(graph, dq, block_size)
+
+
+def _blocked_constants_problem(graph, dq, block_size: int) -> str | None:
+    weight, scale = graph.constant(dq.input[0]), graph.constant(dq.input[1])
+    zero_point = graph.constant(dq.input[2]) if len(dq.input) > 2 and dq.input[2] else None
     if weight is None or scale is None or (len(dq.input) > 2 and dq.input[2] and zero_point is None):
         return "its weight, scale and zero point are not all constants"
     if weight.ndim != 2 or scale.ndim != 2 or (zero_point is not None and zero_point.ndim != 2):

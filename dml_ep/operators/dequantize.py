@@ -1,0 +1,156 @@
+"""DML_OPERATOR_DEQUANTIZE (DML_FEATURE_LEVEL_6_3, DirectML 1.15): desc, import, kernel.
+
+The real EP builds it for com.microsoft MatMulNBits (DmlOperatorMatMulNBits.cpp, the first of its
+two operators: ``matmul_nbits``) and for DequantizeLinear-21 (not modelled yet: it runs on the CPU
+here, its plan row says so).
+
+DirectML's page is "TBD" for the semantics; what dml_ep takes, and from where:
+- ``Output = (Input - ZeroPoint) * Scale``, the QuantizationTensors being [scale] for SCALE and
+  [scale, zero point] for SCALE_ZERO_POINT (the EP's usage, DirectMLX's ``dml::Dequantize``).
+- A quantization tensor dimension smaller than the input's stands for blocks of ``input / it``
+  elements (MatMulNBits gives a {N, K} weight a {N, K / block_size} scale: inferred, the only reading
+  under which the EP's graph computes MatMulNBits).
+- SCALE with an unsigned input: the zero point is the type's midpoint, 8 for UINT4 and 128 for UINT8
+  (the EP's comment, DmlOperatorElementWise.cpp; MatMulNBits' own default is the same 2^(bits-1));
+  with a signed input 0.
+- UINT4 and INT4 packed two to a byte, the first in the low nibble (DML_TENSOR_DATA_TYPE's page).
+
+Import (the internal com.microsoft.dml ``DmlDequantize`` a MatMulNBits split makes): B's bytes read as
+UINT4 (4 bits) or UINT8 (8 bits) {N, K}; the scales {N, blocks} (a 1-D [N * blocks] reads alike);
+the zero points {N, blocks} of B's type with the EP's row stride ``blocks + 1`` when ``blocks`` is odd
+(MatMulNBits pads each row of 4-bit zero points to whole bytes). The EP's desc repeats A's batch
+dimensions on every tensor (stride 0 on the weight); dml_ep's has {N, K} alone, which GEMM then reads
+with stride 0 over A's batches: the same values, dequantized once.
+
+Kernel: the exact ``(q - zp) * scale`` (an integer below 2^8 times a float32 or float16 scale is
+exact in float64), rounded once to the output type, half to even: onnxruntime's CPU dequantization
+(``(q - zp) * scale`` in float32, MLAS q4_dq.cpp) gives the same float32 values. A float16 output
+rounds the weights to float16, which onnxruntime's CPU MatMulNBits does not (it dequantizes to
+float32): compare names that cause. No exact value: DEQUANTIZE does not quantize.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from ..enums import DML_FEATURE_LEVEL as FL
+from ..enums import DML_OPERATOR_TYPE as OP
+from ..enums import DML_QUANTIZATION_TYPE
+from ..enums import DML_TENSOR_DATA_TYPE as DT
+from ..plan import DmlNode
+from ..real_ep import ON_DML
+from ..tensor_desc import DML_BUFFER_TENSOR_DESC, view
+from .base import FLOATS, Operator, OperatorDesc, TensorDesc, TensorDescArray, rules
+from .importing import Fallback, NodeContext, owned, tensor
+
+# --- desc ------------------------------------------------------------------------------------
+
+QT = DML_QUANTIZATION_TYPE
+CODES = frozenset({DT.INT8, DT.INT4, DT.UINT8, DT.UINT4})
+DIMS = {FL.FL_6_3: (1, 8)}
+TENSOR_COUNT = {QT.NONE: 0, QT.SCALE: 1, QT.SCALE_ZERO_POINT: 2}
+
+
+@dataclasses.dataclass(frozen=True)
+class DML_DEQUANTIZE_OPERATOR_DESC(OperatorDesc):
+    """DEQUANTIZE: ``(Input - ZeroPoint) * Scale``, DML_FEATURE_LEVEL_6_3 and up."""
+
+    InputTensor: TensorDesc
+    QuantizationType: DML_QUANTIZATION_TYPE
+    QuantizationTensorCount: int
+    QuantizationTensors: TensorDescArray
+    OutputTensor: TensorDesc
+
+    OPERATOR_TYPE = OP.DEQUANTIZE
+    INTRODUCED = FL.FL_6_3
+    TENSOR_RULES = rules({"InputTensor": (False, DIMS), "OutputTensor": (False, DIMS)}, {"InputTensor": CODES, "OutputTensor": FLOATS})
+
+    def validate_shapes(self, feature_level: FL) -> None:
+        """The documented rule (every tensor of one DimensionCount), the count the type implies (the
+        EP's usage; NONE is refused, as DirectMLX asserts), scale of the output's type and zero point
+        of the input's, and quantization sizes that equal or evenly divide the input's (blocks)."""
+        count = TENSOR_COUNT[self.QuantizationType]
+        if self.QuantizationType == QT.NONE or self.QuantizationTensorCount != count or len(self.QuantizationTensors) != count:
+            self.fail(f"{self.QuantizationType} takes {count} tensor(s), not {self.QuantizationTensorCount}", "QuantizationTensors")
+        wanted = (self.OutputTensor.DataType, self.InputTensor.DataType)
+        for index, (each, want) in enumerate(zip(self.QuantizationTensors, wanted)):
+            field = f"QuantizationTensors[{index}]"
+            if each.DimensionCount != self.InputTensor.DimensionCount:
+                self.fail(f"DimensionCount {each.DimensionCount} must equal InputTensor's {self.InputTensor.DimensionCount}", field)
+            if each.DataType != want:
+                self.fail(f"DataType {each.DataType.name} must be {want.name}", field)
+            if any(size > full or full % size for size, full in zip(each.Sizes, self.InputTensor.Sizes)):
+                self.fail(f"sizes {list(each.Sizes)} must equal or evenly divide InputTensor's {list(self.InputTensor.Sizes)}", field)
+        if self.OutputTensor.Sizes != self.InputTensor.Sizes:
+            self.fail(f"sizes {list(self.OutputTensor.Sizes)} must equal InputTensor's {list(self.InputTensor.Sizes)}", "OutputTensor")
+
+
+# --- import from ONNX ------------------------------------------------------------------------
+
+B, SCALES, ZERO_POINTS = range(3)
+
+
+def matmul_nbits_weight(ctx: NodeContext) -> DmlNode:
+    """DmlDequantize (B, scales[, zero points]; attributes N, K, bits): MatMulNBits' weight {N, K}."""
+    n, k, bits = ctx.attr("N"), ctx.attr("K"), ctx.attr("bits")
+    codes = DT.UINT4 if bits == 4 else DT.UINT8
+    float_type = ctx.constants[ctx.input_name(SCALES)].dtype
+    blocks = ctx.constants[ctx.input_name(SCALES)].size // n
+    scale = owned(tensor(float_type, (n, blocks)))
+    quantization: tuple = (scale,)
+    if ctx.input_name(ZERO_POINTS):
+        misread = misread_zero_points(bits, blocks)
+        if misread:
+            raise Fallback(misread, ON_DML)
+        strides = (blocks + 1, 1) if blocks % 2 else None
+        quantization += (owned(DML_BUFFER_TENSOR_DESC.create(codes, (n, blocks), strides)),)
+    desc = DML_DEQUANTIZE_OPERATOR_DESC(
+        InputTensor=owned(DML_BUFFER_TENSOR_DESC.create(codes, (n, k))),
+        QuantizationType=QT.SCALE_ZERO_POINT if len(quantization) == 2 else QT.SCALE,
+        QuantizationTensorCount=len(quantization),
+        QuantizationTensors=quantization,
+        OutputTensor=tensor(float_type, (n, k)),
+    )
+    return ctx.dml_node(desc, ("InputTensor", *(f"QuantizationTensors[{i}]" for i in range(len(quantization)))), (n, k))
+
+
+# --- kernel ----------------------------------------------------------------------------------
+
+
+def misread_zero_points(bits: int, blocks: int) -> str | None:
+    """Why the real EP's zero-point desc misreads MatMulNBits' zero points (None where it does not):
+    its row stride rounds an odd block count up for whole bytes of 4-bit rows, also for 8-bit ones."""
+    if bits == 8 and blocks % 2:
+        return (f"the real EP reads 8-bit zero points with a row stride of {blocks + 1} bytes (its rounding up for 4-bit rows), "
+                f"where each row has {blocks}: every row after the first is misread; dml_ep does not model that read")
+    return None
+
+
+def dequantize_kernel(desc, tensors: dict, arithmetic, cache: dict) -> np.ndarray:
+    """``(q - zp) * scale`` exactly, rounded once to the output type (every arithmetic alike)."""
+    codes = view(tensors["InputTensor"], desc.InputTensor).astype(np.int32)
+    scale = blocks_expanded(view(tensors["QuantizationTensors[0]"], desc.QuantizationTensors[0]), codes.shape)
+    zero_point: np.ndarray | int = default_zero_point(desc.InputTensor.DataType)
+    if desc.QuantizationType == QT.SCALE_ZERO_POINT:
+        zero_point = blocks_expanded(view(tensors["QuantizationTensors[1]"], desc.QuantizationTensors[1]), codes.shape)
+    exact = np.multiply(codes - zero_point, scale, dtype=np.float64)
+    return exact.astype(desc.OutputTensor.DataType.numpy())
+
+
+def default_zero_point(data_type: DT) -> int:
+    """DirectML's zero point under SCALE: the unsigned types' midpoint, 0 for the signed ones."""
+    return 1 << (data_type.bits - 1) if data_type in (DT.UINT4, DT.UINT8) else 0
+
+
+def blocks_expanded(values: np.ndarray, shape: tuple) -> np.ndarray:
+    """A quantization tensor read at every input element: each dimension smaller than the input's
+    repeated in blocks of ``input / it``."""
+    for axis, (size, full) in enumerate(zip(values.shape, shape)):
+        if size != full:
+            values = np.repeat(values, full // size, axis=axis)
+    return values
+
+
+OPERATORS = (Operator(desc=DML_DEQUANTIZE_OPERATOR_DESC, kernel=dequantize_kernel, exact_value=None, exact_for_any_input=True),)
