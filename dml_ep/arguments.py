@@ -176,8 +176,8 @@ def _shape(text: str) -> tuple[str, tuple[int, ...]]:
     name, sep, sizes = text.rpartition("=")
     if not sep or not name:
         raise argparse.ArgumentTypeError(f"{text!r}: expected NAME=D0,D1,...")
-    if not re.fullmatch(r"[1-9]\d*(,[1-9]\d*)*", sizes):
-        raise argparse.ArgumentTypeError(f"{text!r}: sizes are positive integers, as in NAME=1,3,224,224")
+    if not re.fullmatch(r"(0|[1-9]\d*)(,(0|[1-9]\d*))*", sizes):  # 0 too: an empty KV cache (past length 0), as onnxruntime takes it
+        raise argparse.ArgumentTypeError(f"{text!r}: sizes are non-negative integers, as in NAME=1,3,224,224")
     return name, tuple(int(size) for size in sizes.split(","))
 
 

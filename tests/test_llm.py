@@ -1,0 +1,94 @@
+"""The int4 LLM in onnxruntime-genai's DirectML shape (``scripts/make_llm.py``; the DML variant ships
+as ``models/llm/tiny_llm.int4.dml.onnx``): where the real EP runs each node, a prompt and a decode
+step with a KV cache through dml_ep in float16, and compare's causes against onnxruntime's CPU EP.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+
+import dml_ep
+from dml_ep.compare import compare_model
+from dml_ep.reference import cpu_session
+
+pytestmark = pytest.mark.host_sensitive  # MatMulNBits' CPU kernels differ per host (CompInt8 needs AVX2)
+
+ROOT = Path(__file__).resolve().parent.parent
+SHIPPED = ROOT / "models" / "llm" / "tiny_llm.int4.dml.onnx"
+FLOAT_CAUSES = {"float summation order", "float16 weights", "float32 rounding"}
+
+
+def make_llm():
+    spec = importlib.util.spec_from_file_location("make_llm", ROOT / "scripts" / "make_llm.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def feeds(dtype, sequence: int, past: int, seed: int = 0) -> dict:
+    """A prompt (past 0) or a decode step (sequence 1 after ``past`` tokens)."""
+    rng = np.random.default_rng(seed)
+    out = {"input_ids": rng.integers(0, 256, (1, sequence)), "attention_mask": np.ones((1, past + sequence), np.int64),
+           "position_ids": np.arange(past, past + sequence).reshape(1, sequence)}
+    for layer in range(2):
+        for kind in ("key", "value"):
+            out[f"past_key_values.{layer}.{kind}"] = (rng.standard_normal((1, 2, past, 16)) * 0.5).astype(dtype)
+    return out
+
+
+def test_the_shipped_model_is_the_scripts():
+    assert make_llm().build("dml").SerializeToString() == SHIPPED.read_bytes()
+
+
+def test_where_the_real_ep_runs_each_node():
+    """MatMulNBits as DEQUANTIZE -> GEMM; GroupQueryAttention, RotaryEmbedding and the simplified
+    layer norms on DirectML (not modelled: onnxruntime runs them here); the mask's shape arithmetic
+    CPU-preferred. Nearly all the MACs are on DirectML operators dml_ep models."""
+    plan = dml_ep.InferenceSession(str(SHIPPED)).plan
+    by_op = {}
+    for entry in plan.entries:
+        by_op.setdefault(entry.node.op_type, set()).add(entry.operator if isinstance(entry, dml_ep.plan.DmlNode) else entry.kind)
+    assert by_op["DmlDequantize"] == {"DML_OPERATOR_DEQUANTIZE"} and by_op["DmlGemm"] == {"DML_OPERATOR_GEMM"}
+    for op in ("GroupQueryAttention", "RotaryEmbedding", "SimplifiedLayerNormalization", "SkipSimplifiedLayerNormalization"):
+        assert by_op[op] == {"not-modelled"}, op
+    assert by_op["Shape"] == {"not-modelled"} and "cpu-preferred" in by_op["Cast"]
+    assert plan.summary()["dml"]["macs_percent"] >= 99
+
+
+@pytest.mark.parametrize("sequence, past", [(8, 0), (1, 8)], ids=["prompt", "decode"])
+def test_prompt_and_decode_step_in_float16(sequence, past):
+    inputs = feeds(np.float16, sequence, past)
+    ours = dml_ep.InferenceSession(str(SHIPPED)).run(None, inputs)
+    theirs = cpu_session(onnx.load(SHIPPED)).run(None, inputs)
+    for mine, reference in zip(ours, theirs):
+        assert mine.dtype == reference.dtype == np.float16 and mine.shape == reference.shape
+        assert np.abs(mine.astype(np.float32) - reference.astype(np.float32)).max() < 0.01  # float16 logits of magnitude 0.2
+    report = compare_model(onnx.load(SHIPPED), inputs, per_node=True)
+    gemms = [node for node in report.nodes if node.op_type == "DmlGemm"]
+    assert len(gemms) == 15 and all(set(node.causes) <= FLOAT_CAUSES for node in gemms)
+
+
+def test_the_cpu_variant_quantizes_activations_where_the_host_does(tmp_path):
+    model = make_llm().build("cpu")
+    report = compare_model(model, feeds(np.float32, 8, 0), per_node=True)
+    causes = set().union(*(node.causes for node in report.nodes if node.op_type == "DmlGemm"))
+    assert causes <= FLOAT_CAUSES | {"int8 activations"}
+    from test_matmul_nbits import host_quantizes_activations
+    assert ("int8 activations" in causes) == host_quantizes_activations()
+
+
+def test_the_cli_takes_an_empty_kv_cache(capsys):
+    """``--shape NAME=1,2,0,16``: a prompt's past length 0, as onnxruntime takes it."""
+    from dml_ep.cli import main
+
+    shapes = [f"--shape=past_key_values.{layer}.{kind}=1,2,0,16" for layer in range(2) for kind in ("key", "value")]
+    code = main(["compare", str(SHIPPED), "--shape=input_ids=1,8", "--shape=attention_mask=1,8", "--shape=position_ids=1,8",
+                 "--val-range=attention_mask=1,1", "--val-range=position_ids=0,7", "--val-range=input_ids=0,255", *shapes])
+    out = capsys.readouterr().out
+    assert code in (0, 1) and "present.1.value  float16  [1, 2, 8, 16]" in out
+    assert code == 0 or "causes (nodes differing in isolation): " in out and "other" not in out.split("causes (nodes differing")[1].split("\n")[0]
