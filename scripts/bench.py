@@ -5,7 +5,9 @@
 
 Default models: the shipped ones plus a quantized ResNet-50 and a MobileNetV2-like CNN (depthwise
 convolutions), QOperator and QDQ, and an encoder block at MiniLM's size quantized with
-quantize_dynamic, built by scripts/make_models.py into its cache. Runtimes are timed interleaved after a warm-up, on the same
+quantize_dynamic, built by scripts/make_models.py into its cache; 4-bit: that encoder block
+quantized with MatMulNBitsQuantizer (block 32, symmetric) in both formats, and the shipped int4 LLM's
+prompt (32 tokens) and one decode step after it (``llm-prompt``, ``llm-decode``). Runtimes are timed interleaved after a warm-up, on the same
 inputs; the table gives medians and the dml_ep / onnxruntime ratio, never a lone absolute time,
 and dml_ep's time per DirectML operator of the model (for a sub-millisecond model, its per-node
 overhead). onnxruntime runs with intra-op threads = cores and thread spinning off: spinning
@@ -30,6 +32,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+import onnx.version_converter
 from onnx import TensorProto, helper
 
 import dml_ep
@@ -54,7 +57,41 @@ def default_models() -> list[Path]:
     for (name, quant_format, _), path in zip(built, paths):
         if not path.exists():
             build_models(cache, [name], quant_format=quant_format)
-    return SHIPPED + paths
+    return SHIPPED + paths + int4_encoders(cache)
+
+
+def int4_encoders(cache: Path) -> list[Path]:
+    """The MiniLM-sized encoder block quantized with MatMulNBitsQuantizer: QOperator (MatMulNBits)
+    and QDQ (int4 DequantizeLinear -> MatMul, which onnxruntime rewrites into MatMulNBits)."""
+    from make_models import build_models
+    from onnxruntime.quantization import QuantFormat
+    from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
+
+    paths = [cache / "encoder.int4.onnx", cache / "encoder.int4.qdq.onnx"]
+    if not all(path.exists() for path in paths):
+        float_path = cache / "encoder.float.onnx"
+        if not float_path.exists():
+            build_models(cache, ["encoder"], keep_float=True, quant_format="dynamic")
+        for path, quant_format in zip(paths, (QuantFormat.QOperator, QuantFormat.QDQ)):
+            model = onnx.version_converter.convert_version(onnx.load(float_path), 21)  # int4 DequantizeLinear is opset 21
+            quantizer = MatMulNBitsQuantizer(model, bits=4, block_size=32, is_symmetric=True, quant_format=quant_format)
+            quantizer.process()
+            quantizer.model.save_model_to_file(str(path), use_external_data_format=False)
+    return paths
+
+
+def llm_cases() -> dict[str, tuple[Path, dict]]:
+    """The shipped int4 LLM: a 32-token prompt, and one decode step after it (the cache 32 long)."""
+    path = ROOT / "models" / "llm" / "tiny_llm.int4.dml.onnx"
+    rng = np.random.default_rng(0)
+    cases = {}
+    for label, sequence, past in (("llm-prompt", 32, 0), ("llm-decode", 1, 32)):
+        feeds = {"input_ids": rng.integers(0, 256, (1, sequence)), "attention_mask": np.ones((1, past + sequence), np.int64),
+                 "position_ids": np.arange(past, past + sequence).reshape(1, sequence)}
+        for name in (f"past_key_values.{layer}.{kind}" for layer in range(2) for kind in ("key", "value")):
+            feeds[name] = (rng.standard_normal((1, 2, past, 16)) * 0.5).astype(np.float16)
+        cases[label] = (path, feeds)
+    return cases
 
 
 def single_node_models() -> dict[str, onnx.ModelProto]:
@@ -194,13 +231,13 @@ def peak_memory(kind: str, path: Path, arithmetic: str, engine: str) -> tuple[fl
     return float(peak), int(threads)
 
 
-def bench_model(path: Path, repeat: int, arithmetic: str, threads: int, engine: str, profile: bool) -> dict:
+def bench_model(path: Path, repeat: int, arithmetic: str, threads: int, engine: str, profile: bool, feeds=None, label=None) -> dict:
     model = onnx.load(str(path))
-    feeds = random_inputs(model, seed=0)
+    feeds = random_inputs(model, seed=0) if feeds is None else feeds
     ort_session = cpu_session(model, threads=threads, spinning=False)
     dml_session = dml_ep.InferenceSession(model, arithmetic=arithmetic, engine=engine)
     times = time_interleaved({"ort": lambda: ort_session.run(None, feeds), "dml_ep": lambda: dml_session.run(None, feeds)}, repeat)
-    row = {"model": path.stem, **summarize(times)}
+    row = {"model": label or path.stem, **summarize(times)}
     operators = len(dml_session.plan.dml_nodes)
     row["dml_ep_us_per_dml_node"] = row["dml_ep_ms"] * 1e3 / operators if operators else None
     (row["ort_peak_mb"], row["ort_threads"]), (row["dml_ep_peak_mb"], row["dml_ep_threads"]) = (
@@ -298,6 +335,10 @@ def main(argv=None) -> int:
     for path in args.models or default_models():
         rows.append(bench_model(path, args.repeat, args.arithmetic, args.threads, args.engine, args.profile))
         print(f"  {path.stem}: done", file=sys.stderr)
+    if not args.models:
+        for label, (path, feeds) in llm_cases().items():
+            rows.append(bench_model(path, args.repeat, args.arithmetic, args.threads, args.engine, args.profile, feeds, label))
+            print(f"  {label}: done", file=sys.stderr)
     if not args.no_nodes:
         for name, model in single_node_models().items():
             rows.append(bench_node(name, model, args.repeat, args.arithmetic, args.threads, args.engine))
