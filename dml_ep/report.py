@@ -39,7 +39,9 @@ class TensorComparison:
 
     ``max_diff`` and ``mean_diff`` (the mean over the differing elements) are in LSB when the
     tensor has a quantized ``step``, else in the tensor's own units. ``histogram`` counts the
-    differing elements by signed step: "-2", "-1", "+1", "+2" and "other".
+    differing elements by signed step: "-2", "-1", "+1", "+2" and "other". ``max_ulps``: for a
+    float tensor without a step, the largest difference in units in the last place of its float
+    type at the reference's largest magnitude, None otherwise.
     """
 
     name: str
@@ -53,6 +55,7 @@ class TensorComparison:
     histogram: dict[str, int] | None
     within_tolerance: bool
     problem: str | None = None
+    max_ulps: float | None = None
 
     @property
     def exact_percent(self) -> float:
@@ -94,7 +97,19 @@ def compare_tensors(name: str, actual: np.ndarray, expected: np.ndarray, step: f
         mean_diff=float(magnitude.mean()) if magnitude.size else 0.0,
         histogram=histogram,
         within_tolerance=within,
+        max_ulps=max_ulps(diff, expected, equal) if step is None and expected.dtype.kind == "f" else None,
     )
+
+
+def max_ulps(diff: np.ndarray, expected: np.ndarray, equal: np.ndarray) -> float:
+    """The largest difference in units in the last place of the float type at the reference's
+    largest finite magnitude (the tensor's scale: near zero a value's own ulp says little); 0 where
+    none differ."""
+    if equal.all():
+        return 0.0
+    finite = np.abs(expected[np.isfinite(expected)])
+    scale = np.spacing(finite.max() if finite.size else expected.dtype.type(1))
+    return float(np.abs(diff[~equal]).max() / float(scale))
 
 
 def differences(actual: np.ndarray, expected: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -182,7 +182,9 @@ def _percent_of(equal: int, elements: int) -> str:
 
 
 def _max_diff(c: TensorComparison) -> str:
-    return f"{c.max_diff:g} {c.unit}" if c.unit == "LSB" else f"{c.max_diff:.3g}"
+    if c.unit == "LSB":
+        return f"{c.max_diff:g} {c.unit}"
+    return f"{c.max_diff:.3g}" + (f" ({c.max_ulps:.3g} ulp)" if c.max_ulps else "")
 
 
 class Progress:

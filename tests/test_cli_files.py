@@ -402,9 +402,9 @@ def test_inspect_plans_for_the_given_shape(capsys, tmp_path):
 @pytest.mark.parametrize("shape, message", [
     ("nope=1,64", "no model input named 'nope'"),
     ("input=64", "rank 1"),
-    ("input=1,0", "positive integer"),
-    ("input=1,x", "positive integer"),
-    ("input=1.5,64", "positive integer"),
+    ("input=1,0", "dimension 1 is 0"),  # 0 parses (an empty KV cache is a valid input); this model declares 64
+    ("input=1,x", "non-negative integer"),
+    ("input=1.5,64", "non-negative integer"),
     ("input", "NAME=D0,D1,..."),
     ("input=2,32", "dimension 1 is 32"),
 ])

@@ -461,3 +461,16 @@ def test_only_uint8_by_int8_products_can_have_u8s8_saturation_as_cause():
         (entry,) = [e for e in InferenceSession(model).plan.entries if hasattr(e, "desc")]
         assert dml_ep.causes.may_saturate(entry.desc) == saturable, name
 
+
+
+def test_float_differences_are_counted_in_ulps_of_the_tensors_scale():
+    """A float output's max difference in units in the last place at its largest reference
+    magnitude: one float16 ulp at 0.2 is 2^-13 (near 0 a value's own ulp would say thousands)."""
+    from dml_ep.report import compare_tensors
+
+    expected = np.array([0.2, -0.001, 0.0], np.float16)
+    actual = expected.copy()
+    actual[1] += np.float16(2.0**-13)
+    assert compare_tensors("y", actual, expected, None).max_ulps == 1.0
+    assert compare_tensors("y", expected, expected, None).max_ulps == 0.0
+    assert compare_tensors("y", np.array([3], np.uint8), np.array([2], np.uint8), 0.5).max_ulps is None
