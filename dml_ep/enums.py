@@ -45,7 +45,7 @@ class DML_TENSOR_DATA_TYPE(enum.IntEnum):
     @property
     def bits(self) -> int:
         """Bits per element: DirectML packs UINT4 and INT4 two to a byte, the first in the low nibble."""
-        return 4 if self in (DML_TENSOR_DATA_TYPE.UINT4, DML_TENSOR_DATA_TYPE.INT4) else 8 * self.numpy().itemsize
+        return _BITS[self]
 
 
 _TO_NUMPY: dict[DML_TENSOR_DATA_TYPE, np.dtype] = {
@@ -63,6 +63,7 @@ _TO_NUMPY: dict[DML_TENSOR_DATA_TYPE, np.dtype] = {
     DML_TENSOR_DATA_TYPE.UINT4: np.dtype(np.uint8),
     DML_TENSOR_DATA_TYPE.INT4: np.dtype(np.int8),
 }
+_BITS = {dml_type: 4 if dml_type.name.endswith("INT4") else 8 * dtype.itemsize for dml_type, dtype in _TO_NUMPY.items()}
 _FROM_NUMPY = {
     dtype: dml_type
     for dml_type, dtype in _TO_NUMPY.items()

@@ -92,3 +92,15 @@ def test_the_cli_takes_an_empty_kv_cache(capsys):
     out = capsys.readouterr().out
     assert code in (0, 1) and "present.1.value  float16  [1, 2, 8, 16]" in out
     assert code == 0 or "causes (nodes differing in isolation): " in out and "other" not in out.split("causes (nodes differing")[1].split("\n")[0]
+
+
+@pytest.mark.parametrize("sequence, past", [(8, 0), (1, 8)], ids=["prompt", "decode"])
+def test_the_dxdispatch_export_replays_bit_for_bit(tmp_path, sequence, past):
+    """The DEQUANTIZE dispatchables read the weights' bytes as UINT4 (their .npy resources are
+    uint8) and bind their one quantization tensor as a list of one; the export, read back and run
+    with dml_ep's kernels, gives what dml_ep gave (validated against DxDispatch's schema)."""
+    from test_dxdispatch import export_and_replay
+
+    made, _ = export_and_replay(onnx.load(SHIPPED), tmp_path / "out", feeds(np.float16, sequence, past))
+    dequantize = [d for d in made.model["dispatchables"].values() if d["type"] == "DML_OPERATOR_DEQUANTIZE"]
+    assert len(dequantize) == 15 and all(d["desc"]["InputTensor"]["DataType"] == "UINT4" for d in dequantize)

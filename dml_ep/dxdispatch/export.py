@@ -167,7 +167,9 @@ class _Writer:
         if value in self.made or value in self._sources:
             return
         array = self.plan.constants[value] if value in self.plan.constants else self.values[value]
-        if DML_TENSOR_DATA_TYPE.from_numpy(array.dtype) != tensor.DataType:
+        # 4-bit codes are bytes, two to each (MatMulNBits' weight): the desc's DataType says how DirectML reads them
+        reads = DML_TENSOR_DATA_TYPE.UINT8 if tensor.DataType.bits == 4 else tensor.DataType
+        if DML_TENSOR_DATA_TYPE.from_numpy(array.dtype) != reads:
             raise DxDispatchError(f"{value!r} is {array.dtype}, its tensor desc reads {tensor.DataType.name}")
         self._sources[value] = np.asarray(array, order="C")
         if value not in self.plan.constants and value not in self._graph_inputs:

@@ -93,6 +93,8 @@ class DxDispatchModel:
         assert desc is not None, "a dispatchable dml_ep models has its desc"
         tensors = desc.tensors()
         bound = {**dispatchable.bindings, **_names(bindings, where)}
+        # a list of one binds an array field's only tensor (DEQUANTIZE's QuantizationTensors under SCALE)
+        bound = {f"{point}[0]" if point not in tensors and f"{point}[0]" in tensors else point: name for point, name in bound.items()}
         unknown = sorted(set(bound) - set(tensors))
         if unknown:
             raise DxDispatchError(f"{where}: no tensor {unknown[0]!r} to bind (tensors: {', '.join(tensors)})")
