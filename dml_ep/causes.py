@@ -170,13 +170,13 @@ def describe_arithmetic(arith: Arithmetic) -> str:
     return arith.mode + (" (u8s8 saturation)" if arith.onnxruntime and arith.u8s8_saturation else "")
 
 
-def matmul_nbits_causes(node, constants: dict, a: np.ndarray, result: np.ndarray, expected: np.ndarray, unexplained: np.ndarray,
-                        accuracy_level: int) -> np.ndarray:
+def matmul_nbits_causes(node, constants: dict, a: np.ndarray, result: np.ndarray, expected: np.ndarray, unexplained: np.ndarray) -> np.ndarray:
     """Each ``unexplained`` element's cause (an index into CAUSES; OTHER where none holds) for a
-    MatMulNBits ``node`` run on DirectML (``result``) against onnxruntime's CPU kernel at
-    ``accuracy_level`` (``expected``), both from the same A."""
+    MatMulNBits ``node`` run on DirectML (``result``) against onnxruntime's CPU kernel at the node's
+    accuracy level (``expected``), both from the same A."""
     attributes = {attr.name: attr.i for attr in node.attribute}
     n, k, bits, block_size = attributes["N"], attributes["K"], attributes.get("bits", 4), attributes["block_size"]
+    accuracy_level = attributes.get("accuracy_level", 0)
     zero_points = constants.get(node.input[3]) if len(node.input) > 3 and node.input[3] else None
     weight = dequantized_weight(constants[node.input[1]], constants[node.input[2]], zero_points, n, k, bits, block_size).T
     a64 = np.asarray(a, np.float64)

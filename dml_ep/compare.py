@@ -299,8 +299,7 @@ def compare_dml_graph(executor: Executor, entry: DmlNode, reference: dict, steps
         unexplained &= ~explained
     whole = entry.origin.whole
     if whole is not None and whole.op_type == "MatMulNBits" and unexplained.any():
-        level = next((a.i for a in whole.attribute if a.name == "accuracy_level"), 0)
-        nbits = matmul_nbits_causes(whole, plan.constants, reference[whole.input[0]], result, expected, unexplained, level)
+        nbits = matmul_nbits_causes(whole, plan.constants, reference[whole.input[0]], result, expected, unexplained)
         labels = np.where(unexplained, nbits, labels)
     comparison.put_down(labels, result, expected, atol)
 

@@ -42,8 +42,8 @@ def matmul_nbits(k, n, block_size, bits=4, zero_points=True, float_type=F32, acc
         zp = nibbles.pack(zp) if bits == 4 else zp.astype(np.uint8)
         inits.append(numpy_helper.from_array(zp, "z"))
         inputs.append("z")
-    if bias:
-        inputs += ["", "", "bias"][len(inputs) - 3:] if zero_points else ["", "", "bias"]
+    if bias:  # input 5, after the zero points and g_idx (omitted where absent)
+        inputs += [""] * (5 - len(inputs)) + ["bias"]
         inits.append(numpy_helper.from_array(np.zeros(n, float_type), "bias"))
     element = helper.np_dtype_to_tensor_dtype(np.dtype(float_type))
     node = helper.make_node("MatMulNBits", inputs, ["y"], domain="com.microsoft", K=k, N=n, bits=bits, block_size=block_size,

@@ -37,7 +37,7 @@ from ..enums import DML_MATRIX_TRANSFORM
 from ..enums import DML_OPERATOR_TYPE as OP
 from ..plan import DmlNode
 from ..real_ep import ASSIGNED_TO_DML
-from ..tensor_desc import DML_BUFFER_TENSOR_DESC, view
+from ..tensor_desc import view
 from .activation import ActivationDesc, apply_activation, validate_fused_activation
 from .base import FLOATS, Operator, OperatorDesc, TensorDesc, rules
 from .importing import Fallback, NodeContext, tensor
@@ -106,7 +106,7 @@ def matmul_nbits_product(ctx: NodeContext) -> DmlNode:
         raise Fallback(f"A has {len(a_shape)} dimensions; GEMM takes 2 to 4", ASSIGNED_TO_DML)
     dtype = ctx.info(A).dtype
     batch = tuple(a_shape[:-2])
-    weight = DML_BUFFER_TENSOR_DESC.create(tensor(dtype, (1,)).DataType, (*batch, n, k), (*(0,) * len(batch), k, 1))
+    weight = tensor(dtype, (*batch, n, k), (*(0,) * len(batch), k, 1))
     output_shape = (*a_shape[:-1], n)
     desc = DML_GEMM_OPERATOR_DESC(
         ATensor=tensor(dtype, a_shape), BTensor=weight, CTensor=None, OutputTensor=tensor(dtype, output_shape),
