@@ -28,47 +28,66 @@ def _scale_bench():
 scale_bench = _scale_bench()
 
 
-def _growth(build, work, n: int) -> float:
-    """How many times longer ``work`` takes on ``build(4 * n)`` than on ``build(n)`` (the best of
-    three runs each, after a warm-up, so that a stray pause does not count)."""
+def _wall_time(work):
+    """``work`` as a function that returns how long it took."""
+
+    def timed(model) -> float:
+        start = time.perf_counter()
+        work(model)
+        return time.perf_counter() - start
+
+    return timed
+
+
+def _growth(build, timed, n: int) -> float:
+    """How many times longer ``timed`` (which returns the seconds it measured) takes on
+    ``build(4 * n)`` than on ``build(n)`` (the best of three runs each, after a warm-up, so that a
+    stray pause does not count)."""
     small, large = build(n), build(4 * n)
-    work(build(10))
-
-    def seconds(model):
-        times = []
-        for _ in range(3):
-            start = time.perf_counter()
-            work(model)
-            times.append(time.perf_counter() - start)
-        return min(times)
-
-    return seconds(large) / seconds(small)
+    timed(build(10))
+    return min(timed(large) for _ in range(3)) / min(timed(small) for _ in range(3))
 
 
 def test_planning_a_weight_dq_shared_by_many_conv_groups_is_linear():
     # EnsureUniqueDQForNodeUnit copies the weight DQ once per Conv, then every group is rewritten.
-    growth = _growth(scale_bench.shared_dq, Planner, 400)
+    growth = _growth(scale_bench.shared_dq, _wall_time(Planner), 400)
     assert growth < LINEAR, f"planning 4x the nodes took {growth:.1f}x as long"
 
 
 def test_preparing_a_session_of_chained_fallback_nodes_is_linear():
-    growth = _growth(scale_bench.fallback_chain, dml_ep.InferenceSession, 500)
+    growth = _growth(scale_bench.fallback_chain, _wall_time(dml_ep.InferenceSession), 500)
     assert growth < LINEAR, f"preparing 4x the nodes took {growth:.1f}x as long"
 
 
-def test_running_a_graph_of_many_outputs_is_linear():
-    # run checked each requested output name against a list of all of them
-    feeds = {"x": np.ones((1, 16), np.float32)}
-    sessions = {}
+def test_running_a_graph_of_many_outputs_is_linear(monkeypatch):
+    # run checked each requested output name against a list of all of them. onnxruntime's own run
+    # of thousands of outputs grows faster than 4x for 4x the outputs on some hosts (7.5x from 1,500
+    # to 6,000 here): dml_ep's time outside it is what is measured.
+    import onnxruntime
 
-    def run(model):
+    feeds = {"x": np.ones((1, 16), np.float32)}
+    sessions, inside = {}, [0.0]
+    ort_run = onnxruntime.InferenceSession.run
+
+    def timed_run(self, *args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return ort_run(self, *args, **kwargs)
+        finally:
+            inside[0] += time.perf_counter() - start
+
+    monkeypatch.setattr(onnxruntime.InferenceSession, "run", timed_run)
+
+    def outside_onnxruntime(model) -> float:
         if id(model) not in sessions:
             sessions[id(model)] = dml_ep.InferenceSession(model)
+        inside[0] = 0.0
+        start = time.perf_counter()
         sessions[id(model)].run(None, feeds)
+        return time.perf_counter() - start - inside[0]
 
-    growth = _growth(scale_bench.fallback_wide, run, 1500)
+    growth = _growth(scale_bench.fallback_wide, outside_onnxruntime, 1500)
     assert growth < LINEAR, f"running 4x the outputs took {growth:.1f}x as long"
-
 
 
 def test_the_collector_is_paused_only_while_a_session_is_made(monkeypatch):
