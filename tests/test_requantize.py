@@ -56,6 +56,17 @@ def test_values_within_float32_error_of_a_half_are_settled_exactly(compiled):
     check_directml(ties, np.float32(0.5), np.float32(1.0), np.float32(1.0), 0, np.int8, compiled)
 
 
+def test_sums_laid_out_channels_last_are_settled_exactly_too():
+    """A convolution's float32 sums arrive as a view of channels-last memory: the elements the
+    float32 tier leaves to the exact one are written back in place (the twin once wrote them into
+    a copy, and -5 x 0.1f, -0.50000000745 before rounding, came out 0 instead of -1)."""
+    acc = np.array([[-5.0, 3.0, 7.0], [5.0, -15.0, 1.0]], np.float32).T  # not C-contiguous
+    got = Requantizer(np.float32(1.0), np.float32(0.1), np.float32(1.0), 0, np.int8, DIRECTML)(acc)
+    scale_in = np.float64(np.float32(0.1))
+    np.testing.assert_array_equal(got, [[ideal(a, scale_in, np.float32(1.0), 0, np.int8) for a in row] for row in acc])
+    assert got[0, 0] == -1
+
+
 @pytest.mark.parametrize("scale_out", [np.float32(1e-45), np.float32(3e38)])
 def test_ratios_beyond_float32_fall_back_to_float64(scale_out, compiled):
     """A ratio that overflows float32, or is subnormal in it, is estimated in float64 throughout."""

@@ -84,7 +84,7 @@ def round_half_even_exact(estimate: np.ndarray, compare_with_half, largest: floa
         n = np.floor(estimate.reshape(-1)[suspect])
         direction = sign(compare_with_half(suspect, to_object(2 * n + 1)))
         tie_value = np.where(np.mod(n, 2) == 0, n, n + 1)
-        rounded.reshape(-1)[suspect] = np.where(direction > 0, n + 1, np.where(direction < 0, n, tie_value))
+        rounded.flat[suspect] = np.where(direction > 0, n + 1, np.where(direction < 0, n, tie_value))
     return rounded
 
 
@@ -239,7 +239,7 @@ class Requantizer:
             def at(array):
                 return np.broadcast_to(array, rounded.shape)[where]
 
-            rounded.reshape(-1)[suspect] = _requantize_float64(at(acc), at(self.ratio), at(self.scale_in), at(self.scale_out), 0, None)
+            rounded.flat[suspect] = _requantize_float64(at(acc), at(self.ratio), at(self.scale_in), at(self.scale_out), 0, None)
         return saturate(rounded, self.zero_point, self.dtype)
 
     def along_columns(self, columns: int, fold: int = 1) -> tuple | None:
