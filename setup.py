@@ -24,7 +24,7 @@ from setuptools.command.build_ext import build_ext
 SOURCES = Path("dml_ep/kernels/compiled")
 FLAGS = {"msvc": ["/O2", "/fp:precise"]}
 OTHER_FLAGS = ["-O3", "-ffp-contract=off", "-fno-trapping-math"]
-WIDER = ("direct_convolution", "quantize", "quantized_add", "requantize", "scale_bias")  # measured: 1.3-2.3x faster on AVX-512
+WIDER = ("direct_convolution", "quantize", "quantized_add", "requantize", "scale_bias", "sgemm")  # measured: 1.3-2.3x faster on AVX-512
 LEVELS = {"x86_64_v3": "-march=x86-64-v3", "x86_64_v4": "-march=x86-64-v4"}
 # Every module's Cython directives, here alone: a level's stub includes its kernel's source, where a
 # "# cython:" header line would not apply. Indices are checked by the callers, not per element.

@@ -33,6 +33,7 @@ import numpy as np
 
 from .arithmetic import Arithmetic
 from .engines import get_engine
+from .enums import DML_OPERATOR_TYPE as OP
 from .kernels.matmul_nbits import dequantized_weight, int8_blocks
 from .kernels.parameters import parameter4d
 from .operators.base import OperatorDesc
@@ -67,9 +68,10 @@ def classify(entry: DmlNode, reference: dict, result: np.ndarray, expected: np.n
         labels[ties] = CAUSES.index("tie rounding")
 
     saturable = may_saturate(entry.desc)
+    float_sum = entry.desc.OPERATOR_TYPE == OP.GEMM  # a float GEMM: onnxruntime's arithmetic differs in MLAS's order of its sums
     for cause, executor in alternatives:
-        if cause == "u8s8 saturation" and not saturable:  # the alternative changes its rounding only
-            cause = "float32 rounding"
+        if cause in ("u8s8 saturation", "float32 rounding") and not saturable:  # the alternative changes its rounding only
+            cause = "float summation order" if float_sum else "float32 rounding"
         put(cause, unexplained & (first_output(entry, executor.run_dml(entry, reference)) == expected))
     if float_reference and unexplained.any():
         put("float32 rounding", unexplained & next_to_exact(entry, reference, unexplained, expected))

@@ -39,7 +39,7 @@ from .passes import CPU, DEFAULT_RELEASE
 from .passes.qdq_util import is_dq, is_q
 from .plan import DmlNode, Plan, PlanEntry
 from .planner import Planner
-from .reference import DML_REFERENCE, cpu_session, dml_session, require_dml
+from .reference import DML_REFERENCE, cpu_session, dml_session, fused_away, require_dml
 from .report import (CAUSES, NONE, OTHER, ModelReport, NodeComparison, ShippedComparison, compare_tensors, desc_summary, node_label)
 from .session import InferenceSession
 
@@ -97,7 +97,7 @@ def compare_model(
     )
     feeds = session.check_feeds(feeds)
     output_names = [o.name for o in proto.graph.output]
-    intermediates = exposable_intermediates(proto)
+    intermediates = exposable_intermediates(proto, reference) if per_node or candidate != "dml_ep" else []
     if candidate == "dml_ep":
         executor = session.executor
         progress("running dml_ep")
@@ -128,7 +128,7 @@ def compare_model(
     if per_node or not report.ok:
         if not per_node:
             progress("running onnxruntime for the intermediate values")
-            expected.update(run_reference(proto, feeds, intermediates, reference))
+            expected.update(run_reference(proto, feeds, exposable_intermediates(proto, reference), reference))
         report.nodes = compare_nodes(executor, values, {**feeds, **expected}, steps, atol, progress,
                                      isolate=candidate == "dml_ep", against=reference)
     return report
@@ -341,13 +341,15 @@ def cpu_only_group(plan: Plan, entry: PlanEntry) -> list[PlanEntry]:
             or is_q(e.node) and outputs & set(e.value_inputs)]
 
 
-def exposable_intermediates(model: onnx.ModelProto) -> list[str]:
+def exposable_intermediates(model: onnx.ModelProto, reference: str = "ort") -> list[str]:
     """The node outputs onnxruntime can show without changing its graph: not graph outputs (shown
     anyway), nor the float tensors inside QDQ groups (DQ outputs and Q inputs), which would keep
-    its QDQ rules from fusing the group."""
+    its QDQ rules from fusing the group, nor the values its other fusions remove (:func:`fused_away`;
+    the CPU EP's, also for the real DML EP, which runs the same fusions of float ops)."""
     outputs = {o.name for o in model.graph.output}
-    inside_groups = {n.output[0] for n in model.graph.node if is_dq(n)} | {n.input[0] for n in model.graph.node if is_q(n)}
-    return [n for node in model.graph.node for n in node.output if n and n not in outputs and n not in inside_groups]
+    hidden = {n.output[0] for n in model.graph.node if is_dq(n)} | {n.input[0] for n in model.graph.node if is_q(n)}
+    hidden |= fused_away(model, "ort" if reference == DML_REFERENCE else reference)
+    return [n for node in model.graph.node for n in node.output if n and n not in outputs and n not in hidden]
 
 
 def run_reference(model: onnx.ModelProto, feeds: dict, names: list[str], reference: str) -> dict[str, np.ndarray]:

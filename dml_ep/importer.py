@@ -24,7 +24,7 @@ from .operators.base import validated
 from .operators.importing import Fallback, NodeContext, bound
 from .kernel_registry import since_version
 from .operators.registration import REGISTRATIONS
-from .plan import DmlNode, FallbackNode, PlanEntry
+from .plan import IMPORTED, DmlNode, FallbackNode, PlanEntry
 from .real_ep import ASSIGNED_TO_DML, fallback_kind, not_modelled_reason
 
 DEFAULT_FEATURE_LEVEL = max(DML_FEATURE_LEVEL)
@@ -112,10 +112,13 @@ class NodeImporter:
         return entry
 
     def _rebound(self, made: DmlNode, node: onnx.NodeProto, origin: Origin) -> DmlNode:
-        """``made``, the entry of a node of the same signature, for ``node``: its desc shared, its
-        fields bound to ``node``'s inputs."""
-        return bound(node, made.desc, made.input_index, (made.output_shape, *(shape for _, shape in made.more_outputs)), self.constants,
-                     origin)
+        """``made``, the entry of a node of the same signature, for ``node``: its desc and what its
+        importer noted for the kernel (``IMPORTED``) shared, its fields bound to ``node``'s inputs."""
+        entry = bound(node, made.desc, made.input_index, (made.output_shape, *(shape for _, shape in made.more_outputs)), self.constants,
+                      origin)
+        if IMPORTED in made.cache:
+            entry.cache[IMPORTED] = made.cache[IMPORTED]
+        return entry
 
     def never_maps(self, node: onnx.NodeProto, values: Mapping[str, ValueInfo]) -> bool:
         """Whether ``node`` falls back whatever its shapes: no DirectML operator is modelled for its op,

@@ -19,6 +19,11 @@ from .operators.base import OperatorDesc
 from .passes.editable import Origin
 
 
+# The key of a DmlNode's cache under which its importer notes what the kernel cannot read from the
+# desc (which onnxruntime CPU kernel the "onnxruntime" arithmetic reproduces); entries sharing the desc share it.
+IMPORTED = "imported"
+
+
 @dataclasses.dataclass(slots=True)  # slots: a plan has an entry per node
 class DmlNode:
     """A node of the rewritten graph executed as one DirectML operator; ``origin`` names the

@@ -15,7 +15,9 @@ import collections
 import functools
 import importlib.metadata
 import itertools
+import os
 import re
+import tempfile
 
 import onnx
 import onnxruntime as ort
@@ -61,6 +63,24 @@ def cpu_session(model, reference: str = "ort", threads: int | None = None, spinn
             raise
     proto = model if isinstance(model, onnx.ModelProto) else onnx.load_from_string(bytes(model))
     return ort.InferenceSession(_unshared_int8_initializers(proto).SerializeToString(), options, providers=["CPUExecutionProvider"])
+
+
+def fused_away(model: onnx.ModelProto, reference: str = "ort") -> set[str]:
+    """The node outputs of ``model`` that onnxruntime's CPU EP fuses away (its graph optimizations
+    up to the extended level, with ``reference``'s options): listing one as a graph output would
+    keep the fusion from happening (MatMulScaleFusion's MatMul output, LayerNormFusion's inner
+    values), and the reference would compute another graph than it deploys. Read from the graph
+    onnxruntime saves, its initializers written to a file of their own (any size saves)."""
+    options = _options(reference)
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
+    with tempfile.TemporaryDirectory(prefix="dml_ep_fused_") as folder:
+        options.optimized_model_filepath = os.path.join(folder, "optimized.onnx")
+        options.add_session_config_entry("session.optimized_model_external_initializers_file_name", "weights.bin")
+        options.add_session_config_entry("session.optimized_model_external_initializers_min_size_in_bytes", "64")
+        ort.InferenceSession(_serialized(model), options, providers=["CPUExecutionProvider"])
+        optimized = onnx.load(options.optimized_model_filepath, load_external_data=False)
+    kept = {name for node in optimized.graph.node for name in node.output}
+    return {name for node in model.graph.node for name in node.output if name and name not in kept}
 
 
 def dml_session(model) -> ort.InferenceSession:

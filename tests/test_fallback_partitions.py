@@ -140,22 +140,23 @@ def test_partitions_free_values_in_execution_order():
 
 
 def test_a_runs_mac_share_counts_the_nodes_inside_partitions():
-    """A float MatMul inside a fallback partition (symbolic batch: its shape is known only from the
-    run) counted 0 MACs in a run's plan, so `inspect --input` reported 99.9 % on DirectML where
-    compare's plan of the same run said 2.2 %."""
+    """A float convolution inside a fallback partition (symbolic batch: its shape is known only
+    from the run) counted 0 MACs in a run's plan (it was a float MatMul then, which is now
+    modelled), so `inspect --input` reported 99.9 % on DirectML where compare's plan of the same
+    run said 2.2 %."""
     from dml_ep.compare import compare_model
 
-    nodes = [helper.make_node("Sigmoid", ["x"], ["a"]), helper.make_node("MatMul", ["a", "w"], ["m"]),
+    nodes = [helper.make_node("Sigmoid", ["x"], ["a"]), helper.make_node("Conv", ["a", "w"], ["m"]),
              helper.make_node("Neg", ["m"], ["n"]), helper.make_node("Add", ["n", "b"], ["y"])]
     info = helper.make_tensor_value_info
-    graph = helper.make_graph(nodes, "macs", [info("x", TensorProto.FLOAT, ["N", 16])], [info("y", TensorProto.FLOAT, ["N", 16])],
-                              [const("w", np.ones((16, 16), np.float32)), const("b", np.ones(16, np.float32))])
+    graph = helper.make_graph(nodes, "macs", [info("x", TensorProto.FLOAT, ["N", 16, 1, 1])], [info("y", TensorProto.FLOAT, ["N", 16, 1, 1])],
+                              [const("w", np.ones((16, 16, 1, 1), np.float32)), const("b", np.ones((16, 1, 1), np.float32))])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
-    feeds = {"x": np.ones((3, 16), np.float32)}
+    feeds = {"x": np.ones((3, 16, 1, 1), np.float32)}
     session = dml_ep.InferenceSession(model)
     session.run(None, feeds)
     summary = session.plan.summary()
-    assert summary["fallback"]["macs"] == 3 * 16 * 16  # MatMul: outputs x K; the Add (48) on DirectML
+    assert summary["fallback"]["macs"] == 3 * 16 * 16  # Conv: outputs x C x KH x KW; the Add (48) on DirectML
     assert summary["dml"]["macs"] == 3 * 16
     assert compare_model(model, feeds).plan["dml"]["macs_percent"] == summary["dml"]["macs_percent"]
 

@@ -47,13 +47,14 @@ def test_every_shipped_model_passes_beside_onnxruntime(name):
 
 
 @pytest.mark.parametrize("model, options, settings, exact", [
-    # Its six MatMulIntegerToFloat nodes round as DirectML does: not bit-exact (see TOLERANCES)...
+    # Its six MatMulIntegerToFloat nodes and two float GEMMs round as DirectML does: not bit-exact (see TOLERANCES)...
     ("transformer_block.dynamic.onnx", [], "DML_FEATURE_LEVEL_6_4, directml arithmetic, onnxruntime 1.24+ rewrites, ORT_ENABLE_ALL",
      False),
     # ...but bit-exact in MLAS's arithmetic,
     ("transformer_block.dynamic.onnx", ["--dml-ep-arithmetic", "onnxruntime"], "DML_FEATURE_LEVEL_6_4, onnxruntime arithmetic", True),
-    # or below feature level 6_2, where MatMulIntegerToFloat falls back to onnxruntime's CPU EP.
-    ("transformer_block.dynamic.onnx", ["--dml-ep-feature-level", "4.0"], "DML_FEATURE_LEVEL_4_0, directml arithmetic", True),
+    # and below feature level 6_2, where MatMulIntegerToFloat falls back to onnxruntime's CPU EP.
+    ("transformer_block.dynamic.onnx", ["--dml-ep-feature-level", "4.0", "--dml-ep-arithmetic", "onnxruntime"],
+     "DML_FEATURE_LEVEL_4_0, onnxruntime arithmetic", True),
     # Polygraphy's --graph-optimization-level reaches dml_ep's session as it reaches onnxruntime's.
     ("small_cnn.qdq.onnx", ["--graph-optimization-level", "ORT_ENABLE_BASIC", "--dml-ep-ort-release", "1.20"],
      "onnxruntime 1.20 rewrites, ORT_ENABLE_BASIC", True),

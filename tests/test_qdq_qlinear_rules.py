@@ -18,7 +18,7 @@ from onnx import helper
 import dml_ep
 from dml_ep.errors import RealEpError
 from dml_ep.passes import CPU
-from dml_ep.plan import DmlNode, FallbackNode
+from dml_ep.plan import DmlNode
 from dml_ep.planner import plan_model
 from dml_ep.reference import cpu_session
 from onnx_builders import (ALL_RULE_SETS, CONV_WEIGHT, F32, MS, S8, U8, U16, Graph, binary_model, concat_model,
@@ -173,13 +173,13 @@ def test_mul_fires_on_cpu():
 
 
 def test_gemm_is_cpu_only():
-    """The "Gemm" rule (QGemm) is for CPU nodes only: on DML the Gemm stays float, and the plan's
-    fallback for it says why."""
+    """The "Gemm" rule (QGemm) is for CPU nodes only: on DML the Gemm stays float, between its DQs
+    and Q, and runs as DirectML's float GEMM."""
     model = gemm_model()
     graph = rewrite(model)
     assert unfused(graph, "Gemm") and graph.origin(node(graph, "Gemm")).cpu_rule == "Gemm"
     [entry] = [e for e in plan_model(model, qdq_rules="1.24+").entries if e.node.op_type == "Gemm"]
-    assert isinstance(entry, FallbackNode) and "CPU nodes only" in entry.reason
+    assert isinstance(entry, DmlNode) and entry.operator == "DML_OPERATOR_GEMM"
 
 
 def test_gemm_fires_on_cpu():

@@ -2,12 +2,14 @@
 
 ``Output = FusedActivation(Alpha * TransA(A) x TransB(B) + Beta * C)``, {Batch, Channel, M, K} x
 {Batch, Channel, K, N} (the page). The real EP builds it for MatMulNBits (the second of its two
-operators, TransB TRANSPOSE, Alpha 1, Beta 0, no C: ``matmul_nbits``), and for float MatMul and Gemm
-(not modelled yet: they run on the CPU here, their plan rows say so).
+operators, TransB TRANSPOSE, Alpha 1, Beta 0, no C: ``matmul_nbits``), and for float MatMul,
+FusedMatMul and Gemm (DmlOperatorMatMul, DmlOperatorFusedMatMul, DmlOperatorGemm).
 
-Import (the internal com.microsoft.dml ``DmlGemm`` a MatMulNBits split makes): A as it is (2 to 4
+Import: the internal com.microsoft.dml ``DmlGemm`` a MatMulNBits split makes: A as it is (2 to 4
 dimensions), the dequantized weight {N, K} read with stride 0 over A's batch dimensions, TransB
-TRANSPOSE.
+TRANSPOSE. MatMul and FusedMatMul: both operands read with the output's batch sizes (stride 0
+where they broadcast), FusedMatMul's transA, transB and alpha as TransA, TransB and Alpha. Gemm:
+its transforms, alpha, beta, and C read with the output's sizes.
 
 Kernel. DirectML's page gives no summation order or accumulator width; nor does the real EP's code.
 - ``"directml"``: the exact sum rounded once to the output type, taken as the float64 product of
@@ -17,11 +19,13 @@ Kernel. DirectML's page gives no summation order or accumulator width; nor does 
   that sums in a tree; float16 tensors are summed in float32 or wider, as DirectML without
   DML_EXECUTION_FLAG_ALLOW_HALF_PRECISION_COMPUTATION (which the real EP's fused partitions are
   compiled without: DmlGraphFusionHelper.cpp) does.
-- ``"onnxruntime"``: a float32 GEMM (the float32 inputs multiplied and summed in float32, BLAS's
-  order), as onnxruntime's CPU MatMulNBits at accuracy levels 0 to 3 does after dequantizing B to
-  float32 (CompFp32, MLAS sqnbitgemm; float16 A converted to float32 first and the output rounded
-  once). MLAS sums in its own order, so the two agree to float32 rounding, not bit for bit; its
-  accuracy level 4 (int8 A) is a cause compare names, not this kernel's arithmetic.
+- ``"onnxruntime"``: float32 MatMul, FusedMatMul and Gemm as onnxruntime's CPU EP computes them,
+  bit for bit: MLAS's SGEMM on this host (``kernels.mlas_sgemm``: its threads, kernels and panel
+  order; a constant 2-D B is packed, as onnxruntime packs it when the session loads). MatMulNBits'
+  GEMM and float16 GEMMs: a float32 GEMM in numpy's order (onnxruntime's CPU MatMulNBits at
+  accuracy levels 0 to 3 dequantizes B to float32 and sums in MLAS sqnbitgemm's own order, float16
+  A converted to float32 first and the output rounded once), so the two agree to float32 rounding,
+  not bit for bit; compare names it ("float summation order"), and accuracy level 4 (int8 A).
 No exact value: GEMM does not quantize.
 """
 
@@ -35,9 +39,11 @@ import numpy as np
 from ..enums import DML_FEATURE_LEVEL as FL
 from ..enums import DML_MATRIX_TRANSFORM
 from ..enums import DML_OPERATOR_TYPE as OP
-from ..plan import DmlNode
-from ..real_ep import ASSIGNED_TO_DML
-from ..tensor_desc import view
+from ..errors import ShapeError
+from ..kernels.mlas_sgemm import GemmCall, host_sgemm, sgemm_batch
+from ..plan import IMPORTED, DmlNode
+from ..real_ep import ASSIGNED_TO_DML, ON_DML
+from ..tensor_desc import broadcast_shapes, broadcast_strides, view
 from .activation import ActivationDesc, apply_activation, validate_fused_activation
 from .base import FLOATS, Operator, OperatorDesc, TensorDesc, rules
 from .importing import Fallback, NodeContext, tensor
@@ -114,11 +120,72 @@ def matmul_nbits_product(ctx: NodeContext) -> DmlNode:
     return ctx.dml_node(desc, ("ATensor", "BTensor"), output_shape)
 
 
+def matmul(ctx: NodeContext) -> DmlNode:
+    """MatMul as DmlOperatorMatMul, com.microsoft FusedMatMul as DmlOperatorFusedMatMul: both
+    operands read with the output's batch sizes (stride 0 where they broadcast); FusedMatMul's
+    transA, transB and alpha as TransA, TransB and Alpha."""
+    if ctx.attr("transBatchA", 0) or ctx.attr("transBatchB", 0):
+        raise Fallback("FusedMatMul's transBatchA/transBatchB (batch strides rotated) are not modelled by dml_ep", ON_DML)
+    a_shape, b_shape = ctx.shape(A), ctx.shape(1)
+    if len(a_shape) < 2 or len(b_shape) < 2:
+        raise Fallback("a 1-D operand of MatMul is not modelled by dml_ep", ON_DML)
+    trans_a, trans_b = (DML_MATRIX_TRANSFORM(int(bool(ctx.attr(name, 0)))) for name in ("transA", "transB"))
+    m = a_shape[-1] if trans_a else a_shape[-2]
+    n = b_shape[-2] if trans_b else b_shape[-1]
+    try:
+        batch = broadcast_shapes(a_shape[:-2], b_shape[:-2])
+    except ValueError:
+        raise ShapeError(f"batch dimensions {list(a_shape[:-2])} and {list(b_shape[:-2])} do not broadcast", node=ctx.node) from None
+    sizes = (*batch, m, n)
+    if len(sizes) > 4:
+        raise Fallback(f"the product has {len(sizes)} dimensions; DirectML's GEMM takes 2 to 4", ASSIGNED_TO_DML)
+    dtype = ctx.info(A).dtype
+    desc = DML_GEMM_OPERATOR_DESC(
+        ATensor=_operand(dtype, a_shape, batch), BTensor=_operand(dtype, b_shape, batch), CTensor=None,
+        OutputTensor=tensor(dtype, sizes), TransA=trans_a, TransB=trans_b, Alpha=float(ctx.attr("alpha", 1.0)), Beta=0.0)
+    return _onnxruntime_sgemm(ctx.dml_node(desc, ("ATensor", "BTensor"), sizes))
+
+
+def gemm(ctx: NodeContext) -> DmlNode:
+    """Gemm as DmlOperatorGemm: 2-D A and B with their transforms, C (optional) read with the
+    output's sizes (stride 0 where it broadcasts), alpha and beta."""
+    trans_a, trans_b = (DML_MATRIX_TRANSFORM(int(bool(ctx.attr(name, 0)))) for name in ("transA", "transB"))
+    a_shape, b_shape = ctx.shape(A), ctx.shape(1)
+    sizes = (a_shape[1] if trans_a else a_shape[0], b_shape[0] if trans_b else b_shape[1])
+    dtype = ctx.info(A).dtype
+    c = _operand(dtype, ctx.shape(2), (), sizes) if ctx.input_name(2) else None
+    desc = DML_GEMM_OPERATOR_DESC(
+        ATensor=tensor(dtype, a_shape), BTensor=tensor(dtype, b_shape), CTensor=c, OutputTensor=tensor(dtype, sizes),
+        TransA=trans_a, TransB=trans_b, Alpha=float(ctx.attr("alpha", 1.0)), Beta=float(ctx.attr("beta", 1.0)))
+    return _onnxruntime_sgemm(ctx.dml_node(desc, ("ATensor", "BTensor", "CTensor"), sizes))
+
+
+MLAS = "MLAS SGEMM"  # what onnxruntime computes MatMul, FusedMatMul and Gemm with (not MatMulNBits)
+
+
+def _onnxruntime_sgemm(node: DmlNode) -> DmlNode:
+    node.cache[IMPORTED] = MLAS
+    return node
+
+
+def _operand(dtype, shape, batch, matrix=None):
+    """A tensor of ``shape`` read as ``batch`` + its matrix (or ``matrix``), stride 0 where it broadcasts."""
+    sizes = (*batch, *(matrix or shape[-2:]))
+    try:
+        strides = broadcast_strides(tuple(shape), sizes)
+    except ValueError:
+        raise ShapeError(f"shape {list(shape)} does not broadcast to {list(sizes)}") from None
+    return tensor(dtype, sizes, strides)
+
+
 # --- kernel ----------------------------------------------------------------------------------
 
 
 def gemm_kernel(desc, tensors: dict, arithmetic, cache: dict) -> np.ndarray:
-    """``Alpha * A x B + Beta * C`` in float64 rounded once (directml), or in float32 (onnxruntime)."""
+    """``Alpha * A x B + Beta * C`` in float64 rounded once (directml), or in float32 (onnxruntime:
+    MLAS's SGEMM where the tensors are float32 and the weight not a MatMulNBits')."""
+    if arithmetic.onnxruntime and cache.get(IMPORTED) == MLAS and desc.OutputTensor.DataType.numpy() == np.float32:
+        return mlas_gemm(desc, tensors, cache)
     wide = np.float32 if arithmetic.onnxruntime else np.float64
     a = _matrices(view(tensors["ATensor"], desc.ATensor), desc.TransA, wide)
     b = _weight(tensors, desc, wide, cache)
@@ -133,6 +200,46 @@ def gemm_kernel(desc, tensors: dict, arithmetic, cache: dict) -> np.ndarray:
     if desc.FusedActivation is not None:
         y = apply_activation(desc.FusedActivation, y.astype(np.float32))
     return y.astype(desc.OutputTensor.DataType.numpy())
+
+
+def mlas_gemm(desc, tensors: dict, cache: dict, compiled: bool = False) -> np.ndarray:
+    """onnxruntime's MatMul, FusedMatMul or Gemm on this host (``kernels.mlas_sgemm``): one GEMM
+    of all of A's rows where B has no batch and A is not transposed (``MatMulComputeHelper``),
+    else one per batch; B packed where it is a constant 2-D tensor; Gemm's C as the output's
+    start and its beta (0 without C)."""
+    a, b = view(tensors["ATensor"], desc.ATensor), view(tensors["BTensor"], desc.BTensor)
+    trans_a, trans_b = desc.TransA == DML_MATRIX_TRANSFORM.TRANSPOSE, desc.TransB == DML_MATRIX_TRANSFORM.TRANSPOSE
+    constant_b = cache.get("constants", {}).get("BTensor")
+    with_c = desc.CTensor is not None and desc.Beta != 0.0
+    call = GemmCall(trans_a, trans_b, desc.Alpha, desc.Beta if with_c else 0.0, constant_b is not None and constant_b.ndim == 2)
+    a = np.swapaxes(a, -1, -2) if trans_a else a
+    b = np.swapaxes(b, -1, -2) if trans_b else b
+    m, n = a.shape[-2], b.shape[-1]
+    c = view(tensors["CTensor"], desc.CTensor).reshape(1, m, n) if with_c else None
+    if not trans_a and not any(desc.BTensor.element_strides[:-2]):
+        y = sgemm_batch(a.reshape(1, -1, a.shape[-1]), b.reshape(-1, *b.shape[-2:])[:1], call, host_sgemm(), c, compiled)
+    else:
+        y = sgemm_batch(a.reshape(-1, m, a.shape[-1]), b.reshape(-1, *b.shape[-2:]), call, host_sgemm(), c, compiled)
+    return y.reshape(desc.OutputTensor.Sizes)
+
+
+def compiled_gemm_kernel(desc, tensors: dict, arithmetic, cache: dict) -> np.ndarray:
+    """:func:`gemm_kernel` with MLAS's panels summed by ``kernels.compiled.sgemm``."""
+    if arithmetic.onnxruntime and cache.get(IMPORTED) == MLAS and desc.OutputTensor.DataType.numpy() == np.float32:
+        return mlas_gemm(desc, tensors, cache, compiled=True)
+    return gemm_kernel(desc, tensors, arithmetic, cache)
+
+
+def exact_product(desc, tensors: dict) -> tuple[np.ndarray, np.ndarray, int]:
+    """``Alpha * A x B + Beta * C`` in float64 (within float64 rounding of exact), its sum of
+    magnitudes, and K: what compare's causes hold a reference's float32 GEMM against."""
+    a = _matrices(view(tensors["ATensor"], desc.ATensor), desc.TransA, np.float64)
+    b = _matrices(view(tensors["BTensor"], desc.BTensor), desc.TransB, np.float64)
+    value, magnitude = np.matmul(a, b) * desc.Alpha, np.matmul(np.abs(a), np.abs(b)) * abs(desc.Alpha)
+    if desc.CTensor is not None and desc.Beta != 0.0:
+        c = view(tensors["CTensor"], desc.CTensor).astype(np.float64) * desc.Beta
+        value, magnitude = value + c, magnitude + np.abs(c)
+    return value, magnitude, a.shape[-1]
 
 
 def _matrices(x: np.ndarray, transform: DML_MATRIX_TRANSFORM, dtype) -> np.ndarray:
@@ -156,4 +263,4 @@ def _weight(tensors: dict, desc, dtype, cache: dict) -> np.ndarray:
     return b
 
 
-OPERATORS = (Operator(desc=DML_GEMM_OPERATOR_DESC, kernel=gemm_kernel, exact_value=None),)
+OPERATORS = (Operator(desc=DML_GEMM_OPERATOR_DESC, kernel=gemm_kernel, compiled_kernel=compiled_gemm_kernel, exact_value=None),)

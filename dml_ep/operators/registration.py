@@ -165,6 +165,10 @@ _ROWS = (
     Registration("com.microsoft.dml", "DmlJoin", (1,), {"T": FLOAT32}, join.float_join, join),
     # Internal: the first of the two DirectML operators the DML EP builds for DynamicQuantizeMatMul (GRAPHS).
     Registration("com.microsoft.dml", "DmlDynamicQuantizeLinear", (1,), {"T1": FLOAT32, "T2": QUANTIZED}, _dql.dynamic_quantize_linear, _dql),
+    # Float products: GEMM (DmlOperatorMatMul, DmlOperatorFusedMatMul, DmlOperatorGemm).
+    Registration("", "MatMul", (1, 9, 13), {"T": FLOAT16_TO_32}, gemm.matmul, gemm),
+    Registration("com.microsoft", "FusedMatMul", (1,), {"T": FLOAT16_TO_32}, gemm.matmul, gemm),
+    Registration("", "Gemm", (7, 9, 11, 13), {"T": FLOAT16_TO_32}, gemm.gemm, gemm),
     # The DML EP's graph DEQUANTIZE -> GEMM (GRAPHS below splits the node into those); this row answers for a node it does not split.
     Registration("com.microsoft", "MatMulNBits", (1,), {"T1": FLOAT16_TO_32, "T2": frozenset({DT.UINT8})}, matmul_nbits.unsplit, matmul_nbits),
     # Internal: the two DirectML operators the DML EP builds for MatMulNBits (GRAPHS).

@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-MODULES = ("direct_convolution", "im2col", "quantize", "quantized_add", "requantize", "scale_bias", "table_lookup")
+MODULES = ("direct_convolution", "im2col", "quantize", "quantized_add", "requantize", "scale_bias", "sgemm", "table_lookup")
 
 LEVELS: dict[str, str] = {}  # each loaded module's build: an x86-64 level, or "baseline"
 
@@ -50,6 +50,7 @@ quantize: Any = _load("quantize")
 quantized_add: Any = _load("quantized_add")
 requantize: Any = _load("requantize")
 scale_bias: Any = _load("scale_bias")
+sgemm: Any = _load("sgemm")
 table_lookup: Any = _load("table_lookup")
 MISSING = [name for name in MODULES if globals()[name] is None]
 
