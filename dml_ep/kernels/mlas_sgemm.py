@@ -26,7 +26,7 @@ import functools
 import os
 
 import numpy as np
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 
 from ..graph import internal_model
 from ..reference import cpu_session
@@ -64,6 +64,30 @@ def host_sgemm() -> SgemmHost:
     row = np.array([[1.0] + [2.0**-24] * 7], np.float32)
     m1 = _onnxruntime_matmul(row, np.ones((8, 8), np.float32))[0, 0] != 1.0
     return SgemmHost(fused=bool(fused), m1=bool(m1), threads=physical_cores())
+
+
+@functools.lru_cache(maxsize=1)
+def host_runs_sqnbit_fp32() -> bool:
+    """Whether the host's onnxruntime computes a 4-bit MatMulNBits at accuracy level 0 as
+    ``SQ4BitGemm_CompFp32`` does on x86-64 with AVX2 (A's rows against the float32 weight in one
+    SGEMM panel over all of K), measured: without that kernel (older CPUs) onnxruntime dequantizes
+    B and runs its SGEMM, K in panels. K 256 against N 100 is two panels in SGEMM."""
+    rng = np.random.default_rng(0)
+    k, n, block = 256, 100, 32
+    codes = rng.integers(0, 256, (n, k // block, block // 2), dtype=np.uint8)
+    scales = (rng.random(n * k // block) * 0.1 + 0.01).astype(np.float32)
+    a = rng.standard_normal((2, k)).astype(np.float32)
+    node = helper.make_node("MatMulNBits", ["a", "b", "s"], ["y"], domain="com.microsoft", K=k, N=n, bits=4, block_size=block)
+    graph = helper.make_graph([node], "sqnbit_probe", [helper.make_tensor_value_info("a", TensorProto.FLOAT, a.shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              [numpy_helper.from_array(codes, "b"), numpy_helper.from_array(scales, "s")])
+    model = internal_model(graph, 13)
+    model.opset_import.append(helper.make_opsetid("com.microsoft", 1))
+    y = cpu_session(model, threads=1).run(None, {"a": a})[0]
+    low, high = codes & 15, codes >> 4
+    nibbles = np.stack([low, high], axis=-1).reshape(n, k).astype(np.float32)
+    weight = ((nibbles - 8) * np.repeat(scales.reshape(n, -1), block, axis=1)).T  # exact: small integers times a scale
+    return bool(np.array_equal(y, panel_sum(a[None], np.ascontiguousarray(weight)[None], host_sgemm().fused)[0]))
 
 
 def physical_cores() -> int:
@@ -141,7 +165,7 @@ def _operation(a, b, c, call: GemmCall, host: SgemmHost, full_n: int, compiled: 
     if small and full_n == 1 and (not call.trans_b or k == 1):  # B and C one contiguous column: A and B swapped
         vector = b[:, :, 0]
         return (_m1(vector, np.swapaxes(a, 1, 2), c[:, :, 0], call.beta) if call.trans_a else _m1_transposed(vector, a, c[:, :, 0], call.beta))[:, :, None]
-    return _panels(a, b, c, call, host.fused, _stride_k(call, k, n), compiled and native.sgemm is not None)
+    return _panels(a, b, c, call, host.fused, _stride_k(call, k, n), compiled)
 
 
 def _stride_k(call: GemmCall, k: int, n: int) -> int:
@@ -165,12 +189,7 @@ def _panels(a, b, c, call: GemmCall, fused: bool, stride_k: int, compiled: bool)
         c = c * np.float32(call.beta)
     first = call.beta == 0.0
     for start in range(0, a.shape[2], stride_k):
-        a_panel, b_panel = a[:, :, start:start + stride_k], b[:, start:start + stride_k]
-        if compiled:
-            total = np.zeros((a.shape[0], a.shape[1], b.shape[2]), np.float32)
-            native.sgemm.panel_sum(a_panel, b_panel, total, fused)
-        else:
-            total = panel_sum(a_panel, b_panel, fused)
+        total = panel_sum(a[:, :, start:start + stride_k], b[:, start:start + stride_k], fused, compiled)
         if first:
             c, first = total * alpha, False
         elif fused:
@@ -180,9 +199,13 @@ def _panels(a, b, c, call: GemmCall, fused: bool, stride_k: int, compiled: bool)
     return c
 
 
-def panel_sum(a: np.ndarray, b: np.ndarray, fused: bool) -> np.ndarray:
-    """``a @ b`` summed in k order from zero, each product fused into the sum or rounded first."""
+def panel_sum(a: np.ndarray, b: np.ndarray, fused: bool, compiled: bool = False) -> np.ndarray:
+    """``a @ b`` ({batch, M, K} x {batch, K, N}) summed in k order from zero, each product fused
+    into the sum or rounded first; ``compiled``: by ``kernels.compiled.sgemm`` where it was built."""
     total = np.zeros((a.shape[0], a.shape[1], b.shape[2]), np.float32)
+    if compiled and native.sgemm is not None:
+        native.sgemm.panel_sum(a, np.ascontiguousarray(b), total, fused)
+        return total
     for k in range(a.shape[2]):
         column, row = a[:, :, k:k + 1], b[:, k:k + 1, :]
         total = fma32(column, row, total) if fused else total + column * row

@@ -21,11 +21,11 @@ Kernel. DirectML's page gives no summation order or accumulator width; nor does 
   compiled without: DmlGraphFusionHelper.cpp) does.
 - ``"onnxruntime"``: float32 MatMul, FusedMatMul and Gemm as onnxruntime's CPU EP computes them,
   bit for bit: MLAS's SGEMM on this host (``kernels.mlas_sgemm``: its threads, kernels and panel
-  order; a constant 2-D B is packed, as onnxruntime packs it when the session loads). MatMulNBits'
-  GEMM and float16 GEMMs: a float32 GEMM in numpy's order (onnxruntime's CPU MatMulNBits at
-  accuracy levels 0 to 3 dequantizes B to float32 and sums in MLAS sqnbitgemm's own order, float16
-  A converted to float32 first and the output rounded once), so the two agree to float32 rounding,
-  not bit for bit; compare names it ("float summation order"), and accuracy level 4 (int8 A).
+  order; a constant 2-D B is packed, as onnxruntime packs it when the session loads). A 4-bit
+  MatMulNBits' GEMM at accuracy levels 0 to 3 (float32): as MLAS's SQ4BitGemm_CompFp32, bit for
+  bit but for a part of one row (:func:`sqnbit_fp32_gemm`). Otherwise (float16, 8 bits, level 4)
+  a float32 GEMM in numpy's order, within float32 rounding of onnxruntime's, not bit for bit;
+  compare names the differences ("float summation order", "int8 activations" at level 4).
 No exact value: GEMM does not quantize.
 """
 
@@ -40,7 +40,7 @@ from ..enums import DML_FEATURE_LEVEL as FL
 from ..enums import DML_MATRIX_TRANSFORM
 from ..enums import DML_OPERATOR_TYPE as OP
 from ..errors import ShapeError
-from ..kernels.mlas_sgemm import GemmCall, host_sgemm, sgemm_batch
+from ..kernels.mlas_sgemm import GemmCall, host_runs_sqnbit_fp32, host_sgemm, panel_sum, sgemm_batch
 from ..plan import IMPORTED, DmlNode
 from ..real_ep import ASSIGNED_TO_DML, ON_DML
 from ..tensor_desc import broadcast_shapes, broadcast_strides, view
@@ -117,7 +117,10 @@ def matmul_nbits_product(ctx: NodeContext) -> DmlNode:
     desc = DML_GEMM_OPERATOR_DESC(
         ATensor=tensor(dtype, a_shape), BTensor=weight, CTensor=None, OutputTensor=tensor(dtype, output_shape),
         TransA=DML_MATRIX_TRANSFORM.NONE, TransB=DML_MATRIX_TRANSFORM.TRANSPOSE, Alpha=1.0, Beta=0.0)
-    return ctx.dml_node(desc, ("ATensor", "BTensor"), output_shape)
+    made = ctx.dml_node(desc, ("ATensor", "BTensor"), output_shape)
+    if ctx.attr("bits", 4) == 4 and ctx.attr("accuracy_level", 0) < 4:
+        made.cache[IMPORTED] = SQNBIT_FP32
+    return made
 
 
 def matmul(ctx: NodeContext) -> DmlNode:
@@ -160,7 +163,10 @@ def gemm(ctx: NodeContext) -> DmlNode:
     return _onnxruntime_sgemm(ctx.dml_node(desc, ("ATensor", "BTensor", "CTensor"), sizes))
 
 
-MLAS = "MLAS SGEMM"  # what onnxruntime computes MatMul, FusedMatMul and Gemm with (not MatMulNBits)
+# What onnxruntime's CPU EP computes a GEMM with (the DmlNode's IMPORTED): MatMul, FusedMatMul and Gemm
+# with MLAS's SGEMM; a 4-bit MatMulNBits at accuracy levels 0 to 3 with MLAS's SQNBitGemm CompFp32.
+MLAS, SQNBIT_FP32 = "MLAS SGEMM", "MLAS SQNBitGemm CompFp32"
+SQNBIT_ROWS = 128  # SQNBitGemm's rows per thread's part (StrideM)
 
 
 def _onnxruntime_sgemm(node: DmlNode) -> DmlNode:
@@ -181,11 +187,15 @@ def _operand(dtype, shape, batch, matrix=None):
 # --- kernel ----------------------------------------------------------------------------------
 
 
-def gemm_kernel(desc, tensors: dict, arithmetic, cache: dict) -> np.ndarray:
+def gemm_kernel(desc, tensors: dict, arithmetic, cache: dict, compiled: bool = False) -> np.ndarray:
     """``Alpha * A x B + Beta * C`` in float64 rounded once (directml), or in float32 (onnxruntime:
-    MLAS's SGEMM where the tensors are float32 and the weight not a MatMulNBits')."""
-    if arithmetic.onnxruntime and cache.get(IMPORTED) == MLAS and desc.OutputTensor.DataType.numpy() == np.float32:
-        return mlas_gemm(desc, tensors, cache)
+    as onnxruntime's CPU EP computes the float32 node, :data:`MLAS` and :data:`SQNBIT_FP32`;
+    ``compiled``: their panels summed by ``kernels.compiled.sgemm``)."""
+    if arithmetic.onnxruntime and desc.OutputTensor.DataType.numpy() == np.float32:
+        if cache.get(IMPORTED) == MLAS:
+            return mlas_gemm(desc, tensors, cache, compiled)
+        if cache.get(IMPORTED) == SQNBIT_FP32 and host_runs_sqnbit_fp32():
+            return sqnbit_fp32_gemm(desc, tensors, cache, compiled)
     wide = np.float32 if arithmetic.onnxruntime else np.float64
     a = _matrices(view(tensors["ATensor"], desc.ATensor), desc.TransA, wide)
     b = _weight(tensors, desc, wide, cache)
@@ -223,11 +233,28 @@ def mlas_gemm(desc, tensors: dict, cache: dict, compiled: bool = False) -> np.nd
     return y.reshape(desc.OutputTensor.Sizes)
 
 
+def sqnbit_fp32_gemm(desc, tensors: dict, cache: dict, compiled: bool = False) -> np.ndarray:
+    """onnxruntime's 4-bit MatMulNBits at accuracy levels 0 to 3 (``SQ4BitGemm_CompFp32``,
+    qnbitgemm.cpp): A's rows in parts of 128, each part against the weight dequantized to float32
+    by MLAS's SGEMM kernel over all of K at once (one panel, k in order from zero). A part of one
+    row runs MLAS's M=1 CompFp32 kernel, whose order dml_ep does not reproduce: a float32 product
+    in numpy's order stands in (compare names the difference "float summation order"). Where
+    the host's onnxruntime has no such kernel (:func:`host_runs_sqnbit_fp32`), the float32 GEMM
+    in numpy's order stands in for all."""
+    a = view(tensors["ATensor"], desc.ATensor)
+    rows = a.reshape(-1, a.shape[-1])
+    b = _weight(tensors, desc, np.float32, cache)[None]
+    out = np.empty((rows.shape[0], b.shape[-1]), np.float32)
+    fused = host_sgemm().fused
+    for start in range(0, rows.shape[0], SQNBIT_ROWS):
+        part = rows[start:start + SQNBIT_ROWS]
+        out[start:start + len(part)] = part @ b[0] if len(part) == 1 else panel_sum(part[None], b, fused, compiled)[0]
+    return out.reshape(desc.OutputTensor.Sizes)
+
+
 def compiled_gemm_kernel(desc, tensors: dict, arithmetic, cache: dict) -> np.ndarray:
     """:func:`gemm_kernel` with MLAS's panels summed by ``kernels.compiled.sgemm``."""
-    if arithmetic.onnxruntime and cache.get(IMPORTED) == MLAS and desc.OutputTensor.DataType.numpy() == np.float32:
-        return mlas_gemm(desc, tensors, cache, compiled=True)
-    return gemm_kernel(desc, tensors, arithmetic, cache)
+    return gemm_kernel(desc, tensors, arithmetic, cache, compiled=True)
 
 
 def exact_product(desc, tensors: dict) -> tuple[np.ndarray, np.ndarray, int]:
@@ -248,8 +275,9 @@ def _matrices(x: np.ndarray, transform: DML_MATRIX_TRANSFORM, dtype) -> np.ndarr
 
 
 def _weight(tensors: dict, desc, dtype, cache: dict) -> np.ndarray:
-    """B after its transform, in the arithmetic's type; one matrix where B's batch strides are 0
-    (a weight), converted once per buffer (a constant weight's buffer is the same every run)."""
+    """B after its transform, in the arithmetic's type, C-contiguous; one matrix where B's batch
+    strides are 0 (a weight), converted once per buffer (a constant weight's buffer is the same
+    every run)."""
     buffer = tensors["BTensor"]
     key = ("B", np.dtype(dtype).str)
     made = cache.get(key)
@@ -258,7 +286,7 @@ def _weight(tensors: dict, desc, dtype, cache: dict) -> np.ndarray:
     b = view(buffer, desc.BTensor)
     if desc.BTensor.DimensionCount > 2 and not any(desc.BTensor.element_strides[:-2]):
         b = b[(0,) * (b.ndim - 2)]
-    b = _matrices(b, desc.TransB, dtype)
+    b = np.ascontiguousarray(_matrices(b, desc.TransB, dtype))
     cache[key] = (buffer, b)
     return b
 
