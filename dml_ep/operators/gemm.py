@@ -139,14 +139,14 @@ def matmul(ctx: NodeContext) -> DmlNode:
         batch = broadcast_shapes(a_shape[:-2], b_shape[:-2])
     except ValueError:
         raise ShapeError(f"batch dimensions {list(a_shape[:-2])} and {list(b_shape[:-2])} do not broadcast", node=ctx.node) from None
-    sizes = (*batch, m, n)
-    if len(sizes) > 4:
-        raise Fallback(f"the product has {len(sizes)} dimensions; DirectML's GEMM takes 2 to 4", ASSIGNED_TO_DML)
+    if len(batch) > 2:
+        raise Fallback(f"the product has {len(batch) + 2} dimensions; DirectML's GEMM takes 2 to 4", ASSIGNED_TO_DML)
+    batch4 = (1,) * (2 - len(batch)) + tuple(batch)  # the real EP's descs have 4 dimensions (NCHW), valid at every level
     dtype = ctx.info(A).dtype
     desc = DML_GEMM_OPERATOR_DESC(
-        ATensor=_operand(dtype, a_shape, batch), BTensor=_operand(dtype, b_shape, batch), CTensor=None,
-        OutputTensor=tensor(dtype, sizes), TransA=trans_a, TransB=trans_b, Alpha=float(ctx.attr("alpha", 1.0)), Beta=0.0)
-    return _onnxruntime_sgemm(ctx.dml_node(desc, ("ATensor", "BTensor"), sizes))
+        ATensor=_operand(dtype, a_shape, batch4), BTensor=_operand(dtype, b_shape, batch4), CTensor=None,
+        OutputTensor=tensor(dtype, (*batch4, m, n)), TransA=trans_a, TransB=trans_b, Alpha=float(ctx.attr("alpha", 1.0)), Beta=0.0)
+    return _onnxruntime_sgemm(ctx.dml_node(desc, ("ATensor", "BTensor"), (*batch, m, n)))
 
 
 def gemm(ctx: NodeContext) -> DmlNode:
@@ -156,9 +156,9 @@ def gemm(ctx: NodeContext) -> DmlNode:
     a_shape, b_shape = ctx.shape(A), ctx.shape(1)
     sizes = (a_shape[1] if trans_a else a_shape[0], b_shape[0] if trans_b else b_shape[1])
     dtype = ctx.info(A).dtype
-    c = _operand(dtype, ctx.shape(2), (), sizes) if ctx.input_name(2) else None
+    c = _operand(dtype, ctx.shape(2), (1, 1), sizes) if ctx.input_name(2) else None
     desc = DML_GEMM_OPERATOR_DESC(
-        ATensor=tensor(dtype, a_shape), BTensor=tensor(dtype, b_shape), CTensor=c, OutputTensor=tensor(dtype, sizes),
+        ATensor=tensor(dtype, (1, 1, *a_shape)), BTensor=tensor(dtype, (1, 1, *b_shape)), CTensor=c, OutputTensor=tensor(dtype, (1, 1, *sizes)),
         TransA=trans_a, TransB=trans_b, Alpha=float(ctx.attr("alpha", 1.0)), Beta=float(ctx.attr("beta", 1.0)))
     return _onnxruntime_sgemm(ctx.dml_node(desc, ("ATensor", "BTensor", "CTensor"), sizes))
 
