@@ -21,6 +21,7 @@ float32 operation (numpy's, :func:`fma32` for the fused ones), so the result is 
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import functools
 import os
@@ -204,12 +205,33 @@ def panel_sum(a: np.ndarray, b: np.ndarray, fused: bool, compiled: bool = False)
     into the sum or rounded first; ``compiled``: by ``kernels.compiled.sgemm`` where it was built."""
     total = np.zeros((a.shape[0], a.shape[1], b.shape[2]), np.float32)
     if compiled and native.sgemm is not None:
-        native.sgemm.panel_sum(a, np.ascontiguousarray(b), total, fused)
+        b = np.ascontiguousarray(b)
+        if a.shape[0] == 1:  # one GEMM: its rows in parts
+            parts = [(slice(None), rows) for rows in _parts(a.shape[1], a.size * b.shape[2])]
+        else:  # a stack: its GEMMs in parts (each part of total stays C-contiguous)
+            parts = [(gemms, slice(None)) for gemms in _parts(a.shape[0], a.size * b.shape[2])]
+        list(_pool().map(lambda part: native.sgemm.panel_sum(a[part], b[part[:1]] if b.shape[0] > 1 else b, total[part], fused), parts))
         return total
     for k in range(a.shape[2]):
         column, row = a[:, :, k:k + 1], b[:, k:k + 1, :]
         total = fma32(column, row, total) if fused else total + column * row
     return total
+
+
+PARALLEL_WORK = 1 << 22  # multiply-adds worth a second thread of the compiled panels
+
+
+def _parts(count: int, work: int) -> list[slice]:
+    """``count`` rows (or GEMMs) in one part per core for the compiled panels (each element's sum
+    is the same whoever takes it), one part where the work is small."""
+    parts = max(1, min(os.cpu_count() or 1, count, work // PARALLEL_WORK))
+    return [_partition(index, parts, count) for index in range(parts)]
+
+
+@functools.lru_cache(maxsize=1)
+def _pool() -> concurrent.futures.ThreadPoolExecutor:
+    """The threads the compiled panels run on (they release the GIL)."""
+    return concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 1, thread_name_prefix="dml_ep_sgemm")
 
 
 def _m1(vector: np.ndarray, b: np.ndarray, c: np.ndarray, beta: float) -> np.ndarray:
