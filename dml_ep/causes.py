@@ -70,8 +70,10 @@ def classify(entry: DmlNode, reference: dict, result: np.ndarray, expected: np.n
     saturable = may_saturate(entry.desc)
     float_sum = entry.desc.OPERATOR_TYPE == OP.GEMM  # a float GEMM: onnxruntime's arithmetic differs in MLAS's order of its sums
     for cause, executor in alternatives:
-        if cause in ("u8s8 saturation", "float32 rounding") and not saturable:  # the alternative changes its rounding only
-            cause = "float summation order" if float_sum else "float32 rounding"
+        if cause == "u8s8 saturation" and not saturable:  # the alternative changes its rounding only
+            cause = "float32 rounding"
+        if cause == "float32 rounding" and float_sum:
+            cause = "float summation order"
         put(cause, unexplained & (first_output(entry, executor.run_dml(entry, reference)) == expected))
     if float_reference and unexplained.any():
         put("float32 rounding", unexplained & next_to_exact(entry, reference, unexplained, expected))

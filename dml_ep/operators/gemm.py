@@ -215,21 +215,22 @@ def gemm_kernel(desc, tensors: dict, arithmetic, cache: dict, compiled: bool = F
 def mlas_gemm(desc, tensors: dict, cache: dict, compiled: bool = False) -> np.ndarray:
     """onnxruntime's MatMul, FusedMatMul or Gemm on this host (``kernels.mlas_sgemm``): one GEMM
     of all of A's rows where B has no batch and A is not transposed (``MatMulComputeHelper``),
-    else one per batch; B packed where it is a constant 2-D tensor; Gemm's C as the output's
-    start and its beta (0 without C)."""
-    a, b = view(tensors["ATensor"], desc.ATensor), view(tensors["BTensor"], desc.BTensor)
+    else one per batch; B (as :func:`_weight` reads it, once per buffer) packed where it is a
+    constant 2-D tensor; Gemm's C as the output's start and its beta (0 without C)."""
     trans_a, trans_b = desc.TransA == DML_MATRIX_TRANSFORM.TRANSPOSE, desc.TransB == DML_MATRIX_TRANSFORM.TRANSPOSE
+    a = view(tensors["ATensor"], desc.ATensor)
+    a = np.swapaxes(a, -1, -2) if trans_a else a
+    b = _weight(tensors, desc, np.float32, cache)
     constant_b = cache.get("constants", {}).get("BTensor")
     with_c = desc.CTensor is not None and desc.Beta != 0.0
     call = GemmCall(trans_a, trans_b, desc.Alpha, desc.Beta if with_c else 0.0, constant_b is not None and constant_b.ndim == 2)
-    a = np.swapaxes(a, -1, -2) if trans_a else a
-    b = np.swapaxes(b, -1, -2) if trans_b else b
     m, n = a.shape[-2], b.shape[-1]
     c = view(tensors["CTensor"], desc.CTensor).reshape(1, m, n) if with_c else None
-    if not trans_a and not any(desc.BTensor.element_strides[:-2]):
-        y = sgemm_batch(a.reshape(1, -1, a.shape[-1]), b.reshape(-1, *b.shape[-2:])[:1], call, host_sgemm(), c, compiled)
+    if not trans_a and b.ndim == 2:
+        y = sgemm_batch(a.reshape(1, -1, a.shape[-1]), b[None], call, host_sgemm(), c, compiled)
     else:
-        y = sgemm_batch(a.reshape(-1, m, a.shape[-1]), b.reshape(-1, *b.shape[-2:]), call, host_sgemm(), c, compiled)
+        stack = np.broadcast_to(b, (*a.shape[:-2], *b.shape[-2:])).reshape(-1, *b.shape[-2:])
+        y = sgemm_batch(a.reshape(-1, m, a.shape[-1]), stack, call, host_sgemm(), c, compiled)
     return y.reshape(desc.OutputTensor.Sizes)
 
 
