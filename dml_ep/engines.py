@@ -53,6 +53,7 @@ from .errors import DmlEpError
 from .graph import internal_model
 from .reference import cpu_session
 from .kernels.integer_gemm import FLOAT32_EXACT, exact_matmul, weight_blocks
+from .kernels.mlas_sgemm import logical_cores
 
 ENGINES = ("onnxruntime", "numpy")
 INT8_SHIFT = 128  # int8 code + 128 = the same value's uint8 code, one XOR of the sign bit
@@ -228,11 +229,11 @@ class OnnxruntimeEngine(Engine):
         session of the process that has a pool of its own, the user's included.) The sessions'
         outputs come from one shared memory arena, not an arena per session."""
         if rows is None:
-            return os.cpu_count() or 1
+            return logical_cores()
         k, n = b.shape[-2:]
         stacked = b.ndim > 2 and n == 1 and rows * int(np.prod(b.shape[:-2])) >= MANY_COLUMNS
         large = rows * k * n >= SMALL_PRODUCT or rows * k >= LARGE_OPERAND or stacked
-        return (os.cpu_count() or 1) if large else 1
+        return logical_cores() if large else 1
 
 
 class OnnxruntimeProduct:

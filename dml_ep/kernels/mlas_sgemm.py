@@ -91,6 +91,13 @@ def host_runs_sqnbit_fp32() -> bool:
     return bool(np.array_equal(y, panel_sum(a[None], np.ascontiguousarray(weight)[None], host_sgemm().fused)[0]))
 
 
+@functools.cache
+def logical_cores() -> int:
+    """The CPUs the kernels' threads may use, read once (``os.cpu_count`` reads the system on
+    every call: tens of microseconds, per GEMM)."""
+    return os.cpu_count() or 1
+
+
 def physical_cores() -> int:
     """onnxruntime's default intra-op thread count: the physical cores (Linux's /proc/cpuinfo
     pairs of physical and core id; the logical CPUs where it does not say)."""
@@ -100,7 +107,7 @@ def physical_cores() -> int:
     except OSError:
         fields = []
     pairs = {tuple(value.strip() for _, value in fields[i:i + 2]) for i in range(0, len(fields) - 1, 2)}
-    return len(pairs) or os.cpu_count() or 1
+    return len(pairs) or logical_cores()
 
 
 def _onnxruntime_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -206,11 +213,20 @@ def panel_sum(a: np.ndarray, b: np.ndarray, fused: bool, compiled: bool = False)
     total = np.zeros((a.shape[0], a.shape[1], b.shape[2]), np.float32)
     if compiled and native.sgemm is not None:
         b = np.ascontiguousarray(b)
-        if a.shape[0] == 1:  # one GEMM: its rows in parts
-            parts = [(slice(None), rows) for rows in _parts(a.shape[1], a.size * b.shape[2])]
-        else:  # a stack: its GEMMs in parts (each part of total stays C-contiguous)
-            parts = [(gemms, slice(None)) for gemms in _parts(a.shape[0], a.size * b.shape[2])]
-        list(_pool().map(lambda part: native.sgemm.panel_sum(a[part], b[part[:1]] if b.shape[0] > 1 else b, total[part], fused), parts))
+        work = a.size * b.shape[2]
+        if a.shape[0] == 1:  # one GEMM: its columns in parts of whole 16-column panels
+            parts = [(slice(None), slice(16 * panels.start, 16 * panels.stop)) for panels in _parts(-(-b.shape[2] // 16), work)]
+        else:  # a stack: its GEMMs in parts
+            parts = [(gemms, slice(None)) for gemms in _parts(a.shape[0], work)]
+
+        def run(part):
+            gemms, columns = part
+            native.sgemm.panel_sum(a[gemms], b[gemms if b.shape[0] > 1 else slice(None), :, columns], total[gemms, :, columns], fused)
+
+        others = [_pool().submit(run, part) for part in parts[1:]]
+        run(parts[0])  # on this thread, while the pool takes the others
+        for other in others:
+            other.result()
         return total
     for k in range(a.shape[2]):
         column, row = a[:, :, k:k + 1], b[:, k:k + 1, :]
@@ -222,16 +238,16 @@ PARALLEL_WORK = 1 << 22  # multiply-adds worth a second thread of the compiled p
 
 
 def _parts(count: int, work: int) -> list[slice]:
-    """``count`` rows (or GEMMs) in one part per core for the compiled panels (each element's sum
+    """``count`` column panels (or GEMMs) in one part per core for the compiled panels (each element's sum
     is the same whoever takes it), one part where the work is small."""
-    parts = max(1, min(os.cpu_count() or 1, count, work // PARALLEL_WORK))
+    parts = max(1, min(logical_cores(), count, work // PARALLEL_WORK))
     return [_partition(index, parts, count) for index in range(parts)]
 
 
 @functools.lru_cache(maxsize=1)
 def _pool() -> concurrent.futures.ThreadPoolExecutor:
     """The threads the compiled panels run on (they release the GIL)."""
-    return concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 1, thread_name_prefix="dml_ep_sgemm")
+    return concurrent.futures.ThreadPoolExecutor(max_workers=logical_cores(), thread_name_prefix="dml_ep_sgemm")
 
 
 def _m1(vector: np.ndarray, b: np.ndarray, c: np.ndarray, beta: float) -> np.ndarray:
