@@ -6,9 +6,10 @@
 Default models: the shipped ones plus a quantized ResNet-50 and a MobileNetV2-like CNN (depthwise
 convolutions), QOperator and QDQ, and an encoder block at MiniLM's size quantized with
 quantize_dynamic, built by scripts/make_models.py into its cache; 4-bit: that encoder block
-quantized with MatMulNBitsQuantizer (block 32, symmetric) in both formats, and the shipped int4 LLM's
-prompt (32 tokens) and one decode step after it (``llm-prompt``, ``llm-decode``). Runtimes are timed interleaved after a warm-up, on the same
-inputs; the table gives medians and the dml_ep / onnxruntime ratio, never a lone absolute time,
+quantized with MatMulNBitsQuantizer (block 32, symmetric) in both formats, and the int4 LLM's
+prompt (32 tokens) and one decode step after it, the shipped tiny one (``llm-prompt``,
+``llm-decode``) and one of a real small LLM's width (``llm-small-prompt``, ``llm-small-decode``).
+Runtimes are timed interleaved after a warm-up, on the same inputs; the table gives medians and the dml_ep / onnxruntime ratio, never a lone absolute time,
 and dml_ep's time per DirectML operator of the model (for a sub-millisecond model, its per-node
 overhead). onnxruntime runs with intra-op threads = cores and thread spinning off: spinning
 threads would keep both cores busy after each onnxruntime run and slow the dml_ep run that follows
@@ -80,17 +81,26 @@ def int4_encoders(cache: Path) -> list[Path]:
     return paths
 
 
-def llm_cases() -> dict[str, tuple[Path, dict]]:
-    """The shipped int4 LLM: a 32-token prompt, and one decode step after it (the cache 32 long)."""
-    path = ROOT / "models" / "llm" / "tiny_llm.int4.dml.onnx"
-    rng = np.random.default_rng(0)
+def llm_cases(cache: Path) -> dict[str, tuple[Path, dict]]:
+    """The int4 LLM's DML variant: a 32-token prompt, and one decode step after it (the cache 32
+    long); the shipped tiny one (``llm-...``: its 56 small nodes time dml_ep's per-node costs) and
+    the small one (``llm-small-...``, hidden 512: built by scripts/make_llm.py into the cache)."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from make_llm import SIZES, build
+
+    small = cache / "small_llm.int4.dml.onnx"
+    if not small.exists():
+        cache.mkdir(parents=True, exist_ok=True)
+        onnx.save(build("dml", "small"), small)
     cases = {}
-    for label, sequence, past in (("llm-prompt", 32, 0), ("llm-decode", 1, 32)):
-        feeds = {"input_ids": rng.integers(0, 256, (1, sequence)), "attention_mask": np.ones((1, past + sequence), np.int64),
-                 "position_ids": np.arange(past, past + sequence).reshape(1, sequence)}
-        for name in (f"past_key_values.{layer}.{kind}" for layer in range(2) for kind in ("key", "value")):
-            feeds[name] = (rng.standard_normal((1, 2, past, 16)) * 0.5).astype(np.float16)
-        cases[label] = (path, feeds)
+    for prefix, path, size in (("llm", ROOT / "models" / "llm" / "tiny_llm.int4.dml.onnx", SIZES["tiny"]), ("llm-small", small, SIZES["small"])):
+        rng = np.random.default_rng(0)
+        for label, sequence, past in (("prompt", 32, 0), ("decode", 1, 32)):
+            feeds = {"input_ids": rng.integers(0, size.vocab, (1, sequence)), "attention_mask": np.ones((1, past + sequence), np.int64),
+                     "position_ids": np.arange(past, past + sequence).reshape(1, sequence)}
+            for name in (f"past_key_values.{layer}.{kind}" for layer in range(size.layers) for kind in ("key", "value")):
+                feeds[name] = (rng.standard_normal((1, size.kv_heads, past, size.head_size)) * 0.5).astype(np.float16)
+            cases[f"{prefix}-{label}"] = (path, feeds)
     return cases
 
 
@@ -336,7 +346,7 @@ def main(argv=None) -> int:
         rows.append(bench_model(path, args.repeat, args.arithmetic, args.threads, args.engine, args.profile))
         print(f"  {path.stem}: done", file=sys.stderr)
     if not args.models:
-        for label, (path, feeds) in llm_cases().items():
+        for label, (path, feeds) in llm_cases(ROOT / ".cache" / "models").items():
             rows.append(bench_model(path, args.repeat, args.arithmetic, args.threads, args.engine, args.profile, feeds, label))
             print(f"  {label}: done", file=sys.stderr)
     if not args.no_nodes:
