@@ -15,7 +15,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
-import os
 from collections import ChainMap
 from typing import Any, Mapping, NamedTuple, Sequence
 
@@ -26,6 +25,7 @@ from .arithmetic import Arithmetic
 from .engines import get_engine
 from .errors import FallbackError, NodeError, OutOfMemoryError, ShapeError
 from .graph import ValueInfo, node_reads, ort_message, value_info_of
+from .kernels.mlas_sgemm import logical_cores
 from .operators.dispatch import prepare_kernel, run_kernel
 from .operators.registration import operator_of
 from .ort_inference import type_proto
@@ -423,11 +423,21 @@ def fallback_session(model: onnx.ModelProto, node: onnx.NodeProto, optimize: boo
     A partition's session runs without onnxruntime's graph optimizations: they would fuse its
     nodes (DequantizeLinear -> Mul -> QuantizeLinear into QLinearMul by the CPU EP's QDQ rules, a
     constant Add into a Conv's bias), and the numbers would no longer be those of the nodes run
-    one by one, as the real EP runs them. A single node keeps them (its layout transposes cancel)."""
+    one by one, as the real EP runs them. A single node keeps them (its layout transposes cancel),
+    unless onnxruntime's optimizer fails on the graph it makes (an int8 DequantizeLinear-21 before
+    a layout Transpose: its QDQ propagation writes a QuantizeLinear whose types disagree): the node
+    then runs as it is, its transposes too."""
+    threads = logical_cores() if pooled else 1
     try:
-        return cpu_session(model, threads=(os.cpu_count() or 1) if pooled else 1, spinning=False, optimize=optimize, shared_arena=True)
+        return cpu_session(model, threads=threads, spinning=False, optimize=optimize, shared_arena=True)
     except Exception as exc:  # onnxruntime's InvalidGraph, Fail, ...
-        raise FallbackError(f"onnxruntime refuses this fallback node: {ort_message(exc, with_node=False)}", node=node) from None
+        failure = exc
+    if optimize:
+        try:
+            return cpu_session(model, threads=threads, spinning=False, optimize=False, shared_arena=True)
+        except Exception as exc:  # the node itself is refused: that is the message
+            failure = exc
+    raise FallbackError(f"onnxruntime refuses this fallback node: {ort_message(failure, with_node=False)}", node=node)
 
 
 def fallback_model(nodes: list, inputs: list[str], outputs: list[str], planner: Planner,

@@ -118,6 +118,8 @@ class NodeImporter:
                       origin)
         if IMPORTED in made.cache:
             entry.cache[IMPORTED] = made.cache[IMPORTED]
+        # one signature reads the same constants: they are bound as the importer bound them (4-bit codes packed, a zero it made)
+        entry.inputs.update((field, value) for field, value in made.inputs.items() if isinstance(value, np.ndarray))
         return entry
 
     def never_maps(self, node: onnx.NodeProto, values: Mapping[str, ValueInfo]) -> bool:

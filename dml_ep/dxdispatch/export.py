@@ -146,8 +146,9 @@ class _Writer:
         execution: dict[str, str] = {}
         made = dict(zip(descs.output_fields(entry.desc), entry.outputs))  # OutputTensor, and any further outputs in order
         for field, tensor in entry.desc.tensors().items():
-            value = made[field] if field in made else entry.names[field]
-            self._bind(value, tensor, made=field in made)
+            value = made[field] if field in made else entry.names.get(field) or f"{name}.{field}"  # a constant of dml_ep's own: named here
+            bound = entry.inputs.get(field)
+            self._bind(value, tensor, made=field in made, array=bound if isinstance(bound, np.ndarray) else None)
             owned = tensor.Flags & DML_TENSOR_FLAGS.OWNED_BY_DML
             (initialization if owned else execution)[field] = value
         dispatchable = descs.to_dict(entry.desc)
@@ -157,7 +158,9 @@ class _Writer:
         self.commands.append({"type": "dispatch", "dispatchable": name, "bindings": _arrays(execution)})
         self.sequences[-1].append(name)
 
-    def _bind(self, value: str, tensor, made: bool) -> None:
+    def _bind(self, value: str, tensor, made: bool, array: np.ndarray | None = None) -> None:
+        """``value`` bound to ``tensor``: made by a dispatch, or read from ``array`` (the constant the
+        node binds, as DirectML reads it), a constant or a run's value."""
         self._sizes[value] = max(self._sizes.get(value, 0), tensor.TotalTensorSizeInBytes)
         if made:
             self.made.add(value)
@@ -166,13 +169,14 @@ class _Writer:
             return
         if value in self.made or value in self._sources:
             return
-        array = self.plan.constants[value] if value in self.plan.constants else self.values[value]
+        if array is None:
+            array = self.plan.constants[value] if value in self.plan.constants else self.values[value]
         # 4-bit codes are bytes, two to each (MatMulNBits' weight): the desc's DataType says how DirectML reads them
         reads = DML_TENSOR_DATA_TYPE.UINT8 if tensor.DataType.bits == 4 else tensor.DataType
         if DML_TENSOR_DATA_TYPE.from_numpy(array.dtype) != reads:
             raise DxDispatchError(f"{value!r} is {array.dtype}, its tensor desc reads {tensor.DataType.name}")
         self._sources[value] = np.asarray(array, order="C")
-        if value not in self.plan.constants and value not in self._graph_inputs:
+        if value not in self.plan.constants and value not in self._graph_inputs and value in self.values:
             self.captured.append(value)
 
     def _sources_as_resources(self) -> dict:

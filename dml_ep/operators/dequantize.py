@@ -1,8 +1,8 @@
 """DML_OPERATOR_DEQUANTIZE (DML_FEATURE_LEVEL_6_3, DirectML 1.15): desc, import, kernel.
 
 The real EP builds it for com.microsoft MatMulNBits (DmlOperatorMatMulNBits.cpp, the first of its
-two operators: ``matmul_nbits``) and for DequantizeLinear-21 (not modelled yet: it runs on the CPU
-here, its plan row says so).
+two operators: ``matmul_nbits``) and for DequantizeLinear-21 (DmlOperatorQuantization21,
+DmlOperatorElementWise.cpp: :func:`dequantize_linear_21`).
 
 DirectML's page is "TBD" for the semantics; what dml_ep takes, and from where:
 - ``Output = (Input - ZeroPoint) * Scale``, the QuantizationTensors being [scale] for SCALE and
@@ -22,6 +22,23 @@ the zero points {N, blocks} of B's type with the EP's row stride ``blocks + 1`` 
 dimensions on every tensor (stride 0 on the weight); dml_ep's has {N, K} alone, which GEMM then reads
 with stride 0 over A's batches: the same values, dequantized once.
 
+Import of DequantizeLinear-21 (int4, uint4, int8, uint8 codes; float32 or float16 scale), as
+DmlOperatorQuantization21 builds it (DmlOperatorElementWise.cpp, the same in 1.20, 1.24 and main):
+every tensor described by its own shape, right-aligned and padded with 1s to 4 dimensions
+(DmlOperator::Initialize, CreateTensorDescFromInput); ``axis`` and ``block_size`` are never read.
+So a per-tensor scale reads as a broadcast, a 1-D scale as one along the last axis, and a blocked
+scale (the input's rank) as DEQUANTIZE's blocks: ONNX's values wherever the per-axis axis is the
+last. A per-axis scale on another axis is DirectML's to read as blocks of the last axis where its
+length divides that axis (compare then shows the difference from onnxruntime), and otherwise the
+real EP fails creating the operator (RealEpError). (``../shared/DML_4BIT.md`` describes a
+``BroadcastQuantizationParameters`` placing a 1-D scale on ``axis``: no onnxruntime source has it.)
+SCALE_ZERO_POINT with a zero point, SCALE without one for signed codes (DirectML's default 0,
+ONNX's too), and for unsigned codes without one SCALE_ZERO_POINT with a zero the real EP makes
+with DML_OPERATOR_FILL_VALUE_CONSTANT and broadcasts to the scale's sizes (DirectML's default
+there would be the midpoint, ONNX's is 0): dml_ep binds that zero as a constant of its own.
+4-bit codes are taken from initializers, packed two to a byte as DirectML reads them
+(onnxruntime's Python API carries no 4-bit tensors between nodes).
+
 Kernel: the exact ``(q - zp) * scale`` (an integer below 2^8 times a float32 or float16 scale is
 exact in float64), rounded once to the output type, half to even: onnxruntime's CPU dequantization
 (``(q - zp) * scale`` in float32, MLAS q4_dq.cpp) gives the same float32 values. A float16 output
@@ -39,11 +56,13 @@ from ..enums import DML_FEATURE_LEVEL as FL
 from ..enums import DML_OPERATOR_TYPE as OP
 from ..enums import DML_QUANTIZATION_TYPE
 from ..enums import DML_TENSOR_DATA_TYPE as DT
+from .. import nibbles
+from ..errors import RealEpError
 from ..plan import DmlNode
-from ..real_ep import ON_DML
+from ..real_ep import ON_CPU, ON_DML
 from ..tensor_desc import DML_BUFFER_TENSOR_DESC, view
 from .base import FLOATS, Operator, OperatorDesc, TensorDesc, TensorDescArray, rules
-from .importing import Fallback, NodeContext, owned, tensor
+from .importing import Fallback, NodeContext, data_type, owned, tensor
 
 # --- desc ------------------------------------------------------------------------------------
 
@@ -114,6 +133,68 @@ def matmul_nbits_weight(ctx: NodeContext) -> DmlNode:
         OutputTensor=tensor(float_type, (n, k)),
     )
     return ctx.dml_node(desc, ("InputTensor", *(f"QuantizationTensors[{i}]" for i in range(len(quantization)))), (n, k))
+
+
+X, SCALE, ZERO_POINT = range(3)
+FOUR_BIT = {"int4": DT.INT4, "uint4": DT.UINT4}  # onnx's (ml_dtypes') unpacked 4-bit numpy types
+
+
+def dequantize_linear_21(ctx: NodeContext) -> DmlNode:
+    """DequantizeLinear-21 as DmlOperatorQuantization21 builds it (module docstring)."""
+    x_type, x_shape = ctx.info(X).dtype, tuple(ctx.info(X).shape)
+    codes = FOUR_BIT.get(x_type.name) or data_type(x_type)
+    if codes not in CODES:
+        raise Fallback(f"input type {x_type} is not registered for DequantizeLinear-21 (INT4, UINT4, INT8, UINT8)", ON_CPU)
+    four_bit = codes.bits == 4
+    if four_bit and any(ctx.input_name(i) and ctx.input_name(i) not in ctx.constants for i in (X, ZERO_POINT)):
+        raise Fallback("4-bit codes computed at run time: dml_ep takes 4-bit codes and zero points from initializers", ON_DML)
+    sizes = right_aligned(x_shape)
+    scale_sizes = right_aligned(ctx.shape(SCALE))
+    for index in (SCALE, ZERO_POINT):
+        if ctx.input_name(index) and not divides(right_aligned(ctx.shape(index)), sizes):
+            raise RealEpError(f"the DML EP describes {ctx.input_name(index)!r} {list(ctx.shape(index))} right-aligned as "
+                              f"{list(right_aligned(ctx.shape(index)))} against the input's {list(sizes)} (DmlOperatorQuantization21 "
+                              "reads neither axis nor block_size); DEQUANTIZE takes quantization sizes that equal or divide the "
+                              "input's, so the real EP fails creating the operator", node=ctx.node)
+    float_type = ctx.info(SCALE).dtype
+    quantization: tuple = (_flagged(tensor(float_type, scale_sizes), ctx.input_name(SCALE) in ctx.constants),)
+    if ctx.input_name(ZERO_POINT):
+        zero_point_desc = DML_BUFFER_TENSOR_DESC.create(codes, right_aligned(ctx.shape(ZERO_POINT)))
+        quantization += (_flagged(zero_point_desc, ctx.input_name(ZERO_POINT) in ctx.constants),)
+    elif codes in (DT.UINT4, DT.UINT8):  # the real EP's filled zero, broadcast to the scale's sizes
+        quantization += (owned(DML_BUFFER_TENSOR_DESC.create(codes, scale_sizes, (0,) * len(scale_sizes))),)
+    desc = DML_DEQUANTIZE_OPERATOR_DESC(
+        InputTensor=_flagged(DML_BUFFER_TENSOR_DESC.create(codes, sizes), ctx.input_name(X) in ctx.constants),
+        QuantizationType=QT.SCALE_ZERO_POINT if len(quantization) == 2 else QT.SCALE,
+        QuantizationTensorCount=len(quantization),
+        QuantizationTensors=quantization,
+        OutputTensor=tensor(float_type, sizes),
+    )
+    bound_inputs = 3 if ctx.input_name(ZERO_POINT) else 2
+    made = ctx.dml_node(desc, ("InputTensor", "QuantizationTensors[0]", "QuantizationTensors[1]")[:bound_inputs], x_shape)
+    if len(quantization) > bound_inputs - 1:
+        made.inputs["QuantizationTensors[1]"] = np.zeros(1, codes.numpy())
+    for field in ("InputTensor", "QuantizationTensors[1]"):  # onnx's unpacked 4-bit codes as the bytes DirectML reads
+        value = made.inputs.get(field)
+        if isinstance(value, np.ndarray) and value.dtype.name in FOUR_BIT:
+            made.inputs[field] = nibbles.pack(value.astype(np.int8).reshape(-1))
+    return made
+
+
+def right_aligned(shape) -> tuple[int, ...]:
+    """A shape as the DML EP's CreateTensorDescFromInput describes it: right-aligned, 1s prepended
+    up to 4 dimensions (NchwDimensionCount)."""
+    shape = tuple(int(d) for d in shape)
+    return (1,) * (4 - len(shape)) + shape
+
+
+def divides(sizes: tuple[int, ...], full: tuple[int, ...]) -> bool:
+    """Quantization sizes DEQUANTIZE takes against the input's: as many, each equal or dividing."""
+    return len(sizes) == len(full) and all(size <= whole and whole % size == 0 for size, whole in zip(sizes, full))
+
+
+def _flagged(desc: DML_BUFFER_TENSOR_DESC, constant: bool) -> DML_BUFFER_TENSOR_DESC:
+    return owned(desc) if constant else desc
 
 
 # --- kernel ----------------------------------------------------------------------------------

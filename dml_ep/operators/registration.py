@@ -62,6 +62,8 @@ class Registration:
       a node of another type falls back whatever its shapes, so it joins a CPU partition.
     - ``real_ep_only``: since-versions the real EP registers and dml_ep does not map, with the
       DirectML operator it runs them as.
+    - ``by_version``: since-versions the real EP builds as another DirectML operator, each with its
+      importer (DequantizeLinear-21's DEQUANTIZE, whose module another row registers).
     - ``support_query``: ``query(ctx)`` raising :class:`~dml_ep.operators.importing.Fallback` for a
       node the row does not take, or None.
     - ``importer``: ``importer(ctx) -> DmlNode``; ``operator``: the DirectML operator module.
@@ -76,6 +78,7 @@ class Registration:
     constant_cpu_inputs: tuple[int, ...] = ()
     support_query: Optional[Callable] = None
     real_ep_only: dict = dataclasses.field(default_factory=dict)  # since-version -> the DirectML operator the real EP runs it as
+    by_version: dict = dataclasses.field(default_factory=dict)  # since-version -> importer
     input_types: Optional[frozenset] = None  # the numpy element types of input 0 dml_ep models, where it models fewer than the real EP
 
     def import_node(self, ctx: NodeContext) -> DmlNode:
@@ -92,7 +95,7 @@ class Registration:
                                "real EP reads from CPU memory)", "on DirectML in the real EP; dml_ep plans it from the value a run computes")
         if self.support_query is not None:
             self.support_query(ctx)
-        return self.importer(ctx)
+        return self.by_version.get(since, self.importer)(ctx)
 
     def _registered(self) -> str:
         return f"the DML EP registers {self.op_type} {', '.join(str(v) for v in sorted({*self.versions, *self.real_ep_only}))}"
@@ -127,12 +130,12 @@ _ROWS = (
     # The real EP also registers Sum-6 (its "7") and runs 1 or 3+ inputs as a loop of adds; dml_ep
     # maps the two-input Sum, the one its fusion takes.
     Registration("", "Sum", (8, 13), {"T": FLOAT16_TO_32}, _add1.add, _add1, support_query=_add1.two_inputs),
-    # DequantizeLinear / QuantizeLinear 21: the real EP's DEQUANTIZE / QUANTIZE, not modelled (CPU here); 23 and later: no DML EP row.
+    # QuantizeLinear 21: the real EP's QUANTIZE, not modelled (CPU here); DequantizeLinear 21 its DEQUANTIZE; 23 and later: no DML EP row.
     Registration("", "QuantizeLinear", (10, 13, 19), {"T1": FLOAT16_TO_32 | INT32, "T2": QUANTIZED}, _q.quantize_linear, _q,
                  real_ep_only={21: "QUANTIZE"}),
     Registration("com.microsoft", "QuantizeLinear", (1,), {"T1": FLOAT16_TO_32 | INT32, "T2": QUANTIZED}, _q.quantize_linear, _q),
-    Registration("", "DequantizeLinear", (10, 13, 19), {"T1": QUANTIZED | INT32, "T2": FLOAT16_TO_32}, _dq.dequantize_linear, _dq,
-                 real_ep_only={21: "DEQUANTIZE"}),
+    Registration("", "DequantizeLinear", (10, 13, 19, 21), {"T1": QUANTIZED | INT32, "T2": FLOAT16_TO_32}, _dq.dequantize_linear, _dq,
+                 by_version={21: dequantize.dequantize_linear_21}),
     Registration("com.microsoft", "DequantizeLinear", (1,), {"T1": QUANTIZED | INT32, "T2": FLOAT16_TO_32}, _dq.dequantize_linear, _dq),
     # The real EP's MaxPool "7" row (float only) is MaxPool-1, the version in force at opset 7; it has
     # no MaxPool-22 row (a MaxPool-22 runs on the CPU there). dml_ep models int8/uint8.
