@@ -16,6 +16,8 @@ from dml_ep.plan import DmlNode
 from dml_ep.planner import plan_model
 from dml_ep.reference import cpu_session
 
+pytestmark = pytest.mark.host_sensitive  # compared with onnxruntime's CPU kernels
+
 RNG_SEED = 21
 CODES = {TensorProto.INT4: (-8, 8), TensorProto.UINT4: (0, 16), TensorProto.INT8: (-128, 128), TensorProto.UINT8: (0, 256)}
 

@@ -24,7 +24,8 @@ def conv(x, name, w_name):
 
 def conv_pool_conv_model():
     """Quantize -> QLinearConv -> [Tile -> Tile -> Tile] -> QLinearConv -> Dequantize (three ops dml_ep
-    does not model, the last with a shape known only when run: its repeats are an input)."""
+    does not model between DirectML operators, the last with a shape known only when run: its
+    repeats are an input)."""
     rng = np.random.default_rng(0)
     nodes = [
         helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"]),
@@ -54,7 +55,7 @@ def test_a_partition_runs_as_one_session_and_matches_onnxruntime(arithmetic):
         np.testing.assert_array_equal(ours, cpu_session(model, "ort-exact").run(None, feeds)[0])
     groups = [key[0] for key in session.executor._fallback_sessions]
     assert (2, 3, 4) in groups  # the three Tiles: one session
-    assert [type(e) for e in session.plan.entries] == [FallbackNode, DmlNode, FallbackNode, FallbackNode, FallbackNode, DmlNode, FallbackNode]
+    assert [type(e) for e in session.plan.entries] == [DmlNode, DmlNode, FallbackNode, FallbackNode, FallbackNode, DmlNode, DmlNode]
     # the convolution's channels-last output entered the partition as it lies
     (session_of_group, _, _), = [v for k, v in session.executor._fallback_sessions.items() if k[0] == (2, 3, 4)]
     assert [i.name for i in session_of_group.get_inputs()] == ["c1.nhwc"]
@@ -88,12 +89,12 @@ def test_partitions_are_the_runs_in_execution_order():
     graph = helper.make_graph(nodes, "runs", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 5, 5])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 5, 5])], initializers)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 22)])  # MaxPool-22: on the CPU
-    # QuantizeLinear, MaxPool, AveragePool and Relu run consecutively (two unconnected branches, one
-    # session; a float Relu never maps: dml_ep models int8 Relu only); the conv ends the run; the
-    # DequantizeLinear after it is alone (Add maps to DirectML).
+    # MaxPool, AveragePool and Relu run consecutively (two unconnected branches, one session; a
+    # float Relu never maps: dml_ep models int8 Relu only) after the QuantizeLinear-21 (QUANTIZE);
+    # the conv ends the run; the DequantizeLinear-21 after it is DEQUANTIZE (Add maps to DirectML).
     planner = Planner(model)
     groups = {tuple(planner.nodes[i].op_type for i in group) for group in fallback_partitions(planner).values()}
-    assert groups == {("QuantizeLinear", "AveragePool", "MaxPool", "Relu")}
+    assert groups == {("AveragePool", "MaxPool", "Relu")}
     feeds = {"x": rng.uniform(0, 10, (1, 4, 5, 5)).astype(np.float32)}
     ours = dml_ep.InferenceSession(model, arithmetic="onnxruntime").run(None, feeds)[0]
     np.testing.assert_allclose(ours, cpu_session(model, "ort-exact").run(None, feeds)[0], rtol=1e-6)

@@ -70,15 +70,16 @@ def test_operator_module_is_complete(module):
             assert callable(entry.kernel)
         assert dxdispatch.DESC_CLASSES.get(desc.OPERATOR_TYPE) is desc, "DxDispatch export"
         # an operator with an output scale quantizes: it has an exact value; the others say None
-        # (or maps floats to 8-bit codes through a scale: QUANTIZE_LINEAR)
+        # (or maps floats to codes through a scale: QUANTIZE_LINEAR, QUANTIZE)
         output_rule = next((rule for rule in desc.TENSOR_RULES if rule.field == "OutputTensor"), None)
-        quantizes = "OutputScaleTensor" in {f.name for f in dataclasses.fields(desc)} or (
-            "ScaleTensor" in {f.name for f in dataclasses.fields(desc)} and output_rule is not None
-            and output_rule.types <= {DML_TENSOR_DATA_TYPE.INT8, DML_TENSOR_DATA_TYPE.UINT8})
+        fields = {f.name for f in dataclasses.fields(desc)}
+        codes = {DML_TENSOR_DATA_TYPE.INT8, DML_TENSOR_DATA_TYPE.UINT8, DML_TENSOR_DATA_TYPE.INT4, DML_TENSOR_DATA_TYPE.UINT4}
+        quantizes = "OutputScaleTensor" in fields or (
+            bool(fields & {"ScaleTensor", "QuantizationTensors"}) and output_rule is not None and output_rule.types <= codes)
         assert (entry.exact_value is not None) == quantizes, "exact value (or an explicit None)"
         assert entry.exact_value is None or callable(entry.exact_value)
-    # every module is reached: by a row, or as activations fused into another operator
-    assert module is activation or any(row.operator is module for row in ROWS)
+    # every module is reached: by a row (or a since-version of one), or as activations fused into another operator
+    assert module is activation or any(row.operator is module or module in {m for _, m in row.by_version.values()} for row in ROWS)
 
 
 def test_operator_types_are_unique():
@@ -236,13 +237,10 @@ def test_ai_onnx_rows_match_the_schema_since_version_exactly(row):
             assert isinstance(entry, DmlNode), (opset, entry.summary())
         else:
             assert isinstance(entry, FallbackNode), opset
-            registered = f"the DML EP registers {row.op_type} {', '.join(map(str, sorted({*row.versions, *row.real_ep_only})))}"
+            registered = f"the DML EP registers {row.op_type} {', '.join(map(str, sorted(row.versions)))}"
             assert registered in entry.reason
             assert (f"{row.op_type}-{since}" if since else "has no schema") in entry.reason
-            if since in row.real_ep_only:  # the real EP runs it on DirectML, as another operator
-                assert entry.reason.endswith(f"on DirectML in the real EP as DML_OPERATOR_{row.real_ep_only[since]}, not modelled by dml_ep")
-            else:
-                assert entry.reason.endswith("on the CPU in the real EP too")
+            assert entry.reason.endswith("on the CPU in the real EP too")
 
 
 def test_add_of_opset_6_names_its_since_version_and_the_rows():

@@ -43,7 +43,9 @@ Kernel: the exact ``(q - zp) * scale`` (an integer below 2^8 times a float32 or 
 exact in float64), rounded once to the output type, half to even: onnxruntime's CPU dequantization
 (``(q - zp) * scale`` in float32, MLAS q4_dq.cpp) gives the same float32 values. A float16 output
 rounds the weights to float16, which onnxruntime's CPU MatMulNBits does not (it dequantizes to
-float32): compare names that cause. No exact value: DEQUANTIZE does not quantize.
+float32): compare names that cause in the "directml" arithmetic; in the "onnxruntime" one a
+MatMulNBits' weight stays float32, as onnxruntime keeps it. No exact value: DEQUANTIZE does not
+quantize.
 """
 
 from __future__ import annotations
@@ -58,7 +60,7 @@ from ..enums import DML_QUANTIZATION_TYPE
 from ..enums import DML_TENSOR_DATA_TYPE as DT
 from .. import nibbles
 from ..errors import RealEpError
-from ..plan import DmlNode
+from ..plan import IMPORTED, DmlNode
 from ..real_ep import ON_CPU, ON_DML
 from ..tensor_desc import DML_BUFFER_TENSOR_DESC, view
 from .base import FLOATS, Operator, OperatorDesc, TensorDesc, TensorDescArray, rules
@@ -73,8 +75,8 @@ TENSOR_COUNT = {QT.NONE: 0, QT.SCALE: 1, QT.SCALE_ZERO_POINT: 2}
 
 
 @dataclasses.dataclass(frozen=True)
-class DML_DEQUANTIZE_OPERATOR_DESC(OperatorDesc):
-    """DEQUANTIZE: ``(Input - ZeroPoint) * Scale``, DML_FEATURE_LEVEL_6_3 and up."""
+class QuantizationDesc(OperatorDesc):
+    """What DEQUANTIZE and QUANTIZE share: the same fields, in DirectML's order, and rules."""
 
     InputTensor: TensorDesc
     QuantizationType: DML_QUANTIZATION_TYPE
@@ -82,18 +84,20 @@ class DML_DEQUANTIZE_OPERATOR_DESC(OperatorDesc):
     QuantizationTensors: TensorDescArray
     OutputTensor: TensorDesc
 
-    OPERATOR_TYPE = OP.DEQUANTIZE
     INTRODUCED = FL.FL_6_3
-    TENSOR_RULES = rules({"InputTensor": (False, DIMS), "OutputTensor": (False, DIMS)}, {"InputTensor": CODES, "OutputTensor": FLOATS})
+
+    def float_and_codes(self) -> tuple[TensorDesc, TensorDesc]:
+        """The float tensor (the scale's type) and the codes (the zero point's type)."""
+        raise NotImplementedError
 
     def validate_shapes(self, feature_level: FL) -> None:
         """The documented rule (every tensor of one DimensionCount), the count the type implies (the
-        EP's usage; NONE is refused, as DirectMLX asserts), scale of the output's type and zero point
-        of the input's, and quantization sizes that equal or evenly divide the input's (blocks)."""
+        EP's usage; NONE is refused, as DirectMLX asserts), scale of the float tensor's type and zero
+        point of the codes', and quantization sizes that equal or evenly divide the input's (blocks)."""
         count = TENSOR_COUNT[self.QuantizationType]
         if self.QuantizationType == QT.NONE or self.QuantizationTensorCount != count or len(self.QuantizationTensors) != count:
             self.fail(f"{self.QuantizationType} takes {count} tensor(s), not {self.QuantizationTensorCount}", "QuantizationTensors")
-        wanted = (self.OutputTensor.DataType, self.InputTensor.DataType)
+        wanted = tuple(each.DataType for each in self.float_and_codes())
         for index, (each, want) in enumerate(zip(self.QuantizationTensors, wanted)):
             field = f"QuantizationTensors[{index}]"
             if each.DimensionCount != self.InputTensor.DimensionCount:
@@ -104,6 +108,17 @@ class DML_DEQUANTIZE_OPERATOR_DESC(OperatorDesc):
                 self.fail(f"sizes {list(each.Sizes)} must equal or evenly divide InputTensor's {list(self.InputTensor.Sizes)}", field)
         if self.OutputTensor.Sizes != self.InputTensor.Sizes:
             self.fail(f"sizes {list(self.OutputTensor.Sizes)} must equal InputTensor's {list(self.InputTensor.Sizes)}", "OutputTensor")
+
+
+@dataclasses.dataclass(frozen=True)
+class DML_DEQUANTIZE_OPERATOR_DESC(QuantizationDesc):
+    """DEQUANTIZE: ``(Input - ZeroPoint) * Scale``, DML_FEATURE_LEVEL_6_3 and up."""
+
+    OPERATOR_TYPE = OP.DEQUANTIZE
+    TENSOR_RULES = rules({"InputTensor": (False, DIMS), "OutputTensor": (False, DIMS)}, {"InputTensor": CODES, "OutputTensor": FLOATS})
+
+    def float_and_codes(self) -> tuple[TensorDesc, TensorDesc]:
+        return self.OutputTensor, self.InputTensor
 
 
 # --- import from ONNX ------------------------------------------------------------------------
@@ -132,7 +147,9 @@ def matmul_nbits_weight(ctx: NodeContext) -> DmlNode:
         QuantizationTensors=quantization,
         OutputTensor=tensor(float_type, (n, k)),
     )
-    return ctx.dml_node(desc, ("InputTensor", *(f"QuantizationTensors[{i}]" for i in range(len(quantization)))), (n, k))
+    made = ctx.dml_node(desc, ("InputTensor", *(f"QuantizationTensors[{i}]" for i in range(len(quantization)))), (n, k))
+    made.cache[IMPORTED] = MATMUL_NBITS_WEIGHT
+    return made
 
 
 X, SCALE, ZERO_POINT = range(3)
@@ -141,37 +158,43 @@ FOUR_BIT = {"int4": DT.INT4, "uint4": DT.UINT4}  # onnx's (ml_dtypes') unpacked 
 
 def dequantize_linear_21(ctx: NodeContext) -> DmlNode:
     """DequantizeLinear-21 as DmlOperatorQuantization21 builds it (module docstring)."""
-    x_type, x_shape = ctx.info(X).dtype, tuple(ctx.info(X).shape)
+    x_type = np.dtype(ctx.info(X).dtype)
     codes = FOUR_BIT.get(x_type.name) or data_type(x_type)
     if codes not in CODES:
         raise Fallback(f"input type {x_type} is not registered for DequantizeLinear-21 (INT4, UINT4, INT8, UINT8)", ON_CPU)
-    four_bit = codes.bits == 4
-    if four_bit and any(ctx.input_name(i) and ctx.input_name(i) not in ctx.constants for i in (X, ZERO_POINT)):
+    if codes.bits == 4 and any(ctx.input_name(i) and ctx.input_name(i) not in ctx.constants for i in (X, ZERO_POINT)):
         raise Fallback("4-bit codes computed at run time: dml_ep takes 4-bit codes and zero points from initializers", ON_DML)
-    sizes = right_aligned(x_shape)
+    return quantization_21(ctx, DML_DEQUANTIZE_OPERATOR_DESC, codes, data_type(ctx.info(SCALE).dtype), codes)
+
+
+def quantization_21(ctx: NodeContext, desc_class: type[QuantizationDesc], input_type: DT, output_type: DT, codes: DT) -> DmlNode:
+    """QuantizeLinear-21 or DequantizeLinear-21 (x, scale[, zero point]) as DmlOperatorQuantization21
+    builds it (module docstring): ``desc_class`` of ``input_type`` to ``output_type``, ``codes`` the
+    zero point's type; 4-bit constants packed as DirectML reads them."""
+    sizes = right_aligned(ctx.shape(X))
     scale_sizes = right_aligned(ctx.shape(SCALE))
     for index in (SCALE, ZERO_POINT):
         if ctx.input_name(index) and not divides(right_aligned(ctx.shape(index)), sizes):
             raise RealEpError(f"the DML EP describes {ctx.input_name(index)!r} {list(ctx.shape(index))} right-aligned as "
                               f"{list(right_aligned(ctx.shape(index)))} against the input's {list(sizes)} (DmlOperatorQuantization21 "
-                              "reads neither axis nor block_size); DEQUANTIZE takes quantization sizes that equal or divide the "
-                              "input's, so the real EP fails creating the operator", node=ctx.node)
-    float_type = ctx.info(SCALE).dtype
-    quantization: tuple = (_flagged(tensor(float_type, scale_sizes), ctx.input_name(SCALE) in ctx.constants),)
+                              f"reads neither axis nor block_size); {desc_class.OPERATOR_TYPE.name} takes quantization sizes that "
+                              "equal or divide the input's, so the real EP fails creating the operator", node=ctx.node)
+    quantization: tuple = (_flagged(DML_BUFFER_TENSOR_DESC.create(data_type(ctx.info(SCALE).dtype), scale_sizes),
+                                    ctx.input_name(SCALE) in ctx.constants),)
     if ctx.input_name(ZERO_POINT):
         zero_point_desc = DML_BUFFER_TENSOR_DESC.create(codes, right_aligned(ctx.shape(ZERO_POINT)))
         quantization += (_flagged(zero_point_desc, ctx.input_name(ZERO_POINT) in ctx.constants),)
     elif codes in (DT.UINT4, DT.UINT8):  # the real EP's filled zero, broadcast to the scale's sizes
         quantization += (owned(DML_BUFFER_TENSOR_DESC.create(codes, scale_sizes, (0,) * len(scale_sizes))),)
-    desc = DML_DEQUANTIZE_OPERATOR_DESC(
-        InputTensor=_flagged(DML_BUFFER_TENSOR_DESC.create(codes, sizes), ctx.input_name(X) in ctx.constants),
+    desc = desc_class(
+        InputTensor=_flagged(DML_BUFFER_TENSOR_DESC.create(input_type, sizes), ctx.input_name(X) in ctx.constants),
         QuantizationType=QT.SCALE_ZERO_POINT if len(quantization) == 2 else QT.SCALE,
         QuantizationTensorCount=len(quantization),
         QuantizationTensors=quantization,
-        OutputTensor=tensor(float_type, sizes),
+        OutputTensor=DML_BUFFER_TENSOR_DESC.create(output_type, sizes),
     )
     bound_inputs = 3 if ctx.input_name(ZERO_POINT) else 2
-    made = ctx.dml_node(desc, ("InputTensor", "QuantizationTensors[0]", "QuantizationTensors[1]")[:bound_inputs], x_shape)
+    made = ctx.dml_node(desc, ("InputTensor", "QuantizationTensors[0]", "QuantizationTensors[1]")[:bound_inputs], ctx.shape(X))
     if len(quantization) > bound_inputs - 1:
         made.inputs["QuantizationTensors[1]"] = np.zeros(1, codes.numpy())
     for field in ("InputTensor", "QuantizationTensors[1]"):  # onnx's unpacked 4-bit codes as the bytes DirectML reads
@@ -189,7 +212,7 @@ def right_aligned(shape) -> tuple[int, ...]:
 
 
 def divides(sizes: tuple[int, ...], full: tuple[int, ...]) -> bool:
-    """Quantization sizes DEQUANTIZE takes against the input's: as many, each equal or dividing."""
+    """Quantization sizes (DE)QUANTIZE takes against the input's: as many, each equal or dividing."""
     return len(sizes) == len(full) and all(size <= whole and whole % size == 0 for size, whole in zip(sizes, full))
 
 
@@ -209,14 +232,22 @@ def misread_zero_points(bits: int, blocks: int) -> str | None:
     return None
 
 
+MATMUL_NBITS_WEIGHT = "MatMulNBits' weight"  # IMPORTED: the DEQUANTIZE of a MatMulNBits split
+
+
 def dequantize_kernel(desc, tensors: dict, arithmetic, cache: dict) -> np.ndarray:
-    """``(q - zp) * scale`` exactly, rounded once to the output type (every arithmetic alike)."""
+    """``(q - zp) * scale`` exactly, rounded once to the output type (every arithmetic alike); but a
+    MatMulNBits' float16 weight in the "onnxruntime" arithmetic stays float32, as onnxruntime's CPU
+    kernel keeps it (a float16 scale converted to float32, times a code: exact), for the GEMM
+    that reads it there."""
     codes = view(tensors["InputTensor"], desc.InputTensor).astype(np.int32)
     scale = blocks_expanded(view(tensors["QuantizationTensors[0]"], desc.QuantizationTensors[0]), codes.shape)
     zero_point: np.ndarray | int = default_zero_point(desc.InputTensor.DataType)
     if desc.QuantizationType == QT.SCALE_ZERO_POINT:
         zero_point = blocks_expanded(view(tensors["QuantizationTensors[1]"], desc.QuantizationTensors[1]), codes.shape)
     exact = np.multiply(codes - zero_point, scale, dtype=np.float64)
+    if arithmetic.onnxruntime and cache.get(IMPORTED) == MATMUL_NBITS_WEIGHT:
+        return exact.astype(np.float32)
     return exact.astype(desc.OutputTensor.DataType.numpy())
 
 

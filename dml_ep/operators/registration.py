@@ -31,11 +31,11 @@ import numpy as np
 from ..enums import DML_TENSOR_DATA_TYPE as DT
 from ..kernel_registry import since_version
 from ..plan import DmlNode
-from ..real_ep import ON_CPU, ON_DML_AS
+from ..real_ep import ON_CPU
 from . import (activation, convolution_integer, dequantize, dynamic_quantize_linear, dynamic_quantize_matmul, element_wise_add1,
                element_wise_dequantize_linear, element_wise_identity, element_wise_quantize_linear, element_wise_quantized_linear_add, gather,
                gemm, join, matmul_nbits, matrix_multiply_integer, matrix_multiply_integer_to_float, max_pooling, qlinear_concat, qlinear_sigmoid,
-               quantized_linear_average_pooling, quantized_linear_convolution, quantized_linear_matrix_multiply, slice1)
+               quantize, quantized_linear_average_pooling, quantized_linear_convolution, quantized_linear_matrix_multiply, slice1)
 from .base import FLOAT32, FLOATS, INT32, QUANTIZED, Operator
 from .dml_graph import DmlGraph
 from .importing import Fallback, NodeContext
@@ -60,10 +60,8 @@ class Registration:
       requiredConstantCpuInputs).
     - ``input_types``: the element types of input 0 dml_ep models (None: what the importer takes);
       a node of another type falls back whatever its shapes, so it joins a CPU partition.
-    - ``real_ep_only``: since-versions the real EP registers and dml_ep does not map, with the
-      DirectML operator it runs them as.
     - ``by_version``: since-versions the real EP builds as another DirectML operator, each with its
-      importer (DequantizeLinear-21's DEQUANTIZE, whose module another row registers).
+      importer and operator module (Q/DQ-21's QUANTIZE and DEQUANTIZE).
     - ``support_query``: ``query(ctx)`` raising :class:`~dml_ep.operators.importing.Fallback` for a
       node the row does not take, or None.
     - ``importer``: ``importer(ctx) -> DmlNode``; ``operator``: the DirectML operator module.
@@ -77,16 +75,13 @@ class Registration:
     operator: ModuleType
     constant_cpu_inputs: tuple[int, ...] = ()
     support_query: Optional[Callable] = None
-    real_ep_only: dict = dataclasses.field(default_factory=dict)  # since-version -> the DirectML operator the real EP runs it as
-    by_version: dict = dataclasses.field(default_factory=dict)  # since-version -> importer
+    by_version: dict = dataclasses.field(default_factory=dict)  # since-version -> (importer, operator module)
     input_types: Optional[frozenset] = None  # the numpy element types of input 0 dml_ep models, where it models fewer than the real EP
 
     def import_node(self, ctx: NodeContext) -> DmlNode:
         """The node as its operator's desc: the since-version matched, required constant inputs
         and the support query checked, then the importer. Raises Fallback otherwise."""
         since = since_version(self.domain, self.op_type, ctx.opset)
-        if since in self.real_ep_only:
-            raise Fallback(f"{self.op_type}-{since}: {self._registered()}", ON_DML_AS.format(self.real_ep_only[since]))
         if since not in self.versions:
             raise Fallback(self._unmatched(since, ctx.opset), ON_CPU)
         for index in self.constant_cpu_inputs:
@@ -95,10 +90,11 @@ class Registration:
                                "real EP reads from CPU memory)", "on DirectML in the real EP; dml_ep plans it from the value a run computes")
         if self.support_query is not None:
             self.support_query(ctx)
-        return self.by_version.get(since, self.importer)(ctx)
+        importer, _ = self.by_version.get(since, (self.importer, self.operator))
+        return importer(ctx)
 
     def _registered(self) -> str:
-        return f"the DML EP registers {self.op_type} {', '.join(str(v) for v in sorted({*self.versions, *self.real_ep_only}))}"
+        return f"the DML EP registers {self.op_type} {', '.join(str(v) for v in sorted(self.versions))}"
 
     def _unmatched(self, since: int, opset: int) -> str:
         registered = self._registered()
@@ -130,12 +126,12 @@ _ROWS = (
     # The real EP also registers Sum-6 (its "7") and runs 1 or 3+ inputs as a loop of adds; dml_ep
     # maps the two-input Sum, the one its fusion takes.
     Registration("", "Sum", (8, 13), {"T": FLOAT16_TO_32}, _add1.add, _add1, support_query=_add1.two_inputs),
-    # QuantizeLinear 21: the real EP's QUANTIZE, not modelled (CPU here); DequantizeLinear 21 its DEQUANTIZE; 23 and later: no DML EP row.
-    Registration("", "QuantizeLinear", (10, 13, 19), {"T1": FLOAT16_TO_32 | INT32, "T2": QUANTIZED}, _q.quantize_linear, _q,
-                 real_ep_only={21: "QUANTIZE"}),
+    # QuantizeLinear / DequantizeLinear 21: the real EP's QUANTIZE / DEQUANTIZE (DmlOperatorQuantization21); 23 and later: no DML EP row.
+    Registration("", "QuantizeLinear", (10, 13, 19, 21), {"T1": FLOAT16_TO_32 | INT32, "T2": QUANTIZED}, _q.quantize_linear, _q,
+                 by_version={21: (quantize.quantize_linear_21, quantize)}),
     Registration("com.microsoft", "QuantizeLinear", (1,), {"T1": FLOAT16_TO_32 | INT32, "T2": QUANTIZED}, _q.quantize_linear, _q),
     Registration("", "DequantizeLinear", (10, 13, 19, 21), {"T1": QUANTIZED | INT32, "T2": FLOAT16_TO_32}, _dq.dequantize_linear, _dq,
-                 by_version={21: dequantize.dequantize_linear_21}),
+                 by_version={21: (dequantize.dequantize_linear_21, dequantize)}),
     Registration("com.microsoft", "DequantizeLinear", (1,), {"T1": QUANTIZED | INT32, "T2": FLOAT16_TO_32}, _dq.dequantize_linear, _dq),
     # The real EP's MaxPool "7" row (float only) is MaxPool-1, the version in force at opset 7; it has
     # no MaxPool-22 row (a MaxPool-22 runs on the CPU there). dml_ep models int8/uint8.
@@ -185,7 +181,8 @@ _ROWS = (
 
 REGISTRATIONS: dict = {(row.domain, row.op_type): row for row in _ROWS}
 
-OPERATORS: dict = {entry.desc.OPERATOR_TYPE: entry for module in dict.fromkeys(row.operator for row in _ROWS) for entry in module.OPERATORS}
+MODULES = dict.fromkeys([*(row.operator for row in _ROWS), *(module for row in _ROWS for _, module in row.by_version.values())])
+OPERATORS: dict = {entry.desc.OPERATOR_TYPE: entry for module in MODULES for entry in module.OPERATORS}
 
 
 def operator_of(desc) -> Operator:
