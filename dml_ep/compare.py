@@ -209,6 +209,7 @@ def compare_nodes(executor: Executor, values: dict, reference: dict, steps: dict
                     for cause, arith in alternative_arithmetics(executor.arithmetic, saturating=against not in EXACT_PRODUCTS)]
     entries = ran_plan(executor).entries
     nodes = []
+    producers: dict[str, tuple[int, PlanEntry]] = {}
     for index, entry in enumerate(entries, 1):
         progress("comparing node", index, len(entries))
         shared = [n for n in entry.outputs if n in values and n in reference]
@@ -238,6 +239,10 @@ def compare_nodes(executor: Executor, values: dict, reference: dict, steps: dict
                 comparison.put_down(labels, result, expected, atol)
         elif entry.origin.cpu_rule:
             compare_cpu_only_group(executor, entry, reference, steps, atol, comparison, real_ep)
+        elif isolate and not isinstance(entry, DmlNode) and any(c.differing for c in comparison.propagated):
+            producers = producers or {name: (i, e) for i, e in enumerate(entries) for name in e.outputs}  # made once, where needed
+            compare_fallback_chain(executor, fallback_chain(entry, reference, ran_plan(executor).constants, producers), reference, steps,
+                                   atol, comparison, real_ep)
         nodes.append(comparison)
     return nodes
 
@@ -272,7 +277,8 @@ def compare_dml_graph(executor: Executor, entry: DmlNode, reference: dict, steps
     """The DirectML operators the DML EP builds for one node (a graph of its own,
     a row of ``registration.GRAPHS``), run together on the reference's inputs of the node; at the last of
     them, whose output is the node's, compared (the values between them are dml_ep's alone).
-    Differences are counted by the first alternative arithmetic that gives the reference's value."""
+    Differences are counted by the first alternative arithmetic that gives the reference's value;
+    a MatMulNBits' by the product's causes (:func:`~dml_ep.causes.matmul_nbits_causes`)."""
     plan = ran_plan(executor)
     group = [e for e in plan.entries if e.origin is entry.origin]
     made = {n for e in group for n in e.outputs}
@@ -293,14 +299,15 @@ def compare_dml_graph(executor: Executor, entry: DmlNode, reference: dict, steps
         return
     unexplained = result != expected
     labels = np.where(unexplained, OTHER, NONE)
-    for cause, runner in alternatives:
-        explained = unexplained & (run(runner) == expected)
-        labels[explained] = CAUSES.index(cause)
-        unexplained &= ~explained
     whole = entry.origin.whole
-    if whole is not None and whole.op_type == "MatMulNBits" and unexplained.any():
-        nbits = matmul_nbits_causes(whole, plan.constants, reference[whole.input[0]], result, expected, unexplained)
-        labels = np.where(unexplained, nbits, labels)
+    if whole is not None and whole.op_type == "MatMulNBits":  # its causes are the product's, whichever arithmetic reproduces them
+        labels = np.where(unexplained, matmul_nbits_causes(whole, plan.constants, reference[whole.input[0]], result, expected, unexplained),
+                          labels)
+    else:
+        for cause, runner in alternatives:
+            explained = unexplained & (run(runner) == expected)
+            labels[explained] = CAUSES.index(cause)
+            unexplained &= ~explained
     comparison.put_down(labels, result, expected, atol)
 
 
@@ -325,6 +332,54 @@ def compare_cpu_only_group(executor: Executor, entry: PlanEntry, reference: dict
                             f"DQs and Q; on DML it runs as DequantizeLinear -> {entry.node.op_type} -> QuantizeLinear")
     if comparison.differs_in_isolation:
         comparison.causes = {"other" if real_ep else "graph": comparison.isolated.differing}
+
+
+def compare_fallback_chain(executor: Executor, chain: list[PlanEntry] | None, reference: dict, steps: dict, atol: int,
+                           comparison: NodeComparison, real_ep: bool = False) -> None:
+    """A fallback node whose output differs, run on the reference's inputs, with the fallback nodes
+    before it whose outputs the reference does not show (``chain``, the node last: :func:`fallback_chain`;
+    None: no isolation): onnxruntime's CPU kernels on both sides,
+    so what still differs is the reference's other graph ("graph"), a CPU-only rewrite (the CPU
+    EP's InsertCastTransformer runs a chain of float16 ops that lack float16 kernels in float32,
+    rounding once at its end, where each op rounds on DirectML; a fusion); against the real DML
+    EP, "other"."""
+    if chain is None or chain[-1].outputs[0] not in reference:
+        return
+    output = chain[-1].outputs[0]
+    values = collections.ChainMap({}, reference)
+    for member in chain:
+        values.update(executor.run_entry(member, values))
+    expected = reference[output]
+    comparison.isolated = compare_tensors(output, values[output], expected, step_of(output, expected, steps), atol)
+    if not comparison.inexact_in_isolation:
+        return
+    names = " -> ".join(e.node.op_type for e in chain)
+    if not real_ep:
+        comparison.graph = (f"onnxruntime's CPU kernels give {names} other values on the reference's inputs: the reference ran another graph"
+                            + (" (the CPU EP computes float16 ops without float16 kernels in float32 across nodes, InsertCastTransformer; "
+                               "on DirectML each rounds to float16)" if expected.dtype == np.float16 else " (a CPU-only rewrite)"))
+    comparison.causes = {"other" if real_ep else "graph": comparison.isolated.differing}
+
+
+def fallback_chain(entry: PlanEntry, reference: dict, constants: dict, producers: dict) -> list[PlanEntry] | None:
+    """``entry`` and the fallback entries before it that make the values it reads which the
+    reference does not show (``producers``: each value's plan index and entry), in plan order,
+    ``entry`` last; None where one of those values is a DirectML node's (only dml_ep has it)."""
+    chain: dict[int, tuple[int, PlanEntry]] = {}
+    pending = [producers[entry.outputs[0]]]
+    while pending:
+        index, member = pending.pop()
+        if id(member) in chain:
+            continue
+        chain[id(member)] = index, member
+        for name in member.value_inputs:
+            if name in reference or name in constants:
+                continue
+            producer = producers.get(name)
+            if producer is None or isinstance(producer[1], DmlNode):
+                return None
+            pending.append(producer)
+    return [member for _, member in sorted(chain.values(), key=lambda item: item[0])]
 
 
 def cpu_only_group(plan: Plan, entry: PlanEntry) -> list[PlanEntry]:

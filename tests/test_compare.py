@@ -480,3 +480,20 @@ def test_float_differences_are_counted_in_ulps_of_the_tensors_scale():
     assert compare_tensors("y", actual, expected, None).max_ulps == 1.0
     assert compare_tensors("y", expected, expected, None).max_ulps == 0.0
     assert compare_tensors("y", np.array([3], np.uint8), np.array([2], np.uint8), 0.5).max_ulps is None
+
+
+@pytest.mark.host_sensitive
+def test_a_float16_chain_the_cpu_runs_in_float32_is_named_graph():
+    """A SiLU in float16: onnxruntime's CPU EP computes Sigmoid -> Mul -> Mul in float32 and rounds
+    once (InsertCastTransformer; s and m are not its values), dml_ep's fallback rounds each op to
+    float16 as DirectML does. The last Mul reads m and s, m reads s: the chain runs in plan order."""
+    nodes = [helper.make_node("Sigmoid", ["x"], ["s"]), helper.make_node("Mul", ["x", "s"], ["m"]), helper.make_node("Mul", ["m", "s"], ["y"])]
+    graph = helper.make_graph(nodes, "silu", [helper.make_tensor_value_info("x", TensorProto.FLOAT16, [4, 64])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT16, [4, 64])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    x = np.random.default_rng(0).standard_normal((4, 64)).astype(np.float16)
+    report = compare_model(model, {"x": x}, per_node=True)
+    *_, last = report.nodes
+    assert [node.node for node in report.nodes] == ["<Sigmoid -> s>", "<Mul -> m>", "<Mul -> y>"]
+    assert last.isolated.differing > 0  # float16 roundings of s and m that the CPU does not make
+    assert last.causes == {"graph": last.isolated.differing} and "InsertCastTransformer" in last.graph

@@ -22,6 +22,15 @@ RNG_SEED = 21
 CODES = {TensorProto.INT4: (-8, 8), TensorProto.UINT4: (0, 16), TensorProto.INT8: (-128, 128), TensorProto.UINT8: (0, 256)}
 
 
+def parameters(code_type, scale, zero_point, axis, block_size) -> tuple[list, dict]:
+    """A Q/DQ-21's zero point initializer ``z`` (none where ``zero_point`` is None) and attributes."""
+    zero_points = [] if zero_point is None else [helper.make_tensor("z", code_type, list(np.shape(zero_point)), np.reshape(zero_point, -1).tolist())]
+    attributes = {"axis": axis} if np.size(scale) > 1 else {}
+    if block_size:
+        attributes["block_size"] = block_size
+    return zero_points, attributes
+
+
 def dequantize_model(code_type, shape, scale, zero_point=None, axis=1, constant=True, block_size=0):
     """DequantizeLinear-21 of codes (an initializer where ``constant``) added to a float input, so
     that the output is a computed value."""
@@ -35,14 +44,10 @@ def dequantize_model(code_type, shape, scale, zero_point=None, axis=1, constant=
         inits.append(helper.make_tensor("q", code_type, shape, codes.reshape(-1).tolist()))
     else:
         inputs.append(helper.make_tensor_value_info("q", code_type, shape))
-    names = ["q", "s"]
-    if zero_point is not None:
-        inits.append(helper.make_tensor("z", code_type, list(np.shape(zero_point)), np.reshape(zero_point, -1).tolist()))
-        names.append("z")
-    attributes = {"axis": axis} if np.size(scale) > 1 else {}
-    if block_size:
-        attributes["block_size"] = block_size
-    nodes = [helper.make_node("DequantizeLinear", names, ["w"], **attributes), helper.make_node("Add", ["x", "w"], ["y"])]
+    zero_points, attributes = parameters(code_type, scale, zero_point, axis, block_size)
+    inits += zero_points
+    nodes = [helper.make_node("DequantizeLinear", ["q", "s", *(z.name for z in zero_points)], ["w"], **attributes),
+             helper.make_node("Add", ["x", "w"], ["y"])]
     inputs.append(helper.make_tensor_value_info("x", float_type, shape))
     graph = helper.make_graph(nodes, "dq21", inputs, [helper.make_tensor_value_info("y", float_type, shape)], inits)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)], ir_version=10), codes

@@ -14,6 +14,7 @@ import pytest
 
 import dml_ep
 from dml_ep.compare import compare_model
+from dml_ep.kernels.mlas_sgemm import host_runs_sqnbit_fp32
 from dml_ep.reference import cpu_session
 
 pytestmark = pytest.mark.host_sensitive  # MatMulNBits' CPU kernels differ per host (CompInt8 needs AVX2)
@@ -104,3 +105,23 @@ def test_the_dxdispatch_export_replays_bit_for_bit(tmp_path, sequence, past):
     made, _ = export_and_replay(onnx.load(SHIPPED), tmp_path / "out", feeds(np.float16, sequence, past))
     dequantize = [d for d in made.model["dispatchables"].values() if d["type"] == "DML_OPERATOR_DEQUANTIZE"]
     assert len(dequantize) == 15 and all(d["desc"]["InputTensor"]["DataType"] == "UINT4" for d in dequantize)
+
+
+def test_the_prompt_in_onnxruntime_arithmetic_names_every_difference():
+    """In onnxruntime's arithmetic each float16 MatMulNBits gives onnxruntime's bits (CompFp32 in
+    float32, the weight kept float32); what still differs is the SiLU chain, which onnxruntime's
+    CPU EP computes in float32 across Sigmoid -> Mul -> Mul (InsertCastTransformer) and DirectML
+    in float16 op by op: "graph", found by running the chain on onnxruntime's inputs."""
+    from dml_ep.report import CAUSES
+
+    report = compare_model(onnx.load(SHIPPED), feeds(np.float16, 8, 0), arithmetic="onnxruntime", per_node=True)
+    gemms = [node for node in report.nodes if node.op_type == "DmlGemm"]
+    if host_runs_sqnbit_fp32():
+        assert len(gemms) == 15 and all(node.isolated.differing == 0 for node in gemms)
+    else:  # an onnxruntime without the CompFp32 kernel (no AVX2) sums in another order
+        assert len(gemms) == 15 and all(set(node.causes) <= FLOAT_CAUSES for node in gemms)
+    silu = [node for node in report.nodes if node.node.endswith("/mlp/Mul")]
+    assert len(silu) == 2 and all(set(node.causes) == {"graph"} and "InsertCastTransformer" in node.graph for node in silu
+                                  if node.inexact_in_isolation)
+    assert not any(n.node.startswith("InsertedPrecisionFreeCast_") for n in report.nodes)  # the CPU EP's casts are not the DML EP's
+    assert all(set(node.causes) <= set(CAUSES) - {"other"} for node in report.nodes)

@@ -121,20 +121,22 @@ def test_onnxruntime_is_the_exact_product_within_float32_rounding_of_what_it_com
 def test_the_onnxruntime_arithmetic_gives_the_cpus_compfp32_bits(engine):
     """4 bits at accuracy levels 0 to 3: the CPU (SQ4BitGemm_CompFp32) takes A's rows in parts of
     128, each against the weight dequantized to float32, in MLAS's SGEMM kernel over all of K at
-    once; dml_ep's onnxruntime arithmetic gives its bits. A part of one row (the 129th) runs MLAS's
+    once; dml_ep's onnxruntime arithmetic gives its bits, for float16 nodes too. A part of one row (the 129th) runs MLAS's
     M=1 kernel, whose order dml_ep does not reproduce: within float32 rounding there. A host whose
     onnxruntime has no CompFp32 kernel (before AVX2: it dequantizes B and runs SGEMM) gets a float32
     GEMM in numpy's order: within float32 rounding."""
     exact_rows = 128 if host_runs_sqnbit_fp32() else 0
-    for k, n, block_size, zero_points in [(384, 40, 32, True), (256, 17, 128, False), (64, 8, 16, True)]:
-        model = matmul_nbits(k, n, block_size, 4, zero_points, accuracy_level=1)
+    for k, n, block_size, zero_points, float_type in [(384, 40, 32, True, F32), (256, 17, 128, False, F32), (64, 8, 16, True, F32),
+                                                      (256, 24, 32, False, F16)]:
+        # float16: the same in float32 (A converted, the weight float32: its float16 scales times codes), C rounded to float16
+        model = matmul_nbits(k, n, block_size, 4, zero_points, float_type=float_type, accuracy_level=1)
         a = rows(model, 129)
         expected = cpu_session(model).run(None, {"a": a})[0]
         session = dml_ep.InferenceSession(model, arithmetic="onnxruntime", engine=engine)
         y = session.run(None, {"a": a})[0]
         assert session.plan.entries[-1].operator == "DML_OPERATOR_GEMM"
-        assert np.array_equal(y[:exact_rows].view(np.uint32), expected[:exact_rows].view(np.uint32)), (k, n, block_size)
-        np.testing.assert_allclose(y[exact_rows:], expected[exact_rows:], rtol=1e-5, atol=1e-5)
+        assert y.dtype == expected.dtype and np.array_equal(y[:exact_rows], expected[:exact_rows]), (k, n, block_size, float_type)
+        np.testing.assert_allclose(y[exact_rows:], expected[exact_rows:], rtol=1e-3 if float_type == F16 else 1e-5, atol=1e-5)
 
 
 def host_quantizes_activations() -> bool:

@@ -17,6 +17,7 @@ from dml_ep.errors import QuantizationParameterError
 from dml_ep.plan import DmlNode, FallbackNode
 from dml_ep.planner import plan_model
 from dml_ep.reference import cpu_session
+from test_dequantize_linear_21 import parameters
 
 pytestmark = pytest.mark.host_sensitive  # compared with onnxruntime's CPU kernels
 
@@ -25,16 +26,12 @@ def quantize_model(code_type, shape, scale, zero_point=None, axis=1, block_size=
     """Add(x, 0.5) then QuantizeLinear-21 to ``code_type``, the codes a graph output."""
     element = helper.np_dtype_to_tensor_dtype(np.dtype(float_type))
     inits = [numpy_helper.from_array(np.asarray(scale, float_type), "s"), numpy_helper.from_array(np.array(0.5, float_type), "half")]
-    names = ["a", "s"]
-    if zero_point is not None:
-        inits.append(helper.make_tensor("z", code_type, list(np.shape(zero_point)), np.reshape(zero_point, -1).tolist()))
-        names.append("z")
-    attributes = {"axis": axis} if np.size(scale) > 1 else {}
-    if block_size:
-        attributes["block_size"] = block_size
+    zero_points, attributes = parameters(code_type, scale, zero_point, axis, block_size)
+    inits += zero_points
     if zero_point is None:
         attributes["output_dtype"] = code_type
-    nodes = [helper.make_node("Add", ["x", "half"], ["a"]), helper.make_node("QuantizeLinear", names, ["y"], **attributes)]
+    nodes = [helper.make_node("Add", ["x", "half"], ["a"]),
+             helper.make_node("QuantizeLinear", ["a", "s", *(z.name for z in zero_points)], ["y"], **attributes)]
     graph = helper.make_graph(nodes, "q21", [helper.make_tensor_value_info("x", element, shape)],
                               [helper.make_tensor_value_info("y", code_type, shape)], inits)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)], ir_version=10)

@@ -22,10 +22,11 @@ Kernel. DirectML's page gives no summation order or accumulator width; nor does 
 - ``"onnxruntime"``: float32 MatMul, FusedMatMul and Gemm as onnxruntime's CPU EP computes them,
   bit for bit: MLAS's SGEMM on this host (``kernels.mlas_sgemm``: its threads, kernels and panel
   order; a constant 2-D B is packed, as onnxruntime packs it when the session loads). A 4-bit
-  MatMulNBits' GEMM at accuracy levels 0 to 3 (float32): as MLAS's SQ4BitGemm_CompFp32, bit for
-  bit but for a part of one row (:func:`sqnbit_fp32_gemm`). Otherwise (float16, 8 bits, level 4)
-  a float32 GEMM in numpy's order, within float32 rounding of onnxruntime's, not bit for bit;
-  compare names the differences ("float summation order", "int8 activations" at level 4).
+  MatMulNBits' GEMM at accuracy levels 0 to 3 (float32 or float16): as MLAS's SQ4BitGemm_CompFp32,
+  bit for bit but for a part of one row (:func:`sqnbit_fp32_gemm`). Otherwise (float16 MatMul,
+  8 bits, level 4) a float32 GEMM in numpy's order, within float32 rounding of onnxruntime's, not
+  bit for bit; compare names the differences ("float summation order", "int8 activations" at
+  level 4).
 No exact value: GEMM does not quantize.
 """
 
@@ -39,6 +40,7 @@ import numpy as np
 from ..enums import DML_FEATURE_LEVEL as FL
 from ..enums import DML_MATRIX_TRANSFORM
 from ..enums import DML_OPERATOR_TYPE as OP
+from ..enums import DML_TENSOR_DATA_TYPE as DT
 from ..errors import ShapeError
 from ..kernels.mlas_sgemm import GemmCall, host_runs_sqnbit_fp32, host_sgemm, panel_sum, sgemm_batch
 from ..plan import IMPORTED, DmlNode
@@ -191,14 +193,14 @@ def gemm_kernel(desc, tensors: dict, arithmetic, cache: dict, compiled: bool = F
     """``Alpha * A x B + Beta * C`` in float64 rounded once (directml), or in float32 (onnxruntime:
     as onnxruntime's CPU EP computes the float32 node, :data:`MLAS` and :data:`SQNBIT_FP32`;
     ``compiled``: their panels summed by ``kernels.compiled.sgemm``)."""
-    if arithmetic.onnxruntime and desc.OutputTensor.DataType.numpy() == np.float32:
-        if cache.get(IMPORTED) == MLAS:
+    if arithmetic.onnxruntime:
+        if cache.get(IMPORTED) == MLAS and desc.OutputTensor.DataType == DT.FLOAT32:
             return mlas_gemm(desc, tensors, cache, compiled)
         if cache.get(IMPORTED) == SQNBIT_FP32 and host_runs_sqnbit_fp32():
             return sqnbit_fp32_gemm(desc, tensors, cache, compiled)
     wide = np.float32 if arithmetic.onnxruntime else np.float64
     a = _matrices(view(tensors["ATensor"], desc.ATensor), desc.TransA, wide)
-    b = _weight(tensors, desc, wide, cache)
+    b = _weight(tensors, desc, wide, cache, as_described=not arithmetic.onnxruntime)
     if b.ndim == 2:  # one matrix for every batch: one product of all of A's rows
         y = (a.reshape(-1, a.shape[-1]) @ b).reshape(*a.shape[:-1], b.shape[-1])
     else:
@@ -237,20 +239,22 @@ def mlas_gemm(desc, tensors: dict, cache: dict, compiled: bool = False) -> np.nd
 def sqnbit_fp32_gemm(desc, tensors: dict, cache: dict, compiled: bool = False) -> np.ndarray:
     """onnxruntime's 4-bit MatMulNBits at accuracy levels 0 to 3 (``SQ4BitGemm_CompFp32``,
     qnbitgemm.cpp): A's rows in parts of 128, each part against the weight dequantized to float32
-    by MLAS's SGEMM kernel over all of K at once (one panel, k in order from zero). A part of one
+    by MLAS's SGEMM kernel over all of K at once (one panel, k in order from zero). A float16 node
+    is the same in float32 (matmul_nbits.cc ``ComputeBPacked<MLFloat16>``: A converted, exactly;
+    the weight float32, as the DEQUANTIZE before gives it in this arithmetic; C rounded to float16). A part of one
     row runs MLAS's M=1 CompFp32 kernel, whose order dml_ep does not reproduce: a float32 product
     in numpy's order stands in (compare names the difference "float summation order"). Where
     the host's onnxruntime has no such kernel (:func:`host_runs_sqnbit_fp32`), the float32 GEMM
     in numpy's order stands in for all."""
     a = view(tensors["ATensor"], desc.ATensor)
-    rows = a.reshape(-1, a.shape[-1])
+    rows = a.reshape(-1, a.shape[-1]).astype(np.float32, copy=False)
     b = _weight(tensors, desc, np.float32, cache)[None]
     out = np.empty((rows.shape[0], b.shape[-1]), np.float32)
     fused = host_sgemm().fused
     for start in range(0, rows.shape[0], SQNBIT_ROWS):
         part = rows[start:start + SQNBIT_ROWS]
         out[start:start + len(part)] = part @ b[0] if len(part) == 1 else panel_sum(part[None], b, fused, compiled)[0]
-    return out.reshape(desc.OutputTensor.Sizes)
+    return out.reshape(desc.OutputTensor.Sizes).astype(desc.OutputTensor.DataType.numpy(), copy=False)
 
 
 def compiled_gemm_kernel(desc, tensors: dict, arithmetic, cache: dict) -> np.ndarray:
@@ -275,18 +279,22 @@ def _matrices(x: np.ndarray, transform: DML_MATRIX_TRANSFORM, dtype) -> np.ndarr
     return np.swapaxes(x, -1, -2) if transform == DML_MATRIX_TRANSFORM.TRANSPOSE else x
 
 
-def _weight(tensors: dict, desc, dtype, cache: dict) -> np.ndarray:
+def _weight(tensors: dict, desc, dtype, cache: dict, as_described: bool = False) -> np.ndarray:
     """B after its transform, in the arithmetic's type, C-contiguous; one matrix where B's batch
     strides are 0 (a weight), converted once per buffer (a constant weight's buffer is the same
-    every run)."""
+    every run). ``as_described``: read as BTensor's DataType first, as DirectML reads it (a float16
+    MatMulNBits' weight comes float32 from the "onnxruntime" arithmetic's DEQUANTIZE, which compare
+    may feed a "directml" GEMM)."""
     buffer = tensors["BTensor"]
-    key = ("B", np.dtype(dtype).str)
+    key = ("B", np.dtype(dtype).str, as_described)
     made = cache.get(key)
     if made is not None and made[0] is buffer:
         return made[1]
     b = view(buffer, desc.BTensor)
     if desc.BTensor.DimensionCount > 2 and not any(desc.BTensor.element_strides[:-2]):
         b = b[(0,) * (b.ndim - 2)]
+    if as_described:
+        b = b.astype(desc.BTensor.DataType.numpy(), copy=False)
     b = np.ascontiguousarray(_matrices(b, desc.TransB, dtype))
     cache[key] = (buffer, b)
     return b

@@ -194,15 +194,27 @@ def _weights_as_arrays(model: onnx.ModelProto, graph: EditableGraph, options: or
 
 def _undo_inserted_casts(graph: onnx.GraphProto) -> None:
     """Remove the Casts that the CPU EP's InsertCastTransformer put around float16 values for its
-    float32-only kernels (a session step of the CPU EP, which no option turns off): the DML EP
-    runs float16 as it is."""
-    casts = {node.output[0]: node.input[0] for node in graph.node if node.op_type == "Cast" and node.output[0].startswith(INSERTED_CAST)}
-    if not casts:
+    float32-only kernels (a session step of the CPU EP, which no option turns off), and give back
+    the names it moved to their float32 stand-ins (``InsertedPrecisionFreeCast_<name>``): the DML EP
+    runs float16 as it is. A Cast to a float16 value from its own stand-in goes too (the end of a
+    chain the CPU ran in float32: Sigmoid -> Mul -> Mul of a SiLU)."""
+    def back(node: onnx.NodeProto) -> bool:
+        return node.op_type == "Cast" and node.input[0] == INSERTED_CAST + node.output[0]
+
+    into_float32 = {node.output[0]: node.input[0] for node in graph.node if node.op_type == "Cast" and node.output[0].startswith(INSERTED_CAST)}
+    nodes = [node for node in graph.node if node.output[0] not in into_float32 and not back(node)]
+    if len(nodes) == len(graph.node):
         return
-    nodes = [node for node in graph.node if node.output[0] not in casts]
+    produced = {name for node in nodes for name in node.output}
+
+    def restored(name: str) -> str:
+        name = into_float32.get(name, name)
+        plain = name[len(INSERTED_CAST):]
+        return plain if name.startswith(INSERTED_CAST) and plain not in produced else name
+
     for node in nodes:
-        for index, name in enumerate(node.input):
-            node.input[index] = casts.get(name, name)
+        node.input[:] = [restored(name) for name in node.input]
+        node.output[:] = [restored(name) for name in node.output]
     del graph.node[:]
     graph.node.extend(nodes)
 
