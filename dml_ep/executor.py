@@ -26,6 +26,7 @@ from .engines import get_engine
 from .errors import FallbackError, NodeError, OutOfMemoryError, ShapeError
 from .graph import ValueInfo, node_reads, ort_message, value_info_of
 from .kernels.mlas_sgemm import logical_cores
+from .memory import reuse_freed_memory
 from .operators.dispatch import prepare_kernel, run_kernel
 from .operators.registration import operator_of
 from .ort_inference import type_proto
@@ -40,6 +41,7 @@ class Executor:
     ``dml_ep.engines.ENGINES``; default: the fastest exact one)."""
 
     def __init__(self, planner: Planner, arithmetic: Arithmetic, engine: str | None = None):
+        reuse_freed_memory()
         self.planner = planner
         self.arithmetic = arithmetic
         self.engine = get_engine(engine)

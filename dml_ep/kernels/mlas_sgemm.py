@@ -138,7 +138,7 @@ def sgemm_batch(a: np.ndarray, b: np.ndarray, call: GemmCall, host: SgemmHost, c
     ``compiled``: the panels summed by ``kernels.compiled.sgemm`` where it was built."""
     batch, m, k = a.shape
     n = b.shape[-1]
-    out = np.zeros((batch, m, n), np.float32) if c is None else np.array(c, np.float32)
+    out = np.empty((batch, m, n), np.float32) if c is None else np.array(c, np.float32)  # the parts cover it; without C, beta is 0
     if k == 0:
         return out * np.float32(call.beta) if c is not None else out
     target = min(int(m * n * k / THREAD_COMPLEXITY) + 1, host.threads)
@@ -199,7 +199,7 @@ def _panels(a, b, c, call: GemmCall, fused: bool, stride_k: int, compiled: bool)
     for start in range(0, a.shape[2], stride_k):
         total = panel_sum(a[:, :, start:start + stride_k], b[:, start:start + stride_k], fused, compiled)
         if first:
-            c, first = total * alpha, False
+            c, first = (total if alpha == 1 else total * alpha), False
         elif fused:
             c = fma32(total, alpha, c)
         else:
@@ -207,34 +207,53 @@ def _panels(a, b, c, call: GemmCall, fused: bool, stride_k: int, compiled: bool)
     return c
 
 
-def panel_sum(a: np.ndarray, b: np.ndarray, fused: bool, compiled: bool = False) -> np.ndarray:
+def panel_sum(a: np.ndarray, b: np.ndarray, fused: bool, compiled: bool = False, panels: np.ndarray | None = None) -> np.ndarray:
     """``a @ b`` ({batch, M, K} x {batch, K, N}) summed in k order from zero, each product fused
-    into the sum or rounded first; ``compiled``: by ``kernels.compiled.sgemm`` where it was built."""
-    total = np.zeros((a.shape[0], a.shape[1], b.shape[2]), np.float32)
+    into the sum or rounded first; ``compiled``: by ``kernels.compiled.sgemm`` where it was built,
+    from B's ``panels`` (:func:`packed_panels`) where the caller keeps a constant's."""
     if compiled and native.sgemm is not None:
-        b = np.ascontiguousarray(b)
+        panels = packed_panels(b) if panels is None else panels
+        total = np.empty((a.shape[0], a.shape[1], b.shape[2]), np.float32)  # every element written
         work = a.size * b.shape[2]
-        if a.shape[0] == 1:  # one GEMM: its columns in parts of whole 16-column panels
-            parts = [(slice(None), slice(16 * panels.start, 16 * panels.stop)) for panels in _parts(-(-b.shape[2] // 16), work)]
+        if a.shape[0] == 1:  # one GEMM: its columns in parts of whole panels
+            parts = [(slice(None), tiles) for tiles in _parts(panels.shape[1], work)]
         else:  # a stack: its GEMMs in parts
             parts = [(gemms, slice(None)) for gemms in _parts(a.shape[0], work)]
 
         def run(part):
-            gemms, columns = part
-            native.sgemm.panel_sum(a[gemms], b[gemms if b.shape[0] > 1 else slice(None), :, columns], total[gemms, :, columns], fused)
+            gemms, tiles = part
+            columns = slice(tiles.start * PANEL, tiles.stop * PANEL) if tiles.stop is not None else slice(None)
+            native.sgemm.panel_sum(a[gemms], panels[gemms if panels.shape[0] > 1 else slice(None), tiles], total[gemms, :, columns], fused)
 
         others = [_pool().submit(run, part) for part in parts[1:]]
         run(parts[0])  # on this thread, while the pool takes the others
         for other in others:
             other.result()
         return total
+    total = np.zeros((a.shape[0], a.shape[1], b.shape[2]), np.float32)
     for k in range(a.shape[2]):
         column, row = a[:, :, k:k + 1], b[:, k:k + 1, :]
         total = fma32(column, row, total) if fused else total + column * row
     return total
 
 
-PARALLEL_WORK = 1 << 22  # multiply-adds worth a second thread of the compiled panels
+PANEL = 16  # B's columns per packed panel (the compiled kernel's tile width)
+
+
+def packed_panels(b: np.ndarray) -> np.ndarray | None:
+    """B ({batch, K, N}) as the compiled kernel reads it, 16 columns a panel ({batch, ceil(N / 16),
+    K, 16}, the last padded with 0s); None where that kernel was not built."""
+    if native.sgemm is None:
+        return None
+    b = np.asarray(b, np.float32)
+    if b.strides[-1] != b.itemsize:
+        b = np.ascontiguousarray(b)
+    panels = np.empty((b.shape[0], -(-b.shape[2] // PANEL), b.shape[1], PANEL), np.float32)
+    native.sgemm.pack_panels(b, panels)
+    return panels
+
+
+PARALLEL_WORK = 1 << 21  # multiply-adds worth a second thread of the compiled panels (one part stays on the caller's)
 
 
 def _parts(count: int, work: int) -> list[slice]:

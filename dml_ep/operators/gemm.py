@@ -42,7 +42,7 @@ from ..enums import DML_MATRIX_TRANSFORM
 from ..enums import DML_OPERATOR_TYPE as OP
 from ..enums import DML_TENSOR_DATA_TYPE as DT
 from ..errors import ShapeError
-from ..kernels.mlas_sgemm import GemmCall, host_runs_sqnbit_fp32, host_sgemm, panel_sum, sgemm_batch
+from ..kernels.mlas_sgemm import GemmCall, host_runs_sqnbit_fp32, host_sgemm, packed_panels, panel_sum, sgemm_batch
 from ..plan import IMPORTED, DmlNode
 from ..real_ep import ASSIGNED_TO_DML, ON_DML
 from ..tensor_desc import broadcast_shapes, broadcast_strides, view
@@ -249,11 +249,12 @@ def sqnbit_fp32_gemm(desc, tensors: dict, cache: dict, compiled: bool = False) -
     a = view(tensors["ATensor"], desc.ATensor)
     rows = a.reshape(-1, a.shape[-1]).astype(np.float32, copy=False)
     b = _weight(tensors, desc, np.float32, cache)[None]
+    panels = _packed(b, tensors, cache) if compiled and rows.shape[0] > 1 else None
     out = np.empty((rows.shape[0], b.shape[-1]), np.float32)
     fused = host_sgemm().fused
     for start in range(0, rows.shape[0], SQNBIT_ROWS):
         part = rows[start:start + SQNBIT_ROWS]
-        out[start:start + len(part)] = part @ b[0] if len(part) == 1 else panel_sum(part[None], b, fused, compiled)[0]
+        out[start:start + len(part)] = part @ b[0] if len(part) == 1 else panel_sum(part[None], b, fused, compiled, panels)[0]
     return out.reshape(desc.OutputTensor.Sizes).astype(desc.OutputTensor.DataType.numpy(), copy=False)
 
 
@@ -298,6 +299,16 @@ def _weight(tensors: dict, desc, dtype, cache: dict, as_described: bool = False)
     b = np.ascontiguousarray(_matrices(b, desc.TransB, dtype))
     cache[key] = (buffer, b)
     return b
+
+
+def _packed(b: np.ndarray, tensors: dict, cache: dict) -> np.ndarray | None:
+    """B ({1, K, N}, from :func:`_weight`) packed for the compiled panels, once per buffer (a
+    constant weight's: onnxruntime packs it once too)."""
+    buffer = tensors["BTensor"]
+    made = cache.get("B panels")
+    if made is None or made[0] is not buffer:
+        made = cache["B panels"] = (buffer, packed_panels(b))
+    return made[1]
 
 
 OPERATORS = (Operator(desc=DML_GEMM_OPERATOR_DESC, kernel=gemm_kernel, compiled_kernel=compiled_gemm_kernel, exact_value=None),)

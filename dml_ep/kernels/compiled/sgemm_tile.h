@@ -59,6 +59,15 @@ static void NAME(const float* a, ptrdiff_t a_row, ptrdiff_t a_k, const float* pa
         x = _mm256_broadcast_ss(x_k + offset[5]);                                                                \
         s50 = STEP(x, b0, s50); s51 = STEP(x, b1, s51);                                                          \
     }                                                                                                           \
+    if (rows == TILE_ROWS && columns == TILE_COLUMNS) { /* a whole tile: straight into C */                      \
+        _mm256_storeu_ps(c, s00); _mm256_storeu_ps(c + 8, s01);                                                  \
+        _mm256_storeu_ps(c + c_row, s10); _mm256_storeu_ps(c + c_row + 8, s11);                                  \
+        _mm256_storeu_ps(c + 2 * c_row, s20); _mm256_storeu_ps(c + 2 * c_row + 8, s21);                          \
+        _mm256_storeu_ps(c + 3 * c_row, s30); _mm256_storeu_ps(c + 3 * c_row + 8, s31);                          \
+        _mm256_storeu_ps(c + 4 * c_row, s40); _mm256_storeu_ps(c + 4 * c_row + 8, s41);                          \
+        _mm256_storeu_ps(c + 5 * c_row, s50); _mm256_storeu_ps(c + 5 * c_row + 8, s51);                          \
+        return;                                                                                                 \
+    }                                                                                                           \
     float sums[TILE_ROWS][TILE_COLUMNS];                                                                         \
     _mm256_storeu_ps(sums[0], s00); _mm256_storeu_ps(sums[0] + 8, s01);                                          \
     _mm256_storeu_ps(sums[1], s10); _mm256_storeu_ps(sums[1] + 8, s11);                                          \
