@@ -174,10 +174,13 @@ def describe_arithmetic(arith: Arithmetic) -> str:
     return arith.mode + (" (u8s8 saturation)" if arith.onnxruntime and arith.u8s8_saturation else "")
 
 
-def matmul_nbits_causes(node, constants: dict, a: np.ndarray, result: np.ndarray, expected: np.ndarray, unexplained: np.ndarray) -> np.ndarray:
+def matmul_nbits_causes(node, constants: dict, a: np.ndarray, result: np.ndarray, expected: np.ndarray, unexplained: np.ndarray,
+                        quantized_a: bool = False) -> np.ndarray:
     """Each ``unexplained`` element's cause (an index into CAUSES; OTHER where none holds) for a
     MatMulNBits ``node`` run on DirectML (``result``) against onnxruntime's CPU kernel at the node's
-    accuracy level (``expected``), both from the same A."""
+    accuracy level (``expected``), both from the same A; ``quantized_a``: ``result`` quantized A at
+    level 4 as the CPU does (the "onnxruntime" arithmetic on a host with CompInt8), so the CPU's
+    int8 product is the one both sum."""
     attributes = {attr.name: attr.i for attr in node.attribute}
     n, k, bits, block_size = attributes["N"], attributes["K"], attributes.get("bits", 4), attributes["block_size"]
     accuracy_level = attributes.get("accuracy_level", 0)
@@ -187,6 +190,8 @@ def matmul_nbits_causes(node, constants: dict, a: np.ndarray, result: np.ndarray
     cpu_a = int8_blocks(a, block_size) if accuracy_level == 4 else None
     cpu = None if cpu_a is None else (cpu_a @ weight, np.abs(cpu_a) @ np.abs(weight))
     on_dml = a64 @ weight.astype(np.float16).astype(np.float64) if result.dtype == np.float16 else None
+    if quantized_a and cpu is not None:
+        return product_causes(cpu, k, expected, unexplained, None, on_dml)
     return product_causes((a64 @ weight, np.abs(a64) @ np.abs(weight)), k, expected, unexplained, cpu, on_dml)
 
 

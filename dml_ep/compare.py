@@ -34,6 +34,7 @@ from .errors import DmlEpError, FeedError, ModelError
 from .executor import Executor
 from .graph import Loaded, load_model, ort_message
 from .importer import DEFAULT_FEATURE_LEVEL
+from .kernels.matmul_nbits import host_runs_sqnbit_int8
 from .operators.registration import GRAPH_RULES
 from .passes import CPU, DEFAULT_RELEASE
 from .passes.qdq_util import is_dq, is_q
@@ -301,8 +302,9 @@ def compare_dml_graph(executor: Executor, entry: DmlNode, reference: dict, steps
     labels = np.where(unexplained, OTHER, NONE)
     whole = entry.origin.whole
     if whole is not None and whole.op_type == "MatMulNBits":  # its causes are the product's, whichever arithmetic reproduces them
-        labels = np.where(unexplained, matmul_nbits_causes(whole, plan.constants, reference[whole.input[0]], result, expected, unexplained),
-                          labels)
+        quantized_a = executor.arithmetic.onnxruntime and host_runs_sqnbit_int8()  # level 4 as the CPU computes it
+        labels = np.where(unexplained, matmul_nbits_causes(whole, plan.constants, reference[whole.input[0]], result, expected, unexplained,
+                                                           quantized_a), labels)
     else:
         for cause, runner in alternatives:
             explained = unexplained & (run(runner) == expected)

@@ -210,3 +210,25 @@ def test_int4_qdq_matmul_runs_as_matmul_nbits_on_directml():
     assert [n.op_type for n in report.nodes] == ["DmlDequantize", "DmlGemm"]
     assert set(report.nodes[1].causes) <= {"int8 activations", "float summation order", "float32 rounding"}
     assert ("int8 activations" in report.nodes[1].causes) == host_quantizes_activations()
+
+
+@pytest.mark.parametrize("block_size", [32, 128])
+def test_the_onnxruntime_arithmetic_quantizes_activations_at_level_4_as_the_cpu_does(block_size):
+    """Level 4 on a host with CompInt8: A quantized to int8 per block as MLAS does, then the product
+    rounded once: within a float32 GEMM's bound of onnxruntime's value, where the float product
+    is not (the test above); compare then names only the summation order. Without CompInt8 the
+    CPU computes level 4 as level 0, and so does dml_ep."""
+    from dml_ep.kernels.matmul_nbits import host_runs_sqnbit_int8
+
+    model = matmul_nbits(256, 16, block_size, accuracy_level=4)
+    a = rows(model, 8)
+    expected = cpu_session(model).run(None, {"a": a})[0].astype(np.float64)
+    y = dml_ep.InferenceSession(model, arithmetic="onnxruntime").run(None, {"a": a})[0].astype(np.float64)
+    weight = onnxruntime_weight(model)
+    cpu_a = int8_blocks(a, block_size) if host_runs_sqnbit_int8() else a.astype(np.float64)
+    bound = 258 * 2.0**-24 * (np.abs(cpu_a) @ np.abs(weight)) + np.spacing(np.abs(expected).astype(F32))
+    assert (np.abs(y - expected) <= 2 * bound).all()  # both within a bound of the same product
+    assert host_runs_sqnbit_int8() == host_quantizes_activations()
+    report = compare_model(model, {"a": a}, arithmetic="onnxruntime", per_node=True)
+    gemm = [node for node in report.nodes if node.op_type == "DmlGemm"][0]
+    assert set(gemm.causes) <= {"float summation order", "float32 rounding"}

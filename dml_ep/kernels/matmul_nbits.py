@@ -13,9 +13,14 @@
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
+from onnx import TensorProto, helper, numpy_helper
 
 from .. import nibbles
+from ..graph import internal_model
+from ..reference import cpu_session
 
 
 def dequantized_weight(b: np.ndarray, scales: np.ndarray, zero_points: np.ndarray | None, n: int, k: int, bits: int,
@@ -56,3 +61,22 @@ def int8_blocks(a: np.ndarray, block_size: int) -> np.ndarray:
         inverse = np.where(amax > 0, np.float32(127) / amax, np.float32(0)).astype(np.float32)
     codes = np.rint(grouped * inverse)  # float32 product, rounded half to even
     return (codes.astype(np.float64) * scale.astype(np.float64)).reshape(padded.shape)[..., :k]
+
+
+@functools.cache
+def host_runs_sqnbit_int8() -> bool:
+    """Whether the host's onnxruntime computes a 4-bit MatMulNBits at accuracy level 4 with A
+    quantized to int8 (MLAS has CompInt8 kernels from AVX2 on; without them level 4 is level 0),
+    measured: a block whose int8 codes round A visibly."""
+    k, n, block = 32, 2, 32
+    codes = np.full((n, 1, block // 2), 0x99, np.uint8)  # every weight code 9: (9 - 8) * scale
+    node = helper.make_node("MatMulNBits", ["a", "b", "s"], ["y"], domain="com.microsoft", K=k, N=n, bits=4, block_size=block,
+                            accuracy_level=4)
+    graph = helper.make_graph([node], "sqnbit_int8_probe", [helper.make_tensor_value_info("a", TensorProto.FLOAT, [1, k])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              [numpy_helper.from_array(codes, "b"), numpy_helper.from_array(np.ones(n, np.float32), "s")])
+    model = internal_model(graph, 13)
+    model.opset_import.append(helper.make_opsetid("com.microsoft", 1))
+    a = np.zeros((1, k), np.float32)
+    a[0, 0], a[0, 1] = 127.0, 0.4  # 0.4 rounds to code 0 in a block whose scale is 1
+    return float(cpu_session(model, threads=1).run(None, {"a": a})[0][0, 0]) == 127.0

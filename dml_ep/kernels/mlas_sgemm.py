@@ -212,7 +212,7 @@ def panel_sum(a: np.ndarray, b: np.ndarray, fused: bool, compiled: bool = False,
     into the sum or rounded first; ``compiled``: by ``kernels.compiled.sgemm`` where it was built,
     from B's ``panels`` (:func:`packed_panels`) where the caller keeps a constant's."""
     if compiled and native.sgemm is not None:
-        panels = packed_panels(b) if panels is None else panels
+        panels = _pack(b) if panels is None else panels
         total = np.empty((a.shape[0], a.shape[1], b.shape[2]), np.float32)  # every element written
         work = a.size * b.shape[2]
         if a.shape[0] == 1:  # one GEMM: its columns in parts of whole panels
@@ -243,8 +243,10 @@ PANEL = 16  # B's columns per packed panel (the compiled kernel's tile width)
 def packed_panels(b: np.ndarray) -> np.ndarray | None:
     """B ({batch, K, N}) as the compiled kernel reads it, 16 columns a panel ({batch, ceil(N / 16),
     K, 16}, the last padded with 0s); None where that kernel was not built."""
-    if native.sgemm is None:
-        return None
+    return None if native.sgemm is None else _pack(b)
+
+
+def _pack(b: np.ndarray) -> np.ndarray:
     b = np.asarray(b, np.float32)
     if b.strides[-1] != b.itemsize:
         b = np.ascontiguousarray(b)

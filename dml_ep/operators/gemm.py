@@ -23,10 +23,11 @@ Kernel. DirectML's page gives no summation order or accumulator width; nor does 
   bit for bit: MLAS's SGEMM on this host (``kernels.mlas_sgemm``: its threads, kernels and panel
   order; a constant 2-D B is packed, as onnxruntime packs it when the session loads). A 4-bit
   MatMulNBits' GEMM at accuracy levels 0 to 3 (float32 or float16): as MLAS's SQ4BitGemm_CompFp32,
-  bit for bit but for a part of one row (:func:`sqnbit_fp32_gemm`). Otherwise (float16 MatMul,
-  8 bits, level 4) a float32 GEMM in numpy's order, within float32 rounding of onnxruntime's, not
-  bit for bit; compare names the differences ("float summation order", "int8 activations" at
-  level 4).
+  bit for bit but for a part of one row (:func:`sqnbit_fp32_gemm`); at level 4, A quantized to
+  int8 per block as MLAS's CompInt8 does, then the product rounded once: within float32 rounding
+  of onnxruntime's (:func:`sqnbit_int8_gemm`). Otherwise (float16 MatMul, 8 bits) a float32 GEMM in
+  numpy's order, within float32 rounding of onnxruntime's, not bit for bit; compare names the
+  differences ("float summation order", "int8 activations" in the "directml" arithmetic).
 No exact value: GEMM does not quantize.
 """
 
@@ -42,6 +43,7 @@ from ..enums import DML_MATRIX_TRANSFORM
 from ..enums import DML_OPERATOR_TYPE as OP
 from ..enums import DML_TENSOR_DATA_TYPE as DT
 from ..errors import ShapeError
+from ..kernels.matmul_nbits import host_runs_sqnbit_int8, int8_blocks
 from ..kernels.mlas_sgemm import GemmCall, host_runs_sqnbit_fp32, host_sgemm, packed_panels, panel_sum, sgemm_batch
 from ..plan import IMPORTED, DmlNode
 from ..real_ep import ASSIGNED_TO_DML, ON_DML
@@ -120,8 +122,8 @@ def matmul_nbits_product(ctx: NodeContext) -> DmlNode:
         ATensor=tensor(dtype, a_shape), BTensor=weight, CTensor=None, OutputTensor=tensor(dtype, output_shape),
         TransA=DML_MATRIX_TRANSFORM.NONE, TransB=DML_MATRIX_TRANSFORM.TRANSPOSE, Alpha=1.0, Beta=0.0)
     made = ctx.dml_node(desc, ("ATensor", "BTensor"), output_shape)
-    if ctx.attr("bits", 4) == 4 and ctx.attr("accuracy_level", 0) < 4:
-        made.cache[IMPORTED] = SQNBIT_FP32
+    if ctx.attr("bits", 4) == 4:
+        made.cache[IMPORTED] = SQNBIT_FP32 if ctx.attr("accuracy_level", 0) < 4 else (SQNBIT_INT8, ctx.attr("block_size", 0))
     return made
 
 
@@ -167,7 +169,7 @@ def gemm(ctx: NodeContext) -> DmlNode:
 
 # What onnxruntime's CPU EP computes a GEMM with (the DmlNode's IMPORTED): MatMul, FusedMatMul and Gemm
 # with MLAS's SGEMM; a 4-bit MatMulNBits at accuracy levels 0 to 3 with MLAS's SQNBitGemm CompFp32.
-MLAS, SQNBIT_FP32 = "MLAS SGEMM", "MLAS SQNBitGemm CompFp32"
+MLAS, SQNBIT_FP32, SQNBIT_INT8 = "MLAS SGEMM", "MLAS SQNBitGemm CompFp32", "MLAS SQNBitGemm CompInt8"
 SQNBIT_ROWS = 128  # SQNBitGemm's rows per thread's part (StrideM)
 
 
@@ -191,13 +193,12 @@ def _operand(dtype, shape, batch, matrix=None):
 
 def gemm_kernel(desc, tensors: dict, arithmetic, cache: dict, compiled: bool = False) -> np.ndarray:
     """``Alpha * A x B + Beta * C`` in float64 rounded once (directml), or in float32 (onnxruntime:
-    as onnxruntime's CPU EP computes the float32 node, :data:`MLAS` and :data:`SQNBIT_FP32`;
-    ``compiled``: their panels summed by ``kernels.compiled.sgemm``)."""
+    as onnxruntime's CPU EP computes the node where dml_ep knows how, :func:`onnxruntime_gemm`;
+    ``compiled``: MLAS's panels summed by ``kernels.compiled.sgemm``)."""
     if arithmetic.onnxruntime:
-        if cache.get(IMPORTED) == MLAS and desc.OutputTensor.DataType == DT.FLOAT32:
-            return mlas_gemm(desc, tensors, cache, compiled)
-        if cache.get(IMPORTED) == SQNBIT_FP32 and host_runs_sqnbit_fp32():
-            return sqnbit_fp32_gemm(desc, tensors, cache, compiled)
+        computed = onnxruntime_gemm(desc, tensors, cache, compiled)
+        if computed is not None:
+            return computed
     wide = np.float32 if arithmetic.onnxruntime else np.float64
     a = _matrices(view(tensors["ATensor"], desc.ATensor), desc.TransA, wide)
     b = _weight(tensors, desc, wide, cache, as_described=not arithmetic.onnxruntime)
@@ -212,6 +213,19 @@ def gemm_kernel(desc, tensors: dict, arithmetic, cache: dict, compiled: bool = F
     if desc.FusedActivation is not None:
         y = apply_activation(desc.FusedActivation, y.astype(np.float32))
     return y.astype(desc.OutputTensor.DataType.numpy())
+
+
+def onnxruntime_gemm(desc, tensors: dict, cache: dict, compiled: bool = False) -> np.ndarray | None:
+    """The node as onnxruntime's CPU EP computes it on this host, where dml_ep knows how (what the
+    importer noted, ``IMPORTED``: :data:`MLAS`, :data:`SQNBIT_FP32`, :data:`SQNBIT_INT8`); else None."""
+    imported = cache.get(IMPORTED)
+    if imported == MLAS and desc.OutputTensor.DataType == DT.FLOAT32:
+        return mlas_gemm(desc, tensors, cache, compiled)
+    if imported == SQNBIT_FP32 and host_runs_sqnbit_fp32():
+        return sqnbit_fp32_gemm(desc, tensors, cache, compiled)
+    if isinstance(imported, tuple) and imported[0] == SQNBIT_INT8 and host_runs_sqnbit_int8():
+        return sqnbit_int8_gemm(desc, tensors, cache, imported[1])
+    return None
 
 
 def mlas_gemm(desc, tensors: dict, cache: dict, compiled: bool = False) -> np.ndarray:
@@ -256,6 +270,18 @@ def sqnbit_fp32_gemm(desc, tensors: dict, cache: dict, compiled: bool = False) -
         part = rows[start:start + SQNBIT_ROWS]
         out[start:start + len(part)] = part @ b[0] if len(part) == 1 else panel_sum(part[None], b, fused, compiled, panels)[0]
     return out.reshape(desc.OutputTensor.Sizes).astype(desc.OutputTensor.DataType.numpy(), copy=False)
+
+
+def sqnbit_int8_gemm(desc, tensors: dict, cache: dict, block_size: int) -> np.ndarray:
+    """onnxruntime's 4-bit MatMulNBits at accuracy level 4 (``SQ4BitGemm_CompInt8``): A's rows
+    quantized to int8 per block of ``block_size`` along K as MLAS quantizes them
+    (``kernels.matmul_nbits.int8_blocks``, exact), then their product with the weight rounded once;
+    MLAS sums each block's integer dot product times the two scales in float32, so only that
+    summation order differs (compare: "float summation order")."""
+    a = view(tensors["ATensor"], desc.ATensor)
+    rows = int8_blocks(a.reshape(-1, a.shape[-1]), block_size)
+    y = rows @ _weight(tensors, desc, np.float64, cache)
+    return y.reshape(desc.OutputTensor.Sizes).astype(desc.OutputTensor.DataType.numpy())
 
 
 def compiled_gemm_kernel(desc, tensors: dict, arithmetic, cache: dict) -> np.ndarray:

@@ -57,7 +57,8 @@ def parts(graph: EditableGraph, node: onnx.NodeProto, static: dict, on_dml: Call
     dequantize = onnx.helper.make_node(DEQUANTIZE, weight_inputs, [weight], name=f"{node.name}.dequantize" if node.name else "", domain=DML_DOMAIN,
                                        N=n, K=k, bits=attributes.get("bits", 4))
     gemm = onnx.helper.make_node(GEMM, [node.input[0], weight], list(node.output), name=node.name, domain=DML_DOMAIN,
-                                 bits=attributes.get("bits", 4), accuracy_level=attributes.get("accuracy_level", 0))  # for the onnxruntime arithmetic
+                                 bits=attributes.get("bits", 4), accuracy_level=attributes.get("accuracy_level", 0),
+                                 block_size=attributes.get("block_size", 0))  # for the onnxruntime arithmetic
     infos = derived_infos(made, static)
     if not (on_dml(dequantize, infos) and on_dml(gemm, infos)):
         return None
