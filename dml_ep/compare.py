@@ -211,6 +211,7 @@ def compare_nodes(executor: Executor, values: dict, reference: dict, steps: dict
     entries = ran_plan(executor).entries
     nodes = []
     producers: dict[str, tuple[int, PlanEntry]] = {}
+    judged: set[int] = set()  # the entries found inexact in isolation: where their differences start
     for index, entry in enumerate(entries, 1):
         progress("comparing node", index, len(entries))
         shared = [n for n in entry.outputs if n in values and n in reference]
@@ -240,10 +241,13 @@ def compare_nodes(executor: Executor, values: dict, reference: dict, steps: dict
                 comparison.put_down(labels, result, expected, atol)
         elif entry.origin.cpu_rule:
             compare_cpu_only_group(executor, entry, reference, steps, atol, comparison, real_ep)
-        elif isolate and not isinstance(entry, DmlNode) and any(c.differing for c in comparison.propagated):
+        elif isolate and any(c.differing for c in comparison.propagated) and all(
+                same(values[n], reference[n]) for n in entry.value_inputs if n in values and n in reference):  # where a difference starts
             producers = producers or {name: (i, e) for i, e in enumerate(entries) for name in e.outputs}  # made once, where needed
-            compare_fallback_chain(executor, fallback_chain(entry, reference, ran_plan(executor).constants, producers), reference, steps,
-                                   atol, comparison, real_ep)
+            compare_hidden_chain(executor, hidden_chain(entry, reference, ran_plan(executor).constants, producers), reference, steps,
+                                 atol, comparison, alternatives, judged, real_ep)
+        if comparison.inexact_in_isolation:
+            judged.add(id(entry))
         nodes.append(comparison)
     return nodes
 
@@ -336,49 +340,75 @@ def compare_cpu_only_group(executor: Executor, entry: PlanEntry, reference: dict
         comparison.causes = {"other" if real_ep else "graph": comparison.isolated.differing}
 
 
-def compare_fallback_chain(executor: Executor, chain: list[PlanEntry] | None, reference: dict, steps: dict, atol: int,
-                           comparison: NodeComparison, real_ep: bool = False) -> None:
-    """A fallback node whose output differs, run on the reference's inputs, with the fallback nodes
-    before it whose outputs the reference does not show (``chain``, the node last: :func:`fallback_chain`;
-    None: no isolation): onnxruntime's CPU kernels on both sides,
-    so what still differs is the reference's other graph ("graph"), a CPU-only rewrite (the CPU
-    EP's InsertCastTransformer runs a chain of float16 ops that lack float16 kernels in float32,
-    rounding once at its end, where each op rounds on DirectML; a fusion); against the real DML
-    EP, "other"."""
-    if chain is None or chain[-1].outputs[0] not in reference:
-        return
-    output = chain[-1].outputs[0]
-    values = collections.ChainMap({}, reference)
-    for member in chain:
-        values.update(executor.run_entry(member, values))
-    expected = reference[output]
-    comparison.isolated = compare_tensors(output, values[output], expected, step_of(output, expected, steps), atol)
+def compare_hidden_chain(executor: Executor, chain: list[PlanEntry] | None, reference: dict, steps: dict, atol: int,
+                         comparison: NodeComparison, alternatives, judged: set[int], real_ep: bool = False) -> None:
+    """A node whose output differs though the inputs both runs show are equal, and which could not
+    be run alone (a value it reads is not the reference's to show): run on the reference's inputs
+    with the nodes before it that make those
+    values (``chain``, the node last: :func:`hidden_chain`; None: no isolation). What another
+    arithmetic explains takes its cause; what none explains is the reference's other graph
+    ("graph"): a CPU-only rewrite, such as a QDQ group fused into an integer operator (int8
+    activations, after QDQS8ToU8Transformer), or a chain of float16 ops that lack float16 kernels
+    run in float32 (InsertCastTransformer); against the real DML EP, "other"."""
+    if chain is None or chain[-1].outputs[0] not in reference or any(id(e) in judged for e in chain):
+        return  # a difference already judged where it starts (a group a CPU-only rule fuses: compare_cpu_only_group)
+
+    def run(runner: Executor) -> np.ndarray:
+        values = collections.ChainMap({}, reference)
+        for member in chain:
+            values.update(runner.run_entry(member, values))
+        return values[output]
+
+    output, expected = chain[-1].outputs[0], reference[chain[-1].outputs[0]]
+    result = run(executor)
+    comparison.isolated = compare_tensors(output, result, expected, step_of(output, expected, steps), atol)
     if not comparison.inexact_in_isolation:
         return
-    names = " -> ".join(e.node.op_type for e in chain)
-    if not real_ep:
-        comparison.graph = (f"onnxruntime's CPU kernels give {names} other values on the reference's inputs: the reference ran another graph"
-                            + (" (the CPU EP computes float16 ops without float16 kernels in float32 across nodes, InsertCastTransformer; "
-                               "on DirectML each rounds to float16)" if expected.dtype == np.float16 else " (a CPU-only rewrite)"))
-    comparison.causes = {"other" if real_ep else "graph": comparison.isolated.differing}
+    unexplained = result != expected
+    labels = np.where(unexplained, OTHER, NONE)
+    if any(isinstance(member, DmlNode) for member in chain):
+        for cause, runner in alternatives:
+            explained = unexplained & (run(runner) == expected)
+            labels[explained] = CAUSES.index(cause)
+            unexplained &= ~explained
+    if not real_ep and unexplained.any():
+        labels[unexplained] = CAUSES.index("graph")
+        names = " -> ".join(dict.fromkeys(e.node.op_type for e in chain))
+        comparison.graph = (f"run on the reference's inputs, {names} give other values in every arithmetic: the reference ran another graph "
+                            + ("(the CPU EP computes float16 ops without float16 kernels in float32 across nodes, InsertCastTransformer; "
+                               "on DirectML each rounds to float16)" if expected.dtype == np.float16 and not any(isinstance(e, DmlNode) for e in chain)
+                               else "(a CPU-only rewrite: a QDQ group fused into an integer operator, QDQS8ToU8Transformer, a fusion)"))
+    comparison.put_down(labels, result, expected, atol)
 
 
-def fallback_chain(entry: PlanEntry, reference: dict, constants: dict, producers: dict) -> list[PlanEntry] | None:
-    """``entry`` and the fallback entries before it that make the values it reads which the
-    reference does not show (``producers``: each value's plan index and entry), in plan order,
-    ``entry`` last; None where one of those values is a DirectML node's (only dml_ep has it)."""
+HIDDEN_CHAIN = 64  # nodes a chain run on the reference's inputs may hold (the reference may rename every int8 Q/DQ value)
+
+
+def same(x, y) -> bool:
+    """Two values equal in shape and every element (NaNs where both have them)."""
+    x, y = np.asarray(x), np.asarray(y)
+    return x.shape == y.shape and bool(np.array_equal(x, y, equal_nan=x.dtype.kind == "f" and y.dtype.kind == "f"))
+
+
+def hidden_chain(entry: PlanEntry, reference: dict, constants: dict, producers: dict) -> list[PlanEntry] | None:
+    """``entry`` and the entries before it that make the values it reads which the reference does
+    not show (``producers``: each value's plan index and entry), in plan order, ``entry`` last;
+    None where such a value has no maker, or the chain grows past :data:`HIDDEN_CHAIN` (a node whose
+    inputs the reference made in another graph far back: isolated closer to that graph)."""
     chain: dict[int, tuple[int, PlanEntry]] = {}
     pending = [producers[entry.outputs[0]]]
     while pending:
         index, member = pending.pop()
         if id(member) in chain:
             continue
+        if len(chain) == HIDDEN_CHAIN:
+            return None
         chain[id(member)] = index, member
         for name in member.value_inputs:
             if name in reference or name in constants:
                 continue
             producer = producers.get(name)
-            if producer is None or isinstance(producer[1], DmlNode):
+            if producer is None:
                 return None
             pending.append(producer)
     return [member for _, member in sorted(chain.values(), key=lambda item: item[0])]
