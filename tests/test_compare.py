@@ -520,5 +520,7 @@ def test_an_int8_qdq_group_the_cpu_fuses_is_named_graph():
     x = rng.uniform(-6, 6, (16, 64)).astype(np.float32)
     report = compare_model(model, {"x": x}, arithmetic="onnxruntime", per_node=True)
     causes = set().union(*(node.causes for node in report.nodes))
-    assert report.outputs[0].differing > 0  # the integer product requantized, against the float product quantized
-    assert "graph" in causes and causes <= {"graph", "float32 rounding", "tie rounding"}
+    if report.outputs[0].differing:  # the integer product requantized, against the float product quantized (AVX2 hosts)
+        assert "graph" in causes and causes <= {"graph", "float32 rounding", "tie rounding"}
+    else:  # onnxruntime's SSE kernels (QEMU's Nehalem) land on the same codes here
+        assert report.ok and not causes
