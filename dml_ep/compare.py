@@ -212,6 +212,7 @@ def compare_nodes(executor: Executor, values: dict, reference: dict, steps: dict
     nodes = []
     producers: dict[str, tuple[int, PlanEntry]] = {}
     judged: set[int] = set()  # the entries found inexact in isolation: where their differences start
+    differing: dict[str, int] = {}  # each value compared so far: its differing elements
     for index, entry in enumerate(entries, 1):
         progress("comparing node", index, len(entries))
         shared = [n for n in entry.outputs if n in values and n in reference]
@@ -241,13 +242,13 @@ def compare_nodes(executor: Executor, values: dict, reference: dict, steps: dict
                 comparison.put_down(labels, result, expected, atol)
         elif entry.origin.cpu_rule:
             compare_cpu_only_group(executor, entry, reference, steps, atol, comparison, real_ep)
-        elif isolate and any(c.differing for c in comparison.propagated) and all(
-                same(values[n], reference[n]) for n in entry.value_inputs if n in values and n in reference):  # where a difference starts
+        elif isolate and starts_a_difference(entry, comparison, differing):
             producers = producers or {name: (i, e) for i, e in enumerate(entries) for name in e.outputs}  # made once, where needed
             compare_hidden_chain(executor, hidden_chain(entry, reference, ran_plan(executor).constants, producers), reference, steps,
                                  atol, comparison, alternatives, judged, real_ep)
         if comparison.inexact_in_isolation:
             judged.add(id(entry))
+        differing.update((c.name, c.differing) for c in comparison.propagated)
         nodes.append(comparison)
     return nodes
 
@@ -291,13 +292,7 @@ def compare_dml_graph(executor: Executor, entry: DmlNode, reference: dict, steps
     if group[-1] is not entry or entry.output not in reference or not all(n in reference for n in inputs):
         return
 
-    def run(runner: Executor) -> np.ndarray:
-        values = collections.ChainMap({}, reference)
-        for member in group:
-            values.update(runner.run_entry(member, values))
-        return values[entry.output]
-
-    result, expected = run(executor), reference[entry.output]
+    result, expected = run_on_reference(executor, group, reference), reference[entry.output]
     comparison.desc = desc_summary(entry.desc)
     comparison.isolated = compare_tensors(entry.output, result, expected, step_of(entry.output, expected, steps), atol)
     if not comparison.inexact_in_isolation:
@@ -310,11 +305,34 @@ def compare_dml_graph(executor: Executor, entry: DmlNode, reference: dict, steps
         labels = np.where(unexplained, matmul_nbits_causes(whole, plan.constants, reference[whole.input[0]], result, expected, unexplained,
                                                            quantized_a), labels)
     else:
-        for cause, runner in alternatives:
-            explained = unexplained & (run(runner) == expected)
-            labels[explained] = CAUSES.index(cause)
-            unexplained &= ~explained
+        label_by_arithmetic(group, reference, expected, unexplained, labels, alternatives)
     comparison.put_down(labels, result, expected, atol)
+
+
+def starts_a_difference(entry: PlanEntry, comparison: NodeComparison, differing: dict[str, int]) -> bool:
+    """Whether ``entry``'s outputs differ while the inputs both runs show (``differing``: each
+    value compared so far, its differing elements) are equal: where a difference starts."""
+    return any(c.differing for c in comparison.propagated) and not any(differing.get(name) for name in entry.value_inputs)
+
+
+def run_on_reference(runner: Executor, members: list[PlanEntry], reference: dict) -> np.ndarray:
+    """The last of ``members`` (entries in plan order) run by ``runner`` after the others, on the
+    reference's values of what they read from outside: its output."""
+    values = collections.ChainMap({}, reference)
+    for member in members:
+        values.update(runner.run_entry(member, values))
+    return values[members[-1].outputs[0]]
+
+
+def label_by_arithmetic(members: list[PlanEntry], reference: dict, expected: np.ndarray, unexplained: np.ndarray, labels: np.ndarray,
+                        alternatives) -> None:
+    """Each ``unexplained`` element (cleared as it is explained) labelled with the cause of the
+    first alternative arithmetic whose run of ``members`` (:func:`run_on_reference`) gives the
+    reference's value."""
+    for cause, runner in alternatives:
+        explained = unexplained & (run_on_reference(runner, members, reference) == expected)
+        labels[explained] = CAUSES.index(cause)
+        unexplained &= ~explained
 
 
 def compare_cpu_only_group(executor: Executor, entry: PlanEntry, reference: dict, steps: dict, atol: int, comparison,
@@ -352,42 +370,27 @@ def compare_hidden_chain(executor: Executor, chain: list[PlanEntry] | None, refe
     run in float32 (InsertCastTransformer); against the real DML EP, "other"."""
     if chain is None or chain[-1].outputs[0] not in reference or any(id(e) in judged for e in chain):
         return  # a difference already judged where it starts (a group a CPU-only rule fuses: compare_cpu_only_group)
-
-    def run(runner: Executor) -> np.ndarray:
-        values = collections.ChainMap({}, reference)
-        for member in chain:
-            values.update(runner.run_entry(member, values))
-        return values[output]
-
     output, expected = chain[-1].outputs[0], reference[chain[-1].outputs[0]]
-    result = run(executor)
+    result = run_on_reference(executor, chain, reference)
     comparison.isolated = compare_tensors(output, result, expected, step_of(output, expected, steps), atol)
     if not comparison.inexact_in_isolation:
         return
     unexplained = result != expected
     labels = np.where(unexplained, OTHER, NONE)
-    if any(isinstance(member, DmlNode) for member in chain):
-        for cause, runner in alternatives:
-            explained = unexplained & (run(runner) == expected)
-            labels[explained] = CAUSES.index(cause)
-            unexplained &= ~explained
+    on_dml = any(isinstance(member, DmlNode) for member in chain)
+    if on_dml:  # the fallback nodes run onnxruntime's kernels in every arithmetic
+        label_by_arithmetic(chain, reference, expected, unexplained, labels, alternatives)
     if not real_ep and unexplained.any():
         labels[unexplained] = CAUSES.index("graph")
         names = " -> ".join(dict.fromkeys(e.node.op_type for e in chain))
         comparison.graph = (f"run on the reference's inputs, {names} give other values in every arithmetic: the reference ran another graph "
                             + ("(the CPU EP computes float16 ops without float16 kernels in float32 across nodes, InsertCastTransformer; "
-                               "on DirectML each rounds to float16)" if expected.dtype == np.float16 and not any(isinstance(e, DmlNode) for e in chain)
+                               "on DirectML each rounds to float16)" if expected.dtype == np.float16 and not on_dml
                                else "(a CPU-only rewrite: a QDQ group fused into an integer operator, QDQS8ToU8Transformer, a fusion)"))
     comparison.put_down(labels, result, expected, atol)
 
 
 HIDDEN_CHAIN = 64  # nodes a chain run on the reference's inputs may hold (the reference may rename every int8 Q/DQ value)
-
-
-def same(x, y) -> bool:
-    """Two values equal in shape and every element (NaNs where both have them)."""
-    x, y = np.asarray(x), np.asarray(y)
-    return x.shape == y.shape and bool(np.array_equal(x, y, equal_nan=x.dtype.kind == "f" and y.dtype.kind == "f"))
 
 
 def hidden_chain(entry: PlanEntry, reference: dict, constants: dict, producers: dict) -> list[PlanEntry] | None:

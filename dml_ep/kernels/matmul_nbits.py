@@ -63,6 +63,20 @@ def int8_blocks(a: np.ndarray, block_size: int) -> np.ndarray:
     return (codes.astype(np.float64) * scale.astype(np.float64)).reshape(padded.shape)[..., :k]
 
 
+def onnxruntime_matmul_nbits(a: np.ndarray, codes: np.ndarray, scales: np.ndarray, block_size: int, accuracy_level: int) -> np.ndarray:
+    """The host's onnxruntime's 4-bit MatMulNBits (no zero points) of float32 ``a`` {M, K}, on one
+    thread: ``codes`` {N, K / block_size, block_size / 2}, ``scales`` float32 [N * blocks]."""
+    n, k = codes.shape[0], a.shape[1]
+    node = helper.make_node("MatMulNBits", ["a", "b", "s"], ["y"], domain="com.microsoft", K=k, N=n, bits=4, block_size=block_size,
+                            accuracy_level=accuracy_level)
+    graph = helper.make_graph([node], "matmul_nbits_probe", [helper.make_tensor_value_info("a", TensorProto.FLOAT, a.shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              [numpy_helper.from_array(codes, "b"), numpy_helper.from_array(scales, "s")])
+    model = internal_model(graph, 13)
+    model.opset_import.append(helper.make_opsetid("com.microsoft", 1))
+    return cpu_session(model, threads=1).run(None, {"a": a})[0]
+
+
 @functools.cache
 def host_runs_sqnbit_int8() -> bool:
     """Whether the host's onnxruntime computes a 4-bit MatMulNBits at accuracy level 4 with A
@@ -70,13 +84,6 @@ def host_runs_sqnbit_int8() -> bool:
     measured: a block whose int8 codes round A visibly."""
     k, n, block = 32, 2, 32
     codes = np.full((n, 1, block // 2), 0x99, np.uint8)  # every weight code 9: (9 - 8) * scale
-    node = helper.make_node("MatMulNBits", ["a", "b", "s"], ["y"], domain="com.microsoft", K=k, N=n, bits=4, block_size=block,
-                            accuracy_level=4)
-    graph = helper.make_graph([node], "sqnbit_int8_probe", [helper.make_tensor_value_info("a", TensorProto.FLOAT, [1, k])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
-                              [numpy_helper.from_array(codes, "b"), numpy_helper.from_array(np.ones(n, np.float32), "s")])
-    model = internal_model(graph, 13)
-    model.opset_import.append(helper.make_opsetid("com.microsoft", 1))
     a = np.zeros((1, k), np.float32)
     a[0, 0], a[0, 1] = 127.0, 0.4  # 0.4 rounds to code 0 in a block whose scale is 1
-    return float(cpu_session(model, threads=1).run(None, {"a": a})[0][0, 0]) == 127.0
+    return float(onnxruntime_matmul_nbits(a, codes, np.ones(n, np.float32), block, accuracy_level=4)[0, 0]) == 127.0

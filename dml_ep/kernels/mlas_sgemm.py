@@ -27,12 +27,13 @@ import functools
 import os
 
 import numpy as np
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, helper
 
 from ..graph import internal_model
 from ..reference import cpu_session
 from . import compiled as native
 from .float32_fma import fma32
+from .matmul_nbits import onnxruntime_matmul_nbits
 
 STRIDEN, STRIDEK, PACKED_STRIDEK = 128, 128, 256
 THREAD_COMPLEXITY = 64 * 1024  # MLAS_SGEMM_THREAD_COMPLEXITY: multiply-adds worth a thread
@@ -78,13 +79,7 @@ def host_runs_sqnbit_fp32() -> bool:
     codes = rng.integers(0, 256, (n, k // block, block // 2), dtype=np.uint8)
     scales = (rng.random(n * k // block) * 0.1 + 0.01).astype(np.float32)
     a = rng.standard_normal((2, k)).astype(np.float32)
-    node = helper.make_node("MatMulNBits", ["a", "b", "s"], ["y"], domain="com.microsoft", K=k, N=n, bits=4, block_size=block)
-    graph = helper.make_graph([node], "sqnbit_probe", [helper.make_tensor_value_info("a", TensorProto.FLOAT, a.shape)],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
-                              [numpy_helper.from_array(codes, "b"), numpy_helper.from_array(scales, "s")])
-    model = internal_model(graph, 13)
-    model.opset_import.append(helper.make_opsetid("com.microsoft", 1))
-    y = cpu_session(model, threads=1).run(None, {"a": a})[0]
+    y = onnxruntime_matmul_nbits(a, codes, scales, block, accuracy_level=0)
     low, high = codes & 15, codes >> 4
     nibbles = np.stack([low, high], axis=-1).reshape(n, k).astype(np.float32)
     weight = ((nibbles - 8) * np.repeat(scales.reshape(n, -1), block, axis=1)).T  # exact: small integers times a scale

@@ -308,32 +308,33 @@ def _matrices(x: np.ndarray, transform: DML_MATRIX_TRANSFORM, dtype) -> np.ndarr
 
 def _weight(tensors: dict, desc, dtype, cache: dict, as_described: bool = False) -> np.ndarray:
     """B after its transform, in the arithmetic's type, C-contiguous; one matrix where B's batch
-    strides are 0 (a weight), converted once per buffer (a constant weight's buffer is the same
-    every run). ``as_described``: read as BTensor's DataType first, as DirectML reads it (a float16
-    MatMulNBits' weight comes float32 from the "onnxruntime" arithmetic's DEQUANTIZE, which compare
-    may feed a "directml" GEMM)."""
-    buffer = tensors["BTensor"]
-    key = ("B", np.dtype(dtype).str, as_described)
-    made = cache.get(key)
-    if made is not None and made[0] is buffer:
-        return made[1]
-    b = view(buffer, desc.BTensor)
-    if desc.BTensor.DimensionCount > 2 and not any(desc.BTensor.element_strides[:-2]):
-        b = b[(0,) * (b.ndim - 2)]
-    if as_described:
-        b = b.astype(desc.BTensor.DataType.numpy(), copy=False)
-    b = np.ascontiguousarray(_matrices(b, desc.TransB, dtype))
-    cache[key] = (buffer, b)
-    return b
+    strides are 0 (a weight), converted once per buffer (:func:`_per_buffer`). ``as_described``:
+    read as BTensor's DataType first, as DirectML reads it (a float16 MatMulNBits' weight comes
+    float32 from the "onnxruntime" arithmetic's DEQUANTIZE, which compare may feed a "directml" GEMM)."""
+    def converted(buffer: np.ndarray) -> np.ndarray:
+        b = view(buffer, desc.BTensor)
+        if desc.BTensor.DimensionCount > 2 and not any(desc.BTensor.element_strides[:-2]):
+            b = b[(0,) * (b.ndim - 2)]
+        if as_described:
+            b = b.astype(desc.BTensor.DataType.numpy(), copy=False)
+        return np.ascontiguousarray(_matrices(b, desc.TransB, dtype))
+
+    return _per_buffer(tensors, cache, ("B", np.dtype(dtype).str, as_described), converted)
 
 
 def _packed(b: np.ndarray, tensors: dict, cache: dict) -> np.ndarray | None:
     """B ({1, K, N}, from :func:`_weight`) packed for the compiled panels, once per buffer (a
     constant weight's: onnxruntime packs it once too)."""
+    return _per_buffer(tensors, cache, "B panels", lambda _: packed_panels(b))
+
+
+def _per_buffer(tensors: dict, cache: dict, key, make):
+    """``make(buffer)`` of BTensor's buffer, kept in the node's ``cache`` under ``key`` while the
+    buffer stays the same (a constant weight's is the same every run)."""
     buffer = tensors["BTensor"]
-    made = cache.get("B panels")
+    made = cache.get(key)
     if made is None or made[0] is not buffer:
-        made = cache["B panels"] = (buffer, packed_panels(b))
+        made = cache[key] = (buffer, make(buffer))
     return made[1]
 
 
