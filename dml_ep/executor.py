@@ -282,14 +282,17 @@ class Executor:
 
     def _partition_outputs(self, group: tuple[int, ...], nodes: list[onnx.NodeProto]) -> list[str]:
         """What fallback nodes (``nodes``, run for ``group``) give: a single node all its outputs; a
-        partition those read after it, and those a MAC count needs the shapes of."""
+        partition those read after it, and those a MAC count needs the shapes of (all of them
+        where that is none)."""
         planner = self.planner
         if len(group) == 1:
             return [name for name in planner.nodes[group[0]].output if name]
         members = set(group)
         measured = {name for index in group for name in macs_inputs(planner.nodes[index])}
-        return [name for node in nodes for name in node.output if name and (
-            name in measured or name in self._graph_outputs or any(i not in members for i in self._readers.get(name, ())))]
+        given = [name for node in nodes for name in node.output if name]
+        # a partition of dead nodes (nothing reads them) still gives them: onnxruntime runs a graph with outputs only
+        return [name for name in given if name in measured or name in self._graph_outputs
+                or any(i not in members for i in self._readers.get(name, ()))] or given
 
     def _cpu_nodes(self, group: tuple[int, ...]) -> list[onnx.NodeProto]:
         """The ONNX nodes onnxruntime runs for these nodes: a DML-internal fused node unfused."""

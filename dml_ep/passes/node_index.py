@@ -41,7 +41,7 @@ class NodeIndex:
         for name in filter(None, outputs):
             if self._producers.get(name) is node:
                 del self._producers[name]
-        for name in filter(None, inputs):
+        for name in set(filter(None, inputs)):  # a node may read one value in several slots
             readers = self._readers[name]
             readers.pop(id(node), None)
             if not readers:
