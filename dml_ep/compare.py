@@ -21,6 +21,7 @@ The report's data is :mod:`dml_ep.report`; the causes are :mod:`dml_ep.causes`.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import os
 from typing import Callable
 
@@ -30,7 +31,7 @@ import onnx
 from .arithmetic import Arithmetic
 from .causes import (EXACT_PRODUCTS, FLOAT_REFERENCES, alternative_arithmetics, classify, describe_arithmetic, exact_for_any_input, first_output,
                      matmul_nbits_causes)
-from .errors import DmlEpError, FeedError, ModelError
+from .errors import DmlEpError, FeedError, ModelError, ShapeError
 from .executor import Executor
 from .graph import Loaded, load_model, ort_message
 from .importer import DEFAULT_FEATURE_LEVEL
@@ -222,35 +223,47 @@ def compare_nodes(executor: Executor, values: dict, reference: dict, steps: dict
             runs_on=entry.summary(),
             propagated=[compare_tensors(n, values[n], reference[n], step_of(n, reference[n], steps), atol) for n in shared],
         )
-        if not isolate:
-            compare_rewritten(executor, entry, reference, steps, atol, alternatives, comparison, float_reference)
-        elif isinstance(entry, DmlNode) and entry.origin.rules and entry.origin.rules[-1] in GRAPH_RULES:
-            compare_dml_graph(executor, entry, reference, steps, atol, alternatives, comparison)
-        elif isinstance(entry, DmlNode) and entry.output in reference and all(n in reference for n in entry.value_inputs):
-            result = first_output(entry, executor.run_dml(entry, reference))
-            expected = reference[entry.output]
-            comparison.desc = desc_summary(entry.desc)
-            comparison.isolated = compare_tensors(entry.output, result, expected, step_of(entry.output, expected, steps), atol)
-            if comparison.inexact_in_isolation:
-                labels = classify(entry, reference, result, expected, alternatives, float_reference)
-                if (labels == OTHER).any() and exact_for_any_input(entry.desc):
-                    labels[labels == OTHER] = CAUSES.index("graph")
-                    comparison.graph = (f"{entry.operator} gives every arithmetic's value for the reference's input, so the reference made its "
-                                        "output from another graph than the input it exposed "
-                                        + ("(a rewrite of the real DML EP's that dml_ep does not model)" if real_ep
-                                           else "(a CPU-only rewrite: QDQS8ToU8Transformer, a QDQ fusion)"))
-                comparison.put_down(labels, result, expected, atol)
-        elif entry.origin.cpu_rule:
-            compare_cpu_only_group(executor, entry, reference, steps, atol, comparison, real_ep)
-        elif isolate and starts_a_difference(entry, comparison, differing):
-            producers = producers or {name: (i, e) for i, e in enumerate(entries) for name in e.outputs}  # made once, where needed
-            compare_hidden_chain(executor, hidden_chain(entry, reference, ran_plan(executor).constants, producers), reference, steps,
-                                 atol, comparison, alternatives, judged, real_ep)
+        try:
+            if not isolate:
+                compare_rewritten(executor, entry, reference, steps, atol, alternatives, comparison, float_reference)
+            elif isinstance(entry, DmlNode) and entry.origin.rules and entry.origin.rules[-1] in GRAPH_RULES:
+                compare_dml_graph(executor, entry, reference, steps, atol, alternatives, comparison)
+            elif isinstance(entry, DmlNode) and entry.output in reference and all(n in reference for n in entry.value_inputs):
+                compare_dml_node(executor, entry, reference, steps, atol, alternatives, comparison, float_reference, real_ep)
+            elif entry.origin.cpu_rule:
+                compare_cpu_only_group(executor, entry, reference, steps, atol, comparison, real_ep)
+            elif isolate and starts_a_difference(entry, comparison, differing):
+                producers = producers or {name: (i, e) for i, e in enumerate(entries) for name in e.outputs}  # made once, where needed
+                compare_hidden_chain(executor, hidden_chain(entry, reference, ran_plan(executor).constants, producers), reference, steps,
+                                     atol, comparison, alternatives, judged, real_ep)
+        except ShapeError as error:  # the reference's inputs have other shapes than those dml_ep planned the node for
+            comparison = dataclasses.replace(comparison, isolated=None, desc=None, causes={}, causes_out_of_tolerance={}, graph=None,
+                                             not_isolated=f"not run in isolation: the reference's inputs have other shapes ({error.rule})")
         if comparison.inexact_in_isolation:
             judged.add(id(entry))
         differing.update((c.name, c.differing) for c in comparison.propagated)
         nodes.append(comparison)
     return nodes
+
+
+def compare_dml_node(executor: Executor, entry: DmlNode, reference: dict, steps: dict, atol: int, alternatives,
+                     comparison: NodeComparison, float_reference: bool, real_ep: bool) -> None:
+    """One DML node run on the reference's inputs; its differences classified by arithmetic, and
+    "graph" where its operator gives every arithmetic's value for that input."""
+    result = first_output(entry, executor.run_dml(entry, reference))
+    expected = reference[entry.output]
+    comparison.desc = desc_summary(entry.desc)
+    comparison.isolated = compare_tensors(entry.output, result, expected, step_of(entry.output, expected, steps), atol)
+    if not comparison.inexact_in_isolation:
+        return
+    labels = classify(entry, reference, result, expected, alternatives, float_reference)
+    if (labels == OTHER).any() and exact_for_any_input(entry.desc):
+        labels[labels == OTHER] = CAUSES.index("graph")
+        comparison.graph = (f"{entry.operator} gives every arithmetic's value for the reference's input, so the reference made its "
+                            "output from another graph than the input it exposed "
+                            + ("(a rewrite of the real DML EP's that dml_ep does not model)" if real_ep
+                               else "(a CPU-only rewrite: QDQS8ToU8Transformer, a QDQ fusion)"))
+    comparison.put_down(labels, result, expected, atol)
 
 
 def compare_rewritten(executor: Executor, entry: PlanEntry, reference: dict, steps: dict, atol: int, alternatives,

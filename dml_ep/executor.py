@@ -216,7 +216,7 @@ class Executor:
         for field, name, planned in self._bound(entry):
             tensor = tensors[field] = values[name]
             if planned is not None and tensor.shape != planned:
-                raise ShapeError(f"{field} was planned for shape {list(planned)} and got {list(tensor.shape)}", node=entry.node)
+                raise ShapeError(f"{field} ({name!r}) was planned for shape {list(planned)} and got {list(tensor.shape)}", node=entry.node)
         try:  # prepared from its constants also when first planned at run time
             result = run_kernel(entry.desc, tensors, self.arithmetic, self.engine, entry.cache, constants)
         except NodeError as error:  # a parameter bound at run time, checked as it arrives

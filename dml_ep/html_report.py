@@ -142,8 +142,9 @@ def _comparison_sections(report: ModelReport) -> list[str]:
              '<div class="outputs">']
     for output in report.outputs:
         lines.append(f'<figure class="output" data-output="{html.escape(output.name)}"><figcaption>{html.escape(output.name)}: '
-                     f"{output.dtype} {output.shape}, {output.exact_percent:.2f}% exact, max diff {output.max_diff:g} {output.unit}"
-                     f"</figcaption>{_histogram(output, report.candidate_outputs.get(output.name), report.reference_outputs.get(output.name))}</figure>")
+                     + (html.escape(output.problem) if output.problem else
+                        f"{output.dtype} {output.shape}, {output.exact_percent:.2f}% exact, max diff {output.max_diff:g} {output.unit}")
+                     + f"</figcaption>{_histogram(output, report.candidate_outputs.get(output.name), report.reference_outputs.get(output.name))}</figure>")
     lines.append("</div>")
     counts = report.cause_counts
     lines.append("<p>Causes (nodes differing in isolation): "

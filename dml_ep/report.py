@@ -56,6 +56,7 @@ class TensorComparison:
     within_tolerance: bool
     problem: str | None = None
     max_ulps: float | None = None
+    candidate_shape: list[int] | None = None  # dml_ep's shape, where it is not the reference's (``shape``)
 
     @property
     def exact_percent(self) -> float:
@@ -79,7 +80,8 @@ def compare_tensors(name: str, actual: np.ndarray, expected: np.ndarray, step: f
     base: dict[str, Any] = dict(name=name, dtype=str(expected.dtype), shape=list(expected.shape), elements=int(expected.size), step=step)
     if actual.shape != expected.shape or actual.dtype != expected.dtype:
         problem = f"dml_ep gives {actual.dtype} {list(actual.shape)}, onnxruntime {expected.dtype} {list(expected.shape)}"
-        return TensorComparison(**base, equal=0, max_diff=float("inf"), mean_diff=float("inf"), histogram=None, within_tolerance=False, problem=problem)
+        return TensorComparison(**base, equal=0, max_diff=float("inf"), mean_diff=float("inf"), histogram=None, within_tolerance=False, problem=problem,
+                                candidate_shape=list(actual.shape) if actual.shape != expected.shape else None)
     equal, diff = differences(actual, expected)
     histogram = None
     if step is not None:
@@ -154,6 +156,7 @@ class NodeComparison:
     # within-tolerance float32 rounding must not outvote the one saturated element that fails it
     causes_out_of_tolerance: dict[str, int] = dataclasses.field(default_factory=dict)
     graph: str | None = None  # what the CPU and DML graphs do differently with this node
+    not_isolated: str | None = None  # why it was not run on the reference's inputs (their shapes are not those dml_ep ran)
 
     @property
     def differs_in_isolation(self) -> bool:
@@ -182,7 +185,9 @@ class NodeComparison:
 
     @property
     def cause_text(self) -> str:
-        """The cause, with what differs for a "graph" one."""
+        """The cause, with what differs for a "graph" one; or why the node was not run in isolation."""
+        if self.not_isolated:
+            return self.not_isolated
         cause = self.cause or ""
         return f"{cause}: {self.graph}" if cause == "graph" and self.graph else cause
 
@@ -198,6 +203,7 @@ class NodeComparison:
             "causes_out_of_tolerance": self.causes_out_of_tolerance,
             "cause": self.cause,
             "graph": self.graph,
+            "not_isolated": self.not_isolated,
         }
 
 

@@ -22,7 +22,7 @@ def format_report(report: ModelReport, per_node: bool) -> str:
     lines = [_heading(report)]
     lines += _indent(table(
         ["output", "dtype", "shape", "elements", "exact %", "max diff"],
-        [[o.name, o.dtype, o.shape, o.elements, _percent(o), _max_diff(o)] for o in report.outputs],
+        [[o.name, o.dtype, _shape(o), o.elements, _percent(o), _max_diff(o)] for o in report.outputs],
     ))
     if per_node and report.nodes:
         lines += _node_table(report.nodes)
@@ -181,7 +181,14 @@ def _percent_of(equal: int, elements: int) -> str:
     return f"{min(100.0 * equal / elements, 99.999):.3f}%"
 
 
+def _shape(c: TensorComparison) -> str:
+    """The shape, or dml_ep's and the reference's side by side where they differ."""
+    return f"{c.candidate_shape} vs {c.shape}" if c.candidate_shape is not None else str(c.shape)
+
+
 def _max_diff(c: TensorComparison) -> str:
+    if c.problem:
+        return "-"
     if c.unit == "LSB":
         return f"{c.max_diff:g} {c.unit}"
     return f"{c.max_diff:.3g}" + (f" ({c.max_ulps:.3g} ulp)" if c.max_ulps else "")

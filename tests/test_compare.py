@@ -5,6 +5,7 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
@@ -12,6 +13,7 @@ import dml_ep.causes
 import dml_ep.compare
 from dml_ep.arithmetic import Arithmetic
 from dml_ep.causes import alternative_arithmetics, exact_ties
+from dml_ep.cli import main
 from dml_ep.compare import compare_model
 from dml_ep.executor import Executor
 from dml_ep.graph import load_model
@@ -524,3 +526,57 @@ def test_an_int8_qdq_group_the_cpu_fuses_is_named_graph():
         assert "graph" in causes and causes <= {"graph", "float32 rounding", "tie rounding"}
     else:  # onnxruntime's SSE kernels (QEMU's Nehalem) land on the same codes here
         assert report.ok and not causes
+
+
+def round_length_model():
+    """A QLinearMatMul whose one output code is a tie (182 / 28 = 6.5: DirectML rounds to 6,
+    onnxruntime's float32 multiplier to 7) sets the length of a Range, which a DML Add then reads:
+    the arithmetics disagree on a data-dependent shape, as a duration predictor's Round does in TTS."""
+    initializers = [numpy_helper.from_array(np.asarray(v, dtype), name) for name, v, dtype in [
+        ("sa", 1, np.float32), ("za", 0, np.uint8), ("b", [[1]], np.int8), ("sb", 1, np.float32), ("zb", 0, np.int8),
+        ("sy", 28, np.float32), ("zy", 0, np.uint8), ("scalar", [], np.int64), ("zero", 0, np.float32), ("one", 1, np.float32)]]
+    nodes = [helper.make_node("QLinearMatMul", ["a", "sa", "za", "b", "sb", "zb", "sy", "zy"], ["q"], name="matmul"),
+             helper.make_node("Cast", ["q"], ["qf"], to=TensorProto.FLOAT, name="cast"),
+             helper.make_node("Reshape", ["qf", "scalar"], ["n"], name="reshape"),
+             helper.make_node("Range", ["zero", "n", "one"], ["r"], name="range"),
+             helper.make_node("Add", ["r", "x"], ["s"], name="add"),
+             helper.make_node("Relu", ["s"], ["y"], name="relu")]
+    graph = helper.make_graph(nodes, "round_length", [helper.make_tensor_value_info("a", TensorProto.UINT8, [1, 1]),
+                                                      helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n"]), helper.make_tensor_value_info("q", TensorProto.UINT8, [1, 1])],
+                              initializers)
+    feeds = {"a": np.array([[182]], np.uint8), "x": np.array([0.5], np.float32)}
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), feeds
+
+
+@pytest.mark.host_sensitive
+def test_a_data_dependent_shape_that_diverges_is_a_result():
+    """compare reports the outputs' shapes side by side and the node where the difference starts;
+    a node whose reference inputs have other shapes than dml_ep's is not isolated, and says why."""
+    model, feeds = round_length_model()
+    report = compare_model(model, feeds, per_node=True)
+    assert not report.ok
+    y = report.outputs[0]
+    assert (y.candidate_shape, y.shape) == ([6], [7]) and y.problem == "dml_ep gives float32 [6], onnxruntime float32 [7]"
+    first = report.first_divergent
+    assert (first.node, first.cause) == ("matmul", "tie rounding")
+    add = next(n for n in report.nodes if n.node == "add")
+    assert add.isolated is None and "'r'" in add.not_isolated and "planned for shape [6] and got [7]" in add.not_isolated
+    json.dumps(report.to_dict())
+    assert compare_model(model, feeds, per_node=True, arithmetic="onnxruntime").ok
+
+
+@pytest.mark.host_sensitive
+def test_cli_compare_of_a_diverging_shape_exits_1_with_a_report(capsys, tmp_path):
+    model, feeds = round_length_model()
+    onnx.save(model, tmp_path / "m.onnx")
+    for name, value in feeds.items():
+        np.save(tmp_path / f"{name}.npy", value)
+    argv = [str(tmp_path / "m.onnx"), "--input", f"a={tmp_path / 'a.npy'}", "--input", f"x={tmp_path / 'x.npy'}"]
+    assert main(["compare", *argv, "--html", str(tmp_path / "r.html")]) == 1
+    out = capsys.readouterr().out
+    assert "[6] vs [7]" in out and "y: dml_ep gives float32 [6], onnxruntime float32 [7]" in out
+    assert "first node differing in isolation: matmul (QLinearMatMul)" in out
+    assert "dml_ep gives float32 [6], onnxruntime float32 [7]" in (tmp_path / "r.html").read_text()
+    assert main(["compare", *argv, "--per-node"]) == 1
+    assert "not run in isolation: the reference's inputs have other shapes" in capsys.readouterr().out
