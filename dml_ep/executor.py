@@ -105,6 +105,7 @@ class Executor:
             self._partition_session(group, inputs)
             channels_last.update(self._to_nhwc(group))
 
+    @np.errstate(all="ignore")  # IEEE results (an overflow to inf, NaN from NaN) are the answer, not a numpy warning
     def run(self, feeds: dict[str, np.ndarray], keep_all: bool = False) -> dict[str, np.ndarray]:
         """Plan and execute every node on the tensors that reach it; returns the graph outputs, or
         with ``keep_all`` every value (each fallback node then runs on its own). ``self.plan`` is

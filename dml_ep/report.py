@@ -110,8 +110,16 @@ def max_ulps(diff: np.ndarray, expected: np.ndarray, equal: np.ndarray) -> float
     if equal.all():
         return 0.0
     finite = np.abs(expected[np.isfinite(expected)])
-    scale = np.spacing(finite.max() if finite.size else expected.dtype.type(1))
-    return float(np.abs(diff[~equal]).max() / float(scale))
+    return float(np.abs(diff[~equal]).max() / ulp(finite.max() if finite.size else 1.0, expected.dtype))
+
+
+def ulp(magnitude, dtype: np.dtype):
+    """The unit in the last place of ``dtype`` at ``magnitude`` (finite, >= 0; a number or an array),
+    in float64, from its exponent: np.spacing overflows (a warning) at the type's largest value,
+    which attention masks (-3.4e38) hold."""
+    info = np.finfo(dtype)
+    exponent = np.frexp(np.asarray(magnitude, np.float64))[1]
+    return np.maximum(np.ldexp(1.0, exponent - info.nmant - 1), float(info.smallest_subnormal))
 
 
 def differences(actual: np.ndarray, expected: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
