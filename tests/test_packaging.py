@@ -49,6 +49,12 @@ def test_cli_without_onnxruntime_says_what_to_install_in_one_line():
     assert "dml_ep[cpu]" in result.stderr and "dml_ep[directml]" in result.stderr
 
 
+def test_version_without_onnxruntime_prints_the_version():
+    result = python(WITHOUT_ONNXRUNTIME + "from dml_ep.__main__ import main; sys.exit(main(sys.argv[1:]))", "--version")
+    assert result.returncode == 0 and result.stderr == ""
+    assert result.stdout.startswith(f"dml-ep {dml_ep.__version__} (onnxruntime not installed: pip install 'dml_ep[cpu]'; onnx ")
+
+
 @pytest.mark.parametrize("use", ["dml_ep.InferenceSession", "dml_ep.get_available_providers()"])
 def test_library_without_onnxruntime_raises_a_typed_import_error(use):
     result = python(WITHOUT_ONNXRUNTIME + f"""
