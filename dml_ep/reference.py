@@ -100,13 +100,21 @@ def dml_session(model) -> ort.InferenceSession:
 def require_dml() -> None:
     """Refuse the "dml" reference before any work, in one line saying what is missing: onnxruntime's
     DmlExecutionProvider (the onnxruntime installed is another package than onnxruntime-directml),
-    or a device it can start on (tried on a one-node model)."""
+    or a device it can start on (:func:`dml_device_starts`)."""
     provider = DML_PROVIDERS[0]
     if provider not in ort.get_available_providers():
         raise ReferenceUnavailableError(
             f"reference {DML_REFERENCE} runs the real DML EP, but the installed {_installed_onnxruntime()} has no {provider}: "
             "on Windows, pip install dml_ep[directml] (onnxruntime-directml) in its place (uninstall it first: both install "
             "the onnxruntime module)")
+    dml_device_starts()
+
+
+@functools.lru_cache(maxsize=1)
+def dml_device_starts() -> None:
+    """Start the DML EP on a one-node model, once per process where it starts (a refusal is not
+    kept: it raises again), so that a command comparing many models probes the device once."""
+    provider = DML_PROVIDERS[0]
     graph = onnx.helper.make_graph([onnx.helper.make_node("Identity", ["x"], ["y"])], "dml_probe",
                                    [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1])],
                                    [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1])])

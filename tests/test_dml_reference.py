@@ -28,6 +28,12 @@ NO_DML = ("reference dml runs the real DML EP, but the installed onnxruntime {} 
           "pip install dml_ep[directml] (onnxruntime-directml) in its place (uninstall it first: both install the onnxruntime module)")
 
 
+@pytest.fixture(autouse=True)
+def device_not_probed():
+    """Each test probes the (stand-in or refused) DML device afresh: a process keeps a device that started."""
+    reference.dml_device_starts.cache_clear()
+
+
 @pytest.fixture
 def dml_on_cpu(monkeypatch):
     """The "dml" reference's sessions, made by ``reference.dml_session``, on the CPU EP: the list of
@@ -140,6 +146,8 @@ def test_the_dml_reference_on_the_cpu_stand_in_gives_what_ort_gives(dml_on_cpu, 
     assert len(dml_sessions(dml_on_cpu)) == 2  # require_dml's probe, then the reference's run
     ort = compare_model(model, feeds, reference="ort", **options)
     assert len(dml_sessions(dml_on_cpu)) == 2
+    compare_model(model, feeds, reference="dml", **options)
+    assert len(dml_sessions(dml_on_cpu)) == 3  # the device probed once per process
     assert dml.ok and dml.on_dml
     for name in dml.reference_outputs:
         np.testing.assert_array_equal(dml.reference_outputs[name], ort.reference_outputs[name])
@@ -204,8 +212,15 @@ def test_the_command_names_the_real_ep(exact_dml_on_cpu, capsys, tmp_path):
     out = capsys.readouterr().out
     assert status == 0
     assert out.startswith(f"{model}: reference dml (the real DML EP), arithmetic directml,")
-    assert len(dml_sessions(exact_dml_on_cpu)) == 3  # cmd_compare's probe, compare_model's, the reference's run
+    assert len(dml_sessions(exact_dml_on_cpu)) == 2  # one probe (cmd_compare's; compare_model's is kept), the reference's run
     runners = [runner for runner, _ in json.loads((tmp_path / "out.json").read_text())["lst"]]
     assert runners == ["dml_ep", "onnxruntime-dml"]
     assert cli.main(["compare", str(model), "--reference", "dml", "--candidate", "ort-exact", "--quiet"]) == 0
     assert capsys.readouterr().out.startswith(f"{model}: onnxruntime ort-exact against reference dml (the real DML EP), atol 0")
+
+
+def test_the_cli_probes_the_device_once_for_a_batch(dml_on_cpu, capsys):
+    """The command refuses before any work, and compare_model for each model: one probe in all."""
+    assert cli.main(["compare", str(MODELS / "mlp.onnx"), str(MODELS / "small_cnn.onnx"), "--reference", "dml",
+                     "--per-node", "--quiet"]) in (0, 1)
+    assert len(dml_sessions(dml_on_cpu)) == 3  # the probe, then each model's reference run (once: --per-node)
