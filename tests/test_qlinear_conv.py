@@ -17,6 +17,7 @@ import dml_ep
 from dml_ep import cli
 from dml_ep.plan import FallbackNode
 from dml_ep.real_ep import ASSIGNED_TO_DML
+from dml_ep.reference import cpu_session
 from onnx_builders import assert_onnxruntime_mode_exact, check_directml_mode, objects, qlinear_conv, run_ort
 
 # onnxruntime's float32 requantization (two rounded scale operations, one rounded product) is
@@ -230,3 +231,20 @@ def test_pads_beyond_int32_fall_back_when_the_clamped_size_is_not_onnxruntimes(c
     np.testing.assert_array_equal(session.run(None, feeds)[0], run_ort(model, feeds, "ort"))
     onnx.save(model, tmp_path / "conv.onnx")
     assert cli.main(["compare", str(tmp_path / "conv.onnx"), "--quiet"]) == 0
+
+
+HUGE_PAD = 2**30
+
+
+@pytest.mark.host_sensitive
+@pytest.mark.parametrize("engine", ["onnxruntime", "numpy"])
+@pytest.mark.parametrize("pads", [[HUGE_PAD] * 4, [HUGE_PAD, 0, 0, HUGE_PAD], [1, HUGE_PAD, 2, HUGE_PAD]])
+def test_huge_pads_with_huge_strides_read_a_few_elements(engine, pads):
+    """Valid, and onnxruntime runs it: each window reads a handful of elements, mostly padding. The
+    numpy engine's im2col made the whole padded input (2^31 x 2^31 elements) and ran out of memory."""
+    model, feeds = qlinear_conv(np.arange(16, dtype=np.uint8).reshape(1, 1, 4, 4), np.float32(0.1), np.uint8(3),
+                                np.arange(-9, 9, dtype=np.int8).reshape(2, 1, 3, 3), np.float32(0.05), np.int8(0), np.float32(0.02),
+                                np.uint8(128), strides=[2**31 - 1, 2**31 - 1], pads=pads)
+    expected = cpu_session(model).run(None, feeds)[0]
+    actual = dml_ep.InferenceSession(model, engine=engine, arithmetic="onnxruntime").run(None, feeds)[0]
+    np.testing.assert_array_equal(actual, expected)
