@@ -45,6 +45,8 @@ from .reference import DML_REFERENCE, cpu_session, dml_session, fused_away, requ
 from .report import (CAUSES, NONE, OTHER, ModelReport, NodeComparison, ShippedComparison, compare_tensors, desc_summary, node_label)
 from .session import InferenceSession
 
+RANDOM = {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Multinomial", "Bernoulli"}  # each run draws anew
+
 # What compare_model compares with its reference: dml_ep, or an onnxruntime configuration whose
 # QDQ fusions dml_ep reproduces node by node (so not "ort-unfused").
 CANDIDATES = ("dml_ep", "ort", "ort-exact")
@@ -233,6 +235,9 @@ def compare_nodes(executor: Executor, values: dict, reference: dict, steps: dict
                 compare_dml_node(executor, entry, reference, steps, atol, alternatives, comparison, float_reference, real_ep)
             elif entry.origin.cpu_rule:
                 compare_cpu_only_group(executor, entry, reference, steps, atol, comparison, real_ep)
+            elif entry.node.op_type in RANDOM and any(c.differing for c in comparison.propagated):
+                comparison.isolated = comparison.propagated[0]  # its inputs are at most a shape: the draws differ
+                comparison.causes = {"random values": comparison.isolated.differing}
             elif isolate and starts_a_difference(entry, comparison, differing):
                 producers = producers or {name: (i, e) for i, e in enumerate(entries) for name in e.outputs}  # made once, where needed
                 compare_hidden_chain(executor, hidden_chain(entry, reference, ran_plan(executor).constants, producers), reference, steps,

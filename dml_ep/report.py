@@ -29,7 +29,7 @@ FLOAT_ATOL = 1e-5
 FLOAT_RTOL = 1e-5
 HISTOGRAM_STEPS = (-2, -1, 1, 2)
 CAUSES = ("tie rounding", "float32 rounding", "u8s8 saturation", "int8 activations", "float16 weights", "float summation order", "graph",
-          "other")
+          "random values", "other")
 NONE, OTHER = -1, CAUSES.index("other")  # an element's cause (causes.classify): an index into CAUSES, NONE where equal
 
 

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+import onnxruntime
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
@@ -580,3 +581,21 @@ def test_cli_compare_of_a_diverging_shape_exits_1_with_a_report(capsys, tmp_path
     assert "dml_ep gives float32 [6], onnxruntime float32 [7]" in (tmp_path / "r.html").read_text()
     assert main(["compare", *argv, "--per-node"]) == 1
     assert "not run in isolation: the reference's inputs have other shapes" in capsys.readouterr().out
+
+
+@pytest.mark.host_sensitive
+def test_random_draws_are_their_own_cause():
+    """A RandomNormalLike without a seed draws anew in each run (VITS's noise, in a real Piper voice):
+    where its difference starts, the cause is "random values", not another graph."""
+    nodes = [helper.make_node("RandomNormalLike", ["x"], ["noise"], name="noise"), helper.make_node("Add", ["x", "noise"], ["y"], name="add")]
+    graph = helper.make_graph(nodes, "noisy", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 8])])
+    def reseed_the_reference(stage, *counts):  # the draws of one process's sessions repeat: the reference's must not
+        if stage == "running onnxruntime":
+            onnxruntime.set_seed(12345)
+
+    report = compare_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), {"x": np.ones((2, 8), np.float32)},
+                           per_node=True, progress=reseed_the_reference)
+    assert not report.ok
+    assert (report.first_divergent.node, report.first_divergent.cause) == ("noise", "random values")
+    assert report.cause_counts == {"random values": 1}

@@ -13,6 +13,8 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+import dml_ep
+
 from dml_ep.passes import CPU, DML, RELEASES, EditableGraph, matmul_integer_to_float_fusion
 from dml_ep.planner import Planner, plan_model
 
@@ -175,6 +177,29 @@ def test_simplified_layer_norm_fusion_is_for_cpu_nodes_only():
     assert "SimplifiedLayerNormalization" in {n.op_type for n in onnxruntime_optimized(model).graph.node}
     ops = [n.op_type for n in Planner(model).nodes]
     assert "SimplifiedLayerNormalization" not in ops and "ReduceMean" in ops
+
+
+@pytest.mark.host_sensitive
+def test_the_cpu_transpose_optimizer_stays_off_for_dml_nodes():
+    """Transpose -> layer norm over the channels (gamma, beta [C]) -> Transpose back, as VITS/Piper
+    TTS encoders write it. onnxruntime's Level-2 TransposeOptimizer (for CPU nodes only) cancels the
+    transposes by reshaping gamma and beta in place, under the same names: a graph read back with
+    it on kept the old ones, and every command failed on a valid model (a Piper voice)."""
+    model = layer_norm_gelu()
+    graph = model.graph
+    graph.input[0].type.tensor_type.shape.dim[1].dim_param, graph.input[0].type.tensor_type.shape.dim[2].dim_value = "", 3
+    graph.input[0].type.tensor_type.shape.dim[1].dim_value = 16  # x [batch, C=16, T=3], its channels last inside
+    graph.node.insert(0, helper.make_node("Transpose", ["x_nct"], ["x"], perm=[0, 2, 1]))
+    graph.input[0].name = "x_nct"
+    graph.node[-1].output[0] = "y_ntc"
+    graph.node.append(helper.make_node("Transpose", ["y_ntc"], ["y"], perm=[0, 2, 1]))
+    gamma = next(i for i in graph.initializer if i.name == "gamma")
+    gamma.CopyFrom(numpy_helper.from_array(np.linspace(0.5, 2, 16, dtype=np.float32), "gamma"))
+    assert "Transpose" not in {n.op_type for n in onnxruntime_optimized(model).graph.node}  # on CPU nodes it goes
+    assert [n.op_type for n in Planner(model).nodes] == ["Transpose", "LayerNormalization", "Gelu", "Transpose"]
+    x = np.random.default_rng(0).standard_normal((2, 16, 3)).astype(np.float32)
+    expected = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x_nct": x})[0]
+    np.testing.assert_allclose(dml_ep.InferenceSession(model).run(None, {"x_nct": x})[0], expected, rtol=1e-6, atol=1e-6)
 
 
 def test_inspect_names_the_rewrite_behind_each_node():

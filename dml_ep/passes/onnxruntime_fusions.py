@@ -39,8 +39,9 @@ NOT_FOR_DML = (
     "DoubleQDQPairsRemover", "QDQPropagationTransformer", "TransposeOptimizer",
     # memory only, and CSE would merge the DQs EnsureUniqueDQForNodeUnit copied
     "ConstantSharing", "CommonSubexpressionElimination",
-    # provider lists without the DML EP
-    "GemmActivationFusion", "DynamicQuantizeMatMulFusion", "ConvActivationFusion", "SimplifiedLayerNormFusion",
+    # provider lists without the DML EP; the Level-2 TransposeOptimizer runs for CPU nodes alone, and
+    # reshapes initializers in place (same name, other shape), which a graph read back keeps the old ones of
+    "TransposeOptimizer_CPUExecutionProvider", "GemmActivationFusion", "DynamicQuantizeMatMulFusion", "ConvActivationFusion", "SimplifiedLayerNormFusion",
     "GatherSliceToSplitFusion", "GatherToSliceFusion", "BiasSoftmaxFusion", "BiasDropoutFusion", "Avx2WeightS8ToU8Transformer",
     "MatMulNBitsFusion", "GroupQueryAttentionFusion", "GeluApproximation",
 )
