@@ -4,7 +4,7 @@
 Exit status (``arguments.EXIT_STATUS``): 0 on success, 1 when ``compare`` finds an output out of tolerance,
 2 on a usage or input error (one line on stderr, ``dml-ep: error: ...``; for ``compare``, when any
 model could not be compared), 3 on an internal error, so that a crash never reads as a conformance
-verdict, 130 on Ctrl-C and 143 on SIGTERM (nothing partial left behind). ``--debug`` shows the traceback instead.
+verdict, 130 on Ctrl-C and 143 on SIGTERM (nothing partial left behind). ``--debug`` shows the traceback too.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import os
 import signal
 import sys
 import threading
+import traceback
 
 import numpy as np
 
@@ -48,23 +49,28 @@ def main(argv=None) -> int:
         with _sigterm_raises():
             return args.handler(args)
     except (KeyboardInterrupt, Terminated) as stop:
-        if args.debug:
-            raise
+        _traceback(args)
         print(f"dml-ep: {'interrupted' if isinstance(stop, KeyboardInterrupt) else 'terminated'}", file=sys.stderr)
         return 130 if isinstance(stop, KeyboardInterrupt) else 143
     except BrokenPipeError:  # the reader went away (``| head``): not an error, and nothing more to print
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except (DmlEpError, OSError) as exc:
-        if args.debug:
-            raise
+        _traceback(args)
         print(f"dml-ep: error: {one_line(exc)}", file=sys.stderr)
         return 2
     except Exception as exc:
-        if args.debug:
-            raise
-        print(f"dml-ep: error: internal error: {type(exc).__name__}: {one_line(exc)} (--debug shows the traceback)", file=sys.stderr)
+        _traceback(args)
+        hint = "" if args.debug else " (--debug shows the traceback)"
+        print(f"dml-ep: error: internal error: {type(exc).__name__}: {one_line(exc)}{hint}", file=sys.stderr)
         return 3
+
+
+def _traceback(args) -> None:
+    """With ``--debug``, the traceback, before the one-line error: the exit status stays the one it
+    would be (a Python exception's 1 would read as a mismatch)."""
+    if args.debug:
+        traceback.print_exc()
 
 
 class Terminated(BaseException):

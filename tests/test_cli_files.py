@@ -425,9 +425,13 @@ def test_version(capsys):
 
 
 @pytest.mark.parametrize("argv", [["--debug", "inspect", "missing.onnx"], ["inspect", "missing.onnx", "--debug"]])
-def test_debug_before_or_after_the_command(argv):
-    with pytest.raises(ModelError, match="missing.onnx: no such file"):
-        cli.main(argv)
+def test_debug_before_or_after_the_command(argv, capsys):
+    """The traceback, then the one-line error, and the exit status of the error (not Python's 1)."""
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("Traceback (most recent call last):") and "ModelError" in err
+    last = err.splitlines()[-1]
+    assert last.startswith("dml-ep: error: ") and "missing.onnx: no such file" in last
 
 
 def test_help_lists_the_exit_statuses(capsys):
