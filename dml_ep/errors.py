@@ -17,6 +17,14 @@ class ModelError(DmlEpError):
     """The model cannot be read, or is not a valid ONNX model."""
 
 
+class InferenceRefusedError(ModelError):
+    """onnxruntime's shape inference refuses the model (for the input shapes it was given): ``reason`` says where."""
+
+    def __init__(self, reason: str):
+        self.reason = reason
+        super().__init__(f"the model is invalid (onnxruntime rejects it): {reason}")
+
+
 class NodeError(DmlEpError):
     """A node of the model breaks a rule of its operator (attributes, shapes, parameters)."""
 

@@ -15,7 +15,7 @@ import re
 import numpy as np
 import onnx
 
-from .errors import ModelError
+from .errors import InferenceRefusedError, ModelError
 from .graph import ValueInfo, declared_shape, element_dtype, graph_inputs, ort_message, skeleton
 from .reference import loaded_graph
 
@@ -36,7 +36,7 @@ def static_values(model: onnx.ModelProto | bytes, input_shapes=None) -> dict[str
         inputs_meta, outputs_meta = loaded_graph(probe)
     except Exception as exc:  # onnxruntime's Fail, InvalidGraph, InvalidArgument...
         message = ort_message(exc)
-        raise ModelError(f"the model is invalid (onnxruntime rejects it): {message}{_inputs_of(probe.graph, message)}") from None
+        raise InferenceRefusedError(f"{message}{_inputs_of(probe.graph, message)}") from None
     values = {name: value_info(name, ort_type, shape) for name, ort_type, shape in (*inputs_meta, *outputs_meta)}
     inputs = {name for name, _, _ in inputs_meta}
     rank_0 = [name for name, info in values.items() if info.shape == () and name not in inputs]

@@ -20,7 +20,7 @@ import onnx
 
 from . import graph as graph_module
 from .enums import DML_FEATURE_LEVEL
-from .errors import DmlEpError, NodeError, RealEpError
+from .errors import DmlEpError, InferenceRefusedError, NodeError, RealEpError
 from .importer import DEFAULT_FEATURE_LEVEL, NodeImporter, opset_versions
 from .operators.dml_graph import derived_infos
 from .operators.registration import GRAPHS
@@ -168,15 +168,19 @@ class Planner:
                 for dim in graph_module.symbolic_dims(value):
                     assumed[dim] = 1
                 shapes[value.name] = graph_module.declared_shape(value)
-        values = static_values(self._rewritten, shapes) if input_shapes or assumed else self.static
-        if self._derived and values is not self.static:
-            values = {**values, **derived_infos(self._derived, values)}
         try:
+            values = static_values(self._rewritten, shapes) if input_shapes or assumed else self.static
+            if self._derived and values is not self.static:
+                values = {**values, **derived_infos(self._derived, values)}
             return self.plan(values, assumed)
-        except NodeError as error:
+        except (NodeError, InferenceRefusedError) as error:
             if assumed:  # the error may be the assumption's: say so
                 sizes = ", ".join(f"{dim}={size}" for dim, size in assumed.items())
-                error.args = (f"{error} (planned with the symbolic dimensions taken as {sizes}: give the input shapes you run with)",)
+                if isinstance(error, InferenceRefusedError):  # the model is valid for some shapes: onnxruntime refused these
+                    error.args = (f"onnxruntime's shape inference refuses the symbolic dimensions taken as {sizes} (give the input "
+                                  f"shapes you run with): {error.reason}",)
+                else:
+                    error.args = (f"{error} (planned with the symbolic dimensions taken as {sizes}: give the input shapes you run with)",)
             raise
 
 

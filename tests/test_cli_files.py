@@ -469,3 +469,19 @@ def test_json_reports_say_where_and_from_what_they_were_made(capsys, tmp_path):
     plan = json.loads((tmp_path / "plan.json").read_text())
     assert plan["schema_version"] == 1 and plan["versions"] == versions
     assert plan["cpu"] == report["cpu"]
+
+
+def test_shapes_assumed_that_onnxruntime_refuses_say_so(capsys, tmp_path):
+    """Reshape to [-1, 2] of an input of symbolic size n is valid for even n; inspect without
+    --shape takes n as 1, which onnxruntime's inference refuses: not "the model is invalid" (a real
+    YOLOv8 detector met this), but the assumption, and what to give."""
+    graph = onnx.helper.make_graph([onnx.helper.make_node("Reshape", ["x", "shape"], ["y"])], "g",
+                                   [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["n"])],
+                                   [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)],
+                                   [numpy_helper.from_array(np.array([-1, 2], np.int64), "shape")])
+    onnx.save(onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)]), tmp_path / "m.onnx")
+    status, out, err = run_cli(capsys, "inspect", tmp_path / "m.onnx")
+    assert status == 2 and out == ""
+    assert err.startswith("dml-ep: error: onnxruntime's shape inference refuses the symbolic dimensions taken as n=1 "
+                          "(give the input shapes you run with): Reshape node:")
+    assert run_cli(capsys, "inspect", tmp_path / "m.onnx", "--shape", "x=4")[0] == 0
