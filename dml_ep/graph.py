@@ -111,7 +111,7 @@ def decoded_strings(proto: onnx.ModelProto, copy: bool) -> onnx.ModelProto:
     bytes read alike everywhere, so names still match. Refused: a graph input's or output's name,
     which onnxruntime's Python API can neither feed nor fetch, and an escaped string that is another
     string of the model. ``copy``: the model is the caller's, changed in a copy."""
-    if not any(isinstance(text, bytes) for *_, text in _strings(proto)):
+    if not _has_bytes(proto):
         return proto
     for kind in ("input", "output"):
         for index, value in enumerate(getattr(proto.graph, kind)):
@@ -147,6 +147,35 @@ def _strings(message):
         elif field.type == field.TYPE_MESSAGE:
             for each in value if field.is_repeated else (value,):
                 yield from _strings(each)
+
+
+def _has_bytes(message) -> bool:
+    """Whether :func:`_strings` would yield a string that is not UTF-8; a graph's nodes in a loop of
+    their own (:func:`_nodes_have_bytes`): the generators of :func:`_strings` over 10,000 nodes took
+    most of a large model's load."""
+    if message.DESCRIPTOR is onnx.TensorProto.DESCRIPTOR:
+        return type(message.name) is bytes or type(message.doc_string) is bytes
+    for field, value in message.ListFields():
+        if field.type == field.TYPE_STRING:
+            if any(type(text) is bytes for text in (value if field.is_repeated else (value,))):
+                return True
+        elif field.message_type is onnx.NodeProto.DESCRIPTOR:
+            if _nodes_have_bytes(value):
+                return True
+        elif field.type == field.TYPE_MESSAGE and any(_has_bytes(each) for each in (value if field.is_repeated else (value,))):
+            return True
+    return False
+
+
+def _nodes_have_bytes(nodes) -> bool:
+    for node in nodes:
+        for text in (*node.input, *node.output, node.name, node.op_type, node.domain, node.overload, node.doc_string):
+            if type(text) is bytes:
+                return True
+        if (node.attribute or node.metadata_props or node.device_configurations) and any(
+                _has_bytes(each) for each in (*node.attribute, *node.metadata_props, *node.device_configurations)):
+            return True
+    return False
 
 
 def _read_model_file(path: str) -> bytes:

@@ -275,6 +275,26 @@ def test_a_graph_input_or_output_name_that_is_not_utf8_is_refused(kind):
         dml_ep.InferenceSession(not_utf8(model))
 
 
+@pytest.mark.parametrize("where", ["node doc_string", "attribute", "graph input doc_string", "metadata", "subgraph node"])
+def test_strings_that_are_not_utf8_are_found_everywhere(where):
+    """The fast check of a model's strings (a loop over the nodes) finds what the full walk finds."""
+    model = onnx.load(MLP)
+    node = model.graph.node[0]
+    if where == "node doc_string":
+        node.doc_string = NOT_UTF8
+    elif where == "attribute":
+        node.attribute.append(helper.make_attribute(NOT_UTF8, 1))  # its name (a string attribute holds bytes)
+    elif where == "graph input doc_string":
+        model.graph.input[0].doc_string = NOT_UTF8
+    elif where == "metadata":
+        node.metadata_props.add(key="k", value=NOT_UTF8)
+    else:
+        branch = helper.make_graph([helper.make_node("Identity", ["x"], ["y"], doc_string=NOT_UTF8)], "b", [], [])
+        node.attribute.append(helper.make_attribute("branch", branch))
+    parsed = onnx.ModelProto.FromString(not_utf8(model))
+    assert graph._has_bytes(parsed) and any(isinstance(text, bytes) for *_, text in graph._strings(parsed))
+
+
 def test_a_name_whose_escaped_form_is_another_name_is_refused():
     """Read backslash-escaped, b'\\xff\\xfenotutf8' would be the value '\\\\xff\\\\xfenotutf8' too."""
     escaped = "\\xff\\xfenotutf8"
