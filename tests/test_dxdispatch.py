@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import math
 import shutil
 import subprocess
@@ -400,6 +401,73 @@ def test_replay_refuses_what_dxdispatch_or_directml_would(tmp_path, edit, messag
     with pytest.raises(DxDispatchError, match=message):
         dxdispatch.load(str(directory)).run()
 
+
+
+def _source(m) -> dict:
+    return m["resources"]["in0"]["initialValues"]
+
+
+@pytest.mark.parametrize("edit, message", [
+    # a resource file outside the model's folder, however named (onnxruntime refuses such external data)
+    (lambda m: _source(m).update(sourcePath="../outside.npy"), r"'\.\./outside\.npy' is not in the model's folder"),
+    (lambda m: _source(m).update(sourcePath="resources/../../outside.npy"), r"is not in the model's folder"),
+    (lambda m: _source(m).update(sourcePath=str(Path(m["_folder"]).parent / "outside.npy")), r"is not in the model's folder"),
+    (lambda m: _source(m).update(sourcePath="/etc/passwd"), r"'/etc/passwd' is not in the model's folder"),
+    (lambda m: _source(m).update(sourcePath="link.npy"), r"'link\.npy' is not in the model's folder"),  # a symbolic link out
+    (lambda m: _source(m).update(sourcePath="outside.npy"), r"no file 'outside\.npy' in the model's folder"),  # only in the cwd
+    (lambda m: _source(m).update(sourcePath="in\u0000.npy"), r"sourcePath must be a file name"),
+    (lambda m: _source(m).update(sourcePath=123), r"sourcePath must be a file name, not 123"),
+    # sizes and offsets that are not byte counts a device holds, or that would place data wrongly
+    (lambda m: m["resources"]["in0"].update(initialValuesOffsetInBytes=-4, sizeInBytes=24), r"initialValuesOffsetInBytes: -4 is not a byte count"),
+    (lambda m: m["resources"]["in0"].update(sizeInBytes=2**62), r"sizeInBytes: 4611686018427387904 is not a byte count"),
+    (lambda m: m["resources"]["in0"].update(sizeInBytes="100"), r"sizeInBytes: '100' is not a byte count"),
+    (lambda m: m["resources"]["in0"].update(sizeInBytes=1e3), r"sizeInBytes: 1000.0 is not a byte count"),
+    (lambda m: m["resources"]["in1"].update(initialValuesDataType="FLOAT32", initialValues={"valueCount": 2**40, "value": 1.0}),
+     r"valueCount 1099511627776 is not a count of elements a buffer holds"),
+    (lambda m: m["resources"]["in1"].update(initialValuesDataType="FLOAT32", initialValues={"valueCount": -1, "value": 1.0}),
+     r"valueCount -1 is not a count"),
+    # the structure itself
+    (lambda m: m.update(resources=[]), r"resources and dispatchables \(objects\) and commands \(a list\)"),
+    (lambda m: m.update(commands=5), r"commands \(a list\)"),
+    (lambda m: m["commands"][0].pop("bindings"), r"nothing bound for ATensor"),
+    (lambda m: m["commands"][0]["bindings"].update(BTensor=[["in1"]]), r"\['in1'\] is not a resource name"),
+    (lambda m: m["commands"][0].update(dispatchable=["x"]), r"no dispatchable \['x'\]"),
+    (lambda m: [c.update(dimensions=[4, 7]) for c in m["commands"] if c["type"] == "writeFile"],
+     r"dimensions \[4, 7\] are not sizes of at most the 6 elements"),
+    (lambda m: [c.update(dimensions="abc") for c in m["commands"] if c["type"] == "writeFile"], r"dimensions 'abc' are not sizes"),
+])
+def test_replay_refuses_tampered_folders_before_reading(tmp_path, edit, message):
+    """Hostile edits of an export: each a DxDispatchError, never another exception, data from outside
+    the folder, or a run on misplaced data (a negative offset resized the buffer and ran)."""
+    directory = _exported(tmp_path)
+    np.save(tmp_path / "outside.npy", np.full((2, 3), 5, np.float32))
+    (directory / "link.npy").symlink_to(tmp_path / "outside.npy")
+    data = json.loads((directory / "model.json").read_text())
+    data["_folder"] = str(directory)
+    edit(data)
+    data.pop("_folder", None)
+    (directory / "model.json").write_text(json.dumps(data))
+    cwd = os.getcwd()
+    os.chdir(tmp_path)  # DxDispatch's own fallback, the current directory, holds outside.npy
+    try:
+        with pytest.raises(DxDispatchError, match=message):
+            dxdispatch.load(str(directory)).run()
+    finally:
+        os.chdir(cwd)
+
+
+def test_replay_maps_a_npy_file_whose_header_claims_more_than_it_holds(tmp_path):
+    """A .npy header of 2^40 elements on a file of 24 bytes: refused before 4 TiB are allocated."""
+    directory = _exported(tmp_path)
+    data = json.loads((directory / "model.json").read_text())
+    path = directory / _source(data)["sourcePath"]
+    header = np.lib.format.header_data_from_array_1_0(np.ones((2, 3), np.float32))
+    header["shape"] = (2**20, 2**20)
+    with open(path, "wb") as f:
+        np.lib.format.write_array_header_1_0(f, header)
+        f.write(np.ones(6, np.float32).tobytes())
+    with pytest.raises(DxDispatchError, match="cannot read .*mmap length is greater than file size"):
+        dxdispatch.load(str(directory))
 
 
 def test_load_refuses_json_nested_too_deep(tmp_path):

@@ -74,11 +74,12 @@ class DxDispatchModel:
         for command in self.commands:
             kind = command["type"].lower()
             if kind == "dispatch":
-                self._dispatch(self.dispatchables[command["dispatchable"]], command["bindings"], buffers, kernel_arithmetic, kernel_engine)
+                self._dispatch(self.dispatchables[command["dispatchable"]], command.get("bindings", {}), buffers, kernel_arithmetic,
+                               kernel_engine)
                 continue
             resource = buffers[command["resource"]]  # the reader checked that it names one
             if kind == "writefile":
-                dims = command.get("dimensions")
+                dims = command.get("dimensions")  # the reader checked them against the resource's size
                 count = None if not dims else math.prod(dims)
                 results[command["resource"]] = resource.elements(count).reshape(dims or -1)
             else:  # print
@@ -133,13 +134,17 @@ def _names(bindings, where: str) -> dict[str, str]:
                 if each.get("elementOffset") or "name" not in each:
                     raise DxDispatchError(f"{where}: {point}: only bindings of a whole resource by name are read")
                 each = each["name"]
+            if not isinstance(each, str):
+                raise DxDispatchError(f"{where}: {point}: {each!r} is not a resource name")
             names[point if len(sources) == 1 else f"{point}[{index}]"] = each
     return names
 
 
 def load(path: str) -> DxDispatchModel:
     """Read a DxDispatch model: a directory's ``model.json``, or a JSON file. Resource files are
-    found beside the JSON file, else from the current directory, as DxDispatch finds them."""
+    read from the JSON file's folder only: a path that leaves it (``..``, an absolute path, a
+    symbolic link out) is refused, as onnxruntime refuses external data that leaves the model's
+    folder (DxDispatch would also look in the current directory)."""
     file = os.path.join(path, "model.json") if os.path.isdir(path) else path
     try:
         with open(file, "rb") as f:
@@ -150,8 +155,9 @@ def load(path: str) -> DxDispatchModel:
         raise DxDispatchError(f"{file} is not JSON: {exc}") from None
     except RecursionError as exc:  # the json module recurses once per level of nesting
         raise DxDispatchError(f"{file}: JSON nested too deep to read ({exc})") from None
-    if not isinstance(data, dict) or any(key not in data for key in ("resources", "dispatchables", "commands")):
-        raise DxDispatchError(f"{file}: a DxDispatch model is an object with resources, dispatchables and commands")
+    if (not isinstance(data, dict) or not isinstance(data.get("resources"), dict) or not isinstance(data.get("dispatchables"), dict)
+            or not isinstance(data.get("commands"), list)):
+        raise DxDispatchError(f"{file}: a DxDispatch model is an object with resources and dispatchables (objects) and commands (a list)")
     base = os.path.dirname(os.path.abspath(file))
     resources = {name: _resource(value, base, f"resource {name!r}") for name, value in data["resources"].items()}
     dispatchables = {name: _dispatchable(name, value) for name, value in data["dispatchables"].items()}
@@ -178,14 +184,31 @@ def _resource(value, base: str, where: str) -> Resource:
             raise DxDispatchError(f"{where}: initialValuesDataType must name the elements' type")
         array = _initial_values(initial, data_type.numpy(), where)
     data_type = DML_TENSOR_DATA_TYPE.from_numpy(array.dtype)
-    offset = value.get("initialValuesOffsetInBytes", 0)
+    offset = _byte_count(value.get("initialValuesOffsetInBytes", 0), f"{where}.initialValuesOffsetInBytes")
     needed = offset + array.nbytes
-    size = value.get("sizeInBytes", needed)
+    size = _byte_count(value.get("sizeInBytes", needed), f"{where}.sizeInBytes")
     if size < needed:
         raise DxDispatchError(f"{where}: sizeInBytes {size} is less than the {needed} bytes of its initial values")
-    buffer = bytearray((size + 3) & ~3)  # DirectML's 4-byte alignment
+    buffer = _zeros((size + 3) & ~3, where)  # DirectML's 4-byte alignment
     buffer[offset:offset + array.nbytes] = array.tobytes()
     return Resource(buffer, data_type, array.size)
+
+
+MAX_BUFFER = 1 << 40  # a DirectML buffer's size is a UINT64, but no device holds a terabyte
+
+
+def _byte_count(value, where: str) -> int:
+    """A size or offset in bytes: a non-negative integer (JSON's 1e3 or "100" are not) a device could hold."""
+    if type(value) is not int or not 0 <= value <= MAX_BUFFER:
+        raise DxDispatchError(f"{where}: {value!r} is not a byte count (an integer from 0 to {MAX_BUFFER})")
+    return value
+
+
+def _zeros(size: int, where: str) -> bytearray:
+    try:
+        return bytearray(size)
+    except MemoryError:
+        raise DxDispatchError(f"{where}: not enough memory for its {size} bytes") from None
 
 
 def _initial_values(initial, dtype: np.dtype, where: str) -> np.ndarray:
@@ -197,26 +220,39 @@ def _initial_values(initial, dtype: np.dtype, where: str) -> np.ndarray:
         if isinstance(initial, list):
             return np.array([number(x) for x in initial], dtype=dtype)
         count = initial["valueCount"]
+        if type(count) is not int or not 0 <= count <= MAX_BUFFER // dtype.itemsize:
+            raise ValueError(f"valueCount {count!r} is not a count of elements a buffer holds")
         if "value" in initial:
             return np.full(count, number(initial["value"]), dtype=dtype)
         return (number(initial["valueStart"]) + number(initial["valueDelta"]) * np.arange(count, dtype=np.float64)).astype(dtype)
     except (KeyError, TypeError, ValueError, OverflowError) as exc:
         raise DxDispatchError(f"{where}: initialValues are not an array, constant or sequence initializer of {dtype} ({exc})") from None
+    except MemoryError:
+        raise DxDispatchError(f"{where}: not enough memory for its {initial.get('valueCount')} initial values") from None
 
 
 def _read_source(path: str, data_type, base: str, where: str) -> np.ndarray:
-    """A ``.npy`` file (its own type; C order, as DxDispatch reads) or raw bytes of ``data_type``."""
-    file = next((p for p in (os.path.join(base, path), path) if os.path.isfile(p)), None)
-    if file is None:
-        raise DxDispatchError(f"{where}: no file {path!r} beside the model or in the current directory")
+    """A ``.npy`` file (its own type; C order, as DxDispatch reads) or raw bytes of ``data_type``,
+    in the model's folder (``base``). A .npy file is mapped, not read whole: its header's shape is
+    checked against the bytes the file holds before any are copied."""
+    if not isinstance(path, str) or not path or "\0" in path:
+        raise DxDispatchError(f"{where}: sourcePath must be a file name, not {path!r}")
+    file = os.path.realpath(os.path.join(base, path))
+    if os.path.isabs(path) or os.path.commonpath([file, os.path.realpath(base)]) != os.path.realpath(base):
+        raise DxDispatchError(f"{where}: {path!r} is not in the model's folder (a resource file is read from there only)")
+    if not os.path.isfile(file):
+        raise DxDispatchError(f"{where}: no file {path!r} in the model's folder")
     try:
         if not file.lower().endswith(".npy"):
             if data_type is None or data_type == DML_TENSOR_DATA_TYPE.UNKNOWN:
                 raise DxDispatchError(f"{where}: raw data in {path!r} needs initialValuesDataType")
             return np.fromfile(file, dtype=data_type.numpy())
-        array = np.load(file, allow_pickle=False)
-    except (OSError, ValueError) as exc:
+        mapped = np.load(file, mmap_mode="r", allow_pickle=False)
+        array = np.array(mapped, order="K")
+    except (OSError, ValueError, TypeError) as exc:
         raise DxDispatchError(f"{where}: cannot read {path!r}: {exc}") from None
+    except MemoryError:
+        raise DxDispatchError(f"{where}: not enough memory to read {path!r}") from None
     if array.flags.f_contiguous and not array.flags.c_contiguous:
         raise DxDispatchError(f"{where}: {path!r} is in Fortran order, which DxDispatch does not read")
     file_type = DML_TENSOR_DATA_TYPE.from_numpy(array.dtype)
@@ -249,14 +285,21 @@ def _command(command, index: int, resources: dict, dispatchables: dict) -> dict:
         raise DxDispatchError(f"{where}: a command is an object with a type")
     kind = command["type"].lower()
     if kind == "dispatch":
-        if command.get("dispatchable") not in dispatchables:
+        if not isinstance(command.get("dispatchable"), str) or command["dispatchable"] not in dispatchables:
             raise DxDispatchError(f"{where}: no dispatchable {command.get('dispatchable')!r}")
         for point, name in _names(command.get("bindings", {}), where).items():
             if name not in resources:
                 raise DxDispatchError(f"{where}: binds {point} to {name!r}, which is not a resource")
     elif kind in ("print", "writefile"):
-        if command.get("resource") not in resources:
-            raise DxDispatchError(f"{where}: no resource {command.get('resource')!r}")
+        resource = command.get("resource")
+        if not isinstance(resource, str) or resource not in resources:
+            raise DxDispatchError(f"{where}: no resource {resource!r}")
+        dims = command.get("dimensions")
+        if kind == "writefile" and dims:
+            held = len(resources[resource].buffer) // resources[resource].data_type.numpy().itemsize
+            if (not isinstance(dims, list) or any(type(d) is not int or d < 0 for d in dims)
+                    or math.prod(dims) > held):
+                raise DxDispatchError(f"{where}: dimensions {dims!r} are not sizes of at most the {held} elements {resource!r} holds")
     else:
         raise DxDispatchError(f"{where}: unknown command type {command['type']!r} (dispatch, print, writeFile)")
     return command
