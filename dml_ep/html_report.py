@@ -80,7 +80,9 @@ def _json_safe(difference: dict) -> dict:
 
 def _page(title: str, plan: Plan, comparison: list[str], differences: dict[str, dict]) -> str:
     rows = plan_rows(plan)
-    data = json.dumps(graph_data(plan, rows, differences), separators=(",", ":"), allow_nan=False).replace("</", "<\\/")
+    # every "<" escaped (JSON reads \u003c back as "<"): "</script" would end the data block, and "<!--" or
+    # "<script" in a name would make the browser's parser read on past its "</script>" (a hostile model's names)
+    data = json.dumps(graph_data(plan, rows, differences), separators=(",", ":"), allow_nan=False).replace("<", "\\u003c")
     assets = resources.files(__package__) / "report_assets"
     parts = [
         "<!DOCTYPE html>",

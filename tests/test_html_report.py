@@ -206,10 +206,13 @@ def test_nodes_planned_only_when_run_are_drawn_pending(browser, tmp_path):
     assert opened.evaluate("document.querySelectorAll('g.edges polyline').length") == 6
 
 
-def test_the_page_fetches_nothing_and_escapes_what_the_model_names(browser, tmp_path):
-    """Self-contained: no src or href leaves the file; a node named like markup stays text."""
+@pytest.mark.parametrize("name", ["</script><img src=x onerror=alert(1)>", "<!--<script>", "<!--" + "<script>x" * 12_000],
+                         ids=["end-tag", "comment-script", "100kB"])
+def test_the_page_fetches_nothing_and_escapes_what_the_model_names(browser, tmp_path, name):
+    """Self-contained: no src or href leaves the file; a node named like markup stays text. A name
+    "<!--<script>" in the JSON data block made the browser read on past its end: no graph was drawn."""
     model, _ = tie_pool_model()
-    model.graph.node[0].name = "</script><img src=x onerror=alert(1)>"
+    model.graph.node[0].name = name
     path, page = tmp_path / "named.onnx", tmp_path / "named.html"
     onnx.save(model, path)
     assert dml_ep("inspect", path, "--html", page).returncode == 0
