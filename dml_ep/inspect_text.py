@@ -15,7 +15,7 @@ from .passes.dml_fusion import NAME as DML_FUSION
 from .plan import DmlNode, Plan, node_macs
 from .real_ep import CPU_CLASSES, REASON_CLASSES
 from .report import node_label
-from .text_report import rules_text, table
+from .text_report import printable, rules_text, table
 
 INSPECT_WIDTH = 160  # the longest line of inspect's summary (--nodes, --descs and the JSON keep whole names)
 PENDING_SHOWN = 5  # pending nodes the summary names
@@ -123,10 +123,10 @@ def nodes_text(plan: Plan, rows: list[dict]) -> str:
     rewritten = [r for r in rows if r["rule"]]
     if rewritten:
         blocks.append(f"\nmade by onnxruntime's graph rewrites ({rules_text(plan.qdq_rules)}), from the model's nodes:")
-        blocks.append("\n".join(f"  {r['node']} ({r['op_type']}) <- {r['rule']}: {', '.join(r['from']) or '-'}" for r in rewritten))
+        blocks.append("\n".join(printable(f"  {r['node']} ({r['op_type']}) <- {r['rule']}: {', '.join(r['from']) or '-'}") for r in rewritten))
     if plan.pending:
         blocks.append("\nplanned only when run, their input shapes depend on data:")
-        blocks.append("\n".join(f"  {node_label(n)} ({n.op_type})" for n in plan.pending))
+        blocks.append("\n".join(printable(f"  {node_label(n)} ({n.op_type})") for n in plan.pending))
     return "\n".join(blocks)
 
 
@@ -135,7 +135,7 @@ def descs_text(plan: Plan, rows: list[dict]) -> str | None:
     blocks = []
     for row, entry in zip(rows, plan.entries):
         if isinstance(entry, DmlNode):
-            blocks.append(f"\n{row['node']}: {entry.operator}")
+            blocks.append("\n" + printable(f"{row['node']}: {entry.operator}"))
             blocks.append("\n".join("  " + line for line in entry.desc.describe()))
     return "\n".join(blocks) if blocks else None
 

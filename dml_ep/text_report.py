@@ -8,6 +8,7 @@ rounds up to it.
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 
@@ -34,7 +35,7 @@ def format_report(report: ModelReport, per_node: bool) -> str:
     if report.shipped is not None:
         lines += _format_shipped(report, report.shipped)
     lines.append(_result_line(report))
-    lines += [f"  {o.name}: {o.problem}" for o in report.outputs if not o.within_tolerance and o.problem]
+    lines += [printable(f"  {o.name}: {o.problem}") for o in report.outputs if not o.within_tolerance and o.problem]
     if report.nodes is not None and (per_node or not report.ok):
         lines += _causes(report)
     return "\n".join(lines)
@@ -122,7 +123,7 @@ def _describe_divergent(node: NodeComparison) -> list[str]:
     out = node.causes_out_of_tolerance
     beyond = f"; out of tolerance: {_counts(out)}" if out and out != node.causes else ""
     return [
-        f"  first node differing in isolation: {node.node} ({node.op_type})",
+        printable(f"  first node differing in isolation: {node.node} ({node.op_type})"),
         what,
         f"    exact {_percent(c)}, {c.differing} of {c.elements} elements differ, "
         f"max {c.max_diff:g} {c.unit}, mean {c.mean_diff:.2f} {c.unit}",
@@ -159,9 +160,19 @@ def rules_text(release: str | None) -> str:
 # --- formatting helpers --------------------------------------------------------------------
 
 
+CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """``text`` with its control characters escaped (``\x1b``): a model's names reach the terminal,
+    where an escape sequence, a carriage return or a newline would rewrite what it shows."""
+    return CONTROL.sub(lambda match: f"\\x{ord(match[0]):02x}", text)
+
+
 def table(header: list[str], rows: list[list]) -> str:
-    """``rows`` under ``header``, left-aligned columns two spaces apart, no trailing spaces."""
-    cells = [header] + [[str(c) for c in row] for row in rows]
+    """``rows`` under ``header``, left-aligned columns two spaces apart, no trailing spaces; control
+    characters escaped (:func:`printable`)."""
+    cells = [header] + [[printable(str(c)) for c in row] for row in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells)
 

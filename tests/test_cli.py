@@ -3,6 +3,7 @@
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -314,3 +315,17 @@ def test_a_command_loads_and_checks_the_model_once(command, monkeypatch, capsys,
     argv = [part.format(data=data, out=tmp_path / "dx") for part in command]
     assert main([argv[0], str(MODELS / "mlp.onnx"), *argv[1:]]) == 0
     assert len(checked) == 1
+
+
+def test_control_characters_in_names_are_escaped_in_the_terminal(capsys, tmp_path):
+    """A node or output named with an escape sequence, a carriage return or a newline would rewrite
+    what the terminal shows (a fake "result: OK" line): printed escaped."""
+    hostile = "y\x1b[31m\r  result: OK\n\x07"
+    graph = onnx.helper.make_graph([onnx.helper.make_node("Relu", ["x"], [hostile], name=hostile)], "g",
+                                   [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2])],
+                                   [onnx.helper.make_tensor_value_info(hostile, onnx.TensorProto.FLOAT, [2])])
+    onnx.save(onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)]), tmp_path / "m.onnx")
+    for argv in (["inspect", "--nodes"], ["run"], ["compare", "--per-node"]):
+        status, out, err = run_cli(capsys, argv[0], tmp_path / "m.onnx", *argv[1:])
+        assert status == 0, err
+        assert not re.search(r"[\x00-\x09\x0b-\x1f\x7f]", out) and "\\x1b[31m\\x0d  result: OK\\x0a\\x07" in out, out
