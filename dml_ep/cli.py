@@ -189,10 +189,20 @@ def cmd_run(args) -> int:
     inputs = _inputs_read(args)
     for path in paths.values():
         files.check_not_input(path, inputs)
-    print(table(["output", "shape", "dtype", "file"], [[n, list(r.shape), r.dtype, os.path.basename(paths[n])] for n, r in results.items()]))
+    saved = {name: _savable(array) for name, array in results.items()}
+    print(table(["output", "shape", "dtype", "file"], [[n, list(r.shape), r.dtype if saved[n].dtype == r.dtype else f"{r.dtype} (saved as {saved[n].dtype})",
+                                                        os.path.basename(paths[n])] for n, r in results.items()]))
     os.makedirs(args.output_dir, exist_ok=True)
-    files.write_files({paths[name]: functools.partial(np.save, arr=array) for name, array in results.items()})
+    files.write_files({paths[name]: functools.partial(np.save, arr=array) for name, array in saved.items()})
     return 0
+
+
+def _savable(array: np.ndarray) -> np.ndarray:
+    """int4 and uint4 (ml_dtypes) as int8 and uint8 of the same values: np.save writes them as raw
+    bytes (|V1) that np.load reads back as no numbers."""
+    if array.dtype.name in ("int4", "uint4"):
+        return array.astype(np.int8 if array.dtype.name == "int4" else np.uint8)
+    return array
 
 
 def _arithmetic(args) -> dict:

@@ -255,6 +255,10 @@ class Executor:
         try:
             results = session.run(fetched, feeds)
         except Exception as exc:  # onnxruntime's exception types share no base class but Exception
+            packed = [name for name, value in feeds.items() if getattr(value, "dtype", None) is not None and value.dtype.kind == "V"]
+            if packed:  # int4 or uint4 (ml_dtypes): numpy arrays onnxruntime's run() takes no type for
+                raise FallbackError(f"{packed[0]!r} is {values[packed[0]].dtype}, which onnxruntime's Python run() cannot take "
+                                    "(only OrtValues hold it): a node reading it on the CPU fallback cannot run", node=self.planner.nodes[group[0]]) from None
             nodes = ", ".join(self.planner.nodes[i].name or self.planner.nodes[i].op_type for i in group)
             raise FallbackError(f"onnxruntime failed running {'this fallback node' if len(group) == 1 else 'the fallback nodes ' + nodes}: "
                                 f"{ort_message(exc, with_node=False)}", node=self.planner.nodes[group[0]]) from None

@@ -18,6 +18,7 @@ import glob
 import math
 import os
 import re
+from typing import Collection
 
 import numpy as np
 import onnx
@@ -61,15 +62,19 @@ def _shape_text(name: str, shape: tuple[int, ...]) -> str:
 
 
 def random_inputs(model: onnx.ModelProto, seed: int = 0, shapes: dict[str, tuple[int, ...]] | None = None,
-                  ranges: dict[str, tuple | None] | None = None) -> dict[str, np.ndarray]:
+                  ranges: dict[str, tuple | None] | None = None, given: Collection[str] = ()) -> dict[str, np.ndarray]:
     """One seeded random array per graph input, at its shape in ``shapes``, else its declared
     shape (symbolic dims as 1), with values in its range in ``ranges`` (as :func:`value_ranges`
-    gives them; by default, ``value_ranges(model)``)."""
+    gives them; by default, ``value_ranges(model)``). An input ``given`` otherwise (``--input``)
+    whose type has no random values (int4, strings) is left out; the others are drawn all the
+    same, so that each input's values stay those of the seed whichever are given."""
     rng = np.random.default_rng(seed)
     feeds = {}
     sizes = input_shapes(model, shapes)
     ranges = value_ranges(model) if ranges is None else ranges
     for value in graph.graph_inputs(model.graph):
+        if value.name in given and not _drawable(value):
+            continue
         if not value.type.HasField("tensor_type"):
             raise FeedError(f"input {value.name!r}: cannot make random values of a {value.type.WhichOneof('value')}; give the inputs of this model from Python")
         dtype = graph.element_dtype(value)
@@ -89,6 +94,11 @@ def random_inputs(model: onnx.ModelProto, seed: int = 0, shapes: dict[str, tuple
         else:
             raise FeedError(f"input {value.name!r}: cannot make random values of type {dtype}; give it with --input")
     return feeds
+
+
+def _drawable(value: onnx.ValueInfoProto) -> bool:
+    """Whether :func:`random_inputs` makes random values of this input's type."""
+    return value.type.HasField("tensor_type") and graph.element_dtype(value).kind in "fiub"
 
 
 DEFAULT_INTEGER_RANGE = (0, 1)  # Polygraphy's DataLoader default val_range, (0.0, 1.0), cast to int for integer inputs
@@ -359,22 +369,25 @@ def make_feeds(model: onnx.ModelProto, seed: int = 0, inputs=(), input_dir: str 
     ``--input``; and where each came from, for the reports: its file, or ``random (seed N)``, with
     the range of integers narrower than their type (``random (seed N), integers in [0, 99]``)."""
     ranges = value_ranges(model, dict(parse_val_range(text) for text in val_ranges))
-    feeds = random_inputs(model, seed, shapes, ranges)
-    sources = {}
-    for value in graph.graph_inputs(model.graph):
-        assumed = [] if shapes and value.name in shapes else graph.symbolic_dims(value)
-        sources[value.name] = f"random (seed {seed})" + _drawn(feeds[value.name].dtype, ranges.get(value.name)) + \
-            (f", {', '.join(assumed)} {ASSUMED}" if assumed else "")
-    names = list(feeds)
+    names = [value.name for value in graph.graph_inputs(model.graph)]
+    given: dict[str, np.ndarray] = {}
+    files: dict[str, str] = {}
     if input_dir is not None:
-        arrays, files = load_directory(input_dir, names)
-        feeds.update(arrays)
-        sources.update(files)
+        given, files = load_directory(input_dir, names)
     for text in inputs:
         name, path = parse_input_argument(text)
         if name not in names:
             raise FeedError(f"--input {text!r}: no model input named {name!r} (inputs: {', '.join(names)})")
-        feeds[name], sources[name] = load_array(path)[1], path
+        given[name], files[name] = load_array(path)[1], path
+    feeds = random_inputs(model, seed, shapes, ranges, given)
+    sources = {}
+    for value in graph.graph_inputs(model.graph):
+        if value.name in feeds:
+            assumed = [] if shapes and value.name in shapes else graph.symbolic_dims(value)
+            sources[value.name] = f"random (seed {seed})" + _drawn(feeds[value.name].dtype, ranges.get(value.name)) + \
+                (f", {', '.join(assumed)} {ASSUMED}" if assumed else "")
+    feeds.update(given)
+    sources.update(files)
     return feeds, sources
 
 

@@ -485,3 +485,37 @@ def test_shapes_assumed_that_onnxruntime_refuses_say_so(capsys, tmp_path):
     assert err.startswith("dml-ep: error: onnxruntime's shape inference refuses the symbolic dimensions taken as n=1 "
                           "(give the input shapes you run with): Reshape node:")
     assert run_cli(capsys, "inspect", tmp_path / "m.onnx", "--shape", "x=4")[0] == 0
+
+
+def int4_model(tmp_path, graph_input: bool) -> Path:
+    """DequantizeLinear-21 of int4 codes: an initializer that is also a graph output, or a graph input."""
+    codes = onnx.helper.make_tensor("w", onnx.TensorProto.INT4, [3], [-7, 2, -8])
+    inputs = [onnx.helper.make_tensor_value_info("w", onnx.TensorProto.INT4, [3])] if graph_input else []
+    outputs = [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [3])]
+    if not graph_input:
+        outputs.append(onnx.helper.make_tensor_value_info("w", onnx.TensorProto.INT4, [3]))
+    graph = onnx.helper.make_graph([onnx.helper.make_node("DequantizeLinear", ["w", "s"], ["y"])], "int4", inputs, outputs,
+                                   ([] if graph_input else [codes]) + [numpy_helper.from_array(np.float32(0.5), "s")])
+    path = tmp_path / "int4.onnx"
+    onnx.save(onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 21)]), path)
+    return path
+
+
+def test_an_int4_output_is_saved_as_int8_values(capsys, tmp_path):
+    """np.save wrote int4 (ml_dtypes) as raw bytes, |V1, which np.load gives back as no numbers."""
+    status, out, err = run_cli(capsys, "run", int4_model(tmp_path, graph_input=False), "--output-dir", tmp_path / "out")
+    assert status == 0, err
+    assert "int4 (saved as int8)" in out
+    saved = np.load(tmp_path / "out" / "w.npy")
+    assert saved.dtype == np.int8 and saved.tolist() == [-7, 2, -8]
+
+
+def test_an_int4_input_given_with_input_is_taken_or_refused_in_one_line(capsys, tmp_path):
+    """--input of an int4 input got "cannot make random values of type int4; give it with --input"
+    though given; now it is read, and where onnxruntime's run() must take it (a CPU fallback node),
+    refused in one line naming why."""
+    path = int4_model(tmp_path, graph_input=True)
+    onnx.save_tensor(onnx.helper.make_tensor("w", onnx.TensorProto.INT4, [3], [-7, 2, -8]), str(tmp_path / "w.pb"))
+    status, out, err = run_cli(capsys, "run", path, "--input", f"w={tmp_path / 'w.pb'}")
+    assert status == 2 and err.count("\n") == 1, err
+    assert "'w' is int4, which onnxruntime's Python run() cannot take" in err
