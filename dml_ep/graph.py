@@ -100,8 +100,54 @@ def load_model(model) -> onnx.ModelProto:
     else:
         raise ModelError(f"a model is a path, bytes or an onnx.ModelProto, not {type(model).__name__}")
     proto = decoded_strings(proto, copy=proto is model)
+    proto = densified(proto, copy=proto is model)
     check_model(proto)
     return proto
+
+
+MAX_DENSE_BYTES = 1 << 32  # a sparse tensor made dense beyond this is refused, not allocated
+
+
+def densified(proto: onnx.ModelProto, copy: bool) -> onnx.ModelProto:
+    """The model with its sparse initializers and sparse Constants (``sparse_value``) made dense,
+    as onnxruntime makes them when it loads a graph (its kernels and dml_ep's read dense tensors).
+    ``copy``: the model is the caller's, changed in a copy."""
+    constants = [node for node in proto.graph.node if node.op_type == "Constant" and any(a.name == "sparse_value" for a in node.attribute)]
+    if not proto.graph.sparse_initializer and not constants:
+        return proto
+    if copy:
+        proto, given = onnx.ModelProto(), proto
+        proto.CopyFrom(given)
+        constants = [node for node in proto.graph.node if node.op_type == "Constant" and any(a.name == "sparse_value" for a in node.attribute)]
+    proto.graph.initializer.extend(_dense(sparse) for sparse in proto.graph.sparse_initializer)
+    del proto.graph.sparse_initializer[:]
+    for node in constants:
+        sparse = next(a for a in node.attribute if a.name == "sparse_value")
+        dense = onnx.helper.make_attribute("value", _dense(sparse.sparse_tensor))
+        node.attribute.remove(sparse)
+        node.attribute.append(dense)
+    return proto
+
+
+def _dense(sparse: onnx.SparseTensorProto) -> onnx.TensorProto:
+    """A SparseTensorProto as the dense tensor it stands for: ``values`` at ``indices`` (linear, [NNZ],
+    or coordinates, [NNZ, rank]) in ``dims``, zeros elsewhere."""
+    name = sparse.values.name
+    shape = tuple(sparse.dims)
+    if any(external_data_helper.uses_external_data(t) for t in (sparse.values, sparse.indices)):
+        raise ModelError(f"sparse tensor {name!r}: its data is in an external file, which onnx loads for no sparse tensor "
+                         "(it would be read from the current directory)")
+    try:
+        values = numpy_helper.to_array(sparse.values).reshape(-1)
+        indices = numpy_helper.to_array(sparse.indices).astype(np.int64)
+        if any(d < 0 for d in shape) or int(np.prod(shape, dtype=object)) * values.itemsize > MAX_DENSE_BYTES:
+            raise ValueError(f"dims {list(shape)} are not a shape of at most {MAX_DENSE_BYTES} bytes")
+        flat = indices.reshape(-1) if indices.ndim == 1 else np.ravel_multi_index(tuple(indices.T), shape)
+        dense = np.zeros(int(np.prod(shape, dtype=np.int64)), values.dtype)
+        dense[flat] = values  # an index outside dims raises
+    except (ValueError, IndexError, TypeError) as exc:
+        raise ModelError(f"sparse tensor {name!r}: {one_line(exc)}") from None
+    return numpy_helper.from_array(dense.reshape(shape), name)
 
 
 def decoded_strings(proto: onnx.ModelProto, copy: bool) -> onnx.ModelProto:

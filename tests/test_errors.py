@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from onnx import helper, numpy_helper
+from onnx import TensorProto, helper, numpy_helper
 
 import dml_ep
 from dml_ep import graph
@@ -547,3 +547,47 @@ def test_out_of_memory_names_the_node(monkeypatch):
     feeds = {i.name: np.zeros(i.shape, np.float32) for i in session.plan.inputs}
     with pytest.raises(dml_ep.errors.OutOfMemoryError, match="input_QuantizeLinear.*QuantizeLinear.*not enough memory"):
         session.run(None, feeds)
+
+
+# --- sparse tensors -------------------------------------------------------------------------
+
+
+def sparse_matmul(kind: str) -> onnx.ModelProto:
+    """X [1, 4] @ W [4, 4], W sparse (2 of 16 values): a sparse initializer with linear indices or
+    coordinates, or a Constant's sparse_value."""
+    values = numpy_helper.from_array(np.array([2.0, -3.0], np.float32), "W")
+    indices = np.array([1, 14], np.int64) if kind != "coordinates" else np.array([[0, 1], [3, 2]], np.int64)
+    sparse = helper.make_sparse_tensor(values, numpy_helper.from_array(indices, "W_indices"), [4, 4])
+    nodes = [helper.make_node("MatMul", ["X", "W"], ["Y"])]
+    if kind == "constant":
+        nodes.insert(0, helper.make_node("Constant", [], ["W"], sparse_value=sparse))
+    graph = helper.make_graph(nodes, "sparse", [helper.make_tensor_value_info("X", TensorProto.FLOAT, [1, 4])],
+                              [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [1, 4])],
+                              sparse_initializer=[] if kind == "constant" else [sparse])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.host_sensitive
+@pytest.mark.parametrize("kind", ["linear", "coordinates", "constant"])
+def test_sparse_tensors_are_read_as_onnxruntime_reads_them(kind):
+    """Valid models onnxruntime runs (it makes sparse initializers dense at load): they were refused
+    with "input 'W' is produced by no node"."""
+    model = sparse_matmul(kind)
+    x = np.arange(1, 5, dtype=np.float32).reshape(1, 4)
+    expected = cpu_session(model).run(None, {"X": x})[0]
+    np.testing.assert_array_equal(dml_ep.InferenceSession(model).run(None, {"X": x})[0], expected)
+    assert expected.tolist() == [[0.0, 2.0, -12.0, 0.0]]
+
+
+def test_sparse_tensors_out_of_their_dims_or_in_external_data_are_refused():
+    model = sparse_matmul("linear")
+    model.graph.sparse_initializer[0].indices.CopyFrom(numpy_helper.from_array(np.array([1, 16], np.int64), "W_indices"))
+    with raises(ModelError, "sparse tensor 'W': index 16 is out of bounds"):
+        dml_ep.InferenceSession(model)
+    model = sparse_matmul("linear")
+    values = model.graph.sparse_initializer[0].values
+    values.ClearField("raw_data")
+    values.data_location = TensorProto.EXTERNAL
+    values.external_data.add(key="location", value="secret.bin")
+    with raises(ModelError, "sparse tensor 'W': its data is in an external file"):
+        dml_ep.graph.densified(model, copy=True)
