@@ -20,6 +20,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 from onnx.external_data_helper import set_external_data
 
+import dml_ep
 from dml_ep import cli
 from dml_ep.arithmetic import host_saturates_u8s8
 from dml_ep.errors import FeedError, ModelError
@@ -269,6 +270,29 @@ def test_model_external_data_stays_in_the_models_folder(tmp_path, location):
     path.write_bytes(model.SerializeToString())
     with pytest.raises(ModelError, match="external data cannot be loaded"):
         load_model(str(path))
+
+
+@POSIX
+@pytest.mark.parametrize("location", ["../w.bin", "sub/../../w.bin", "{tmp}/w.bin", "link.bin", "linked_dir/w.bin"])
+def test_external_data_outside_the_folder_is_refused_by_every_command(capsys, tmp_path, location):
+    """Every path that reads weights refuses a location leaving the model's folder, as onnxruntime
+    does: a relative path out, an absolute one, a symbolic link to a file or a folder out."""
+    path = external_data_model(tmp_path / "m")
+    (tmp_path / "w.bin").write_bytes(np.full(4, 1234.5, np.float32).tobytes())  # outside: never to be read
+    (tmp_path / "m" / "link.bin").symlink_to(tmp_path / "w.bin")
+    (tmp_path / "m" / "linked_dir").symlink_to(tmp_path)
+    (tmp_path / "m" / "sub").mkdir()
+    model = onnx.load(path, load_external_data=False)
+    model.graph.initializer[0].external_data[0].value = location.format(tmp=tmp_path)
+    path.write_bytes(model.SerializeToString())
+    for argv in (["inspect"], ["inspect", "--save-rewritten", tmp_path / "r.onnx"], ["run"], ["compare"],
+                 ["export", "--dxdispatch", tmp_path / "dxd"]):
+        status, out, err = run_cli(capsys, argv[0], path, *argv[1:])
+        assert status == 2 and "external data cannot be loaded" in err and err.count("\n") == 1, (argv, err)
+        assert "1234.5" not in out
+    assert not (tmp_path / "r.onnx").exists() and not (tmp_path / "dxd").exists()
+    with pytest.raises(ModelError, match="external data cannot be loaded"):
+        dml_ep.InferenceSession(str(path))
 
 
 @POSIX
