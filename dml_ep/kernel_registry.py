@@ -69,13 +69,25 @@ def kernels(release: str) -> dict[tuple[str, str], list[Kernel]]:
 def since_version(domain: str, op: str, opset: int) -> int:
     """The since-version of the schema a node of this op takes at ``opset``: ONNX's for ai.onnx; 1 for
     onnxruntime's own ops (its contrib ops, and the ai.onnx ops it defines at version 1 before ONNX
-    had them, such as LayerNormalization below opset 17)."""
-    if domain == "":
-        try:
-            return onnx.defs.get_schema(op, opset, "").since_version
-        except onnx.defs.SchemaError:
-            return 1
-    return 1
+    had them, such as LayerNormalization below opset 17). Read from SINCE_VERSIONS up to the opset it
+    was made at (released schemas never change), from onnx above it."""
+    if domain != "":
+        return 1
+    known = _since_versions()
+    if opset <= known["max_opset"]:
+        return max((v for v in known["ops"].get(op, ()) if v <= opset), default=1)
+    try:
+        return onnx.defs.get_schema(op, opset, "").since_version
+    except onnx.defs.SchemaError:
+        return 1
+
+
+SINCE_VERSIONS = "real_ep_data/onnx_since_versions.json"  # scripts/onnx_since_versions.py: onnx's schema lookup costs 20 ms first
+
+
+@functools.lru_cache(maxsize=1)
+def _since_versions() -> dict:
+    return json.loads(resources.files(__package__).joinpath(SINCE_VERSIONS).read_text())
 
 
 def type_name(info: ValueInfo | None) -> str | None:
@@ -119,17 +131,36 @@ def find_kernel(node: onnx.NodeProto, opset: int, types: Mapping[str, str | None
 
 
 def _type_mismatch(kernel: Kernel, node: onnx.NodeProto, params: dict | None, types: Mapping[str, str | None]) -> str:
-    """MatchKernelDefTypes: each constraint checks the first present value of its formal parameters."""
+    """MatchKernelDefTypes: each constraint checks the first present value of its formal parameters.
+    Worked out once per kernel and types of the node's values (:data:`_MISMATCHES`): a model's
+    thousands of nodes have a few dozen such signatures."""
     if params is None:
         return ""
+    signature = (id(kernel), tuple(types.get(n) if n else None for n in node.input), tuple(types.get(n) if n else None for n in node.output))
+    found = _MISMATCHES.get(signature, _UNKNOWN)
+    if found is _UNKNOWN:
+        found = _MISMATCHES[signature] = _first_mismatch(kernel, params, *signature[1:])
+    if found is None:
+        return ""
+    constraint, allowed, side, index = found
+    value = (node.input if side == "inputs" else node.output)[index]
+    return f"takes {constraint} in ({', '.join(sorted(allowed))}), not {types.get(value)} ({value!r})"
+
+
+_MISMATCHES: dict[tuple, tuple | None] = {}  # (id of a kernel of kernels(), input types, output types) -> _first_mismatch
+_UNKNOWN = object()
+
+
+def _first_mismatch(kernel: Kernel, params: dict, input_types: tuple, output_types: tuple) -> tuple | None:
+    """The first constraint whose first present value has a type the kernel does not take:
+    (constraint, its types, "inputs" or "outputs", the value's index); None if all are taken."""
     for constraint, allowed in kernel.types.items():
-        bound = [(index, names) for side, names in (("inputs", node.input), ("outputs", node.output))
+        bound = [(side, index, values) for side, values in (("inputs", input_types), ("outputs", output_types))
                  for index, type_str in enumerate(params[side]) if type_str == constraint]
-        for index, names in bound:
-            value = names[index] if index < len(names) else ""
-            actual = types.get(value) if value else None
-            if value and actual is not None:
+        for side, index, values in bound:
+            actual = values[index] if index < len(values) else None
+            if actual is not None:
                 if actual not in allowed:
-                    return f"takes {constraint} in ({', '.join(sorted(allowed))}), not {actual} ({value!r})"
+                    return constraint, allowed, side, index
                 break
-    return ""
+    return None

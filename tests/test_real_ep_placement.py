@@ -177,3 +177,20 @@ def test_the_table_names_its_sources():
     source = json.loads((ROOT / "dml_ep" / "real_ep_data" / "dml_kernels.json").read_text())["source"]
     assert list(source["releases"]) == ["1.17", "1.18", "1.19", "1.20", "1.21", "1.22", "1.23", "1.24"]
     assert all(len(commit) == 40 for commit in source["releases"].values())
+
+
+def test_since_versions_are_onnx_s():
+    """kernel_registry.since_version reads onnx's schema versions from a file (onnx builds every
+    schema at its first lookup: 20 ms of a session); at every opset it holds, it answers as onnx."""
+    known = json.loads((Path(kernel_registry.__file__).parent / kernel_registry.SINCE_VERSIONS).read_text())
+    assert known["max_opset"] <= onnx.defs.onnx_opset_version()
+    names = {schema.name for schema in onnx.defs.get_all_schemas_with_history() if schema.domain == ""}
+    assert set(known["ops"]) == names
+    for name in names:
+        for opset in range(1, known["max_opset"] + 1):
+            try:
+                expected = onnx.defs.get_schema(name, opset, "").since_version
+            except onnx.defs.SchemaError:
+                expected = 1
+            kernel_registry.since_version.cache_clear()
+            assert kernel_registry.since_version("", name, opset) == expected, (name, opset)
