@@ -77,6 +77,11 @@ class NodeImporter:
         indices = row.constant_cpu_inputs if row is not None else ()
         return [node.input[i] for i in indices if i < len(node.input) and node.input[i] and node.input[i] not in self.constants]
 
+    @staticmethod
+    def registered(node: onnx.NodeProto) -> bool:
+        """Whether dml_ep imports this op: else its entry is a FallbackNode whatever its inputs' shapes."""
+        return ("" if node.domain == "ai.onnx" else node.domain, node.op_type) in REGISTRATIONS
+
     def plan_node(self, node: onnx.NodeProto, origin: Origin, values: Mapping[str, ValueInfo], run_data: dict | None = None) -> PlanEntry:
         """The node's entry, ``values`` giving the types and shapes of its inputs and the type of its
         output; ``run_data`` the values of its required CPU inputs computed in this run."""

@@ -108,47 +108,47 @@ def _numpy_type_name(dtype: np.dtype) -> str:
 
 def find_kernel(node: onnx.NodeProto, opset: int, types: Mapping[str, str | None], release: str) -> KernelMatch:
     """The kernel ``release``'s DML EP runs ``node`` with (``types``: onnxruntime type names of the
-    node's values), or why it has none."""
-    domain = "" if node.domain == "ai.onnx" else node.domain
-    name = f"{domain + '::' if domain else ''}{node.op_type}"
-    rows = kernels(release).get((domain, node.op_type))
+    node's values), or why it has none. Worked out once per op, opset and types of the node's
+    values (:data:`_MATCHES`): a model's thousands of nodes have a few dozen such signatures."""
+    input_types = tuple(types.get(n) if n else None for n in node.input)
+    output_types = tuple(types.get(n) if n else None for n in node.output)
+    key = (release, node.domain, node.op_type, opset, input_types, output_types)
+    found = _MATCHES.get(key)
+    if found is None:
+        found = _MATCHES[key] = _match("" if node.domain == "ai.onnx" else node.domain, node.op_type, opset, input_types, output_types,
+                                       release)
+    if isinstance(found, KernelMatch):
+        return found
+    name, since, constraint, allowed, side, index = found  # a type the kernels do not take: named by the node's value
+    value = (node.input if side == "inputs" else node.output)[index]
+    return KernelMatch(None, "types", f"{name}-{since}: the DML kernel takes {constraint} in ({', '.join(sorted(allowed))}), "
+                                      f"not {types.get(value)} ({value!r})")
+
+
+_MATCHES: dict[tuple, KernelMatch | tuple] = {}  # find_kernel's signatures -> _match
+
+
+def _match(domain: str, op: str, opset: int, input_types: tuple, output_types: tuple, release: str) -> KernelMatch | tuple:
+    """find_kernel for a signature: the match, or the last kernel's type mismatch (op name,
+    since-version, and :func:`_first_mismatch`)."""
+    name = f"{domain + '::' if domain else ''}{op}"
+    rows = kernels(release).get((domain, op))
     if not rows:
         return KernelMatch(None, "no-kernel", f"{name}: the DML EP of onnxruntime {release} registers no kernel for it")
-    since = since_version(domain, node.op_type, opset)
+    since = since_version(domain, op, opset)
     at_version = [k for k in rows if k.since == since]
     if not at_version:
         registered = ", ".join(str(v) for v in sorted({k.since for k in rows}))
         return KernelMatch(None, "no-kernel-at-version",
-                           f"{name}-{since}: the DML EP of onnxruntime {release} registers {node.op_type} {registered}, "
+                           f"{name}-{since}: the DML EP of onnxruntime {release} registers {op} {registered}, "
                            f"not {since} (a kernel matches only its own since-version)")
-    params = _table()["formal_parameters"].get(f"{domain or 'ai.onnx'}::{node.op_type}::{since}")
-    mismatch = ""
+    params = _table()["formal_parameters"].get(f"{domain or 'ai.onnx'}::{op}::{since}")
+    mismatch = None
     for kernel in at_version:
-        mismatch = _type_mismatch(kernel, node, params, types)
-        if not mismatch:
+        mismatch = None if params is None else _first_mismatch(kernel, params, input_types, output_types)
+        if mismatch is None:
             return KernelMatch(kernel)
-    return KernelMatch(None, "types", f"{name}-{since}: the DML kernel {mismatch}")
-
-
-def _type_mismatch(kernel: Kernel, node: onnx.NodeProto, params: dict | None, types: Mapping[str, str | None]) -> str:
-    """MatchKernelDefTypes: each constraint checks the first present value of its formal parameters.
-    Worked out once per kernel and types of the node's values (:data:`_MISMATCHES`): a model's
-    thousands of nodes have a few dozen such signatures."""
-    if params is None:
-        return ""
-    signature = (id(kernel), tuple(types.get(n) if n else None for n in node.input), tuple(types.get(n) if n else None for n in node.output))
-    found = _MISMATCHES.get(signature, _UNKNOWN)
-    if found is _UNKNOWN:
-        found = _MISMATCHES[signature] = _first_mismatch(kernel, params, *signature[1:])
-    if found is None:
-        return ""
-    constraint, allowed, side, index = found
-    value = (node.input if side == "inputs" else node.output)[index]
-    return f"takes {constraint} in ({', '.join(sorted(allowed))}), not {types.get(value)} ({value!r})"
-
-
-_MISMATCHES: dict[tuple, tuple | None] = {}  # (id of a kernel of kernels(), input types, output types) -> _first_mismatch
-_UNKNOWN = object()
+    return (name, since, *mismatch)
 
 
 def _first_mismatch(kernel: Kernel, params: dict, input_types: tuple, output_types: tuple) -> tuple | None:

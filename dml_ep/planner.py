@@ -31,7 +31,7 @@ from .passes import (DEFAULT_RELEASE, DML, MATMUL_NBITS_ACCURACY_LEVEL, RELEASES
 from .graph import ValueInfo, value_info_of
 from .ort_inference import static_values
 from .plan import DmlNode, FallbackNode, Plan, PlanEntry
-from .real_ep import ON_CPU, Placement, place_nodes
+from .real_ep import CPU_CLASSES, ON_CPU, Placement, place_nodes
 
 
 ALL_OPTIMIZATIONS = 99  # onnxruntime's GraphOptimizationLevel.ORT_ENABLE_ALL; 0 DISABLE_ALL, 1 BASIC, 2 EXTENDED
@@ -79,6 +79,7 @@ class Planner:
         self.never_maps = [self._runs_on_cpu(node) or self._importer.never_maps(node, self.static) for node in self.nodes]
         self.output_names = [o.name for o in model.graph.output]
         self._entries: dict[tuple, PlanEntry] = {}
+        self._fallbacks: dict[int, FallbackNode] = {}  # the entries of nodes placed on the CPU, by index
 
     def _placed_on_cpu(self, nodes: list[onnx.NodeProto]) -> dict[str, Placement]:
         """The nodes the real EP runs on the CPU (its GetCapability, ``real_ep.place_nodes``), by first output."""
@@ -109,6 +110,9 @@ class Planner:
         """Node ``index`` planned for the types and shapes of its inputs (``values`` holds at least
         every name in ``reads[index]``) and, where a run gives them in ``data``, the values of its
         required CPU inputs (a Reshape's computed shape); made once per distinct signature."""
+        fallback = self._fallbacks.get(index)
+        if fallback is not None:  # left to the CPU by the real EP, or an op dml_ep does not import: whatever the shapes
+            return fallback
         reads = self.reads[index]
         key = (index, *((values[n].dtype, values[n].shape) for n in reads))
         run_data = None
@@ -119,6 +123,8 @@ class Planner:
         if entry is None:
             inputs = {n: values[n] for n in reads}
             entry = self._entries[key] = self._plan_node(self.nodes[index], self.origins[index], inputs, run_data)
+            if isinstance(entry, FallbackNode) and (entry.kind in CPU_CLASSES or not self._importer.registered(self.nodes[index])):
+                self._fallbacks[index] = entry
         return entry
 
     def _plan_node(self, node: onnx.NodeProto, origin, inputs: dict[str, ValueInfo], run_data: dict | None = None) -> PlanEntry:

@@ -118,7 +118,23 @@ def _declined(node: onnx.NodeProto, kernel: Kernel, values: Mapping[str, ValueIn
 
 def _unsupported_value(node: onnx.NodeProto, kernel: Kernel, types: Mapping[str, str | None]) -> str | None:
     """DoesNodeContainSupportedDataTypes, for a device with every DirectML data type (float64 included):
-    the first value of the node DirectML cannot hold, described; None if it can hold them all."""
+    the first value of the node DirectML cannot hold, described; None if it can hold them all (kept
+    per op, kernel and value types: :data:`_SUPPORTED`)."""
+    cpu_names = {node.input[i] for i in kernel.cpu_inputs if i < len(node.input)}  # read by name: a value in two slots
+    signature = (node.op_type, tuple((types.get(n), n in cpu_names) if n else "" for n in node.input),
+                 tuple(types.get(n) if n else "" for n in node.output))
+    if signature in _SUPPORTED:
+        return None
+    unsupported = _first_unsupported(node, kernel, types)
+    if unsupported is None:
+        _SUPPORTED.add(signature)
+    return unsupported
+
+
+_SUPPORTED: set[tuple] = set()  # the signatures of _unsupported_value whose values DirectML holds
+
+
+def _first_unsupported(node: onnx.NodeProto, kernel: Kernel, types: Mapping[str, str | None]) -> str | None:
     cpu_inputs = {node.input[i] for i in kernel.cpu_inputs if i < len(node.input)}
     for is_input, names in ((True, node.input), (False, node.output)):
         for name in names:
