@@ -143,11 +143,14 @@ def _match(domain: str, op: str, opset: int, input_types: tuple, output_types: t
                            f"{name}-{since}: the DML EP of onnxruntime {release} registers {op} {registered}, "
                            f"not {since} (a kernel matches only its own since-version)")
     params = _table()["formal_parameters"].get(f"{domain or 'ai.onnx'}::{op}::{since}")
-    mismatch = None
+    if params is None:
+        return KernelMatch(at_version[0])
+    mismatch: tuple = ()
     for kernel in at_version:
-        mismatch = None if params is None else _first_mismatch(kernel, params, input_types, output_types)
-        if mismatch is None:
+        found = _first_mismatch(kernel, params, input_types, output_types)
+        if found is None:
             return KernelMatch(kernel)
+        mismatch = found
     return (name, since, *mismatch)
 
 

@@ -113,7 +113,7 @@ def max_ulps(diff: np.ndarray, expected: np.ndarray, equal: np.ndarray) -> float
     return float(np.abs(diff[~equal]).max() / ulp(finite.max() if finite.size else 1.0, expected.dtype))
 
 
-def ulp(magnitude, dtype: np.dtype):
+def ulp(magnitude, dtype: np.dtype | type):
     """The unit in the last place of ``dtype`` at ``magnitude`` (finite, >= 0; a number or an array),
     in float64, from its exponent: np.spacing overflows (a warning) at the type's largest value,
     which attention masks (-3.4e38) hold."""
