@@ -112,21 +112,25 @@ def densified(proto: onnx.ModelProto, copy: bool) -> onnx.ModelProto:
     """The model with its sparse initializers and sparse Constants (``sparse_value``) made dense,
     as onnxruntime makes them when it loads a graph (its kernels and dml_ep's read dense tensors).
     ``copy``: the model is the caller's, changed in a copy."""
-    constants = [node for node in proto.graph.node if node.op_type == "Constant" and any(a.name == "sparse_value" for a in node.attribute)]
-    if not proto.graph.sparse_initializer and not constants:
+    if not proto.graph.sparse_initializer and not any(_sparse_value(node) for node in proto.graph.node):
         return proto
     if copy:
         proto, given = onnx.ModelProto(), proto
         proto.CopyFrom(given)
-        constants = [node for node in proto.graph.node if node.op_type == "Constant" and any(a.name == "sparse_value" for a in node.attribute)]
     proto.graph.initializer.extend(_dense(sparse) for sparse in proto.graph.sparse_initializer)
     del proto.graph.sparse_initializer[:]
-    for node in constants:
-        sparse = next(a for a in node.attribute if a.name == "sparse_value")
-        dense = onnx.helper.make_attribute("value", _dense(sparse.sparse_tensor))
-        node.attribute.remove(sparse)
-        node.attribute.append(dense)
+    for node in proto.graph.node:
+        sparse = _sparse_value(node)
+        if sparse is not None:
+            dense = onnx.helper.make_attribute("value", _dense(sparse.sparse_tensor))
+            node.attribute.remove(sparse)
+            node.attribute.append(dense)
     return proto
+
+
+def _sparse_value(node: onnx.NodeProto) -> onnx.AttributeProto | None:
+    """A Constant's sparse_value attribute; None for any other node."""
+    return next((a for a in node.attribute if a.name == "sparse_value"), None) if node.op_type == "Constant" else None
 
 
 def _dense(sparse: onnx.SparseTensorProto) -> onnx.TensorProto:
