@@ -364,6 +364,9 @@ def _dependencies(nodes: list[onnx.NodeProto], available: set[str]) -> tuple[lis
 
 def node_reads(node: onnx.NodeProto) -> list[str]:
     """Every value a node reads: its inputs, then the outer-scope values its subgraphs read."""
+    if node.op_type not in OPS_WITH_GRAPHS and node.domain in ("", "ai.onnx"):  # no subgraph (subgraphs()), read thrice a node
+        inputs = node.input
+        return [n for n in dict.fromkeys(inputs) if n] if len(inputs) > 1 else [n for n in inputs if n]
     outer = outer_scope_inputs(node)
     return [n for n in dict.fromkeys((*node.input, *outer) if outer else node.input) if n]
 

@@ -65,6 +65,7 @@ class DxDispatchModel:
     dispatchables: dict[str, Dispatchable]
     commands: list[dict]
 
+    @np.errstate(all="ignore")  # IEEE results (an overflow to inf) are the answer, not a numpy warning
     def run(self, arithmetic: str = "directml", engine: str | None = None) -> dict[str, np.ndarray]:
         """Execute the commands on fresh copies of the resources; return what ``writeFile`` and
         ``print`` commands give, by resource name (a later command on a resource replaces an earlier)."""

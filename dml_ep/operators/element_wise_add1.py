@@ -100,13 +100,14 @@ def two_inputs(ctx: NodeContext) -> None:
 
 
 def element_wise_add1(desc, tensors: dict, options, cache: dict) -> np.ndarray:
+    """IEEE: overflow to infinity, inf - inf is NaN; silently, as its callers run kernels
+    (Executor.run, compare_model, DxDispatchModel.run: np.errstate once, not per node)."""
     a = view(tensors["ATensor"], desc.ATensor)
     b = view(tensors["BTensor"], desc.BTensor)
-    with np.errstate(over="ignore", invalid="ignore"):  # IEEE: overflow to infinity, inf - inf is NaN
-        out = np.add(a, b, dtype=np.float32)
-        if desc.FusedActivation is not None:
-            out = apply_activation(desc.FusedActivation, out)
-        return out.astype(a.dtype, copy=False)
+    out = np.add(a, b, dtype=np.float32)
+    if desc.FusedActivation is not None:
+        out = apply_activation(desc.FusedActivation, out)
+    return out.astype(a.dtype, copy=False)
 
 
 OPERATORS = (Operator(desc=DML_ELEMENT_WISE_ADD1_OPERATOR_DESC, kernel=element_wise_add1, exact_value=None),)
