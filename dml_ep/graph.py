@@ -374,6 +374,8 @@ def node_reads(node: onnx.NodeProto) -> list[str]:
 def outer_scope_inputs(node: onnx.NodeProto) -> list[str]:
     """The values a node's subgraphs (If branches, Loop and Scan bodies) read from the graph around
     it: they are inputs of the node as much as its own inputs are."""
+    if node.op_type not in OPS_WITH_GRAPHS and node.domain in ("", "ai.onnx"):  # no subgraph (subgraphs()): asked of every node
+        return []
     names = []
     for subgraph in subgraphs(node):
         defined = {i.name for i in subgraph.input} | {t.name for t in subgraph.initializer}
