@@ -29,7 +29,9 @@ def run_strict(capfd, argv) -> int:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         status = main([str(a) for a in argv])
-    assert capfd.readouterr().err == ""
+    err = capfd.readouterr().err
+    # under QEMU (scripts/qemu_tests.sh) the emulator itself warns of CPUID features it lacks
+    assert [line for line in err.splitlines() if not line.startswith("qemu-x86_64: ")] == []
     return status
 
 
