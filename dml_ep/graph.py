@@ -293,7 +293,7 @@ def subgraphs(node: onnx.NodeProto) -> list[onnx.GraphProto]:
     """The graphs a node's attributes hold (If branches, Loop and Scan bodies). An ai.onnx op whose
     schema has no graph attribute is answered without reading its attributes (onnxruntime's load
     refuses attributes its schema does not have)."""
-    if node.domain in ("", "ai.onnx") and node.op_type not in OPS_WITH_GRAPHS:
+    if without_subgraphs(node):
         return []
     return [g for attribute in attributes(node) for g in ((attribute.g,) if attribute.HasField("g") else attribute.graphs)]
 
@@ -301,6 +301,12 @@ def subgraphs(node: onnx.NodeProto) -> list[onnx.GraphProto]:
 # The ai.onnx ops with a graph attribute in some version (a test checks it against onnx's schemas:
 # reading them all costs a session 15 ms).
 OPS_WITH_GRAPHS = frozenset({"If", "Loop", "Scan", "SequenceMap"})
+
+
+def without_subgraphs(node: onnx.NodeProto) -> bool:
+    """An ai.onnx op whose schema has no graph attribute: known from its op type alone (asked of
+    every node, several times, by the passes and the planner)."""
+    return node.op_type not in OPS_WITH_GRAPHS and node.domain in ("", "ai.onnx")
 
 
 def attributes(node: onnx.NodeProto):
@@ -364,7 +370,7 @@ def _dependencies(nodes: list[onnx.NodeProto], available: set[str]) -> tuple[lis
 
 def node_reads(node: onnx.NodeProto) -> list[str]:
     """Every value a node reads: its inputs, then the outer-scope values its subgraphs read."""
-    if node.op_type not in OPS_WITH_GRAPHS and node.domain in ("", "ai.onnx"):  # no subgraph (subgraphs()), read thrice a node
+    if without_subgraphs(node):
         inputs = node.input
         return [n for n in dict.fromkeys(inputs) if n] if len(inputs) > 1 else [n for n in inputs if n]
     outer = outer_scope_inputs(node)
@@ -374,7 +380,7 @@ def node_reads(node: onnx.NodeProto) -> list[str]:
 def outer_scope_inputs(node: onnx.NodeProto) -> list[str]:
     """The values a node's subgraphs (If branches, Loop and Scan bodies) read from the graph around
     it: they are inputs of the node as much as its own inputs are."""
-    if node.op_type not in OPS_WITH_GRAPHS and node.domain in ("", "ai.onnx"):  # no subgraph (subgraphs()): asked of every node
+    if without_subgraphs(node):
         return []
     names = []
     for subgraph in subgraphs(node):
