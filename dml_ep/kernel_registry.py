@@ -106,12 +106,11 @@ def _numpy_type_name(dtype: np.dtype) -> str:
     return onnx.TensorProto.DataType.Name(onnx.helper.np_dtype_to_tensor_dtype(dtype)).lower()
 
 
-def find_kernel(node: onnx.NodeProto, opset: int, types: Mapping[str, str | None], release: str) -> KernelMatch:
-    """The kernel ``release``'s DML EP runs ``node`` with (``types``: onnxruntime type names of the
-    node's values), or why it has none. Worked out once per op, opset and types of the node's
-    values (:data:`_MATCHES`): a model's thousands of nodes have a few dozen such signatures."""
-    input_types = tuple(types.get(n) if n else None for n in node.input)
-    output_types = tuple(types.get(n) if n else None for n in node.output)
+def find_kernel(node: onnx.NodeProto, opset: int, input_types: tuple, output_types: tuple, release: str) -> KernelMatch:
+    """The kernel ``release``'s DML EP runs ``node`` with (``input_types``, ``output_types``:
+    onnxruntime type names of the node's values, None for an omitted or untyped one), or why it has
+    none. Worked out once per op, opset and types of the node's values (:data:`_MATCHES`): a
+    model's thousands of nodes have a few dozen such signatures."""
     key = (release, node.domain, node.op_type, opset, input_types, output_types)
     found = _MATCHES.get(key)
     if found is None:
@@ -120,9 +119,9 @@ def find_kernel(node: onnx.NodeProto, opset: int, types: Mapping[str, str | None
     if isinstance(found, KernelMatch):
         return found
     name, since, constraint, allowed, side, index = found  # a type the kernels do not take: named by the node's value
-    value = (node.input if side == "inputs" else node.output)[index]
+    value, value_type = (node.input, input_types) if side == "inputs" else (node.output, output_types)
     return KernelMatch(None, "types", f"{name}-{since}: the DML kernel takes {constraint} in ({', '.join(sorted(allowed))}), "
-                                      f"not {types.get(value)} ({value!r})")
+                                      f"not {value_type[index]} ({value[index]!r})")
 
 
 _MATCHES: dict[tuple, KernelMatch | tuple] = {}  # find_kernel's signatures -> _match

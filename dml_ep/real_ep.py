@@ -77,7 +77,10 @@ def place_nodes(nodes: list[onnx.NodeProto], values: Mapping[str, ValueInfo], co
     """GetCapability of ``release``'s DML EP over ``nodes`` (in topological order), typed by ``values``."""
     types = {name: type_name(info) for name, info in values.items()}
     types.update((name, type_name(ValueInfo(name, array.dtype, array.shape))) for name, array in constants.items())
-    matches = [find_kernel(n, opsets.get("" if n.domain == "ai.onnx" else n.domain, 1), types, release) for n in nodes]
+    signatures = [(tuple(types.get(n) if n else None for n in node.input), tuple(types.get(n) if n else None for n in node.output))
+                  for node in nodes]  # read once for find_kernel and _unsupported_value
+    matches = [find_kernel(n, opsets.get("" if n.domain == "ai.onnx" else n.domain, 1), *signature, release)
+               for n, signature in zip(nodes, signatures)]
     preferred = cpu_preferred(nodes, matches, types, constants, graph_inputs)
     placements = []
     for index, (node, match) in enumerate(zip(nodes, matches)):
@@ -87,7 +90,7 @@ def place_nodes(nodes: list[onnx.NodeProto], values: Mapping[str, ValueInfo], co
         why = _declined(node, match.kernel, values, types, release)
         if why:
             placements.append(Placement("support-query", f"{_name(node)}: {why}"))
-        elif (value := _unsupported_value(node, match.kernel, types)) is not None:
+        elif (value := _unsupported_value(node, match.kernel, types, *signatures[index])) is not None:
             placements.append(Placement("data-type", f"{_name(node)}: {value}, which DirectML has no data type for "
                                                      "(DoesNodeContainSupportedDataTypes)"))
         elif index in preferred:
@@ -116,13 +119,16 @@ def _declined(node: onnx.NodeProto, kernel: Kernel, values: Mapping[str, ValueIn
     return declined(kernel.query, context)
 
 
-def _unsupported_value(node: onnx.NodeProto, kernel: Kernel, types: Mapping[str, str | None]) -> str | None:
+def _unsupported_value(node: onnx.NodeProto, kernel: Kernel, types: Mapping[str, str | None], input_types: tuple,
+                       output_types: tuple) -> str | None:
     """DoesNodeContainSupportedDataTypes, for a device with every DirectML data type (float64 included):
     the first value of the node DirectML cannot hold, described; None if it can hold them all (kept
-    per op, kernel and value types: :data:`_SUPPORTED`)."""
-    cpu_names = {node.input[i] for i in kernel.cpu_inputs if i < len(node.input)}  # read by name: a value in two slots
-    signature = (node.op_type, tuple((types.get(n), n in cpu_names) if n else "" for n in node.input),
-                 tuple(types.get(n) if n else "" for n in node.output))
+    per op, kernel and value types, ``input_types`` and ``output_types`` as find_kernel reads them:
+    :data:`_SUPPORTED`)."""
+    inputs = node.input
+    cpu_names = {inputs[i] for i in kernel.cpu_inputs if i < len(inputs)} if kernel.cpu_inputs else ()  # by name: a value in two slots
+    signature = (node.op_type, tuple((t, n in cpu_names) if n else "" for t, n in zip(input_types, inputs)),
+                 tuple(t if n else "" for t, n in zip(output_types, node.output)))  # an omitted value is not an untyped one
     if signature in _SUPPORTED:
         return None
     unsupported = _first_unsupported(node, kernel, types)

@@ -10,7 +10,6 @@ does not try the k - 1 before it again; a freed name moves that point back.
 
 from __future__ import annotations
 
-import collections
 import re
 from typing import Container, Iterable
 
@@ -22,14 +21,20 @@ class Names:
 
     def __init__(self, *kept: Container[str]):
         self._kept = kept  # names taken for good (graph inputs, initializers): they may grow, never shrink
-        self._uses: collections.Counter[str] = collections.Counter()
+        self._uses: dict[str, int] = {}
         self._searched: dict[str, int] = {}  # base -> the suffix its last search stopped at (0: the base itself)
 
-    def add(self, names: Iterable[str]) -> None:
-        self._uses.update(names)
+    def add(self, inputs: Iterable[str], outputs: Iterable[str], node_name: str) -> None:
+        """Count a node's uses (asked for every node of a model: a loop of its own)."""
+        uses = self._uses
+        for name in inputs:
+            uses[name] = uses.get(name, 0) + 1
+        for name in outputs:
+            uses[name] = uses.get(name, 0) + 1
+        uses[node_name] = uses.get(node_name, 0) + 1
 
-    def remove(self, names: Iterable[str]) -> None:
-        for name in names:
+    def remove(self, inputs: Iterable[str], outputs: Iterable[str], node_name: str) -> None:
+        for name in (*inputs, *outputs, node_name):
             self._uses[name] -= 1
             if not self._uses[name]:
                 del self._uses[name]

@@ -27,17 +27,24 @@ class NodeIndex:
         """Index ``node``; the outer-scope values its subgraphs read count as its inputs (as in
         onnxruntime, whose graph has an edge for each): a rule must not fuse away a value an If
         branch reads."""
-        inputs, outputs = (*node.input, *graph_module.outer_scope_inputs(node)), tuple(node.output)
-        self._indexed[id(node)] = inputs, outputs, node.name
-        self.names.add((*inputs, *outputs, node.name))
-        for name in filter(None, outputs):
-            self._producers[name] = node
-        for name in filter(None, inputs):
-            self._readers.setdefault(name, {})[id(node)] = node
+        inputs = tuple(node.input) if graph_module.without_subgraphs(node) else (*node.input, *graph_module.outer_scope_inputs(node))
+        outputs, node_name, key = tuple(node.output), node.name, id(node)
+        self._indexed[key] = inputs, outputs, node_name
+        self.names.add(inputs, outputs, node_name)
+        producers, readers = self._producers, self._readers
+        for name in outputs:
+            if name:
+                producers[name] = node
+        for name in inputs:
+            if name:
+                if name in readers:
+                    readers[name][key] = node
+                else:
+                    readers[name] = {key: node}
 
     def remove(self, node: onnx.NodeProto) -> None:
         inputs, outputs, node_name = self._indexed.pop(id(node))
-        self.names.remove((*inputs, *outputs, node_name))
+        self.names.remove(inputs, outputs, node_name)
         for name in filter(None, outputs):
             if self._producers.get(name) is node:
                 del self._producers[name]
