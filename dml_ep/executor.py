@@ -239,9 +239,10 @@ class Executor:
     @staticmethod
     def _bound(entry: DmlNode) -> list[tuple[str, str, tuple | None]]:
         """The fields bound at execution: each with the value it reads and the shape planned for it."""
-        bound = entry.cache.get("bound")
+        key = ("bound", entry.output)  # the cache is shared by the entries of one signature (importer): each binds its own values
+        bound = entry.cache.get(key)
         if bound is None:
-            bound = entry.cache["bound"] = [(field, b, entry.input_shapes.get(field)) for field, b in entry.inputs.items() if isinstance(b, str)]
+            bound = entry.cache[key] = [(field, b, entry.input_shapes.get(field)) for field, b in entry.inputs.items() if isinstance(b, str)]
         return bound
 
     def run_partition(self, group: tuple[int, ...], values: Mapping[str, Any]) -> dict[str, np.ndarray]:

@@ -24,7 +24,7 @@ from .operators.base import validated
 from .operators.importing import Fallback, NodeContext, bound
 from .kernel_registry import since_version
 from .operators.registration import REGISTRATIONS
-from .plan import IMPORTED, DmlNode, FallbackNode, PlanEntry
+from .plan import DmlNode, FallbackNode, PlanEntry
 from .real_ep import ASSIGNED_TO_DML, fallback_kind, not_modelled_reason
 
 DEFAULT_FEATURE_LEVEL = max(DML_FEATURE_LEVEL)
@@ -117,12 +117,12 @@ class NodeImporter:
         return entry
 
     def _rebound(self, made: DmlNode, node: onnx.NodeProto, origin: Origin) -> DmlNode:
-        """``made``, the entry of a node of the same signature, for ``node``: its desc and what its
-        importer noted for the kernel (``IMPORTED``) shared, its fields bound to ``node``'s inputs."""
+        """``made``, the entry of a node of the same signature, for ``node``: its fields bound to
+        ``node``'s inputs, its desc and cache shared. The same desc on the same constants, so one
+        prepared kernel (a weight several nodes read), and what the importer noted (``IMPORTED``)."""
         entry = bound(node, made.desc, made.input_index, (made.output_shape, *(shape for _, shape in made.more_outputs)), self.constants,
                       origin)
-        if IMPORTED in made.cache:
-            entry.cache[IMPORTED] = made.cache[IMPORTED]
+        entry.cache = made.cache
         # one signature reads the same constants: they are bound as the importer bound them (4-bit codes packed, a zero it made)
         entry.inputs.update((field, value) for field, value in made.inputs.items() if isinstance(value, np.ndarray))
         return entry

@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
-from importlib import resources
+from pathlib import Path
 from typing import Mapping
 
 import numpy as np
@@ -23,6 +23,7 @@ import onnx
 from .graph import ValueInfo
 
 TABLE = "real_ep_data/dml_kernels.json"
+DATA = Path(__file__).parent  # where TABLE and SINCE_VERSIONS are (importlib.resources took 2 ms to find them)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,19 +51,30 @@ class KernelMatch:
 
 @functools.lru_cache(maxsize=1)
 def _table() -> dict:
-    return json.loads(resources.files(__package__).joinpath(TABLE).read_text())
+    return json.loads(DATA.joinpath(TABLE).read_text())
+
+
+@functools.lru_cache(maxsize=1)
+def _rows_by_op() -> dict[tuple[str, str], list[dict]]:
+    """The table's rows by (domain, op)."""
+    rows: dict[tuple[str, str], list[dict]] = {}
+    for row in _table()["kernels"]:
+        rows.setdefault((row["domain"], row["op"]), []).append(row)
+    return rows
 
 
 @functools.lru_cache(maxsize=None)
+def op_kernels(release: str, domain: str, op: str) -> list[Kernel]:
+    """The kernels ``release`` registers for one op (domain "" for ai.onnx): made when a model has
+    the op, as making all 433 rows' kernels cost a session 7 ms."""
+    return [Kernel(row["domain"], row["op"], row["since"], {k: frozenset(v) for k, v in row["types"].items()},
+                   tuple(row["cpu_inputs"]), tuple(row["cpu_outputs"]), row["query"], row["graph"])
+            for row in _rows_by_op().get((domain, op), ()) if release in row["releases"]]
+
+
 def kernels(release: str) -> dict[tuple[str, str], list[Kernel]]:
     """The kernels ``release`` registers, by (domain, op); domain "" for ai.onnx."""
-    found: dict[tuple[str, str], list[Kernel]] = {}
-    for row in _table()["kernels"]:
-        if release in row["releases"]:
-            kernel = Kernel(row["domain"], row["op"], row["since"], {k: frozenset(v) for k, v in row["types"].items()},
-                            tuple(row["cpu_inputs"]), tuple(row["cpu_outputs"]), row["query"], row["graph"])
-            found.setdefault((kernel.domain, kernel.op), []).append(kernel)
-    return found
+    return {key: found for key in _rows_by_op() if (found := op_kernels(release, *key))}
 
 
 @functools.lru_cache(maxsize=None)
@@ -87,7 +99,7 @@ SINCE_VERSIONS = "real_ep_data/onnx_since_versions.json"  # scripts/onnx_since_v
 
 @functools.lru_cache(maxsize=1)
 def _since_versions() -> dict:
-    return json.loads(resources.files(__package__).joinpath(SINCE_VERSIONS).read_text())
+    return json.loads(DATA.joinpath(SINCE_VERSIONS).read_text())
 
 
 def type_name(info: ValueInfo | None) -> str | None:
@@ -131,7 +143,7 @@ def _match(domain: str, op: str, opset: int, input_types: tuple, output_types: t
     """find_kernel for a signature: the match, or the last kernel's type mismatch (op name,
     since-version, and :func:`_first_mismatch`)."""
     name = f"{domain + '::' if domain else ''}{op}"
-    rows = kernels(release).get((domain, op))
+    rows = op_kernels(release, domain, op)
     if not rows:
         return KernelMatch(None, "no-kernel", f"{name}: the DML EP of onnxruntime {release} registers no kernel for it")
     since = since_version(domain, op, opset)

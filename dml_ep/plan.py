@@ -39,7 +39,7 @@ class DmlNode:
     names: dict[str, str] = dataclasses.field(default_factory=dict)  # the graph value bound to each field of ``inputs``
     input_index: dict[str, int] = dataclasses.field(default_factory=dict)  # the node input bound to each field, by position
     input_shapes: dict[str, tuple | None] = dataclasses.field(default_factory=dict)  # of the values bound, set by the planner
-    cache: dict = dataclasses.field(default_factory=dict, repr=False)
+    cache: dict = dataclasses.field(default_factory=dict, repr=False)  # the kernel's, shared by the entries of one signature
     more_outputs: tuple[tuple[str, tuple], ...] = ()  # (name, shape) of the outputs after the first (DYNAMIC_QUANTIZE_LINEAR's scale, zero point)
 
     @property

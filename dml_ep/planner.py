@@ -104,7 +104,7 @@ class Planner:
                 if info is None or info.dtype is None or info.shape is None:
                     return False
                 infos[name] = ValueInfo(name, info.dtype, tuple(1 if d is None else d for d in info.shape))
-        return self._importer.maps(node, ChainMap(infos, known))
+        return self._importer.maps(node, node_values(node, infos, known))
 
     def entry(self, index: int, values: Mapping[str, ValueInfo], data: dict | None = None) -> PlanEntry:
         """Node ``index`` planned for the types and shapes of its inputs (``values`` holds at least
@@ -137,7 +137,8 @@ class Planner:
                     "(onnxruntime issue #26882, fixed in 1.24)", node=node)
             reason = f"{placed.reason}; {ON_CPU}"
             return FallbackNode(node, f"{reason} ({origin.note})" if origin.note else reason, origin, placed.kind)
-        entry = self._importer.plan_node(node, origin, ChainMap(inputs, self.static), run_data)  # no copy of every value per node
+        values = node_values(node, inputs, self.static) if self._importer.registered(node) else self.static  # else its output's type alone
+        entry = self._importer.plan_node(node, origin, values, run_data)
         if isinstance(entry, DmlNode):
             entry.input_shapes = {field: inputs[b].shape for field, b in entry.inputs.items() if isinstance(b, str)}
         return entry
@@ -188,6 +189,14 @@ class Planner:
                 else:
                     error.args = (f"{error} (planned with the symbolic dimensions taken as {sizes}: give the input shapes you run with)",)
             raise
+
+
+def node_values(node: onnx.NodeProto, given: Mapping[str, ValueInfo], known: Mapping[str, ValueInfo]) -> dict[str, ValueInfo]:
+    """The infos an importer reads of ``node``, its inputs' and outputs': ``given`` over ``known``.
+    A dict of the node's own names, where a ChainMap's lookups cost more than the import."""
+    values = {name: known[name] for name in (*node.input, *node.output) if name in known}
+    values.update(given)
+    return values
 
 
 def onnxruntime_rewrites(graph: EditableGraph, qdq_rules: str | None, provider: str, optimization_level: int, int8_allowed: bool,

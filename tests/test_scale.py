@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 import dml_ep
 from dml_ep.planner import Planner
@@ -95,8 +96,6 @@ def test_the_collector_is_paused_only_while_a_session_is_made(monkeypatch):
     after, also when the model is refused, and a host program that turned it off keeps it off."""
     import gc
 
-    import pytest
-
     import dml_ep.session
 
     during = []
@@ -130,3 +129,24 @@ def test_onnxruntime_loads_a_model_again_only_when_a_pass_edited_it(monkeypatch)
     model = scale_bench.shared_dq(15)
     planner = Planner(model)
     assert len(loads) == 2 and loads[0] == len(model.graph.node) and len(planner.nodes) < loads[0] == 15
+
+
+@pytest.mark.host_sensitive  # onnxruntime's u8s8 products saturate on AVX2 hosts: the arithmetic follows the host
+def test_nodes_reading_one_weight_share_one_prepared_kernel(monkeypatch):
+    """Entries of one signature (the same desc on the same constants: every QLinearConv of
+    shared_dq reads the one weight) share their kernel cache, so the weight's product and the
+    requantize step are made once, not once per node; each node still reads its own input."""
+    import onnxruntime
+
+    import dml_ep.kernels.quantized_product as quantized_product
+
+    made = []
+    init = quantized_product.PreparedQuantizedProduct.__init__
+    monkeypatch.setattr(quantized_product.PreparedQuantizedProduct, "__init__", lambda self, *a: made.append(self) or init(self, *a))
+    session = dml_ep.InferenceSession(scale_bench.shared_dq(15), arithmetic="onnxruntime")
+    convs = [e for e in session.plan.dml_nodes if e.operator == "DML_OPERATOR_QUANTIZED_LINEAR_CONVOLUTION"]
+    assert len(convs) == 4 and len(made) == 1 and all(e.cache is convs[0].cache for e in convs)
+
+    x = np.random.default_rng(1).standard_normal((1, 4, 4, 4)).astype(np.float32)
+    expected = onnxruntime.InferenceSession(scale_bench.shared_dq(15).SerializeToString(), providers=["CPUExecutionProvider"])
+    np.testing.assert_array_equal(session.run(None, {"x": x})[0], expected.run(None, {"x": x})[0])

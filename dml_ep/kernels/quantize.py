@@ -248,7 +248,7 @@ class Requantizer:
         varies along another axis."""
         if (columns, fold) not in self._columns and fold > 1:
             single = self.along_columns(columns)
-            self._columns[columns, fold] = None if single is None else tuple(np.tile(p, fold) for p in single)
+            self._columns[columns, fold] = None if single is None else tuple(_repeated(p, fold) for p in single)
         if (columns, fold) not in self._columns:
             lo, hi = quant_range(self.dtype)
             zero_point = per_column(self.zero_point, columns, np.float64)
@@ -271,7 +271,7 @@ class Requantizer:
         kept = self._bias_rows.get((columns, fold))
         if kept is not None and kept[0] is bias:
             return kept[1]
-        row = np.zeros(columns * fold, np.int32) if bias is None else np.tile(np.broadcast_to(bias, (columns,)).astype(np.int32), fold)
+        row = np.zeros(columns * fold, np.int32) if bias is None else _repeated(np.broadcast_to(bias, (columns,)).astype(np.int32), fold)
         self._bias_rows[columns, fold] = (bias, row)
         return row
 
@@ -292,6 +292,12 @@ class Requantizer:
                                         scale_out[columns], 0, None)
             out[rows, columns] = saturate(exact, zero_point[columns], self.dtype).view(np.uint8)
         return codes
+
+
+def _repeated(row: np.ndarray, times: int) -> np.ndarray:
+    """``row`` (1-D) repeated end to end: ``np.tile(row, times)`` in a quarter of its time (a
+    small node's requantize step makes eight)."""
+    return row[np.newaxis].repeat(times, 0).reshape(-1)
 
 
 FOLD_WIDTH = 256  # the compiled requantize step's rows are made at least this wide where they can be

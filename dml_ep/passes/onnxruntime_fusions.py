@@ -114,17 +114,24 @@ def may_rewrite(graph: EditableGraph) -> bool:
     ReshapeFusion, ...), a Sigmoid read by a Mul (QuickGeluFusion), a float Conv read by an
     Add, Mul or BatchNormalization (ConvAddFusion, ...), a Relu or Clip read by a Clip or Relu
     (FuseReluClip), or an arithmetic op with a constant identity operand (NoopElimination, DivMulFusion)."""
+    identities: dict[tuple[str, int], bool] = {}  # (constant, identity) -> whether it is all that identity: a chain shares one
     for node in graph.nodes:
         if node.domain not in ("", "ai.onnx", "com.microsoft"):
             continue
-        if node.op_type in ALWAYS:
+        op_type = node.op_type
+        if op_type in ALWAYS:
             return True
-        readers = READ_BY.get(node.op_type)
+        readers = READ_BY.get(op_type)
         if readers and any(r.op_type in readers for name in node.output if name for r in graph.consumers(name)):
             return True
-        identity = NOOP_CONSTANT.get(node.op_type)
-        if identity is not None and any(_all_equal(graph.constant(name), identity) for name in node.input):
-            return True
+        identity = NOOP_CONSTANT.get(op_type)
+        if identity is None:
+            continue
+        for name in node.input:
+            if (name, identity) not in identities:
+                identities[name, identity] = _all_equal(graph.constant(name), identity)
+            if identities[name, identity]:
+                return True
     return False
 
 
