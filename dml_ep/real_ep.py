@@ -49,8 +49,8 @@ CPU_CLASSES = ("no-kernel", "no-kernel-at-version", "types", "support-query", "d
 PLACEMENTS = ("modelled", "real-ep-dml", "cpu")
 
 # DirectML's tensor data types, by onnxruntime type name (GetDmlDataTypeFromMlDataTypeNoThrow; bool is UINT8).
-DML_DATA_TYPES = {"float", "float16", "double", "int4", "uint4", "int8", "uint8", "int16", "uint16",
-                  "int32", "uint32", "int64", "uint64", "bool"}
+DML_DATA_TYPES = frozenset({"float", "float16", "double", "int4", "uint4", "int8", "uint8", "int16", "uint16",
+                            "int32", "uint32", "int64", "uint64", "bool"})
 # Ops whose sequence values the DML EP accepts (IsCpuOnDmlOperator, IsDmlSequenceOperator).
 SEQUENCE_OPS = {"SequenceAt", "SequenceConstruct", "SequenceEmpty", "SequenceLength", "SequenceErase",
                 "SequenceInsert", "OptionalGetElement", "OptionalHasElement", "If", "ConcatFromSequence"}
@@ -77,8 +77,8 @@ def place_nodes(nodes: list[onnx.NodeProto], values: Mapping[str, ValueInfo], co
     """GetCapability of ``release``'s DML EP over ``nodes`` (in topological order), typed by ``values``."""
     types = {name: type_name(info) for name, info in values.items()}
     types.update((name, type_name(ValueInfo(name, array.dtype, array.shape))) for name, array in constants.items())
-    signatures = [(tuple(types.get(n) if n else None for n in node.input), tuple(types.get(n) if n else None for n in node.output))
-                  for node in nodes]  # read once for find_kernel and _unsupported_value
+    # read once for find_kernel and _unsupported_value; an omitted value ("", never a value's name) gets None
+    signatures = [(tuple(map(types.get, node.input)), tuple(map(types.get, node.output))) for node in nodes]
     matches = [find_kernel(n, opsets.get("" if n.domain == "ai.onnx" else n.domain, 1), *signature, release)
                for n, signature in zip(nodes, signatures)]
     preferred = cpu_preferred(nodes, matches, types, constants, graph_inputs)
@@ -125,6 +125,8 @@ def _unsupported_value(node: onnx.NodeProto, kernel: Kernel, types: Mapping[str,
     the first value of the node DirectML cannot hold, described; None if it can hold them all (kept
     per op, kernel and value types, ``input_types`` and ``output_types`` as find_kernel reads them:
     :data:`_SUPPORTED`)."""
+    if not kernel.cpu_inputs and DML_DATA_TYPES.issuperset(input_types) and DML_DATA_TYPES.issuperset(output_types):
+        return None  # every value present and of a type DirectML holds: the common case, without a signature
     inputs = node.input
     cpu_names = {inputs[i] for i in kernel.cpu_inputs if i < len(inputs)} if kernel.cpu_inputs else ()  # by name: a value in two slots
     signature = (node.op_type, tuple((t, n in cpu_names) if n else "" for t, n in zip(input_types, inputs)),

@@ -91,19 +91,24 @@ def test_running_a_graph_of_many_outputs_is_linear(monkeypatch):
     assert growth < LINEAR, f"running 4x the outputs took {growth:.1f}x as long"
 
 
-def test_the_collector_is_paused_only_while_a_session_is_made(monkeypatch):
-    """Sessions are made with Python's cyclic GC paused (dml_ep.memory.paused_gc): it is on again
+def test_the_collector_is_paused_only_while_a_session_is_made_or_runs(monkeypatch):
+    """Sessions are made and run with Python's cyclic GC paused (dml_ep.memory.paused_gc): it is on again
     after, also when the model is refused, and a host program that turned it off keeps it off."""
     import gc
 
+    import dml_ep.executor
     import dml_ep.session
 
     during = []
     planner = dml_ep.session.Planner
     monkeypatch.setattr(dml_ep.session, "Planner", lambda *a, **k: during.append(gc.isenabled()) or planner(*a, **k))
     model = scale_bench.fallback_chain(5).SerializeToString()
-    dml_ep.InferenceSession(model)
+    session = dml_ep.InferenceSession(model)
     assert during == [False] and gc.isenabled()
+    run = dml_ep.executor.Executor._run_planned  # and while it runs (walking a large plan again at every collection)
+    monkeypatch.setattr(dml_ep.executor.Executor, "_run_planned", lambda *a: during.append(gc.isenabled()) or run(*a))
+    session.run(None, {"x": np.ones((1, 16), np.float32)})
+    assert during == [False, False] and gc.isenabled()
     with pytest.raises(dml_ep.errors.ModelError):
         dml_ep.InferenceSession(b"not a model")
     assert gc.isenabled()
