@@ -34,15 +34,20 @@ def signature(node: onnx.NodeProto, values: Mapping[str, ValueInfo], constants: 
     """All an importer reads of a node: its op and attributes, each input's constant (by name),
     run-time CPU input (by value) or type and shape, and its output's type. Nodes of one signature
     make one desc, so that a model of repeated layers imports each kind of node once."""
-    run_data = run_data or {}
-    inputs = tuple(name if name in constants else (run_data[name].dtype.str, run_data[name].tobytes()) if name in run_data
-                   else _type_and_shape(values.get(name)) for name in node.input)
+    inputs = []
+    for name in node.input:  # a loop, not a generator: asked of every node of a model
+        if name in constants:
+            inputs.append(name)
+        elif run_data and name in run_data:
+            inputs.append((run_data[name].dtype.str, run_data[name].tobytes()))
+        else:
+            inputs.append(_type_and_shape(values.get(name)))
     output = _type_and_shape(values.get(node.output[0])) if node.output else None
-    return node.domain, node.op_type, tuple(a.SerializeToString() for a in attributes(node)), inputs, output
+    return node.domain, node.op_type, tuple([a.SerializeToString() for a in attributes(node)]), tuple(inputs), output
 
 
 def _type_and_shape(info: ValueInfo | None) -> tuple | None:
-    return None if info is None else (info.dtype, info.shape, info.type)
+    return None if info is None else info[1:]  # dtype, shape and type
 
 
 def verify_output_shapes(entry: DmlNode, values: Mapping[str, ValueInfo]) -> None:

@@ -69,7 +69,8 @@ class Planner:
         self._derived = {}
         if provider == DML:  # the DML EP's operators that are small DirectML graphs, one plan node per DirectML operator
             for row in GRAPHS:
-                self._derived.update(row.split(graph, self.static, self._maps_by_type))
+                if graph.has_op(row.op_type):
+                    self._derived.update(row.split(graph, self.static, self._maps_by_type))
         if self._derived:
             self.static = {**self.static, **derived_infos(self._derived, self.static)}
         self.nodes = list(graph.nodes)

@@ -19,7 +19,9 @@ A small instance of each kind is planned first, to check that it still runs wher
 Each (kind, N, runtime) runs in a fresh child process that creates the session (onnxruntime with
 its defaults and CPUExecutionProvider; dml_ep.InferenceSession) and runs it once; ``--repeat``
 children each (3, the runtimes taking turns, as one 0.02 s run is noise). The table gives the
-medians of that wall time (imports excluded), the dml_ep / onnxruntime ratio, dml_ep's
+medians of that wall time (imports excluded), the median of the turns' dml_ep / onnxruntime ratios
+(each turn's pair runs back to back: a virtual machine's speed drifts by 2x within minutes, and a
+ratio of medians could pair a fast onnxruntime turn with a slow dml_ep one), dml_ep's
 microseconds per node, each child's peak RSS and its thread count after the run. Peak RSS is the child's VmHWM, not
 ru_maxrss: Linux carries ru_maxrss across fork and exec, so a child would report this (larger)
 process's peak. A child that fails or passes ``--timeout`` is reported with its error's last line;
@@ -173,8 +175,8 @@ def bench_kind(kind: str, sizes: list[int], directory: Path, timeout: float, pla
             if runtime not in row:
                 row[runtime] = {key: np.median([r[key] for r in results]).item() for key in results[0]}
         ort, dml = row["ort"], row["dml_ep"]
-        if "error" not in ort and "error" not in dml:
-            row["ratio"] = dml["total_s"] / ort["total_s"]
+        if "error" not in ort and "error" not in dml:  # each turn's dml_ep child against the onnxruntime child just before it
+            row["ratio"] = np.median([d["total_s"] / o["total_s"] for o, d in zip(runs["ort"], runs["dml_ep"])]).item()
             row["rss_ratio"] = dml["peak_mb"] / ort["peak_mb"]
         if "error" not in dml:
             row["dml_ep_us_per_node"] = dml["total_s"] * 1e6 / row["nodes"]

@@ -19,9 +19,11 @@ from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
 
 import dml_ep
+from dml_ep import graph as graph_module
 from dml_ep.compare import compare_model
 from dml_ep.errors import RealEpError
-from dml_ep.passes import RELEASES
+from dml_ep.passes import DML, RELEASES, EditableGraph, dml_operator_fusion
+from dml_ep.planner import ALL_OPTIMIZATIONS, onnxruntime_rewrites
 
 SHAPE = [4, 4]
 BINARY = ("Add", "Sub", "Mul", "MatMul")
@@ -103,3 +105,16 @@ def test_a_value_read_twice_then_relu_fuses():
     assert [entry.node.op_type for entry in session.plan.entries] == ["DmlFusedAdd"]
     feed = np.array([[-1, 0, 2], [3, -4, 0.5]], np.float32)
     np.testing.assert_array_equal(session.run(None, {"x": feed})[0], np.maximum(feed + feed, 0))
+
+
+@settings(max_examples=100, derandomize=True, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+@given(repeated_input_graphs(), st.sampled_from(sorted(set(RELEASES))))
+def test_the_op_type_census_follows_every_pass(model, release):
+    """Passes skip their walk where the graph has no op to start from (EditableGraph.has_op): the
+    census must follow every edit, or a pass would miss a node a rule before it made."""
+    graph = EditableGraph(graph_module.load_model(model))
+    onnxruntime_rewrites(graph, release, DML, ALL_OPTIMIZATIONS, False)
+    dml_operator_fusion(graph, lambda node: True)
+    present = {node.op_type for node in graph.nodes}
+    for op_type in present | {node.op_type for node in model.graph.node} | {"QLinearAdd", "QLinearMatMul", "DmlFusedAdd", "Cast"}:
+        assert graph.has_op(op_type) == (op_type in present), op_type

@@ -24,7 +24,6 @@ from .ensure_unique_dq import ensure_unique_dq_for_node_unit
 from .qdq_actions import MATMUL_NBITS_ACCURACY_LEVEL, set_matmul_nbits_accuracy_level
 from .qdq_final_cleanup import qdq_final_cleanup
 from .qdq_rules import CPU, DEFAULT_RULE_SET, DML, RULE_SETS, qdq_selector_action_transformer
-from .qdq_util import is_dq, is_q
 from .releases import DEFAULT_RELEASE, RELEASES
 from .relu_clip_quant import relu_clip_quant_fusion
 from .weight_bias_quantization import weight_bias_quantization
@@ -56,7 +55,7 @@ def qdq_transformer(graph: EditableGraph, rule_set: str = DEFAULT_RULE_SET, prov
     ``matmul_nbits_accuracy_level``: session.qdq_matmulnbits_accuracy_level, the level of the
     MatMulNBits nodes DQMatMulToMatMulNBits makes."""
     rules = RULE_SETS[rule_set]
-    if not any(is_dq(node) or is_q(node) for node in graph.nodes):  # every QDQ pass starts from a Q or DQ
+    if not graph.has_op("QuantizeLinear", "DequantizeLinear"):  # every QDQ pass starts from a Q or DQ
         return False
     opset = graph.opset()
     changed = ensure_unique_dq_for_node_unit(graph)

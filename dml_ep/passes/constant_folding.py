@@ -37,6 +37,8 @@ CONSTANT_VALUES: dict[str, Callable[[Any], np.ndarray]] = {  # a Constant node's
 
 def constant_nodes_to_initializers(graph: EditableGraph) -> bool:
     """Constant nodes become initializers (a string or sparse Constant stays a node)."""
+    if not graph.has_op("Constant"):
+        return False
     folded = []
     for node in graph.nodes:
         if node.op_type != "Constant" or node.domain not in ("", "ai.onnx") or len(node.attribute) != 1:

@@ -24,6 +24,8 @@ NAME = "DmlOperatorFusion"
 
 def dml_operator_fusion(graph: EditableGraph, on_dml: Callable[[onnx.NodeProto], bool]) -> bool:
     """Fuse each fusable (op, activation) pair whose fused node ``on_dml`` accepts; True if any."""
+    if not graph.has_op(*ACTIVATIONS) or not graph.has_op(*FUSED_OP_TYPES):
+        return False
     changed = False
     for node in list(graph.nodes):
         if node.domain not in ("", "ai.onnx") or node.op_type not in FUSED_OP_TYPES or not node.output:

@@ -79,6 +79,11 @@ class EditableGraph:
     def producer(self, name: str) -> onnx.NodeProto | None:
         return self._index.producer(name)
 
+    def has_op(self, *op_types: str) -> bool:
+        """Whether some node has one of these op types, in any domain: where none has, a pass that
+        starts from one need not walk the graph."""
+        return self._index.has_op(*op_types)
+
     def consumers(self, name: str) -> list[onnx.NodeProto]:
         """The nodes reading ``name`` in order, once per input slot (a node reading it twice is listed twice)."""
         return sorted(self._index.readers(name), key=self._order.key)

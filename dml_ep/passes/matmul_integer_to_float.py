@@ -28,7 +28,7 @@ UINT32_MAX = 2**32 - 1
 def matmul_integer_to_float_fusion(graph: EditableGraph, release: Release, provider: str, shapes: dict) -> bool:
     """Fuse every matching chain whose Mul ``provider`` runs; ``shapes`` gives the static shapes
     (None for an unknown dimension) that the large-tensor exception reads. True if any."""
-    if provider == DML and not release.matmul_integer_to_float_for_dml:
+    if (provider == DML and not release.matmul_integer_to_float_for_dml) or not graph.has_op("MatMulInteger"):
         return False
     changed = False
     for mul in list(graph.nodes):

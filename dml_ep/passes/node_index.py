@@ -15,11 +15,13 @@ from .names import Names
 
 
 class NodeIndex:
-    """Producers and readers of each value name, and the uses of every name (in ``names``)."""
+    """Producers and readers of each value name, the uses of every name (in ``names``), and how
+    many nodes of each op type there are (a pass with nothing to start from skips its walk)."""
 
     def __init__(self, names: Names):
         self.names = names
-        self._indexed: dict[int, tuple[tuple[str, ...], tuple[str, ...], str]] = {}  # id -> inputs, outputs, name
+        self._indexed: dict[int, tuple[tuple[str, ...], tuple[str, ...], str, str]] = {}  # id -> inputs, outputs, name, op type
+        self._op_types: dict[str, int] = {}
         self._producers: dict[str, onnx.NodeProto] = {}
         self._readers: dict[str, dict[int, onnx.NodeProto]] = {}
 
@@ -28,9 +30,10 @@ class NodeIndex:
         onnxruntime, whose graph has an edge for each): a rule must not fuse away a value an If
         branch reads."""
         inputs = tuple(node.input) if graph_module.without_subgraphs(node) else (*node.input, *graph_module.outer_scope_inputs(node))
-        outputs, node_name, key = tuple(node.output), node.name, id(node)
-        self._indexed[key] = inputs, outputs, node_name
+        outputs, node_name, op_type, key = tuple(node.output), node.name, node.op_type, id(node)
+        self._indexed[key] = inputs, outputs, node_name, op_type
         self.names.add(inputs, outputs, node_name)
+        self._op_types[op_type] = self._op_types.get(op_type, 0) + 1
         producers, readers = self._producers, self._readers
         for name in outputs:
             if name:
@@ -43,8 +46,11 @@ class NodeIndex:
                     readers[name] = {key: node}
 
     def remove(self, node: onnx.NodeProto) -> None:
-        inputs, outputs, node_name = self._indexed.pop(id(node))
+        inputs, outputs, node_name, op_type = self._indexed.pop(id(node))
         self.names.remove(inputs, outputs, node_name)
+        self._op_types[op_type] -= 1
+        if not self._op_types[op_type]:
+            del self._op_types[op_type]
         for name in filter(None, outputs):
             if self._producers.get(name) is node:
                 del self._producers[name]
@@ -56,6 +62,10 @@ class NodeIndex:
 
     def producer(self, name: str) -> onnx.NodeProto | None:
         return self._producers.get(name)
+
+    def has_op(self, *op_types: str) -> bool:
+        """Whether some node has one of these op types (in any domain)."""
+        return any(op_type in self._op_types for op_type in op_types)
 
     def readers(self, name: str) -> list[onnx.NodeProto]:
         """The nodes reading ``name``, once per input slot, in no particular order."""

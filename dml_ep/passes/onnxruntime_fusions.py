@@ -114,6 +114,8 @@ def may_rewrite(graph: EditableGraph) -> bool:
     ReshapeFusion, ...), a Sigmoid read by a Mul (QuickGeluFusion), a float Conv read by an
     Add, Mul or BatchNormalization (ConvAddFusion, ...), a Relu or Clip read by a Clip or Relu
     (FuseReluClip), or an arithmetic op with a constant identity operand (NoopElimination, DivMulFusion)."""
+    if not graph.has_op(*ALWAYS, *READ_BY, *NOOP_CONSTANT):
+        return False
     identities: dict[tuple[str, int], bool] = {}  # (constant, identity) -> whether it is all that identity: a chain shares one
     for node in graph.nodes:
         if node.domain not in ("", "ai.onnx", "com.microsoft"):
