@@ -117,13 +117,14 @@ def may_rewrite(graph: EditableGraph) -> bool:
     if not graph.has_op(*ALWAYS, *READ_BY, *NOOP_CONSTANT):
         return False
     identities: dict[tuple[str, int], bool] = {}  # (constant, identity) -> whether it is all that identity: a chain shares one
+    read_by = {op_type: readers for op_type, readers in READ_BY.items() if graph.has_op(*readers)}  # whose readers are there
     for node in graph.nodes:
         if node.domain not in ("", "ai.onnx", "com.microsoft"):
             continue
         op_type = node.op_type
         if op_type in ALWAYS:
             return True
-        readers = READ_BY.get(op_type)
+        readers = read_by.get(op_type)
         if readers and any(r.op_type in readers for name in node.output if name for r in graph.consumers(name)):
             return True
         identity = NOOP_CONSTANT.get(op_type)
