@@ -478,8 +478,12 @@ def fallback_model(nodes: list, inputs: list[str], outputs: list[str], planner: 
             transposes.append(onnx.helper.make_node("Transpose", [name], [f"{name}.nhwc"], perm=[0, 2, 3, 1]))
             name = f"{name}.nhwc"
         graph_outputs.append(onnx.helper.make_empty_tensor_value_info(name))
-    graph_name = f"fallback_{nodes[0].name or nodes[0].op_type}"
-    graph = onnx.helper.make_graph(list(nodes) + transposes, graph_name, graph_inputs, graph_outputs, initializers)
-    model = onnx.helper.make_model(graph, opset_imports=planner.header.opset_import, ir_version=planner.header.ir_version)
-    model.functions.extend(planner.header.functions)
+    model = onnx.ModelProto(ir_version=planner.header.ir_version, opset_import=planner.header.opset_import,
+                            functions=planner.header.functions)
+    graph = model.graph  # made in place: make_model would copy a graph of thousands of nodes once more
+    graph.name = f"fallback_{nodes[0].name or nodes[0].op_type}"
+    graph.node.extend([*nodes, *transposes])
+    graph.input.extend(graph_inputs)
+    graph.output.extend(graph_outputs)
+    graph.initializer.extend(initializers)
     return model

@@ -336,8 +336,6 @@ def topological_order(graph: onnx.GraphProto) -> list[onnx.NodeProto]:
     produced first; ModelError on cycles and dangling inputs."""
     nodes = list(graph.node)  # read from protobuf once
     available = {i.name for i in graph.input} | {t.name for t in graph.initializer} | {""}
-    if _in_order(nodes, set(available)):  # as exporters write them: no dependency lists to make
-        return nodes
     waiting, consumers = _dependencies(nodes, available)
     ready = deque(i for i, count in enumerate(waiting) if count == 0)
     order = []
@@ -353,15 +351,6 @@ def topological_order(graph: onnx.GraphProto) -> list[onnx.NodeProto]:
         names = ", ".join(repr(n.name or n.op_type) for n in stuck[:3])
         raise ModelError(f"the graph has a cycle through {names}")
     return order
-
-
-def _in_order(nodes: list[onnx.NodeProto], available: set[str]) -> bool:
-    """Whether every node reads only values ``available`` (the graph's, extended here) or made by a node before it."""
-    for node in nodes:
-        if not available.issuperset(node_reads(node)):
-            return False
-        available.update(node.output)
-    return True
 
 
 def _dependencies(nodes: list[onnx.NodeProto], available: set[str]) -> tuple[list[int], list[list[int]]]:
