@@ -202,20 +202,21 @@ class Executor:
         constants alone (a weight's DequantizeLinear that onnxruntime does not fold, run at every
         inference by the real EP) gives the same output at every run: it is worked out once per
         arithmetic and engine, and kept read-only."""
-        if not self._bound(entry):
+        bound = self._bound(entry)
+        if not bound:
             key = ("constant output", self.arithmetic, self.engine.name)
             made = entry.cache.get(key)
             if made is None:
-                made = entry.cache[key] = self._run_dml(entry, values)
+                made = entry.cache[key] = self._run_dml(entry, values, bound)
                 for array in made if isinstance(made, list) else [made]:
                     array.flags.writeable = False
             return made
-        return self._run_dml(entry, values)
+        return self._run_dml(entry, values, bound)
 
-    def _run_dml(self, entry: DmlNode, values: Mapping[str, Any]) -> np.ndarray | list[np.ndarray]:
+    def _run_dml(self, entry: DmlNode, values: Mapping[str, Any], bound: list) -> np.ndarray | list[np.ndarray]:
         constants = self._constants(entry)
         tensors = dict(constants)
-        for field, name, planned in self._bound(entry):
+        for field, name, planned in bound:
             tensor = tensors[field] = values[name]
             if planned is not None and tensor.shape != planned:
                 raise ShapeError(f"{field} ({name!r}) was planned for shape {list(planned)} and got {list(tensor.shape)}", node=entry.node)

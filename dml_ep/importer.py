@@ -75,12 +75,14 @@ class NodeImporter:
     opsets: dict[str, int]
     _made: dict[tuple, DmlNode] = dataclasses.field(default_factory=dict, init=False, repr=False)  # by signature
 
-    def cpu_inputs(self, node: onnx.NodeProto) -> list[str]:
+    def cpu_inputs(self, node: onnx.NodeProto) -> tuple[str, ...]:
         """The node's required CPU inputs (its row's ``constant_cpu_inputs``) that are not constants:
         values computed at run time, whose data the node is planned from."""
         row = REGISTRATIONS.get(("" if node.domain == "ai.onnx" else node.domain, node.op_type))
         indices = row.constant_cpu_inputs if row is not None else ()
-        return [node.input[i] for i in indices if i < len(node.input) and node.input[i] and node.input[i] not in self.constants]
+        if not indices:
+            return ()
+        return tuple([node.input[i] for i in indices if i < len(node.input) and node.input[i] and node.input[i] not in self.constants])
 
     @staticmethod
     def registered(node: onnx.NodeProto) -> bool:

@@ -75,7 +75,8 @@ class Planner:
             self.static = {**self.static, **derived_infos(self._derived, self.static)}
         self.nodes = list(graph.nodes)
         self.origins = [graph.origin(n) for n in self.nodes]
-        self.reads = [[n for n in graph_module.node_reads(node) if n not in self.constants] for node in self.nodes]
+        # tuples: one per node, which the cyclic collector stops tracking (lists it walks at every collection)
+        self.reads = [tuple([n for n in graph_module.node_reads(node) if n not in self.constants]) for node in self.nodes]
         self.cpu_reads = [self._importer.cpu_inputs(node) for node in self.nodes]  # planned from their data in a run
         self.never_maps = [self._runs_on_cpu(node) or self._importer.never_maps(node, self.static) for node in self.nodes]
         self.output_names = [o.name for o in model.graph.output]
