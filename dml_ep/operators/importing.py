@@ -85,11 +85,13 @@ def bound(node: onnx.NodeProto, desc, input_index: dict[str, int], output_shapes
     """``node`` as ``desc``, each field of ``input_index`` bound to the node input at that position:
     the constant array, or the graph value's name (an omitted input binds ""); its outputs of
     ``output_shapes`` in order; ``origin``, the user's nodes it stands for."""
-    names = {field: node.input[index] if index < len(node.input) else "" for field, index in input_index.items()}
+    node_inputs, outputs = tuple(node.input), tuple(node.output)  # read from protobuf once: every DML node is bound
+    count = len(node_inputs)
+    names = {field: node_inputs[index] if index < count else "" for field, index in input_index.items()}
     inputs = {field: constants.get(name, name) for field, name in names.items()}
     first, *more = output_shapes
-    return DmlNode(node, desc, inputs, node.output[0], first, origin, names=names, input_index=input_index,
-                   more_outputs=tuple(zip(node.output[1:], more)))
+    return DmlNode(node, desc, inputs, outputs[0], first, origin, names=names, input_index=input_index,
+                   more_outputs=tuple(zip(outputs[1:], more)) if more else ())
 
 
 def as_int32(values) -> list[int]:
