@@ -98,12 +98,11 @@ class NodeImporter:
             out = values.get(node.output[0]) if node.output else None
             float_op = out is not None and out.dtype is not None and out.dtype.kind == "f"
             return FallbackNode(node, not_modelled_reason(node, origin, float_op), origin)
-        shapes = ((n, getattr(values.get(n), "shape", None) or ()) for n in node.input)
-        empty = next(((n, shape) for n, shape in shapes if 0 in shape), None)
-        if empty is not None:  # the real EP's operators skip empty tensors; dml_ep leaves them to the CPU EP
-            name, shape = empty
-            return FallbackNode(node, f"input {name!r} is empty (shape {list(shape)}); DirectML sizes are at least 1; "
-                                      "on DirectML in the real EP, whose operators skip empty tensors", origin)
+        for name in node.input:
+            shape = getattr(values.get(name), "shape", None) or ()
+            if 0 in shape:  # the real EP's operators skip empty tensors; dml_ep leaves them to the CPU EP
+                return FallbackNode(node, f"input {name!r} is empty (shape {list(shape)}); DirectML sizes are at least 1; "
+                                          "on DirectML in the real EP, whose operators skip empty tensors", origin)
         key = signature(node, values, self.constants, run_data)
         made = self._made.get(key)
         if made is not None:
