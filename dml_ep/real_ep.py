@@ -128,7 +128,7 @@ def _unsupported_value(node: onnx.NodeProto, kernel: Kernel, types: Mapping[str,
     if not kernel.cpu_inputs and DML_DATA_TYPES.issuperset(input_types) and DML_DATA_TYPES.issuperset(output_types):
         return None  # every value present and of a type DirectML holds: the common case, without a signature
     inputs = node.input
-    cpu_names = {inputs[i] for i in kernel.cpu_inputs if i < len(inputs)} if kernel.cpu_inputs else ()  # by name: a value in two slots
+    cpu_names = {inputs[i] for i in kernel.cpu_inputs if i < len(inputs)}  # by name: a value in two slots
     signature = (node.op_type, tuple((t, n in cpu_names) if n else "" for t, n in zip(input_types, inputs)),
                  tuple(t if n else "" for t, n in zip(output_types, node.output)))  # an omitted value is not an untyped one
     if signature in _SUPPORTED:

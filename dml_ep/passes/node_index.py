@@ -29,7 +29,8 @@ class NodeIndex:
         """Index ``node``; the outer-scope values its subgraphs read count as its inputs (as in
         onnxruntime, whose graph has an edge for each): a rule must not fuse away a value an If
         branch reads."""
-        inputs = tuple(node.input) if graph_module.without_subgraphs(node) else (*node.input, *graph_module.outer_scope_inputs(node))
+        outer = graph_module.outer_scope_inputs(node)  # [] at once for a node without subgraphs
+        inputs = (*node.input, *outer) if outer else tuple(node.input)
         outputs, node_name, op_type, key = tuple(node.output), node.name, node.op_type, id(node)
         self._indexed[key] = inputs, outputs, node_name, op_type
         self.names.add(inputs, outputs, node_name)
