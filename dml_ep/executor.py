@@ -104,6 +104,33 @@ class Executor:
             inputs = frozenset(self._partition_inputs(group)) & channels_last
             self._partition_session(group, inputs)
             channels_last.update(self._to_nhwc(group))
+        if self._trace is None:
+            self._trace = self._trace_of(plan)
+
+    def _trace_of(self, plan: Plan) -> _Trace | None:
+        """The steps a run on feeds of ``plan``'s input shapes takes, read from ``plan`` (made at load
+        for the declared shapes), so that the first run replays them instead of planning every node
+        again. None where a run may plan otherwise: shapes pending or assumed, a node planned from
+        data the run computes, an output whose shape onnxruntime's inference leaves open."""
+        planner = self.planner
+        if plan.pending or plan.assumed or len(plan.entries) != len(planner.nodes) or any(planner.cpu_reads):
+            return None
+        infos = {name: ValueInfo(name, info.dtype, info.shape) for name, info in plan.values.items() if info.known}
+        for entry in plan.entries:  # the shapes the run makes are those every reader was planned for
+            shapes = (entry.output_shape, *(shape for _, shape in entry.more_outputs)) if isinstance(entry, DmlNode) else None
+            for position, name in enumerate(entry.outputs):
+                if name not in infos or shapes is not None and infos[name].shape != shapes[position]:
+                    return None
+        steps, done = [], set()
+        for index, entry in enumerate(plan.entries):
+            if index not in done:
+                group = self._partitions.get(index)
+                done.update(group or ())
+                steps.append(_Step(index, group, entry, self._last_readers.get(index, ())))
+        if any(value.name not in infos for value in plan.inputs):  # a sequence fed, say: planned at the run
+            return None
+        fed = {value.name: infos[value.name] for value in plan.inputs}
+        return _Trace(fed, steps, list(plan.entries), infos)
 
     @paused_gc  # a run makes objects by the thousand too, and the collections they trigger walk the whole plan: 35 % of a 10,000-node run
     @np.errstate(all="ignore")  # IEEE results (an overflow to inf, NaN from NaN) are the answer, not a numpy warning

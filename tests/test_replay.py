@@ -53,6 +53,28 @@ def test_a_run_on_the_last_runs_shapes_plans_nothing(monkeypatch):
     assert planned == []
 
 
+def test_the_first_run_on_the_declared_shapes_replays_the_plan_made_at_load(monkeypatch):
+    """The plan made at load is the first run's steps where every shape is static: no node is planned
+    again. With a symbolic dimension (taken as 1 at load) the first run plans."""
+    info = helper.make_tensor_value_info
+    nodes = [helper.make_node("Add", ["x", "c"], ["a"]), helper.make_node("Sigmoid", ["a"], ["s"]),
+             helper.make_node("Neg", ["s"], ["n"]), helper.make_node("Add", ["n", "c"], ["y"])]
+    constant = [numpy_helper.from_array(np.float32([0.5, -1, 2]), "c")]
+    feeds = {"x": np.float32([[1, -2, 3], [0.25, 4, -8]])}
+    for dims, replays in (([2, 3], True), (["batch", 3], False)):
+        model = make(nodes, [info("x", TensorProto.FLOAT, dims)], [info("y", TensorProto.FLOAT, None)], constant)
+        session = dml_ep.InferenceSession(model.SerializeToString())
+        loaded = session.plan.entries
+        planned = []
+        entry = session.planner.entry
+        monkeypatch.setattr(session.planner, "entry", lambda *args: planned.append(args) or entry(*args))
+        run_both(model, session, feeds)
+        assert (planned == []) == replays
+        assert [type(e) for e in session.plan.entries] == [DmlNode, *([type(loaded[1])] * 2), DmlNode]
+        if replays:
+            assert all(a is b for a, b in zip(session.plan.entries, loaded))
+
+
 def test_a_replayed_run_frees_what_a_planned_run_frees():
     """Only the graph outputs are left after either run: each intermediate goes after its last reader."""
     model = make([helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Neg", ["r"], ["y"])],

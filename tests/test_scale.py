@@ -105,8 +105,8 @@ def test_the_collector_is_paused_only_while_a_session_is_made_or_runs(monkeypatc
     model = scale_bench.fallback_chain(5).SerializeToString()
     session = dml_ep.InferenceSession(model)
     assert during == [False] and gc.isenabled()
-    run = dml_ep.executor.Executor._run_planned  # and while it runs (walking a large plan again at every collection)
-    monkeypatch.setattr(dml_ep.executor.Executor, "_run_planned", lambda *a: during.append(gc.isenabled()) or run(*a))
+    run = dml_ep.executor.Executor.run_partition  # and while it runs (walking a large plan again at every collection)
+    monkeypatch.setattr(dml_ep.executor.Executor, "run_partition", lambda *a: during.append(gc.isenabled()) or run(*a))
     session.run(None, {"x": np.ones((1, 16), np.float32)})
     assert during == [False, False] and gc.isenabled()
     with pytest.raises(dml_ep.errors.ModelError):
