@@ -121,7 +121,8 @@ class Executor:
             for position, name in enumerate(entry.outputs):
                 if name not in infos or shapes is not None and infos[name].shape != shapes[position]:
                     return None
-        steps, done = [], set()
+        steps: list[_Step] = []
+        done: set[int] = set()
         for index, entry in enumerate(plan.entries):
             if index not in done:
                 group = self._partitions.get(index)
