@@ -115,11 +115,13 @@ class Executor:
         planner = self.planner
         if plan.pending or plan.assumed or len(plan.entries) != len(planner.nodes) or any(planner.cpu_reads):
             return None
-        infos = {name: ValueInfo(name, info.dtype, info.shape) for name, info in plan.values.items() if info.known}
+        if not all(value.known for value in plan.inputs):  # a sequence fed, say: planned at the run
+            return None
         for entry in plan.entries:  # the shapes the run makes are those every reader was planned for
             shapes = (entry.output_shape, *(shape for _, shape in entry.more_outputs)) if isinstance(entry, DmlNode) else None
             for position, name in enumerate(entry.outputs):
-                if name not in infos or shapes is not None and infos[name].shape != shapes[position]:
+                info = plan.values.get(name)
+                if info is None or not info.known or shapes is not None and info.shape != shapes[position]:
                     return None
         steps: list[_Step] = []
         done: set[int] = set()
@@ -128,10 +130,7 @@ class Executor:
                 group = self._partitions.get(index)
                 done.update(group or ())
                 steps.append(_Step(index, group, entry, self._last_readers.get(index, ())))
-        if any(value.name not in infos for value in plan.inputs):  # a sequence fed, say: planned at the run
-            return None
-        fed = {value.name: infos[value.name] for value in plan.inputs}
-        return _Trace(fed, steps, list(plan.entries), infos)
+        return _Trace({value.name: value for value in plan.inputs}, steps, plan.entries, plan.values, plan)
 
     @paused_gc  # a run makes objects by the thousand too, and the collections they trigger walk the whole plan: 35 % of a 10,000-node run
     @np.errstate(all="ignore")  # IEEE results (an overflow to inf, NaN from NaN) are the answer, not a numpy warning
@@ -208,7 +207,7 @@ class Executor:
                 results = self.run_entry(entry, values) if group is None else self.run_partition(group, values)
             except MemoryError:
                 raise OutOfMemoryError("not enough memory to run this node on this machine", node=planner.nodes[index]) from None
-            if not isinstance(entry, DmlNode) and any(value_info_of(name, value) != trace.infos[name] for name, value in results.items()):
+            if not isinstance(entry, DmlNode) and not all(_as_planned(value, trace.infos[name]) for name, value in results.items()):
                 self._shapes_from_data = True
                 return False
             for name, value in results.items():
@@ -396,7 +395,14 @@ class _Trace:
 
     def fits(self, feeds: Mapping[str, Any]) -> bool:
         """Whether ``feeds`` have the names, types and shapes of this run's."""
-        return len(feeds) == len(self.feeds) and all(value_info_of(name, value) == self.feeds.get(name) for name, value in feeds.items())
+        return len(feeds) == len(self.feeds) and all(_as_planned(value, self.feeds.get(name)) for name, value in feeds.items())
+
+
+def _as_planned(value, info: ValueInfo | None) -> bool:
+    """Whether a value a run made has the element type and shape of ``info``, a trace's: of a run,
+    or of onnxruntime's inference, whose type strings the run's values do not carry."""
+    made = value_info_of("", value)
+    return info is not None and made.dtype == info.dtype and made.shape == info.shape and (made.dtype is not None or made.type == info.type)
 
 
 def is_channels_last(x) -> bool:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import re
 from pathlib import Path
 from typing import Mapping
 
@@ -50,17 +51,36 @@ class KernelMatch:
 
 
 @functools.lru_cache(maxsize=1)
-def _table() -> dict:
-    return json.loads(DATA.joinpath(TABLE).read_text())
+def _table_lines() -> tuple[dict[tuple[str, str], list[str]], dict[str, str]]:
+    """The table's kernel rows by (domain, op), and its formal parameters by "domain::op::since",
+    each the JSON text of its line (scripts/dml_kernel_table.py writes one a line, keys sorted): a
+    session parses its own ops' only, where parsing the whole table cost it 3 ms and 4,000 objects
+    for the cyclic collector to walk."""
+    rows: dict[tuple[str, str], list[str]] = {}
+    params: dict[str, str] = {}
+    section = None
+    for line in DATA.joinpath(TABLE).read_text().splitlines():
+        line = line.strip().removesuffix(",")
+        if line in ('"kernels": [', '"formal_parameters": {'):
+            section = line
+        elif section == '"kernels": [' and line.startswith("{"):
+            key = _ROW_KEY.search(line)
+            if key is None:  # not as scripts/dml_kernel_table.py writes it
+                raise ValueError(f"{TABLE}: a kernel row without its domain and op: {line[:80]}")
+            rows.setdefault((key["domain"], key["op"]), []).append(line)
+        elif section == '"formal_parameters": {' and line.startswith('"'):
+            name, _, value = line.partition(": ")
+            params[json.loads(name)] = value
+    return rows, params
 
 
-@functools.lru_cache(maxsize=1)
-def _rows_by_op() -> dict[tuple[str, str], list[dict]]:
-    """The table's rows by (domain, op)."""
-    rows: dict[tuple[str, str], list[dict]] = {}
-    for row in _table()["kernels"]:
-        rows.setdefault((row["domain"], row["op"]), []).append(row)
-    return rows
+_ROW_KEY = re.compile(r'"domain": "(?P<domain>[^"]*)", "graph": \w+, "op": "(?P<op>[^"]*)"')
+
+
+def _formal_parameters(domain: str, op: str, since: int) -> dict | None:
+    """The names of the type constraints bound to the inputs and outputs of an op's schema."""
+    text = _table_lines()[1].get(f"{domain or 'ai.onnx'}::{op}::{since}")
+    return None if text is None else json.loads(text)
 
 
 @functools.lru_cache(maxsize=None)
@@ -69,12 +89,12 @@ def op_kernels(release: str, domain: str, op: str) -> list[Kernel]:
     the op, as making all 433 rows' kernels cost a session 7 ms."""
     return [Kernel(row["domain"], row["op"], row["since"], {k: frozenset(v) for k, v in row["types"].items()},
                    tuple(row["cpu_inputs"]), tuple(row["cpu_outputs"]), row["query"], row["graph"])
-            for row in _rows_by_op().get((domain, op), ()) if release in row["releases"]]
+            for row in map(json.loads, _table_lines()[0].get((domain, op), ())) if release in row["releases"]]
 
 
 def kernels(release: str) -> dict[tuple[str, str], list[Kernel]]:
     """The kernels ``release`` registers, by (domain, op); domain "" for ai.onnx."""
-    return {key: found for key in _rows_by_op() if (found := op_kernels(release, *key))}
+    return {key: found for key in _table_lines()[0] if (found := op_kernels(release, *key))}
 
 
 @functools.lru_cache(maxsize=None)
@@ -153,7 +173,7 @@ def _match(domain: str, op: str, opset: int, input_types: tuple, output_types: t
         return KernelMatch(None, "no-kernel-at-version",
                            f"{name}-{since}: the DML EP of onnxruntime {release} registers {op} {registered}, "
                            f"not {since} (a kernel matches only its own since-version)")
-    params = _table()["formal_parameters"].get(f"{domain or 'ai.onnx'}::{op}::{since}")
+    params = _formal_parameters(domain, op, since)
     if params is None:
         return KernelMatch(at_version[0])
     mismatch: tuple = ()

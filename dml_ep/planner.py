@@ -116,7 +116,11 @@ class Planner:
         if fallback is not None:  # left to the CPU by the real EP, or an op dml_ep does not import: whatever the shapes
             return fallback
         reads = self.reads[index]
-        key = (index, *((values[n].dtype, values[n].shape) for n in reads))
+        signature: list = [index]  # flat: a tuple per read would be one more object a node for the collector
+        for name in reads:
+            info = values[name]
+            signature += (info.dtype, info.shape)
+        key = tuple(signature)
         run_data = None
         if self.cpu_reads[index] and data is not None and all(n in data for n in self.cpu_reads[index]):
             run_data = {n: np.asarray(data[n]) for n in self.cpu_reads[index]}

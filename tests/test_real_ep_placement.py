@@ -179,6 +179,16 @@ def test_the_table_names_its_sources():
     assert all(len(commit) == 40 for commit in source["releases"].values())
 
 
+def test_the_table_read_line_by_line_is_the_table():
+    """kernel_registry reads each op's rows and formal parameters from their own lines of the JSON
+    table: every row and parameter, as the whole file parses."""
+    table = json.loads((ROOT / "dml_ep" / "real_ep_data" / "dml_kernels.json").read_text())
+    rows, params = kernel_registry._table_lines()
+    assert {key: list(map(json.loads, lines)) for key, lines in rows.items()} == {
+        key: [row for row in table["kernels"] if (row["domain"], row["op"]) == key] for key in {(r["domain"], r["op"]) for r in table["kernels"]}}
+    assert {name: json.loads(text) for name, text in params.items()} == table["formal_parameters"]
+
+
 def test_since_versions_are_onnx_s():
     """kernel_registry.since_version reads onnx's schema versions from a file (onnx builds every
     schema at its first lookup: 20 ms of a session); at every opset it holds, it answers as onnx."""
