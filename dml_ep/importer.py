@@ -19,7 +19,7 @@ import onnx
 from .enums import DML_FEATURE_LEVEL
 from .errors import DescValidationError, NodeError
 from .passes.editable import Origin
-from .graph import ValueInfo, attributes
+from .graph import NodeIO, ValueInfo, attributes, node_io
 from .operators.base import validated
 from .operators.importing import Fallback, NodeContext, bound
 from .kernel_registry import since_version
@@ -30,19 +30,21 @@ from .real_ep import ASSIGNED_TO_DML, fallback_kind, not_modelled_reason
 DEFAULT_FEATURE_LEVEL = max(DML_FEATURE_LEVEL)
 
 
-def signature(node: onnx.NodeProto, values: Mapping[str, ValueInfo], constants: dict[str, np.ndarray], run_data: dict | None = None) -> tuple:
-    """All an importer reads of a node: its op and attributes, each input's constant (by name),
-    run-time CPU input (by value) or type and shape, and its output's type. Nodes of one signature
-    make one desc, so that a model of repeated layers imports each kind of node once."""
-    inputs = []
-    for name in node.input:  # a loop, not a generator: asked of every node of a model
+def signature(node: onnx.NodeProto, io: NodeIO, values: Mapping[str, ValueInfo], constants: dict[str, np.ndarray],
+              run_data: dict | None = None) -> tuple:
+    """All an importer reads of a node (``io``, its inputs and outputs): its op and attributes, each
+    input's constant (by name), run-time CPU input (by value) or type and shape, and its output's
+    type. Nodes of one signature make one desc, so that a model of repeated layers imports each
+    kind of node once."""
+    inputs: list = []
+    for name in io.inputs:  # a loop, not a generator: asked of every node of a model
         if name in constants:
             inputs.append(name)
         elif run_data and name in run_data:
             inputs.append((run_data[name].dtype.str, run_data[name].tobytes()))
         else:
             inputs.append(_type_and_shape(values.get(name)))
-    output = _type_and_shape(values.get(node.output[0])) if node.output else None
+    output = _type_and_shape(values.get(io.outputs[0])) if io.outputs else None
     return node.domain, node.op_type, tuple([a.SerializeToString() for a in attributes(node)]), tuple(inputs), output
 
 
@@ -89,24 +91,27 @@ class NodeImporter:
         """Whether dml_ep imports this op: else its entry is a FallbackNode whatever its inputs' shapes."""
         return ("" if node.domain == "ai.onnx" else node.domain, node.op_type) in REGISTRATIONS
 
-    def plan_node(self, node: onnx.NodeProto, origin: Origin, values: Mapping[str, ValueInfo], run_data: dict | None = None) -> PlanEntry:
+    def plan_node(self, node: onnx.NodeProto, origin: Origin, values: Mapping[str, ValueInfo], run_data: dict | None = None,
+                  io: NodeIO | None = None) -> PlanEntry:
         """The node's entry, ``values`` giving the types and shapes of its inputs and the type of its
-        output; ``run_data`` the values of its required CPU inputs computed in this run."""
+        output; ``run_data`` the values of its required CPU inputs computed in this run; ``io`` its
+        inputs and outputs, where read already."""
         domain = "" if node.domain == "ai.onnx" else node.domain
         row = REGISTRATIONS.get((domain, node.op_type))
         if row is None:
             out = values.get(node.output[0]) if node.output else None
             float_op = out is not None and out.dtype is not None and out.dtype.kind == "f"
             return FallbackNode(node, not_modelled_reason(node, origin, float_op), origin)
-        for name in node.input:
+        io = io or node_io(node)
+        for name in io.inputs:
             shape = getattr(values.get(name), "shape", None) or ()
             if 0 in shape:  # the real EP's operators skip empty tensors; dml_ep leaves them to the CPU EP
                 return FallbackNode(node, f"input {name!r} is empty (shape {list(shape)}); DirectML sizes are at least 1; "
                                           "on DirectML in the real EP, whose operators skip empty tensors", origin)
-        key = signature(node, values, self.constants, run_data)
+        key = signature(node, io, values, self.constants, run_data)
         made = self._made.get(key)
         if made is not None:
-            return self._rebound(made, node, origin)
+            return self._rebound(made, node, io, origin)
         constants = ChainMap(run_data, self.constants) if run_data else self.constants
         ctx = NodeContext(node, values, constants, self.feature_level, self.opsets.get(domain, 1), origin)
         try:
@@ -122,12 +127,12 @@ class NodeImporter:
         self._made[key] = entry
         return entry
 
-    def _rebound(self, made: DmlNode, node: onnx.NodeProto, origin: Origin) -> DmlNode:
+    def _rebound(self, made: DmlNode, node: onnx.NodeProto, io: NodeIO, origin: Origin) -> DmlNode:
         """``made``, the entry of a node of the same signature, for ``node``: its fields bound to
         ``node``'s inputs, its desc and cache shared. The same desc on the same constants, so one
         prepared kernel (a weight several nodes read), and what the importer noted (``IMPORTED``)."""
         entry = bound(node, made.desc, made.input_index, (made.output_shape, *(shape for _, shape in made.more_outputs)), self.constants,
-                      origin)
+                      origin, io)
         entry.cache = made.cache
         # one signature reads the same constants: they are bound as the importer bound them (4-bit codes packed, a zero it made)
         entry.inputs.update((field, value) for field, value in made.inputs.items() if isinstance(value, np.ndarray))

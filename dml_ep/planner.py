@@ -63,7 +63,7 @@ class Planner:
         self.constants = graph.constants
         self.static = static_values(self._rewritten) if graph.edited else loaded
         self._importer = NodeImporter(self.constants, self.feature_level, opset_versions(self.header))
-        self.on_cpu = self._placed_on_cpu(list(graph.nodes)) if provider == DML else {}
+        self.on_cpu = self._placed_on_cpu(graph) if provider == DML else {}
         if provider == DML and optimization_level >= 2:  # DmlOperatorFusionTransformer is a Level-2 transformer
             dml_operator_fusion(graph, self._maps_by_type)
         self._derived = {}
@@ -76,27 +76,32 @@ class Planner:
         self.nodes = list(graph.nodes)
         self.origins = [graph.origin(n) for n in self.nodes]
         # tuples: one per node, which the cyclic collector stops tracking (lists it walks at every collection)
-        self.reads = [tuple([n for n in graph_module.node_reads(node) if n not in self.constants]) for node in self.nodes]
+        self.io = [graph.io(node) for node in self.nodes]  # as the graph's index read them from protobuf
+        self.reads = [tuple([n for n in graph_module.node_reads(node, io.inputs) if n not in self.constants])
+                      for node, io in zip(self.nodes, self.io)]
         self.cpu_reads = [self._importer.cpu_inputs(node) for node in self.nodes]  # planned from their data in a run
-        self.never_maps = [self._runs_on_cpu(node) or self._importer.never_maps(node, self.static) for node in self.nodes]
+        self.never_maps = [self._runs_on_cpu(io.outputs) or self._importer.never_maps(node, self.static)
+                           for node, io in zip(self.nodes, self.io)]
         self.output_names = [o.name for o in model.graph.output]
         self._entries: dict[tuple, PlanEntry] = {}
         self._fallbacks: dict[int, FallbackNode] = {}  # the entries of nodes placed on the CPU, by index
 
-    def _placed_on_cpu(self, nodes: list[onnx.NodeProto]) -> dict[str, Placement]:
+    def _placed_on_cpu(self, graph: EditableGraph) -> dict[str, Placement]:
         """The nodes the real EP runs on the CPU (its GetCapability, ``real_ep.place_nodes``), by first output."""
-        placements = place_nodes(nodes, self.static, self.constants, {v.name for v in self.declared},
+        nodes = graph.nodes
+        ios = [graph.io(node) for node in nodes]
+        placements = place_nodes(nodes, ios, self.static, self.constants, {v.name for v in self.declared},
                                  opset_versions(self.header), RELEASES[self.qdq_rules or DEFAULT_RELEASE].kernels)
-        return {n.output[0]: p for n, p in zip(nodes, placements) if not p.on_dml and n.output}
+        return {io.outputs[0]: p for io, p in zip(ios, placements) if not p.on_dml and io.outputs}
 
-    def _runs_on_cpu(self, node: onnx.NodeProto) -> bool:
-        return bool(node.output) and node.output[0] in self.on_cpu
+    def _runs_on_cpu(self, outputs) -> bool:
+        return bool(outputs) and outputs[0] in self.on_cpu
 
     def _maps_by_type(self, node: onnx.NodeProto, made: dict | None = None) -> bool:
         """Whether ``node`` runs on DirectML, judged before any run as the DML EP's partitioning
         judges it: by element types and ranks (unknown dimensions taken as 1, which any broadcast
         accepts). A node whose input ranks are unknown is not fused, nor one the real EP runs on the CPU."""
-        if self._runs_on_cpu(node):
+        if self._runs_on_cpu(node.output):
             return False
         infos = {}
         known = ChainMap(made or {}, self.static)  # ``made``: the values a pass is making
@@ -106,7 +111,7 @@ class Planner:
                 if info is None or info.dtype is None or info.shape is None:
                     return False
                 infos[name] = ValueInfo(name, info.dtype, tuple(1 if d is None else d for d in info.shape))
-        return self._importer.maps(node, node_values(node, infos, known))
+        return self._importer.maps(node, node_values(graph_module.node_io(node), infos, known))
 
     def entry(self, index: int, values: Mapping[str, ValueInfo], data: dict | None = None) -> PlanEntry:
         """Node ``index`` planned for the types and shapes of its inputs (``values`` holds at least
@@ -128,13 +133,14 @@ class Planner:
         entry = self._entries.get(key)
         if entry is None:
             inputs = {n: values[n] for n in reads}
-            entry = self._entries[key] = self._plan_node(self.nodes[index], self.origins[index], inputs, run_data)
+            entry = self._entries[key] = self._plan_node(self.nodes[index], self.io[index], self.origins[index], inputs, run_data)
             if isinstance(entry, FallbackNode) and (entry.kind in CPU_CLASSES or not self._importer.registered(self.nodes[index])):
                 self._fallbacks[index] = entry
         return entry
 
-    def _plan_node(self, node: onnx.NodeProto, origin, inputs: dict[str, ValueInfo], run_data: dict | None = None) -> PlanEntry:
-        placed = self.on_cpu.get(node.output[0]) if node.output else None
+    def _plan_node(self, node: onnx.NodeProto, io: graph_module.NodeIO, origin, inputs: dict[str, ValueInfo],
+                   run_data: dict | None = None) -> PlanEntry:
+        placed = self.on_cpu.get(io.outputs[0]) if io.outputs else None
         if placed is not None:
             if origin.rules and placed.kind == "no-kernel":
                 raise RealEpError(
@@ -143,8 +149,8 @@ class Planner:
                     "(onnxruntime issue #26882, fixed in 1.24)", node=node)
             reason = f"{placed.reason}; {ON_CPU}"
             return FallbackNode(node, f"{reason} ({origin.note})" if origin.note else reason, origin, placed.kind)
-        values = node_values(node, inputs, self.static) if self._importer.registered(node) else self.static  # else its output's type alone
-        entry = self._importer.plan_node(node, origin, values, run_data)
+        values = node_values(io, inputs, self.static) if self._importer.registered(node) else self.static  # else its output's type alone
+        entry = self._importer.plan_node(node, origin, values, run_data, io)
         if isinstance(entry, DmlNode):
             entry.input_shapes = {field: inputs[b].shape for field, b in entry.inputs.items() if isinstance(b, str)}
         return entry
@@ -197,10 +203,10 @@ class Planner:
             raise
 
 
-def node_values(node: onnx.NodeProto, given: Mapping[str, ValueInfo], known: Mapping[str, ValueInfo]) -> dict[str, ValueInfo]:
-    """The infos an importer reads of ``node``, its inputs' and outputs': ``given`` over ``known``.
+def node_values(io: graph_module.NodeIO, given: Mapping[str, ValueInfo], known: Mapping[str, ValueInfo]) -> dict[str, ValueInfo]:
+    """The infos an importer reads of a node (``io``, its inputs and outputs): ``given`` over ``known``.
     A dict of the node's own names, where a ChainMap's lookups cost more than the import."""
-    values = {name: known[name] for name in (*node.input, *node.output) if name in known}
+    values = {name: known[name] for name in (*io.inputs, *io.outputs) if name in known}
     values.update(given)
     return values
 

@@ -18,7 +18,7 @@ from typing import Collection, Mapping
 import numpy as np
 import onnx
 
-from .graph import ValueInfo
+from .graph import NodeIO, ValueInfo
 from .kernel_registry import Kernel, KernelMatch, find_kernel, type_name
 from .passes.editable import Origin
 from .support_queries import QueryContext, declined
@@ -72,16 +72,17 @@ class Placement:
         return self.kind == "dml"
 
 
-def place_nodes(nodes: list[onnx.NodeProto], values: Mapping[str, ValueInfo], constants: Mapping[str, np.ndarray],
+def place_nodes(nodes: list[onnx.NodeProto], ios: list[NodeIO], values: Mapping[str, ValueInfo], constants: Mapping[str, np.ndarray],
                 graph_inputs: Collection[str], opsets: Mapping[str, int], release: str) -> list[Placement]:
-    """GetCapability of ``release``'s DML EP over ``nodes`` (in topological order), typed by ``values``."""
+    """GetCapability of ``release``'s DML EP over ``nodes`` (in topological order; ``ios``, their
+    inputs and outputs), typed by ``values``."""
     types = {name: type_name(info) for name, info in values.items()}
     types.update((name, type_name(ValueInfo(name, array.dtype, array.shape))) for name, array in constants.items())
     # read once for find_kernel and _unsupported_value; an omitted value ("", never a value's name) gets None
-    signatures = [(tuple(map(types.get, node.input)), tuple(map(types.get, node.output))) for node in nodes]
+    signatures = [(tuple(map(types.get, io.inputs)), tuple(map(types.get, io.outputs))) for io in ios]
     matches = [find_kernel(n, opsets.get("" if n.domain == "ai.onnx" else n.domain, 1), *signature, release)
                for n, signature in zip(nodes, signatures)]
-    preferred = cpu_preferred(nodes, matches, types, constants, graph_inputs)
+    preferred = cpu_preferred(nodes, ios, matches, types, constants, graph_inputs)
     placements = []
     for index, (node, match) in enumerate(zip(nodes, matches)):
         if match.kernel is None:
@@ -159,14 +160,14 @@ def _first_unsupported(node: onnx.NodeProto, kernel: Kernel, types: Mapping[str,
     return None
 
 
-def cpu_preferred(nodes: list[onnx.NodeProto], matches: list[KernelMatch], types: Mapping[str, str | None],
+def cpu_preferred(nodes: list[onnx.NodeProto], ios: list[NodeIO], matches: list[KernelMatch], types: Mapping[str, str | None],
                   constants: Mapping[str, np.ndarray], graph_inputs: Collection[str]) -> dict[int, str]:
     """GetCpuPreferredNodes: the nodes with a DML kernel that compute only from CPU tensors (a Shape's
     or Size's output, small initializers, graph inputs), by index, each with what it computes from.
     The candidates are visited in topological order, as onnxruntime's priority queue visits them."""
     consumers: dict[str, list[int]] = {}
-    for index, node in enumerate(nodes):
-        for name in set(node.input):
+    for index, io in enumerate(ios):
+        for name in set(io.inputs):
             consumers.setdefault(name, []).append(index)
     cpu_values: dict[str, str] = {}  # a CPU tensor -> where it comes from
     queue: list[int] = []

@@ -15,7 +15,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from dml_ep import kernel_registry
-from dml_ep.graph import ValueInfo
+from dml_ep.graph import ValueInfo, node_io
 from dml_ep.operators.registration import REGISTRATIONS
 from dml_ep.plan import DmlNode, FallbackNode
 from dml_ep.planner import plan_model
@@ -82,7 +82,7 @@ def test_a_value_directml_has_no_data_type_for_runs_on_the_cpu():
     node = helper.make_node("If", ["c"], ["y"], then_branch=branch, else_branch=branch)
     values = {"c": ValueInfo("c", np.dtype(bool), (), "tensor(bool)"), "x": ValueInfo("x", np.dtype(np.float32), (2,), "tensor(float)"),
               "y": ValueInfo("y", None, None, "optional(tensor(float))")}
-    placement, = place_nodes([node], values, {}, {"c", "x"}, {"": 16}, "1.24")
+    placement, = place_nodes([node], [node_io(node)], values, {}, {"c", "x"}, {"": 16}, "1.24")
     assert placement.kind == "data-type"
     assert placement.reason == "ai.onnx::If: 'y' is optional(tensor(float)), which DirectML has no data type for (DoesNodeContainSupportedDataTypes)"
 

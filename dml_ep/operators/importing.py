@@ -16,7 +16,7 @@ import onnx
 
 from ..enums import DML_FEATURE_LEVEL, DML_TENSOR_DATA_TYPE, DML_TENSOR_FLAGS
 from ..errors import QuantizationParameterError, ShapeError
-from ..graph import ValueInfo, attributes
+from ..graph import NodeIO, ValueInfo, attributes, node_io
 from ..kernels.parameters import checked_scale
 from ..passes.editable import Origin
 from ..plan import DmlNode
@@ -81,11 +81,12 @@ class NodeContext:
 
 
 def bound(node: onnx.NodeProto, desc, input_index: dict[str, int], output_shapes: tuple, constants: Mapping[str, np.ndarray],
-          origin: Origin) -> DmlNode:
+          origin: Origin, io: NodeIO | None = None) -> DmlNode:
     """``node`` as ``desc``, each field of ``input_index`` bound to the node input at that position:
     the constant array, or the graph value's name (an omitted input binds ""); its outputs of
-    ``output_shapes`` in order; ``origin``, the user's nodes it stands for."""
-    node_inputs, outputs = tuple(node.input), tuple(node.output)  # read from protobuf once: every DML node is bound
+    ``output_shapes`` in order; ``origin``, the user's nodes it stands for; ``io``, the node's
+    inputs and outputs where read already."""
+    node_inputs, outputs = io or node_io(node)
     count = len(node_inputs)
     names = {field: node_inputs[index] if index < count else "" for field, index in input_index.items()}
     inputs = {field: constants.get(name, name) for field, name in names.items()}

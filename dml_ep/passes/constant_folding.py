@@ -74,12 +74,13 @@ def _constant_nodes(graph: EditableGraph, skip_dequantize_linear: bool) -> list[
     constant = {name for name in graph.constants if name not in graph.graph_inputs}
     folded = []
     for node in graph.nodes:
-        if not _foldable(node) or not all(name in constant for name in node.input if name):
+        inputs, outputs = graph.io(node)
+        if not _foldable(node) or not all(name in constant for name in inputs if name):
             continue
         if skip_dequantize_linear and node.op_type == "DequantizeLinear" and not _whole_unit_folds(graph, node):
             continue
         folded.append(node)
-        constant.update(name for name in node.output if name)
+        constant.update(name for name in outputs if name)
     return folded
 
 

@@ -45,7 +45,7 @@ class EditableGraph:
     def __init__(self, model: onnx.ModelProto):
         self.model = model
         self.source = graph_module.skeleton(model)  # the user's model without its weights: origins name its nodes
-        order = graph_module.topological_order(self.source.graph)
+        order, ios = graph_module.topological_order(self.source.graph)
         nodes = graph_module.detached(order)  # the passes' to edit
         self.constants = graph_module.constants(model.graph)
         self.graph_outputs = {o.name for o in model.graph.output}
@@ -54,8 +54,8 @@ class EditableGraph:
         self.added_constants: list[str] = []
         self._order = NodeOrder(nodes)
         self._index = NodeIndex(Names(self.graph_inputs, self.constants))
-        for node in nodes:
-            self._index.add(node)
+        for node, io in zip(nodes, ios):  # copies: their inputs and outputs are the originals'
+            self._index.add(node, io)
         self.edited = False  # whether a pass changed the graph: onnxruntime's view of it then changes too
 
     @functools.cached_property
@@ -104,6 +104,11 @@ class EditableGraph:
     def __contains__(self, node: onnx.NodeProto) -> bool:
         """Whether ``node`` (this very object: protobuf's == compares contents) is still in the graph."""
         return node in self._order
+
+    def io(self, node: onnx.NodeProto) -> graph_module.NodeIO:
+        """A node's inputs and outputs as the index read them (kept up to date with every edit)."""
+        io = self._index.io(node)
+        return io if graph_module.without_subgraphs(node) else graph_module.NodeIO(tuple(node.input), io.outputs)
 
     def origin(self, node: onnx.NodeProto) -> Origin:
         return self.origins[id(node)]

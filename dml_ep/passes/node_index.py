@@ -20,19 +20,22 @@ class NodeIndex:
 
     def __init__(self, names: Names):
         self.names = names
-        self._indexed: dict[int, tuple[tuple[str, ...], tuple[str, ...], str, str]] = {}  # id -> inputs, outputs, name, op type
+        self._indexed: dict[int, tuple[graph_module.NodeIO, str, str]] = {}  # id -> inputs (outer-scope reads after), outputs; name, op type
         self._op_types: dict[str, int] = {}
         self._producers: dict[str, onnx.NodeProto] = {}
         self._readers: dict[str, dict[int, onnx.NodeProto]] = {}
 
-    def add(self, node: onnx.NodeProto) -> None:
-        """Index ``node``; the outer-scope values its subgraphs read count as its inputs (as in
-        onnxruntime, whose graph has an edge for each): a rule must not fuse away a value an If
-        branch reads."""
+    def add(self, node: onnx.NodeProto, io: graph_module.NodeIO | None = None) -> None:
+        """Index ``node`` (``io``: its inputs and outputs, where read already); the outer-scope values
+        its subgraphs read count as its inputs (as in onnxruntime, whose graph has an edge for
+        each): a rule must not fuse away a value an If branch reads."""
+        io = io or graph_module.node_io(node)
         outer = graph_module.outer_scope_inputs(node)  # [] at once for a node without subgraphs
-        inputs = (*node.input, *outer) if outer else tuple(node.input)
-        outputs, node_name, op_type, key = tuple(node.output), node.name, node.op_type, id(node)
-        self._indexed[key] = inputs, outputs, node_name, op_type
+        if outer:
+            io = graph_module.NodeIO((*io.inputs, *outer), io.outputs)
+        inputs, outputs = io
+        node_name, op_type, key = node.name, node.op_type, id(node)
+        self._indexed[key] = io, node_name, op_type
         self.names.add(inputs, outputs, node_name)
         self._op_types[op_type] = self._op_types.get(op_type, 0) + 1
         producers, readers = self._producers, self._readers
@@ -47,7 +50,7 @@ class NodeIndex:
                     readers[name] = {key: node}
 
     def remove(self, node: onnx.NodeProto) -> None:
-        inputs, outputs, node_name, op_type = self._indexed.pop(id(node))
+        (inputs, outputs), node_name, op_type = self._indexed.pop(id(node))
         self.names.remove(inputs, outputs, node_name)
         self._op_types[op_type] -= 1
         if not self._op_types[op_type]:
@@ -61,6 +64,10 @@ class NodeIndex:
             if not readers:
                 del self._readers[name]
 
+    def io(self, node: onnx.NodeProto) -> graph_module.NodeIO:
+        """The inputs (its subgraphs' outer-scope reads after them) and outputs ``node`` was indexed with."""
+        return self._indexed[id(node)][0]
+
     def producer(self, name: str) -> onnx.NodeProto | None:
         return self._producers.get(name)
 
@@ -70,4 +77,4 @@ class NodeIndex:
 
     def readers(self, name: str) -> list[onnx.NodeProto]:
         """The nodes reading ``name``, once per input slot, in no particular order."""
-        return [node for node in self._readers.get(name, {}).values() for read in self._indexed[id(node)][0] if read == name]
+        return [node for node in self._readers.get(name, {}).values() for read in self._indexed[id(node)][0].inputs if read == name]

@@ -125,12 +125,12 @@ def may_rewrite(graph: EditableGraph) -> bool:
         if op_type in ALWAYS:
             return True
         readers = read_by.get(op_type)
-        if readers and any(r.op_type in readers for name in node.output if name for r in graph.consumers(name)):
+        if readers and any(r.op_type in readers for name in graph.io(node).outputs if name for r in graph.consumers(name)):
             return True
         identity = NOOP_CONSTANT.get(op_type)
         if identity is None:
             continue
-        for name in node.input:
+        for name in graph.io(node).inputs:
             if (name, identity) not in identities:
                 identities[name, identity] = _all_equal(graph.constant(name), identity)
             if identities[name, identity]:
