@@ -24,7 +24,7 @@ import onnx
 from .arithmetic import Arithmetic
 from .engines import get_engine
 from .errors import FallbackError, NodeError, OutOfMemoryError, ShapeError
-from .graph import ValueInfo, node_reads, ort_message, value_info_of
+from .graph import NodeIO, ValueInfo, node_io, node_reads, ort_message, value_info_of
 from .kernels.mlas_sgemm import logical_cores
 from .memory import paused_gc, reuse_freed_memory
 from .operators.dispatch import prepare_kernel, run_kernel
@@ -117,9 +117,9 @@ class Executor:
             return None
         if not all(value.known for value in plan.inputs):  # a sequence fed, say: planned at the run
             return None
-        for entry in plan.entries:  # the shapes the run makes are those every reader was planned for
+        for entry, io in zip(plan.entries, planner.io):  # the shapes the run makes are those every reader was planned for
             shapes = (entry.output_shape, *(shape for _, shape in entry.more_outputs)) if isinstance(entry, DmlNode) else None
-            for position, name in enumerate(entry.outputs):
+            for position, name in enumerate(entry.outputs if shapes is not None else filter(None, io.outputs)):
                 info = plan.values.get(name)
                 if info is None or not info.known or shapes is not None and info.shape != shapes[position]:
                     return None
@@ -310,28 +310,31 @@ class Executor:
         if made is not None:
             return made
         nodes = self._cpu_nodes(group)
-        produced = {name for node in nodes for name in node.output if name}
-        inputs = [name for name in dict.fromkeys(n for node in nodes for n in node_reads(node)) if name not in produced]
-        made = self._io[group] = (inputs, self._partition_outputs(group, nodes))
+        produced = {name for _, io in nodes for name in io.outputs if name}
+        inputs = [name for name in dict.fromkeys(n for node, io in nodes for n in node_reads(node, io.inputs)) if name not in produced]
+        made = self._io[group] = (inputs, self._partition_outputs(group, [io for _, io in nodes]))
         return made
 
-    def _partition_outputs(self, group: tuple[int, ...], nodes: list[onnx.NodeProto]) -> list[str]:
-        """What fallback nodes (``nodes``, run for ``group``) give: a single node all its outputs; a
-        partition those read after it, and those a MAC count needs the shapes of (all of them
-        where that is none)."""
+    def _partition_outputs(self, group: tuple[int, ...], ios: list[NodeIO]) -> list[str]:
+        """What fallback nodes (``ios``: the inputs and outputs of those run for ``group``) give: a
+        single node all its outputs; a partition those read after it, and those a MAC count needs
+        the shapes of (all of them where that is none)."""
         planner = self.planner
         if len(group) == 1:
-            return [name for name in planner.nodes[group[0]].output if name]
+            return [name for name in planner.io[group[0]].outputs if name]
         members = set(group)
         measured = {name for index in group for name in macs_inputs(planner.nodes[index])}
-        given = [name for node in nodes for name in node.output if name]
+        given = [name for io in ios for name in io.outputs if name]
         # a partition of dead nodes (nothing reads them) still gives them: onnxruntime runs a graph with outputs only
         return [name for name in given if name in measured or name in self._graph_outputs
                 or any(i not in members for i in self._readers.get(name, ()))] or given
 
-    def _cpu_nodes(self, group: tuple[int, ...]) -> list[onnx.NodeProto]:
-        """The ONNX nodes onnxruntime runs for these nodes: a DML-internal fused node unfused."""
-        return [node for index in group for node in unfused(self.planner.nodes[index])]
+    def _cpu_nodes(self, group: tuple[int, ...]) -> list[tuple[onnx.NodeProto, NodeIO]]:
+        """The ONNX nodes onnxruntime runs for these nodes (a DML-internal fused node unfused), each
+        with its inputs and outputs."""
+        planner = self.planner
+        return [(node, planner.io[index] if node is planner.nodes[index] else node_io(node))
+                for index in group for node in unfused(planner.nodes[index])]
 
     def _to_nhwc(self, group: tuple[int, ...]) -> set[str]:
         """The outputs of fallback nodes that leave them channels last: the 4-D ones."""
@@ -356,7 +359,7 @@ class Executor:
             planner = self.planner
             inputs, outputs = self._partition_io(group)
             to_nhwc = self._to_nhwc(group)
-            nodes = self._cpu_nodes(group)
+            nodes = [node for node, _ in self._cpu_nodes(group)]
             model = fallback_model(nodes, inputs, outputs, planner, channels_last, to_nhwc)
             pooled = (self._pooled < POOLED_SESSIONS and any(macs_inputs(node)[1:] or node.op_type in NORMALIZATIONS for node in nodes)
                       and not self._small(inputs + outputs))

@@ -107,8 +107,7 @@ class EditableGraph:
 
     def io(self, node: onnx.NodeProto) -> graph_module.NodeIO:
         """A node's inputs and outputs as the index read them (kept up to date with every edit)."""
-        io = self._index.io(node)
-        return io if graph_module.without_subgraphs(node) else graph_module.NodeIO(tuple(node.input), io.outputs)
+        return self._index.io(node)
 
     def origin(self, node: onnx.NodeProto) -> Origin:
         return self.origins[id(node)]

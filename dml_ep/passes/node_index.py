@@ -20,7 +20,8 @@ class NodeIndex:
 
     def __init__(self, names: Names):
         self.names = names
-        self._indexed: dict[int, tuple[graph_module.NodeIO, str, str]] = {}  # id -> inputs (outer-scope reads after), outputs; name, op type
+        # id -> its inputs and outputs, the inputs with its subgraphs' outer-scope reads after them, its name and op type
+        self._indexed: dict[int, tuple[graph_module.NodeIO, tuple[str, ...], str, str]] = {}
         self._op_types: dict[str, int] = {}
         self._producers: dict[str, onnx.NodeProto] = {}
         self._readers: dict[str, dict[int, onnx.NodeProto]] = {}
@@ -31,11 +32,9 @@ class NodeIndex:
         each): a rule must not fuse away a value an If branch reads."""
         io = io or graph_module.node_io(node)
         outer = graph_module.outer_scope_inputs(node)  # [] at once for a node without subgraphs
-        if outer:
-            io = graph_module.NodeIO((*io.inputs, *outer), io.outputs)
-        inputs, outputs = io
+        inputs, outputs = ((*io.inputs, *outer) if outer else io.inputs), io.outputs
         node_name, op_type, key = node.name, node.op_type, id(node)
-        self._indexed[key] = io, node_name, op_type
+        self._indexed[key] = io, inputs, node_name, op_type
         self.names.add(inputs, outputs, node_name)
         self._op_types[op_type] = self._op_types.get(op_type, 0) + 1
         producers, readers = self._producers, self._readers
@@ -50,7 +49,7 @@ class NodeIndex:
                     readers[name] = {key: node}
 
     def remove(self, node: onnx.NodeProto) -> None:
-        (inputs, outputs), node_name, op_type = self._indexed.pop(id(node))
+        (_, outputs), inputs, node_name, op_type = self._indexed.pop(id(node))
         self.names.remove(inputs, outputs, node_name)
         self._op_types[op_type] -= 1
         if not self._op_types[op_type]:
@@ -65,7 +64,7 @@ class NodeIndex:
                 del self._readers[name]
 
     def io(self, node: onnx.NodeProto) -> graph_module.NodeIO:
-        """The inputs (its subgraphs' outer-scope reads after them) and outputs ``node`` was indexed with."""
+        """The inputs and outputs ``node`` was indexed with."""
         return self._indexed[id(node)][0]
 
     def producer(self, name: str) -> onnx.NodeProto | None:
@@ -77,4 +76,4 @@ class NodeIndex:
 
     def readers(self, name: str) -> list[onnx.NodeProto]:
         """The nodes reading ``name``, once per input slot, in no particular order."""
-        return [node for node in self._readers.get(name, {}).values() for read in self._indexed[id(node)][0].inputs if read == name]
+        return [node for node in self._readers.get(name, {}).values() for read in self._indexed[id(node)][1] if read == name]
