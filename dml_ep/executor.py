@@ -16,7 +16,7 @@ import copy
 import dataclasses
 import math
 from collections import ChainMap
-from typing import Any, Mapping, NamedTuple, Sequence
+from typing import Any, Iterable, Mapping, NamedTuple, Sequence
 
 import numpy as np
 import onnx
@@ -118,10 +118,14 @@ class Executor:
         if not all(value.known for value in plan.inputs):  # a sequence fed, say: planned at the run
             return None
         for entry, io in zip(plan.entries, planner.io):  # the shapes the run makes are those every reader was planned for
-            shapes = (entry.output_shape, *(shape for _, shape in entry.more_outputs)) if isinstance(entry, DmlNode) else None
-            for position, name in enumerate(entry.outputs if shapes is not None else filter(None, io.outputs)):
+            made: Iterable[tuple[str, tuple | None]]
+            if isinstance(entry, DmlNode):
+                made = zip(entry.outputs, (entry.output_shape, *(shape for _, shape in entry.more_outputs)))
+            else:  # a fallback's: as onnxruntime's inference knows it (a replay checks it)
+                made = ((name, None) for name in io.outputs if name)
+            for name, shape in made:
                 info = plan.values.get(name)
-                if info is None or not info.known or shapes is not None and info.shape != shapes[position]:
+                if info is None or not info.known or shape is not None and info.shape != shape:
                     return None
         steps: list[_Step] = []
         done: set[int] = set()

@@ -13,7 +13,7 @@ session, the executor, the CLI and compare all plan through this module.
 from __future__ import annotations
 
 from collections import ChainMap
-from typing import Mapping
+from typing import Mapping, Sequence
 
 import numpy as np
 import onnx
@@ -94,7 +94,7 @@ class Planner:
                                  opset_versions(self.header), RELEASES[self.qdq_rules or DEFAULT_RELEASE].kernels)
         return {io.outputs[0]: p for io, p in zip(ios, placements) if not p.on_dml and io.outputs}
 
-    def _runs_on_cpu(self, outputs) -> bool:
+    def _runs_on_cpu(self, outputs: Sequence[str]) -> bool:
         return bool(outputs) and outputs[0] in self.on_cpu
 
     def _maps_by_type(self, node: onnx.NodeProto, made: dict | None = None) -> bool:
