@@ -18,7 +18,8 @@ that the time is all per-node overhead, of four kinds:
 A small instance of each kind is planned first, to check that it still runs where its name says.
 Each (kind, N, runtime) runs in a fresh child process that creates the session (onnxruntime with
 its defaults and CPUExecutionProvider; dml_ep.InferenceSession) and runs it once; ``--repeat``
-children each (3, the runtimes taking turns, as one 0.02 s run is noise). The table gives the
+children each (5, the runtimes taking turns: one 0.02 s run is noise, and on a 2-core virtual
+machine eight turns of one cell gave ratios from 1.8x to 5.4x around a median of 2.6x). The table gives the
 medians of that wall time (imports excluded), the median of the turns' dml_ep / onnxruntime ratios
 (each turn's pair runs back to back: a virtual machine's speed drifts by 2x within minutes, and a
 ratio of medians could pair a fast onnxruntime turn with a slow dml_ep one), dml_ep's
@@ -239,7 +240,7 @@ def main(argv=None) -> int:
     parser.add_argument("--kinds", default=",".join(KINDS), help="graph kinds, comma-separated (default: %(default)s)")
     parser.add_argument("--timeout", type=float, default=300, help="seconds per child process (default: %(default)s)")
     parser.add_argument("--plan", action="store_true", help="also time dml_ep's planning alone")
-    parser.add_argument("--repeat", type=int, default=3, help="fresh children per cell; the table gives their medians (default: %(default)s)")
+    parser.add_argument("--repeat", type=int, default=5, help="fresh children per cell; the table gives their medians (default: %(default)s)")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     sizes = sorted(int(size) for size in args.sizes.split(","))
