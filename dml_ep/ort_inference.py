@@ -68,7 +68,7 @@ def _probe(model: onnx.ModelProto | bytes, input_shapes) -> onnx.ModelProto:
                 shape.dim.add().dim_value = int(size)
     listed = {o.name for o in probe.graph.output}
     add_output = probe.graph.output.add  # in the probe's arena: a message made on its own takes an arena of its own
-    for name in [n for node in probe.graph.node for n in node.output if n and n not in listed]:
+    for name in [n for node in probe.graph.node for n in node.output[:] if n and n not in listed]:
         add_output(name=name)
     return probe
 

@@ -83,7 +83,7 @@ class FallbackNode:
 
     @property
     def outputs(self) -> list[str]:
-        return [name for name in self.node.output if name]
+        return [name for name in self.node.output[:] if name]
 
     def summary(self) -> str:
         return f"fallback: {self.reason}"

@@ -75,7 +75,7 @@ def _constant_nodes(graph: EditableGraph, skip_dequantize_linear: bool) -> list[
     folded = []
     for node in graph.nodes:
         inputs, outputs = graph.io(node)
-        if not _foldable(node) or not all(name in constant for name in inputs if name):
+        if not all(name in constant for name in inputs if name) or not _foldable(node):  # the set first: most nodes fail it
             continue
         if skip_dequantize_linear and node.op_type == "DequantizeLinear" and not _whole_unit_folds(graph, node):
             continue
