@@ -76,7 +76,7 @@ class Planner:
         self.nodes = list(graph.nodes)
         self.origins = [graph.origin(n) for n in self.nodes]
         # tuples: one per node, which the cyclic collector stops tracking (lists it walks at every collection)
-        self.io = [graph.io(node) for node in self.nodes]  # as the graph's index read them from protobuf
+        self.io = graph.ios(self.nodes)  # as the graph's index read them from protobuf
         self.reads = [tuple([n for n in graph_module.node_reads(node, io.inputs) if n not in self.constants])
                       for node, io in zip(self.nodes, self.io)]
         self.cpu_reads = [self._importer.cpu_inputs(node) for node in self.nodes]  # planned from their data in a run
@@ -89,7 +89,7 @@ class Planner:
     def _placed_on_cpu(self, graph: EditableGraph) -> dict[str, Placement]:
         """The nodes the real EP runs on the CPU (its GetCapability, ``real_ep.place_nodes``), by first output."""
         nodes = graph.nodes
-        ios = [graph.io(node) for node in nodes]
+        ios = graph.ios(nodes)
         placements = place_nodes(nodes, ios, self.static, self.constants, {v.name for v in self.declared},
                                  opset_versions(self.header), RELEASES[self.qdq_rules or DEFAULT_RELEASE].kernels)
         return {io.outputs[0]: p for io, p in zip(ios, placements) if not p.on_dml and io.outputs}
@@ -120,6 +120,12 @@ class Planner:
         fallback = self._fallbacks.get(index)
         if fallback is not None:  # left to the CPU by the real EP, or an op dml_ep does not import: whatever the shapes
             return fallback
+        node, io = self.nodes[index], self.io[index]
+        if self._runs_on_cpu(io.outputs) or not self._importer.registered(node):  # so, known without a signature
+            made = self._plan_node(node, io, self.origins[index], {})
+            if isinstance(made, FallbackNode):
+                self._fallbacks[index] = made
+            return made
         reads = self.reads[index]
         signature: list = [index]  # flat: a tuple per read would be one more object a node for the collector
         for name in reads:
@@ -133,8 +139,8 @@ class Planner:
         entry = self._entries.get(key)
         if entry is None:
             inputs = {n: values[n] for n in reads}
-            entry = self._entries[key] = self._plan_node(self.nodes[index], self.io[index], self.origins[index], inputs, run_data)
-            if isinstance(entry, FallbackNode) and (entry.kind in CPU_CLASSES or not self._importer.registered(self.nodes[index])):
+            entry = self._entries[key] = self._plan_node(node, io, self.origins[index], inputs, run_data)
+            if isinstance(entry, FallbackNode) and entry.kind in CPU_CLASSES:
                 self._fallbacks[index] = entry
         return entry
 

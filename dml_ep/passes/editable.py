@@ -109,6 +109,10 @@ class EditableGraph:
         """A node's inputs and outputs as the index read them (kept up to date with every edit)."""
         return self._index.io(node)
 
+    def ios(self, nodes: list[onnx.NodeProto]) -> list[graph_module.NodeIO]:
+        """:meth:`io` of each of ``nodes``, in one call (the planner asks for every node's)."""
+        return self._index.ios(nodes)
+
     def origin(self, node: onnx.NodeProto) -> Origin:
         return self.origins[id(node)]
 

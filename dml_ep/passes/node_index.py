@@ -67,6 +67,10 @@ class NodeIndex:
         """The inputs and outputs ``node`` was indexed with."""
         return self._indexed[id(node)][0]
 
+    def ios(self, nodes: list[onnx.NodeProto]) -> list[graph_module.NodeIO]:
+        indexed = self._indexed
+        return [indexed[id(node)][0] for node in nodes]
+
     def producer(self, name: str) -> onnx.NodeProto | None:
         return self._producers.get(name)
 
