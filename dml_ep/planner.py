@@ -121,7 +121,7 @@ class Planner:
         if fallback is not None:  # left to the CPU by the real EP, or an op dml_ep does not import: whatever the shapes
             return fallback
         node, io = self.nodes[index], self.io[index]
-        if self._runs_on_cpu(io.outputs) or not self._importer.registered(node):  # so, known without a signature
+        if self._runs_on_cpu(io.outputs) or not self._importer.registered(node):  # a FallbackNode whatever the shapes: no signature
             made = self._plan_node(node, io, self.origins[index], {})
             if isinstance(made, FallbackNode):
                 self._fallbacks[index] = made

@@ -105,8 +105,11 @@ def place_nodes(nodes: list[onnx.NodeProto], ios: list[NodeIO], values: Mapping[
 
 
 def _name(node: onnx.NodeProto) -> str:
-    domain = "" if node.domain == "ai.onnx" else node.domain
-    return f"{domain or 'ai.onnx'}::{node.op_type}"
+    return _op_name(node.domain, node.op_type)
+
+
+def _op_name(domain: str, op_type: str) -> str:
+    return f"{domain or 'ai.onnx'}::{op_type}"
 
 
 def _declined(node: onnx.NodeProto, kernel: Kernel, values: Mapping[str, ValueInfo], types: Mapping[str, str | None],
@@ -235,5 +238,5 @@ def not_modelled_reason(node: onnx.NodeProto, origin: Origin, float_op: bool = F
 def _not_modelled_reason(domain: str, op_type: str, float_op: bool, note: str | None) -> str:
     """One string for the nodes of one op and note: made once, held once (10,000 fallback nodes
     held 10,000 copies of it)."""
-    reason = f"{domain or 'ai.onnx'}::{op_type}: {'float op ' if float_op else ''}{ON_DML}"
+    reason = f"{_op_name(domain, op_type)}: {'float op ' if float_op else ''}{ON_DML}"
     return f"{reason} ({note})" if note else reason
