@@ -18,10 +18,12 @@ class ModelError(DmlEpError):
 
 
 class InferenceRefusedError(ModelError):
-    """onnxruntime's shape inference refuses the model (for the input shapes it was given): ``reason`` says where."""
+    """onnxruntime's shape inference refuses the model (for the input shapes it was given): ``reason`` says
+    where; ``in_subgraph``, whether inside a node's subgraph (an If branch, a Loop body), which a run may never enter."""
 
-    def __init__(self, reason: str):
+    def __init__(self, reason: str, in_subgraph: bool = False):
         self.reason = reason
+        self.in_subgraph = in_subgraph
         super().__init__(f"the model is invalid (onnxruntime rejects it): {reason}")
 
 

@@ -1,7 +1,8 @@
 """The text ``inspect`` prints of a plan: the summary (:func:`inspect_summary`: node counts and
 estimated MACs by op type and by fallback reason, the totals on DirectML and on the fallback, the
-symbolic dimensions assumed, the nodes planned only when run), ``--nodes``' listing of every plan
-entry (:func:`nodes_text`) and ``--descs``' operator descs (:func:`descs_text`).
+symbolic dimensions assumed, the shapes onnxruntime refused in a subgraph, the nodes planned only
+when run), ``--nodes``' listing of every plan entry (:func:`nodes_text`) and ``--descs``' operator
+descs (:func:`descs_text`).
 
 The summary is for a terminal: no line passes INSPECT_WIDTH, long names shortened with an ellipsis
 (in the middle, where names differ at both ends). ``--nodes``, ``--descs`` and the JSON keep whole
@@ -9,6 +10,8 @@ names.
 """
 
 from __future__ import annotations
+
+import textwrap
 
 from .node_table import counted
 from .passes.dml_fusion import NAME as DML_FUSION
@@ -82,6 +85,10 @@ def inspect_summary(plan: Plan, rows: list[dict], summary: dict, op_types: list[
     macs = (f"estimated MACs: {summary['dml']['macs']:,} on DirectML ({summary['dml']['macs_percent']:.1f}%), "
             f"{summary['fallback']['macs']:,} on the fallback")
     lines += _with_assumed(macs, plan.assumed)
+    if plan.refused:  # the model as given types fine: these shapes fail inside a branch or body that a run may never enter
+        lines += textwrap.wrap(printable(f"onnxruntime's shape inference refuses these input shapes inside a subgraph, which a run "
+                                         f"may not enter; the nodes they reach are planned when run: {plan.refused}"),
+                               INSPECT_WIDTH, subsequent_indent="  ", break_on_hyphens=False)
     if plan.pending:
         lines.append(f"{len(plan.pending)} node(s) are planned only when run, their input shapes depend on data "
                      "(give --input to plan from a run; --nodes lists them):")

@@ -16,7 +16,7 @@ import numpy as np
 import onnx
 
 from .errors import InferenceRefusedError, ModelError
-from .graph import ValueInfo, declared_shape, element_dtype, graph_inputs, ort_message, skeleton
+from .graph import ValueInfo, declared_shape, element_dtype, graph_inputs, ort_message, skeleton, subgraphs
 from .reference import loaded_graph
 
 
@@ -36,7 +36,9 @@ def static_values(model: onnx.ModelProto | bytes, input_shapes=None) -> dict[str
         inputs_meta, outputs_meta = loaded_graph(probe)
     except Exception as exc:  # onnxruntime's Fail, InvalidGraph, InvalidArgument...
         message = ort_message(exc)
-        raise InferenceRefusedError(f"{message}{_inputs_of(probe.graph, message)}") from None
+        node = _named_node(probe.graph, message)
+        in_subgraph = node is not None and bool(subgraphs(node)) or _SUBGRAPH_FAILED in message
+        raise InferenceRefusedError(f"{message}{_inputs_of(probe.graph, node)}", in_subgraph=in_subgraph) from None
     values = {name: value_info(name, ort_type, shape) for name, ort_type, shape in (*inputs_meta, *outputs_meta)}
     inputs = {name for name, _, _ in inputs_meta}
     rank_0 = [name for name, info in values.items() if info.shape == () and name not in inputs]
@@ -84,11 +86,19 @@ def _inferred_scalars(probe: onnx.ModelProto) -> set[str]:
             if value.type.HasField("tensor_type") and value.type.tensor_type.HasField("shape") and not value.type.tensor_type.shape.dim}
 
 
-def _inputs_of(graph: onnx.GraphProto, message: str) -> str:
+# What onnx's inference of an If, Loop or Scan says when a node of its subgraph fails (an unnamed node's message names no node).
+_SUBGRAPH_FAILED = "Graph attribute inferencing failed"
+
+
+def _named_node(graph: onnx.GraphProto, message: str) -> onnx.NodeProto | None:
+    """The node of ``graph`` an onnxruntime message names first (its own, not one of a subgraph's)."""
+    match = re.search(r"[Nn]ode \(?'?([^)' ]+)", message)
+    return next((n for n in graph.node if n.name == match[1]), None) if match else None
+
+
+def _inputs_of(graph: onnx.GraphProto, node: onnx.NodeProto | None) -> str:
     """" (inputs: a uint8[2, 3], ...)" for the node an onnxruntime message names: its graph inputs
     and constants as the model gives them."""
-    match = re.search(r"[Nn]ode \(?'?([^)' ]+)", message)
-    node = next((n for n in graph.node if match and n.name == match[1]), None)
     if node is None:
         return ""
     known = {v.name: (element_dtype(v), declared_shape(v, "?")) for v in graph.input if v.type.HasField("tensor_type")}

@@ -112,6 +112,7 @@ class Plan:
     qdq_rules: str | None = None  # the onnxruntime release whose QDQ rules applied; None: off
     pending: list[onnx.NodeProto] = dataclasses.field(default_factory=list)  # shapes known only when run
     assumed: dict[str, int] = dataclasses.field(default_factory=dict)  # symbolic dims taken at a size
+    refused: str | None = None  # onnxruntime's inference refused the input shapes inside a subgraph: its message
 
     @property
     def dml_nodes(self) -> list[DmlNode]:

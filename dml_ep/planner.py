@@ -184,7 +184,8 @@ class Planner:
     def plan_for_shapes(self, input_shapes: dict[str, tuple] | None = None) -> Plan:
         """The plan onnxruntime's inference allows before a run, for these input shapes (declared
         shapes by default; a symbolic dimension not given is assumed 1, and ``Plan.assumed`` says so).
-        Nodes whose shapes depend on data stay pending."""
+        Nodes whose shapes depend on data stay pending; so do those whose shapes depend on the inputs
+        where onnxruntime's inference refuses these shapes inside a subgraph (``Plan.refused`` says why)."""
         shapes, assumed = {}, {}
         for value in self.declared:
             if input_shapes and value.name in input_shapes:
@@ -193,11 +194,17 @@ class Planner:
                 for dim in graph_module.symbolic_dims(value):
                     assumed[dim] = 1
                 shapes[value.name] = graph_module.declared_shape(value)
+        refused = None
         try:
-            values = static_values(self._rewritten, shapes) if input_shapes or assumed else self.static
+            try:
+                values = static_values(self._rewritten, shapes) if input_shapes or assumed else self.static
+            except InferenceRefusedError as error:
+                if not error.in_subgraph:
+                    raise
+                refused, values = error.reason, self._inputs_at(shapes)
             if self._derived and values is not self.static:
                 values = {**values, **derived_infos(self._derived, values)}
-            return self.plan(values, assumed)
+            plan = self.plan(values, assumed)
         except (NodeError, InferenceRefusedError) as error:
             if assumed:  # the error may be the assumption's: say so
                 sizes = ", ".join(f"{dim}={size}" for dim, size in assumed.items())
@@ -206,7 +213,19 @@ class Planner:
                                   f"shapes you run with): {error.reason}",)
                 else:
                     error.args = (f"{error} (planned with the symbolic dimensions taken as {sizes}: give the input shapes you run with)",)
+            elif isinstance(error, InferenceRefusedError):  # onnxruntime loaded the model as given: the shapes are what it refuses
+                given = ", ".join(f"{name}={list(shape)}" for name, shape in shapes.items())
+                error.args = (f"onnxruntime's shape inference refuses the input shapes {given}: {error.reason}",)
             raise
+        plan.refused = refused
+        return plan
+
+    def _inputs_at(self, shapes: dict[str, tuple]) -> dict[str, ValueInfo]:
+        """The values as onnxruntime's inference knows them loading the model as given, the inputs at
+        ``shapes``: what can be planned before a run where its inference refuses those shapes inside
+        a subgraph (a branch the run may never take). The values that depend on the inputs have
+        open dimensions, so the nodes reading them are planned when run."""
+        return {**self.static, **{name: self.static[name]._replace(shape=tuple(shape)) for name, shape in shapes.items()}}
 
 
 def node_values(io: graph_module.NodeIO, given: Mapping[str, ValueInfo], known: Mapping[str, ValueInfo]) -> dict[str, ValueInfo]:

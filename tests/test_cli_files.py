@@ -511,6 +511,59 @@ def test_shapes_assumed_that_onnxruntime_refuses_say_so(capsys, tmp_path):
     assert run_cli(capsys, "inspect", tmp_path / "m.onnx", "--shape", "x=4")[0] == 0
 
 
+def branch_model(tmp_path) -> Path:
+    """If c: y = x; else y = Reshape(Reshape(x, [-1, 2]), [-1]), valid only for even sizes of x (a
+    silero-vad model has such a branch for its other sample rate)."""
+    shape = lambda name, values: numpy_helper.from_array(np.array(values, np.int64), name)  # noqa: E731
+    whole = onnx.helper.make_graph([onnx.helper.make_node("Identity", ["x"], ["t"])], "then", [],
+                                   [onnx.helper.make_tensor_value_info("t", TensorProto.FLOAT, None)])
+    pairs = onnx.helper.make_graph([onnx.helper.make_node("Reshape", ["x", "pairs"], ["p"]), onnx.helper.make_node("Reshape", ["p", "flat"], ["e"])],
+                                   "else", [], [onnx.helper.make_tensor_value_info("e", TensorProto.FLOAT, None)],
+                                   [shape("pairs", [-1, 2]), shape("flat", [-1])])
+    graph = onnx.helper.make_graph([onnx.helper.make_node("If", ["c"], ["y"], then_branch=whole, else_branch=pairs)], "g",
+                                   [onnx.helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n"]),
+                                    onnx.helper.make_tensor_value_info("c", TensorProto.BOOL, [])],
+                                   [onnx.helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    path = tmp_path / "branch.onnx"
+    onnx.save(onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)]), path)
+    return path
+
+
+def test_shapes_onnxruntime_refuses_in_a_branch_plan_what_it_can(capsys, tmp_path):
+    """Given x=[3], onnxruntime's inference fails in the else branch, which a run with c true never
+    enters: the model is valid and runs (onnxruntime says so), so inspect plans it and says where
+    the shapes were refused, instead of "the model is invalid" (silero-vad 6.2.3 met this)."""
+    path = branch_model(tmp_path)
+    np.save(tmp_path / "x.npy", np.arange(3, dtype=np.float32))
+    np.save(tmp_path / "c.npy", np.array(True))
+    expected = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, {"x": np.arange(3, dtype=np.float32), "c": np.array(True)})
+    status, out, err = run_cli(capsys, "inspect", path, "--shape", "x=3")
+    assert (status, err) == (0, "")
+    assert "onnxruntime's shape inference refuses these input shapes inside a subgraph" in out and "Reshape" in out
+    assert max(map(len, out.splitlines())) <= 160
+    status, out, err = run_cli(capsys, "inspect", path, "--shape", "x=3", "--json", tmp_path / "plan.json")
+    assert status == 0 and "Reshape" in json.loads((tmp_path / "plan.json").read_text())["refused"]
+    assert run_cli(capsys, "inspect", path, "--shape", "x=4")[0] == 0  # even: nothing refused
+    assert "refuses" not in capsys.readouterr().out
+    status, out, err = run_cli(capsys, "compare", path, "--input", f"x={tmp_path / 'x.npy'}", "--input", f"c={tmp_path / 'c.npy'}")
+    assert (status, err) == (0, "")
+    session = dml_ep.InferenceSession(path)
+    np.testing.assert_array_equal(session.run(None, {"x": np.arange(3, dtype=np.float32), "c": np.array(True)})[0], expected[0])
+
+
+def test_input_shapes_onnxruntime_refuses_are_named_as_the_shapes(capsys, tmp_path):
+    """Reshape to [-1, 2] of x=[3]: onnxruntime loads the model as given, and refuses these shapes
+    outside any subgraph, so no run can take them: an error that names the shapes, not the model."""
+    graph = onnx.helper.make_graph([onnx.helper.make_node("Reshape", ["x", "shape"], ["y"])], "g",
+                                   [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["n"])],
+                                   [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)],
+                                   [numpy_helper.from_array(np.array([-1, 2], np.int64), "shape")])
+    onnx.save(onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)]), tmp_path / "m.onnx")
+    status, out, err = run_cli(capsys, "inspect", tmp_path / "m.onnx", "--shape", "x=3")
+    assert status == 2 and out == ""
+    assert err.startswith("dml-ep: error: onnxruntime's shape inference refuses the input shapes x=[3]: Reshape node:"), err
+
+
 def int4_model(tmp_path, graph_input: bool) -> Path:
     """DequantizeLinear-21 of int4 codes: an initializer that is also a graph output, or a graph input."""
     codes = onnx.helper.make_tensor("w", onnx.TensorProto.INT4, [3], [-7, 2, -8])
