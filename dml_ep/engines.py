@@ -40,7 +40,6 @@ instead. ``DML_EP_ENGINE`` in the environment sets the default engine.
 from __future__ import annotations
 
 import functools
-import hashlib
 import os
 import weakref
 
@@ -99,6 +98,8 @@ def fits_float32(b: np.ndarray, b_zero_point: np.ndarray) -> bool:
 
 def content_key(*arrays) -> tuple:
     """Arrays by dtype, shape and a digest of their bytes (None stays None): equal keys, equal arrays."""
+    import hashlib  # here: importing it loads OpenSSL, 3.5 MB of memory a model without integer products never uses
+
     key: list[tuple | None] = []
     for array in arrays:
         if array is None:

@@ -51,17 +51,17 @@ class Executor:
         self._fallback_sessions: dict[tuple[tuple[int, ...], frozenset[str]], tuple[Any, list[str], list[str]]] = {}
         self._fed: dict[tuple[int, ...], list[str]] = {}
         self._partitions = fallback_partitions(planner)
-        self._last_readers = _last_readers(planner, self._partitions)
-        self._partition_of = {id(planner.nodes[i]): group for group in self._partitions.values() for i in group}
-        self._readers: dict[str, list[int]] = {}  # value name -> indices of the nodes reading it
+        self._last_read: dict[str, int] = {}  # value name -> the index of the last node reading it
         for index, reads in enumerate(planner.reads):
             for name in reads:
-                self._readers.setdefault(name, []).append(index)
+                self._last_read[name] = index
+        self._last_readers = _last_readers(planner, self._partitions, self._last_read)
+        self._partition_of = {id(planner.nodes[i]): group for group in self._partitions.values() for i in group}
         self._io: dict[tuple[int, ...], tuple[list[str], list[str]]] = {}
         self._pooled = 0  # fallback sessions made with a thread pool
         self._index = {id(node): index for index, node in enumerate(planner.nodes)}
         self._graph_outputs = set(planner.output_names)
-        self._kept = self._graph_outputs | self._readers.keys()  # the results a run keeps (until their last reader)
+        self._kept = self._graph_outputs | self._last_read.keys()  # the results a run keeps (until their last reader)
         self._constant_outputs = {name: planner.constants[name] for name in self._graph_outputs if name in planner.constants}
 
     @property
@@ -326,12 +326,12 @@ class Executor:
         planner = self.planner
         if len(group) == 1:
             return [name for name in planner.io[group[0]].outputs if name]
-        members = set(group)
         measured = {name for index in group for name in macs_inputs(planner.nodes[index])}
         given = [name for io in ios for name in io.outputs if name]
-        # a partition of dead nodes (nothing reads them) still gives them: onnxruntime runs a graph with outputs only
-        return [name for name in given if name in measured or name in self._graph_outputs
-                or any(i not in members for i in self._readers.get(name, ()))] or given
+        # read after it: by a node past its last member (a partition's members are consecutive, and a value's readers come after
+        # its producer). A partition of dead nodes (nothing reads them) still gives them: onnxruntime runs a graph with outputs only
+        return [name for name in given
+                if name in measured or name in self._graph_outputs or self._last_read.get(name, -1) > group[-1]] or given
 
     def _cpu_nodes(self, group: tuple[int, ...]) -> list[tuple[onnx.NodeProto, NodeIO]]:
         """The ONNX nodes onnxruntime runs for these nodes (a DML-internal fused node unfused), each
@@ -364,7 +364,8 @@ class Executor:
             inputs, outputs = self._partition_io(group)
             to_nhwc = self._to_nhwc(group)
             nodes = [node for node, _ in self._cpu_nodes(group)]
-            model = fallback_model(nodes, inputs, outputs, planner, channels_last, to_nhwc)
+            # as bytes: the message's copy of the nodes (3.5 MB for 10,000) is freed before onnxruntime parses its own
+            model = fallback_model(nodes, inputs, outputs, planner, channels_last, to_nhwc).SerializeToString()
             pooled = (self._pooled < POOLED_SESSIONS and any(macs_inputs(node)[1:] or node.op_type in NORMALIZATIONS for node in nodes)
                       and not self._small(inputs + outputs))
             try:
@@ -436,23 +437,19 @@ def fallback_partitions(planner: Planner) -> dict[int, tuple[int, ...]]:
     return groups
 
 
-def _last_readers(planner: Planner, partitions: dict[int, tuple[int, ...]]) -> dict[int, list[str]]:
+def _last_readers(planner: Planner, partitions: dict[int, tuple[int, ...]], last_read: dict[str, int]) -> dict[int, list[str]]:
     """For each step of a run, the intermediate values no later step reads (graph outputs stay).
-    A partition runs whole at its first node's step, so its members read at that step: freeing
-    follows the order nodes execute in, not their indices (partitions may interleave)."""
+    A partition runs whole at its first node's step, so its members read at that step: a value is
+    freed at the step of its last reader (``last_read``), which for a member is its partition's."""
     step = list(range(len(planner.nodes)))
     for first, group in partitions.items():
         for member in group:
             step[member] = first
     keep = set(planner.output_names)
-    last: dict[str, int] = {}
-    for index, reads in enumerate(planner.reads):
-        for name in reads:
-            last[name] = max(last.get(name, -1), step[index])
     readers: dict[int, list[str]] = {}
-    for name, at in last.items():
+    for name, index in last_read.items():
         if name not in keep:
-            readers.setdefault(at, []).append(name)
+            readers.setdefault(step[index], []).append(name)
     return readers
 
 
@@ -467,12 +464,12 @@ NORMALIZATIONS = {"LayerNormalization", "SkipLayerNormalization", "SimplifiedLay
                   "Softmax", "EmbedLayerNormalization", "Attention"}
 
 
-def fallback_session(model: onnx.ModelProto, node: onnx.NodeProto, optimize: bool = True, pooled: bool = False):
-    """An onnxruntime session of fallback nodes: made once, it refuses a node whose types or
-    attributes are invalid as onnxruntime loading the model would. A ``pooled`` session has a
-    thread per core that sleeps between runs (spinning pools would take the cores from dml_ep's
-    kernels); the others run on the caller's thread, so that thousands of fallback sessions do not
-    make thousands of threads. All share one memory arena.
+def fallback_session(model: bytes, node: onnx.NodeProto, optimize: bool = True, pooled: bool = False):
+    """An onnxruntime session of fallback nodes (a serialized model): made once, it refuses a node
+    whose types or attributes are invalid as onnxruntime loading the model would. A ``pooled``
+    session has a thread per core that sleeps between runs (spinning pools would take the cores
+    from dml_ep's kernels); the others run on the caller's thread, so that thousands of fallback
+    sessions do not make thousands of threads. All share one memory arena.
 
     A partition's session runs without onnxruntime's graph optimizations: they would fuse its
     nodes (DequantizeLinear -> Mul -> QuantizeLinear into QLinearMul by the CPU EP's QDQ rules, a

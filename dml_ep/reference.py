@@ -231,16 +231,17 @@ def _condensed(exc: Exception) -> str:
     return re.sub(r"^\S*\(\d+\)\\\S*: \(caller: \w+\) Exception\(\d+\) tid\(\w+\) ", "", ort_message(exc, with_node=False))
 
 
-def loaded_graph(model: onnx.ModelProto) -> tuple[list, list]:
+def loaded_graph(model: bytes) -> tuple[list, list]:
     """The inputs and outputs (name, type string, shape) of the graph onnxruntime builds when it
-    loads ``model``: resolved, so typed and shaped by its inference, but with no session initialized.
-    Initializing would make a kernel and plan memory for every node, three times the time and
-    memory, and tell nothing more about the values. Raises what onnxruntime raises at load."""
+    loads ``model`` (serialized): resolved, so typed and shaped by its inference, but with no
+    session initialized. Initializing would make a kernel and plan memory for every node, three
+    times the time and memory, and tell nothing more about the values. Raises what onnxruntime
+    raises at load."""
     from onnxruntime.capi import _pybind_state
 
     options = ort.SessionOptions()
     options.log_severity_level = 4
-    session = _pybind_state.InferenceSession(options, model.SerializeToString(), False, False)
+    session = _pybind_state.InferenceSession(options, model, False, False)
     inputs, outputs = ([(arg.name, arg.type, arg.shape) for arg in args] for args in (session.inputs_meta, session.outputs_meta))
     del session  # its NodeArgs keep it alive: only plain values leave
     release_freed_memory()
