@@ -119,8 +119,9 @@ def cmd_inspect(args) -> int:
     writers, said = {}, ""
     if args.json:
         writers[args.json] = files.json_writer(report_meta(model=args.model, input_shapes=shapes, assumed=plan.assumed,
-                                                           pending=[node_label(n) for n in plan.pending], refused=plan.refused, nodes=rows, summary=summary,
-                                                           by_op_type=op_types, by_reason=reasons, by_reason_class=classes))
+                                                           pending=[node_label(n) for n in plan.pending], refused=plan.refused,
+                                                           nodes=rows, summary=summary, by_op_type=op_types, by_reason=reasons,
+                                                           by_reason_class=classes))
     if args.html:
         writers[args.html] = files.text_writer(html_report.plan_report(plan, args.model))
     if args.save_rewritten:

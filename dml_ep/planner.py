@@ -194,14 +194,8 @@ class Planner:
                 for dim in graph_module.symbolic_dims(value):
                     assumed[dim] = 1
                 shapes[value.name] = graph_module.declared_shape(value)
-        refused = None
         try:
-            try:
-                values = static_values(self._rewritten, shapes) if input_shapes or assumed else self.static
-            except InferenceRefusedError as error:
-                if not error.in_subgraph:
-                    raise
-                refused, values = error.reason, self._inputs_at(shapes)
+            values, refused = self._values_at(shapes) if input_shapes or assumed else (self.static, None)
             if self._derived and values is not self.static:
                 values = {**values, **derived_infos(self._derived, values)}
             plan = self.plan(values, assumed)
@@ -220,12 +214,18 @@ class Planner:
         plan.refused = refused
         return plan
 
-    def _inputs_at(self, shapes: dict[str, tuple]) -> dict[str, ValueInfo]:
-        """The values as onnxruntime's inference knows them loading the model as given, the inputs at
-        ``shapes``: what can be planned before a run where its inference refuses those shapes inside
-        a subgraph (a branch the run may never take). The values that depend on the inputs have
-        open dimensions, so the nodes reading them are planned when run."""
-        return {**self.static, **{name: self.static[name]._replace(shape=tuple(shape)) for name, shape in shapes.items()}}
+    def _values_at(self, shapes: dict[str, tuple]) -> tuple[dict[str, ValueInfo], str | None]:
+        """Every value as onnxruntime's inference knows it with the inputs pinned at ``shapes``, and
+        None. Where it refuses those shapes inside a subgraph (a branch the run may never take), the
+        values as it knows them loading the model as given, the inputs at ``shapes``, and its
+        message: the values that depend on the inputs have open dimensions, so the nodes reading
+        them are planned when run."""
+        try:
+            return static_values(self._rewritten, shapes), None
+        except InferenceRefusedError as error:
+            if not error.in_subgraph:
+                raise
+            return {**self.static, **{name: self.static[name]._replace(shape=tuple(shape)) for name, shape in shapes.items()}}, error.reason
 
 
 def node_values(io: graph_module.NodeIO, given: Mapping[str, ValueInfo], known: Mapping[str, ValueInfo]) -> dict[str, ValueInfo]:

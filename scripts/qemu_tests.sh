@@ -28,8 +28,8 @@ for cpu in Haswell Nehalem; do
     # not native_children: qemu-user would run a test's child processes on the real CPU.
     # OPENBLAS_CORETYPE, where the host sets it, forces OpenBLAS's kernel for the host's processor (Haswell's AVX2 on an
     # AMD EPYC): the emulated CPU's is forced instead, else numpy's first AVX instruction stops the Nehalem run at import.
-    env ${OPENBLAS_CORETYPE:+OPENBLAS_CORETYPE=$cpu} qemu-x86_64 -cpu "$cpu" "$python" -m pytest -q -p no:cacheprovider -m "host_sensitive and not native_children" $files "$@" \
-        >"$logs/$cpu" 2>&1 &
+    env ${OPENBLAS_CORETYPE:+OPENBLAS_CORETYPE=$cpu} qemu-x86_64 -cpu "$cpu" \
+        "$python" -m pytest -q -p no:cacheprovider -m "host_sensitive and not native_children" $files "$@" >"$logs/$cpu" 2>&1 &
     pids+=($!)
 done
 status=0

@@ -49,11 +49,11 @@ def _growth(build, timed, n: int) -> float:
     4.5x-5.4x here, and past 8x twice in a day)."""
     small, large = build(n), build(4 * n)
     timed(build(10))
-    times: dict[str, list[float]] = {"small": [], "large": []}
+    large_times, small_times = [], []
     for _ in range(5):
-        times["large"].append(timed(large))
-        times["small"].append(timed(small))
-    return min(times["large"]) / min(times["small"])
+        large_times.append(timed(large))
+        small_times.append(timed(small))
+    return min(large_times) / min(small_times)
 
 
 def test_planning_a_weight_dq_shared_by_many_conv_groups_is_linear():
