@@ -194,3 +194,17 @@ class DML_MATRIX_TRANSFORM(_FieldEnum):
 
     NONE = 0
     TRANSPOSE = 1
+
+
+class DML_CONVOLUTION_MODE(_FieldEnum):
+    """CONVOLUTION's Mode: the filter flipped (CONVOLUTION) or not (CROSS_CORRELATION, what ONNX's Conv is)."""
+
+    CONVOLUTION = 0
+    CROSS_CORRELATION = 1
+
+
+class DML_CONVOLUTION_DIRECTION(_FieldEnum):
+    """CONVOLUTION's Direction: FORWARD (ONNX Conv) or BACKWARD (ONNX ConvTranspose)."""
+
+    FORWARD = 0
+    BACKWARD = 1

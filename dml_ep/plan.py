@@ -93,7 +93,8 @@ PlanEntry = Union[DmlNode, FallbackNode]
 
 # Ops whose MACs are estimated from value shapes: conv weight input, matmul A input, and
 # element-wise arithmetic (one MAC per output element).
-CONV_WEIGHT_INPUT = {"Conv": 1, "ConvInteger": 1, "QLinearConv": 3}
+CONV_WEIGHT_INPUT = {"Conv": 1, "ConvInteger": 1, "QLinearConv": 3, "DmlFusedConv": 1}
+TRANSPOSED_CONV = ("ConvTranspose", "DmlFusedConvTranspose")  # MACs from the input: each input element times the filter's {OC/G, k...}
 MATMUL_A_INPUT = {"MatMul": 0, "MatMulInteger": 0, "QLinearMatMul": 0, "Gemm": 0, "QGemm": 0, "MatMulIntegerToFloat": 0,
                   "DynamicQuantizeMatMul": 0, "FusedMatMul": 0, "MatMulNBits": 0, "DmlGemm": 0}
 ELEMENT_WISE = {"Add", "Sub", "Mul", "Div", "Sum", "QLinearAdd", "QLinearMul", "DmlFusedAdd", "DmlFusedSum"}
@@ -147,6 +148,8 @@ def macs_inputs(node: onnx.NodeProto) -> list[str]:
     """The values whose shapes :func:`node_macs` reads for ``node`` (none for an op it counts as 0)."""
     if node.op_type in CONV_WEIGHT_INPUT:
         return [node.output[0], node.input[CONV_WEIGHT_INPUT[node.op_type]]]
+    if node.op_type in TRANSPOSED_CONV:
+        return [node.output[0], node.input[0], node.input[1]]
     if node.op_type in MATMUL_A_INPUT:
         return [node.output[0], node.input[0]]
     return node.output[:1] if node.op_type in ELEMENT_WISE else []
@@ -154,7 +157,7 @@ def macs_inputs(node: onnx.NodeProto) -> list[str]:
 
 def node_macs(node: onnx.NodeProto, values: dict[str, "ValueInfo"]) -> int:
     """A node's multiply-accumulates from the value shapes, by one rule on DirectML and the fallback
-    (so MACs move with a node between them): convolutions N*OC*OH*OW*(C/G)*KH*KW, matmul-like
+    (so MACs move with a node between them): convolutions N*OC*OH*OW*(C/G)*KH*KW (transposed: N*C*H*W*(OC/G)*KH*KW), matmul-like
     outputs*K, element-wise arithmetic one per output element, other ops 0."""
     out = known_shape(values.get(node.output[0]) if node.output else None)
     if out is None:  # not a tensor, or its shape known only when run
@@ -163,6 +166,9 @@ def node_macs(node: onnx.NodeProto, values: dict[str, "ValueInfo"]) -> int:
     if node.op_type in CONV_WEIGHT_INPUT:
         weight = known_shape(values.get(node.input[CONV_WEIGHT_INPUT[node.op_type]]))
         return outputs * int(np.prod(weight[1:])) if weight is not None else 0
+    if node.op_type in TRANSPOSED_CONV:
+        x, weight = known_shape(values.get(node.input[0])), known_shape(values.get(node.input[1]))
+        return int(np.prod(x)) * int(np.prod(weight[1:])) if x is not None and weight is not None else 0
     if node.op_type in MATMUL_A_INPUT:
         a = known_shape(values.get(node.input[0]))
         if not a:

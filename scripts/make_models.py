@@ -71,6 +71,9 @@ QUANT_OPTIONS = {
 FORMATS: dict[str, tuple[QuantFormat | None, str]] = {
     "qoperator": (QuantFormat.QOperator, ".onnx"),
     "qdq": (QuantFormat.QDQ, ".qdq.onnx"),
+    # quantize_static's own defaults (QDQ, int8 activations and weights, per tensor): what most users ship,
+    # which onnxruntime does not rewrite into QLinear nodes for DML (DQ -> float Conv -> Q on DirectML)
+    "qdq-int8": (QuantFormat.QDQ, ".qdq_int8.onnx"),
     "dynamic": (None, ".dynamic.onnx"),
 }
 
@@ -446,7 +449,7 @@ def model_path(name: str, out_dir: Path, quant_format: str = "qoperator") -> Pat
 
 
 def quantize(float_model: onnx.ModelProto, out_path: Path, seed: int, optimize: bool, quant_format: str) -> None:
-    """Pre-process and quantize in quant_format, statically ("qoperator", "qdq") or dynamically
+    """Pre-process and quantize in quant_format, statically ("qoperator", "qdq", "qdq-int8") or dynamically
     ("dynamic", quantize_dynamic's defaults), via a scratch directory."""
     with tempfile.TemporaryDirectory(prefix="make_models.") as tmp:
         float_path, prep_path = Path(tmp, "float.onnx"), Path(tmp, "prep.onnx")
@@ -454,6 +457,9 @@ def quantize(float_model: onnx.ModelProto, out_path: Path, seed: int, optimize: 
         preprocess(float_path, prep_path, optimize)
         if quant_format == "dynamic":
             quantize_dynamic(str(prep_path), str(out_path), weight_type=QuantType.QInt8)
+            return
+        if quant_format == "qdq-int8":
+            quantize_static(str(prep_path), str(out_path), RandomDataReader(float_model, seed))
             return
         quantize_static(
             str(prep_path),
@@ -512,7 +518,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--format",
         choices=[*FORMATS, "all"],
         default="all",
-        help="quantization format(s) to write: <name>.onnx (qoperator), <name>.qdq.onnx (qdq), <name>.dynamic.onnx (dynamic); default all",
+        help="quantization format(s) to write: <name>.onnx (qoperator), <name>.qdq.onnx (qdq), <name>.qdq_int8.onnx (qdq-int8: "
+             "quantize_static's defaults), <name>.dynamic.onnx (dynamic); default all",
     )
     parser.add_argument(
         "--ship", action="store_true", help="write the small models into models/ (QDQ and dynamic: only those marked to ship)"
@@ -532,7 +539,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.ship and not set(names) <= set(small):
         sys.exit(f"only small models ship: {', '.join(small)}")
     formats = list(FORMATS) if args.format == "all" else [args.format]
-    ships = {"qoperator": lambda spec: True, "qdq": lambda spec: spec.ship_qdq, "dynamic": lambda spec: spec.ship_dynamic}
+    ships = {"qoperator": lambda spec: True, "qdq": lambda spec: spec.ship_qdq, "qdq-int8": lambda spec: False,
+             "dynamic": lambda spec: spec.ship_dynamic}
     jobs = [(name, fmt) for name in names for fmt in formats if not args.ship or ships[fmt](MODELS[name])]
     if not jobs:
         sys.exit(f"none of these ship in format {args.format}")

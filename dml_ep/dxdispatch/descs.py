@@ -16,14 +16,16 @@ import dataclasses
 import math
 from typing import cast
 
-from ..enums import DML_MATRIX_TRANSFORM, DML_OPERATOR_TYPE, DML_QUANTIZATION_TYPE, DML_TENSOR_DATA_TYPE, DML_TENSOR_FLAGS
+from ..enums import (DML_CONVOLUTION_DIRECTION, DML_CONVOLUTION_MODE, DML_MATRIX_TRANSFORM, DML_OPERATOR_TYPE, DML_QUANTIZATION_TYPE,
+                     DML_TENSOR_DATA_TYPE, DML_TENSOR_FLAGS)
 from ..errors import DxDispatchError
 from ..operators.activation import ActivationDesc
 from ..operators.base import OperatorDesc, field_kind
 from ..operators.registration import OPERATORS
 from ..tensor_desc import DML_BUFFER_TENSOR_DESC, calc_buffer_tensor_size, packed_strides
 
-ENUM_FIELDS = {"DML_QUANTIZATION_TYPE": DML_QUANTIZATION_TYPE, "DML_MATRIX_TRANSFORM": DML_MATRIX_TRANSFORM}  # by annotation
+ENUM_FIELDS = {"DML_QUANTIZATION_TYPE": DML_QUANTIZATION_TYPE, "DML_MATRIX_TRANSFORM": DML_MATRIX_TRANSFORM,  # by annotation
+               "DML_CONVOLUTION_MODE": DML_CONVOLUTION_MODE, "DML_CONVOLUTION_DIRECTION": DML_CONVOLUTION_DIRECTION}
 
 # The desc class of each operator dml_ep models (the operator table's).
 DESC_CLASSES = {op: entry.desc for op, entry in OPERATORS.items()}

@@ -203,14 +203,33 @@ def validate_fused_activation(desc: OperatorDesc, feature_level: FL) -> None:
         desc.fail(str(exc), "FusedActivation")
 
 
+# The DML EP's fused activations (OperatorUtility.cpp TryGetFusedActivationDesc): ONNX op -> the
+# desc and its parameters, each ``(desc field, fused attribute, the DML EP's default)``.
+_FUSED = {
+    "Sigmoid": (DML_ACTIVATION_SIGMOID_OPERATOR_DESC, ()),
+    "HardSigmoid": (DML_ACTIVATION_HARD_SIGMOID_OPERATOR_DESC, (("Alpha", "fused_alpha", 0.2), ("Beta", "fused_beta", 0.5))),
+    "Tanh": (DML_ACTIVATION_TANH_OPERATOR_DESC, ()),
+    "Relu": (DML_ACTIVATION_RELU_OPERATOR_DESC, ()),
+    "LeakyRelu": (DML_ACTIVATION_LEAKY_RELU_OPERATOR_DESC, (("Alpha", "fused_alpha", 0.01),)),
+    "ThresholdedRelu": (DML_ACTIVATION_THRESHOLDED_RELU_OPERATOR_DESC, (("Alpha", "fused_alpha", 1.0),)),
+    "Elu": (DML_ACTIVATION_ELU_OPERATOR_DESC, (("Alpha", "fused_alpha", 1.0),)),
+    "Selu": (DML_ACTIVATION_SCALED_ELU_OPERATOR_DESC,
+             (("Alpha", "fused_alpha", 1.67326319217681884765625), ("Gamma", "fused_gamma", 1.05070102214813232421875))),
+    "Softsign": (DML_ACTIVATION_SOFTSIGN_OPERATOR_DESC, ()),
+    "Softplus": (DML_ACTIVATION_SOFTPLUS_OPERATOR_DESC, ()),
+}
+
+
 def fused_activation(ctx: NodeContext):
-    """The DirectML activation desc named by a fused node's ``fused_*`` attributes."""
+    """The DirectML activation desc named by a fused node's ``fused_*`` attributes (None for a fused
+    Dropout, which the DML EP fuses as nothing), its parameters float32 as the DML EP reads them."""
     activation = ctx.attr("fused_activation")
-    if activation == "Relu":
-        return DML_ACTIVATION_RELU_OPERATOR_DESC()
-    if activation == "LeakyRelu":
-        return DML_ACTIVATION_LEAKY_RELU_OPERATOR_DESC(Alpha=float(np.float32(ctx.attr("fused_alpha", 0.01))))
-    raise Fallback(f"fused activation {activation!r} is not modelled by dml_ep (Relu, LeakyRelu)", ON_DML)
+    if activation == "Dropout":
+        return None
+    if activation not in _FUSED:
+        raise Fallback(f"fused activation {activation!r} is not modelled by dml_ep ({', '.join(_FUSED)})", ON_DML)
+    desc, parameters = _FUSED[activation]
+    return desc(**{field: float(np.float32(ctx.attr(name, default))) for field, name, default in parameters})
 
 
 # --- import: a standalone Relu -----------------------------------------------------------------

@@ -32,7 +32,7 @@ from ..enums import DML_TENSOR_DATA_TYPE as DT
 from ..kernel_registry import since_version
 from ..plan import DmlNode
 from ..real_ep import ON_CPU
-from . import (activation, convolution_integer, dequantize, dynamic_quantize_linear, dynamic_quantize_matmul, element_wise_add1,
+from . import (activation, convolution, convolution_integer, dequantize, dynamic_quantize_linear, dynamic_quantize_matmul, element_wise_add1,
                element_wise_dequantize_linear, element_wise_identity, element_wise_quantize_linear, element_wise_quantized_linear_add, gather,
                gemm, join, matmul_nbits, matrix_multiply_integer, matrix_multiply_integer_to_float, max_pooling, qlinear_concat, qlinear_sigmoid,
                quantize, quantized_linear_average_pooling, quantized_linear_convolution, quantized_linear_matrix_multiply, slice1)
@@ -164,6 +164,11 @@ _ROWS = (
     Registration("com.microsoft.dml", "DmlJoin", (1,), {"T": FLOAT32}, join.float_join, join),
     # Internal: the first of the two DirectML operators the DML EP builds for DynamicQuantizeMatMul (GRAPHS).
     Registration("com.microsoft.dml", "DmlDynamicQuantizeLinear", (1,), {"T1": FLOAT32, "T2": QUANTIZED}, _dql.dynamic_quantize_linear, _dql),
+    # Float convolutions: CONVOLUTION (DmlOperatorConvolution), forward and backward, and the DML EP's activation fusion of each.
+    Registration("", "Conv", (1, 11), {"T": FLOAT16_TO_32}, convolution.conv, convolution),
+    Registration("", "ConvTranspose", (1, 11), {"T": FLOAT16_TO_32}, convolution.conv_transpose, convolution),
+    Registration("com.microsoft.dml", "DmlFusedConv", (1,), {"T": FLOAT16_TO_32}, convolution.conv, convolution),
+    Registration("com.microsoft.dml", "DmlFusedConvTranspose", (1,), {"T": FLOAT16_TO_32}, convolution.conv_transpose, convolution),
     # Float products: GEMM (DmlOperatorMatMul, DmlOperatorFusedMatMul, DmlOperatorGemm).
     Registration("", "MatMul", (1, 9, 13), {"T": FLOAT16_TO_32}, gemm.matmul, gemm),
     Registration("com.microsoft", "FusedMatMul", (1,), {"T": FLOAT16_TO_32}, gemm.matmul, gemm),

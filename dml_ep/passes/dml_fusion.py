@@ -1,10 +1,13 @@
 """DmlOperatorFusion: the DML EP's GraphTransformer folds an activation into the operator before it.
 
 As ``GraphTransformer.cpp`` (PerformOperatorFusion) does after onnxruntime's own rewrites: when an
-op that DirectML can fuse into has its output read by exactly one node, an activation, and is not
-a graph output, the pair becomes one com.microsoft.dml node (``DmlFusedAdd``) that carries the
-activation as attributes; it is made only when the fused node runs on DirectML. dml_ep models the
-fusion into Add and two-input Sum (ELEMENT_WISE_ADD1's FusedActivation).
+op that DirectML can fuse into has its output read by exactly one node, an activation of one input,
+and is not a graph output, the pair becomes one com.microsoft.dml node (``DmlFusedConv``,
+``DmlFusedAdd``) that carries the activation as attributes; it is made only when the fused node
+runs on DirectML. Both are matched by since-version, exactly, as ``FusionHelpers::TryGetFusedOp``
+matches them (``c_fusableOps``, ``c_activationOps`` in OperatorUtility.cpp). dml_ep models the
+fusion into Conv and ConvTranspose (CONVOLUTION's FusedActivation: every activation of the table),
+and into Add and two-input Sum (ELEMENT_WISE_ADD1's: Relu and LeakyRelu, the table's filter for them).
 """
 
 from __future__ import annotations
@@ -17,8 +20,12 @@ from ..errors import FallbackError
 from .editable import EditableGraph
 
 DML_DOMAIN = "com.microsoft.dml"
-FUSED_OP_TYPES = {"Add": "DmlFusedAdd", "Sum": "DmlFusedSum"}
-ACTIVATIONS = ("Relu", "LeakyRelu")
+FUSED_OP_TYPES = {"Conv": "DmlFusedConv", "ConvTranspose": "DmlFusedConvTranspose", "Add": "DmlFusedAdd", "Sum": "DmlFusedSum"}
+# c_activationOps: each activation's since-versions (OnnxOperatorSetN::sc_sinceVer_*, N = 7, 13, ...).
+ACTIVATIONS = {"Sigmoid": (6, 13), "HardSigmoid": (6,), "Tanh": (6, 13), "Relu": (6, 13, 14), "LeakyRelu": (6, 16),
+               "ThresholdedRelu": (10,), "Elu": (6,), "Selu": (6,), "Softsign": (1,), "Softplus": (1,), "Dropout": (7,)}
+# c_fusableOps' activation filters ("what DML's fused op internally fuses at the shader level"); the others take any.
+ACTIVATION_FILTERS = {"Add": ("Relu", "LeakyRelu"), "Sum": ("Relu", "LeakyRelu")}
 NAME = "DmlOperatorFusion"
 
 
@@ -34,13 +41,23 @@ def dml_operator_fusion(graph: EditableGraph, on_dml: Callable[[onnx.NodeProto],
         if len(users) != 1 or node.output[0] in graph.graph_outputs:
             continue
         activation = users[0]
-        if activation.domain not in ("", "ai.onnx") or activation.op_type not in ACTIVATIONS or len(activation.input) != 1:
+        if activation.domain not in ("", "ai.onnx") or not fusable(node.op_type, activation, graph.opset(activation.domain)):
             continue
         fused = fused_node(node, activation, graph.opset(activation.domain))
         if on_dml(node) and on_dml(fused):
             graph.replace([node, activation], fused, NAME, at=node)
             changed = True
     return changed
+
+
+def fusable(op_type: str, activation: onnx.NodeProto, opset: int) -> bool:
+    """Whether ``activation`` (an ai.onnx node at ``opset``) folds into an ``op_type`` node: a listed
+    activation at a listed since-version, of one input (and one output), that the op's filter admits."""
+    if activation.op_type not in ACTIVATIONS or len(activation.input) != 1 or len(activation.output) != 1:  # (a Dropout's mask)
+        return False
+    if activation.op_type not in ACTIVATION_FILTERS.get(op_type, (activation.op_type,)):
+        return False
+    return onnx.defs.get_schema(activation.op_type, opset).since_version in ACTIVATIONS[activation.op_type]
 
 
 def fused_node(node: onnx.NodeProto, activation: onnx.NodeProto, opset: int) -> onnx.NodeProto:
