@@ -244,7 +244,7 @@ def exact_float(desc, tensors: dict) -> tuple[np.ndarray, np.ndarray, int]:
 def _channels_last(desc, tensors: dict, dtype, cache: dict, magnitudes: bool = False) -> np.ndarray:
     """The convolution plus the bias, channels last ([N, *spatial, OC]), in ``dtype``; of the
     magnitudes of the operands with ``magnitudes`` (compare's rounding bound)."""
-    x = view(tensors["InputTensor"], desc.InputTensor).astype(dtype)
+    x = view(tensors["InputTensor"], desc.InputTensor).astype(dtype, copy=False)
     x = np.moveaxis(np.abs(x) if magnitudes else x, 1, -1)
     weights = _filter(desc, tensors, dtype, cache, magnitudes)
     out = _backward(desc, x, weights) if desc.backward else _forward(desc, x, weights)
@@ -257,9 +257,9 @@ def _channels_last(desc, tensors: dict, dtype, cache: dict, magnitudes: bool = F
 def _filter(desc, tensors: dict, dtype, cache: dict, magnitudes: bool) -> np.ndarray:
     """The filter as one GEMM operand per group: forward [G, taps * C/G, OC/G] (K ordered kernel tap,
     then input channel, as the im2col rows); backward [G, C/G, taps * OC/G]. Made once per buffer
-    (a constant filter's, or the DequantizeLinear output a run keeps) and type."""
+    (a constant filter's, or the output the executor keeps of a DequantizeLinear of constants) and type."""
     buffer = tensors["FilterTensor"]
-    key = ("filter", np.dtype(dtype).str, magnitudes)
+    key = ("filter", np.dtype(dtype).str, magnitudes, id(buffer))  # the nodes of one signature share ``cache``, each its own filter
     made = cache.get(key)
     if made is not None and made[0] is buffer:
         return made[1]
@@ -291,18 +291,24 @@ def _forward(desc, x: np.ndarray, weights: np.ndarray) -> np.ndarray:
 
 
 def _windows(x: np.ndarray, desc, kernel, out_spatial) -> np.ndarray:
-    """[N, *out, *kernel, C]: the input each window position reads, padding reading 0 (gathered
-    from the input with one zero appended along each spatial axis, which every position in the
-    padding reads: the padded input itself is never made, whatever the pads)."""
+    """[N, *out, *kernel, C]: the input each window position reads, padding reading 0: a strided
+    view of the input, bordered with its pads where they are at most the dilated kernel's span (a
+    real model's); else gathered from it with one zero appended along each spatial axis, which every
+    position in the padding reads (the padded input itself is never made, whatever the pads)."""
     spatial = len(kernel)
-    if not any(desc.StartPadding + desc.EndPadding):
+    sizes = x.shape[1:-1]
+    spans = [(k - 1) * d + 1 for k, d in zip(kernel, desc.Dilations)]
+    if all(p0 <= span and p1 <= span for p0, p1, span in zip(desc.StartPadding, desc.EndPadding, spans)):
+        if any(desc.StartPadding + desc.EndPadding):
+            padded = np.zeros((x.shape[0], *(s + p0 + p1 for s, p0, p1 in zip(sizes, desc.StartPadding, desc.EndPadding)), x.shape[-1]), x.dtype)
+            padded[(slice(None), *(slice(p0, p0 + s) for s, p0 in zip(sizes, desc.StartPadding)))] = x
+            x = padded
         x = np.ascontiguousarray(x)
         step = x.strides
         shape = (x.shape[0], *out_spatial, *kernel, x.shape[-1])
         strides = (step[0], *(step[1 + i] * desc.Strides[i] for i in range(spatial)),
                    *(step[1 + i] * desc.Dilations[i] for i in range(spatial)), step[-1])
         return np.lib.stride_tricks.as_strided(x, shape, strides, writeable=False)
-    sizes = x.shape[1:-1]
     bordered = np.zeros((x.shape[0], *(s + 1 for s in sizes), x.shape[-1]), x.dtype)
     bordered[(slice(None), *(slice(0, s) for s in sizes))] = x
     index = []

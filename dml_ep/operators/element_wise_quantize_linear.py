@@ -224,8 +224,8 @@ def _quantize_compiled(x: np.ndarray, scale: np.float32, zero_point: int, dtype,
     """One pass of ``kernels.compiled.quantize``; in DirectML's arithmetic, the elements near a
     half-integer then settled by :func:`exact_quantize`, as the twin settles them."""
     lo, hi = quantize.quant_range(dtype)
-    flat = np.ascontiguousarray(x, np.float32).reshape(-1)
-    out = np.empty(flat.shape, np.uint8)
+    codes_array = np.empty_like(x, np.uint8)  # in ``x``'s layout: a convolution's channels-last output is read as it lies
+    flat, out = np.ravel(x.astype(np.float32, copy=False), order="K"), codes_array.ravel(order="K")
     codes = (np.float32(lo - zero_point), np.float32(hi - zero_point), zero_point & 0xFF, lo & 0xFF)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # the scale is checked positive and finite
         if arithmetic.onnxruntime:
@@ -234,7 +234,7 @@ def _quantize_compiled(x: np.ndarray, scale: np.float32, zero_point: int, dtype,
             suspects = native.flagged(native.quantize.directml, flat.size, flat, scale, *codes, out)
             if suspects.size:
                 out[suspects] = exact_quantize(flat[suspects], scale, zero_point, dtype).view(np.uint8)
-    return out.view(dtype).reshape(x.shape)
+    return codes_array.view(dtype)
 
 
 def onnxruntime_quantize(x: np.ndarray, scale, zero_point, dtype, nan_free: bool = False) -> np.ndarray:
