@@ -301,7 +301,7 @@ def _windows(x: np.ndarray, desc, kernel, out_spatial) -> np.ndarray:
     if all(p0 <= span and p1 <= span for p0, p1, span in zip(desc.StartPadding, desc.EndPadding, spans)):
         if any(desc.StartPadding + desc.EndPadding):
             padded = np.zeros((x.shape[0], *(s + p0 + p1 for s, p0, p1 in zip(sizes, desc.StartPadding, desc.EndPadding)), x.shape[-1]), x.dtype)
-            padded[(slice(None), *(slice(p0, p0 + s) for s, p0 in zip(sizes, desc.StartPadding)))] = x
+            padded[(slice(None),) + tuple(slice(p0, p0 + s) for s, p0 in zip(sizes, desc.StartPadding))] = x
             x = padded
         x = np.ascontiguousarray(x)
         step = x.strides
@@ -310,14 +310,14 @@ def _windows(x: np.ndarray, desc, kernel, out_spatial) -> np.ndarray:
                    *(step[1 + i] * desc.Dilations[i] for i in range(spatial)), step[-1])
         return np.lib.stride_tricks.as_strided(x, shape, strides, writeable=False)
     bordered = np.zeros((x.shape[0], *(s + 1 for s in sizes), x.shape[-1]), x.dtype)
-    bordered[(slice(None), *(slice(0, s) for s in sizes))] = x
-    index = []
+    bordered[(slice(None),) + tuple(slice(0, s) for s in sizes)] = x
+    index: tuple = (slice(None),)
     for axis in range(spatial):
         reads = _reads(out_spatial[axis], kernel[axis], desc.Strides[axis], desc.Dilations[axis], desc.StartPadding[axis], sizes[axis])
-        shape = [1] * (2 * spatial)
-        shape[axis], shape[spatial + axis] = reads.shape
-        index.append(reads.reshape(shape))
-    return bordered[(slice(None), *index)]
+        broadcast = [1] * (2 * spatial)
+        broadcast[axis], broadcast[spatial + axis] = reads.shape
+        index += (reads.reshape(broadcast),)
+    return bordered[index]
 
 
 def _reads(outputs: int, taps: int, stride: int, dilation: int, start: int, size: int) -> np.ndarray:
@@ -344,8 +344,8 @@ def _backward(desc, x: np.ndarray, weights: np.ndarray) -> np.ndarray:
     out = np.zeros((batch, *full, groups * out_per_group), x.dtype)
     for tap, offsets in enumerate(itertools.product(*(range(kk) for kk in kernel))):
         at = tuple(slice(o * d, o * d + (i - 1) * s + 1, s) for o, d, i, s in zip(offsets, desc.Dilations, in_spatial, desc.Strides))
-        out[(slice(None), *at)] += products[(slice(None),) * (1 + len(kernel)) + (tap,)]
-    return np.ascontiguousarray(out[(slice(None), *(slice(p, p + o) for p, o in zip(desc.StartPadding, out_spatial)))])
+        out[(slice(None),) + at] += products[(slice(None),) * (1 + len(kernel)) + (tap,)]
+    return np.ascontiguousarray(out[(slice(None),) + tuple(slice(p, p + o) for p, o in zip(desc.StartPadding, out_spatial))])
 
 
 OPERATORS = (Operator(desc=DML_CONVOLUTION_OPERATOR_DESC, kernel=convolution, exact_value=None, output_channels_last=True),)
