@@ -18,6 +18,10 @@ reference's value, or DirectML's exact value to tell a tie from float32 rounding
   dequantized weights, float16 on DirectML, are float32 on the CPU and that moves the exact
   product; "float summation order" where the reference lies within a float32 GEMM's rounding bound
   of the exact product it computes (``(K + 2) * 2^-24`` of the sum of magnitudes, and an ulp).
+- A float sum of products (GEMM, CONVOLUTION: an operator with ``exact_float``), a float output:
+  "float summation order" where another arithmetic gives the reference's value, or where the
+  reference lies within a float32 sum's rounding bound of the exact value (as above): DirectML
+  documents no order, and onnxruntime's MLAS kernels sum in their own.
 - The real DML EP as reference ("dml") computes in float32 on the GPU, as "ort-unfused" does on
   the CPU: a value next to DirectML's exact one is its float32 rounding. Its products are exact,
   so u8s8 saturation is a cause only where dml_ep itself saturates, and no CPU-only QDQ rule
@@ -33,7 +37,6 @@ import numpy as np
 
 from .arithmetic import Arithmetic
 from .engines import get_engine
-from .enums import DML_OPERATOR_TYPE as OP
 from .kernels.matmul_nbits import dequantized_weight, int8_blocks
 from .kernels.parameters import parameter4d
 from .operators.base import OperatorDesc
@@ -68,15 +71,20 @@ def classify(entry: DmlNode, reference: dict, result: np.ndarray, expected: np.n
         labels[ties] = CAUSES.index("tie rounding")
 
     saturable = may_saturate(entry.desc)
-    float_sum = entry.desc.OPERATOR_TYPE == OP.GEMM  # a float GEMM: onnxruntime's arithmetic differs in MLAS's order of its sums
+    exact_float = operator_of(entry.desc).exact_float  # a float sum of products: the arithmetics differ in the order of its sums
     for cause, executor in alternatives:
         if cause == "u8s8 saturation" and not saturable:  # the alternative changes its rounding only
             cause = "float32 rounding"
-        if cause == "float32 rounding" and float_sum:
+        if cause == "float32 rounding" and exact_float is not None:
             cause = "float summation order"
         put(cause, unexplained & (first_output(entry, executor.run_dml(entry, reference)) == expected))
     if float_reference and unexplained.any():
         put("float32 rounding", unexplained & next_to_exact(entry, reference, unexplained, expected))
+    if exact_float is not None and unexplained.any():  # a float sum no arithmetic here orders as the reference does
+        tensors = {field: b if isinstance(b, np.ndarray) else reference[b] for field, b in entry.inputs.items()}
+        value, magnitude, k = exact_float(entry.desc, tensors)
+        summed = product_causes((value.reshape(expected.shape), magnitude.reshape(expected.shape)), k, expected, unexplained)
+        put("float summation order", summed == CAUSES.index("float summation order"))
     return labels
 
 

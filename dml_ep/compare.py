@@ -371,8 +371,10 @@ def compare_cpu_only_group(executor: Executor, entry: PlanEntry, reference: dict
         values.update(executor.run_entry(member, values))
     comparison.isolated = compare_tensors(output, values[output], reference[output], step_of(output, reference[output], steps), atol)
     if not real_ep:
+        kind = PRODUCT_KINDS.get(entry.node.op_type)
         comparison.graph = (f"on CPU onnxruntime's QDQ rule '{entry.origin.cpu_rule}' fuses {entry.node.op_type} with its "
-                            f"DQs and Q; on DML it runs as DequantizeLinear -> {entry.node.op_type} -> QuantizeLinear")
+                            f"DQs and Q{f' (integer {kind})' if kind else ''}; on DML it runs as DequantizeLinear -> "
+                            f"{entry.node.op_type} -> QuantizeLinear{f' (float {kind} then quantize)' if kind else ''}")
     if comparison.differs_in_isolation:
         comparison.causes = {"other" if real_ep else "graph": comparison.isolated.differing}
 
@@ -402,12 +404,22 @@ def compare_hidden_chain(executor: Executor, chain: list[PlanEntry] | None, refe
     if not real_ep and unexplained.any():
         labels[unexplained] = CAUSES.index("graph")
         names = " -> ".join(dict.fromkeys(e.node.op_type for e in chain))
+        quantized = {e.node.input[0] for e in chain if is_q(e.node)}
+        kinds = [PRODUCT_KINDS[e.node.op_type] for e in chain if isinstance(e, DmlNode) and e.node.op_type in PRODUCT_KINDS
+                 and e.outputs[0] in quantized]
         comparison.graph = (f"run on the reference's inputs, {names} give other values in every arithmetic: the reference ran another graph "
                             + ("(the CPU EP computes float16 ops without float16 kernels in float32 across nodes, InsertCastTransformer; "
                                "on DirectML each rounds to float16)" if expected.dtype == np.float16 and not on_dml
+                               else f"(float {kinds[0]} then quantize on DirectML, integer {kinds[0]} in the reference: onnxruntime's CPU "
+                               "QDQ fusion, after QDQS8ToU8Transformer)" if kinds
                                else "(a CPU-only rewrite: a QDQ group fused into an integer operator, QDQS8ToU8Transformer, a fusion)"))
     comparison.put_down(labels, result, expected, atol)
 
+
+# The float products that the real DML EP runs between DQs and a Q, and onnxruntime's CPU EP fuses into
+# an integer operator (QLinearConv, QLinearMatMul, QGemm, QLinearConvTranspose): how causes name them.
+PRODUCT_KINDS = {"Conv": "conv", "DmlFusedConv": "conv", "ConvTranspose": "conv transpose", "DmlFusedConvTranspose": "conv transpose",
+                 "MatMul": "matmul", "Gemm": "gemm"}
 
 HIDDEN_CHAIN = 64  # nodes a chain run on the reference's inputs may hold (the reference may rename every int8 Q/DQ value)
 

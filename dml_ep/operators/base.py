@@ -270,6 +270,10 @@ class Operator:
     - ``exact_value``: ``exact_value(desc, tensors, engine) -> (terms, output_scale)``, DirectML's
       value before rounding as ``sum(integers * scale for integers, scale in terms) / output_scale``
       (compare's ideal values); None for an operator that does not quantize.
+    - ``exact_float``: ``exact_float(desc, tensors) -> (value, magnitude, K)`` of a float sum of
+      products (GEMM, CONVOLUTION): the exact value in float64, its sum of magnitudes and the most
+      terms an output sums, against which compare holds a reference's float32 sum ("float
+      summation order", ``dml_ep.causes.product_causes``); None for other operators.
     - ``output_channels_last``: the kernel writes its 4-D output channels last (an NCHW view of
       NHWC memory), so the executor makes the sessions of the fallback nodes reading it for that layout.
     - ``exact_for_any_input``: every arithmetic gives the same output for one input (data
@@ -282,5 +286,6 @@ class Operator:
     kernel: Optional[Callable] = None
     compiled_kernel: Optional[Callable] = None
     prepared: Optional[type[PreparedQuantizedProduct]] = None
+    exact_float: Optional[Callable] = None
     output_channels_last: bool = False
     exact_for_any_input: bool | Callable[[Any], bool] = False

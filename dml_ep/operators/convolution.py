@@ -348,4 +348,4 @@ def _backward(desc, x: np.ndarray, weights: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(out[(slice(None),) + tuple(slice(p, p + o) for p, o in zip(desc.StartPadding, out_spatial))])
 
 
-OPERATORS = (Operator(desc=DML_CONVOLUTION_OPERATOR_DESC, kernel=convolution, exact_value=None, output_channels_last=True),)
+OPERATORS = (Operator(desc=DML_CONVOLUTION_OPERATOR_DESC, kernel=convolution, exact_value=None, exact_float=exact_float, output_channels_last=True),)

@@ -26,13 +26,13 @@ import numpy as np
 
 from ..enums import DML_FEATURE_LEVEL as FL
 from ..enums import DML_OPERATOR_TYPE as OP
-from ..errors import ShapeError
 from ..plan import DmlNode
 from ..real_ep import ON_DML_AS
 from ..tensor_desc import view
 from .activation import ActivationDesc, apply_activation, fused_activation, validate_fused_activation
 from .base import FLOATS, Operator, OperatorDesc, TensorDesc, rules
-from .importing import Fallback, NodeContext, broadcast, operand, tensor
+from .element_wise_arithmetic import binary
+from .importing import Fallback, NodeContext
 
 # --- desc ------------------------------------------------------------------------------------
 
@@ -67,19 +67,7 @@ class DML_ELEMENT_WISE_ADD1_OPERATOR_DESC(OperatorDesc):
 
 def add(ctx: NodeContext) -> DmlNode:
     """Add, or a two-input Sum (the registration row matches the since-version and the input count)."""
-    dtype = ctx.info(0).dtype
-    if dtype not in (np.dtype(np.float32), np.dtype(np.float16)):  # the others the real EP takes are integers
-        raise Fallback(f"element type {dtype} is not supported by ELEMENT_WISE_ADD1 (FLOAT32, FLOAT16)", ON_DML_AS.format("ELEMENT_WISE_ADD"))
-    if ctx.info(1).dtype != dtype:
-        raise ShapeError(f"input types differ: {dtype} and {ctx.info(1).dtype}", node=ctx.node)
-    a_shape, b_shape = ctx.info(0).shape, ctx.info(1).shape
-    out_shape, sizes = broadcast(ctx, a_shape, b_shape)
-    desc = DML_ELEMENT_WISE_ADD1_OPERATOR_DESC(
-        ATensor=operand(dtype, a_shape, sizes, ctx.input_name(0) in ctx.constants),
-        BTensor=operand(dtype, b_shape, sizes, ctx.input_name(1) in ctx.constants),
-        OutputTensor=tensor(dtype, sizes),
-    )
-    return ctx.dml_node(desc, ("ATensor", "BTensor"), out_shape)
+    return binary(ctx, DML_ELEMENT_WISE_ADD1_OPERATOR_DESC, "ELEMENT_WISE_ADD")
 
 
 def fused_add(ctx: NodeContext) -> DmlNode:

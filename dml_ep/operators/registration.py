@@ -33,7 +33,7 @@ from ..kernel_registry import since_version
 from ..plan import DmlNode
 from ..real_ep import ON_CPU
 from . import (activation, convolution, convolution_integer, dequantize, dynamic_quantize_linear, dynamic_quantize_matmul, element_wise_add1,
-               element_wise_dequantize_linear, element_wise_identity, element_wise_quantize_linear, element_wise_quantized_linear_add, gather,
+               element_wise_arithmetic, element_wise_dequantize_linear, element_wise_identity, element_wise_quantize_linear, element_wise_quantized_linear_add, gather,
                gemm, join, matmul_nbits, matrix_multiply_integer, matrix_multiply_integer_to_float, max_pooling, qlinear_concat, qlinear_sigmoid,
                quantize, quantized_linear_average_pooling, quantized_linear_convolution, quantized_linear_matrix_multiply, slice1)
 from .base import FLOAT32, FLOATS, INT32, QUANTIZED, Operator
@@ -123,6 +123,9 @@ _ROWS = (
     Registration("com.microsoft", "QLinearAveragePool", (1,), {"T": QUANTIZED}, _pool.qlinear_average_pool, _pool),
     Registration("com.microsoft", "QLinearGlobalAveragePool", (1,), {"T": QUANTIZED}, _pool.qlinear_global_average_pool, _pool),
     Registration("", "Add", (7, 13, 14), {"T": FLOAT16_TO_32 | INTS_8_TO_64}, _add1.add, _add1),
+    Registration("", "Sub", (7, 13, 14), {"T": FLOAT16_TO_32 | INTS_8_TO_64}, element_wise_arithmetic.sub, element_wise_arithmetic),
+    Registration("", "Mul", (7, 13, 14), {"T": FLOAT16_TO_32 | INTS_8_TO_64}, element_wise_arithmetic.mul, element_wise_arithmetic),
+    Registration("", "Div", (7, 13, 14), {"T": FLOAT16_TO_32 | INTS_8_TO_64}, element_wise_arithmetic.div, element_wise_arithmetic),
     # The real EP also registers Sum-6 (its "7") and runs 1 or 3+ inputs as a loop of adds; dml_ep
     # maps the two-input Sum, the one its fusion takes.
     Registration("", "Sum", (8, 13), {"T": FLOAT16_TO_32}, _add1.add, _add1, support_query=_add1.two_inputs),
