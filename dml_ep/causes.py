@@ -32,6 +32,7 @@ reference's value, or DirectML's exact value to tell a tie from float32 rounding
 from __future__ import annotations
 
 from fractions import Fraction
+from typing import Mapping
 
 import numpy as np
 
@@ -81,11 +82,21 @@ def classify(entry: DmlNode, reference: dict, result: np.ndarray, expected: np.n
     if float_reference and unexplained.any():
         put("float32 rounding", unexplained & next_to_exact(entry, reference, unexplained, expected))
     if exact_float is not None and unexplained.any():  # a float sum no arithmetic here orders as the reference does
-        tensors = {field: b if isinstance(b, np.ndarray) else reference[b] for field, b in entry.inputs.items()}
-        value, magnitude, k = exact_float(entry.desc, tensors)
-        summed = product_causes((value.reshape(expected.shape), magnitude.reshape(expected.shape)), k, expected, unexplained)
-        put("float summation order", summed == CAUSES.index("float summation order"))
+        put("float summation order", within_float_sum(entry, reference, expected, unexplained))
     return labels
+
+
+def within_float_sum(entry: DmlNode, values: Mapping, expected: np.ndarray, where: np.ndarray) -> np.ndarray:
+    """Which elements ``where`` of a float sum of products (an operator with ``exact_float``: GEMM,
+    CONVOLUTION) run on ``values`` have the reference's value within a float32 sum's rounding bound
+    of the exact one: the reference summed in another order. All False for other operators."""
+    exact_float = operator_of(entry.desc).exact_float
+    if exact_float is None or not where.any():
+        return np.zeros(where.shape, dtype=bool)
+    tensors = {field: b if isinstance(b, np.ndarray) else values[b] for field, b in entry.inputs.items()}
+    value, magnitude, k = exact_float(entry.desc, tensors)
+    labels = product_causes((value.reshape(expected.shape), magnitude.reshape(expected.shape)), k, expected, where)
+    return labels == CAUSES.index("float summation order")
 
 
 def may_saturate(desc: OperatorDesc) -> bool:

@@ -30,7 +30,7 @@ import onnx
 
 from .arithmetic import Arithmetic
 from .causes import (EXACT_PRODUCTS, FLOAT_REFERENCES, alternative_arithmetics, classify, describe_arithmetic, exact_for_any_input, first_output,
-                     matmul_nbits_causes)
+                     matmul_nbits_causes, within_float_sum)
 from .errors import DmlEpError, FeedError, ModelError, ShapeError
 from .executor import Executor
 from .graph import Loaded, load_model, ort_message
@@ -401,18 +401,18 @@ def compare_hidden_chain(executor: Executor, chain: list[PlanEntry] | None, refe
     on_dml = any(isinstance(member, DmlNode) for member in chain)
     if on_dml:  # the fallback nodes run onnxruntime's kernels in every arithmetic
         label_by_arithmetic(chain, reference, expected, unexplained, labels, alternatives)
+    if isinstance(chain[-1], DmlNode) and unexplained.any():  # a float sum of products: the reference's own order
+        inputs = collections.ChainMap({}, reference)
+        for member in chain[:-1]:
+            inputs.update(executor.run_entry(member, inputs))
+        summed = within_float_sum(chain[-1], inputs, expected, unexplained)
+        labels[summed] = CAUSES.index("float summation order")
+        unexplained &= ~summed
     if not real_ep and unexplained.any():
         labels[unexplained] = CAUSES.index("graph")
         names = " -> ".join(dict.fromkeys(e.node.op_type for e in chain))
-        quantized = {e.node.input[0] for e in chain if is_q(e.node)}
-        kinds = [PRODUCT_KINDS[e.node.op_type] for e in chain if isinstance(e, DmlNode) and e.node.op_type in PRODUCT_KINDS
-                 and e.outputs[0] in quantized]
         comparison.graph = (f"run on the reference's inputs, {names} give other values in every arithmetic: the reference ran another graph "
-                            + ("(the CPU EP computes float16 ops without float16 kernels in float32 across nodes, InsertCastTransformer; "
-                               "on DirectML each rounds to float16)" if expected.dtype == np.float16 and not on_dml
-                               else f"(float {kinds[0]} then quantize on DirectML, integer {kinds[0]} in the reference: onnxruntime's CPU "
-                               "QDQ fusion, after QDQS8ToU8Transformer)" if kinds
-                               else "(a CPU-only rewrite: a QDQ group fused into an integer operator, QDQS8ToU8Transformer, a fusion)"))
+                            f"({other_graph(chain, expected, ran_plan(executor).constants)})")
     comparison.put_down(labels, result, expected, atol)
 
 
@@ -420,6 +420,27 @@ def compare_hidden_chain(executor: Executor, chain: list[PlanEntry] | None, refe
 # an integer operator (QLinearConv, QLinearMatMul, QGemm, QLinearConvTranspose): how causes name them.
 PRODUCT_KINDS = {"Conv": "conv", "DmlFusedConv": "conv", "ConvTranspose": "conv transpose", "DmlFusedConvTranspose": "conv transpose",
                  "MatMul": "matmul", "Gemm": "gemm"}
+
+def other_graph(chain: list[PlanEntry], expected: np.ndarray, constants: dict) -> str:
+    """What the reference likely ran instead of ``chain``, as compare names it: a float16 chain in
+    float32; a DQ -> float product -> Q as an integer product; a product of dequantized constant
+    weights as MatMulNBits; else a CPU-only rewrite."""
+    if expected.dtype == np.float16 and not any(isinstance(e, DmlNode) and e.node.op_type in PRODUCT_KINDS for e in chain):
+        return ("the CPU EP computes float16 ops without float16 kernels in float32 across nodes, InsertCastTransformer; "
+                "on DirectML each rounds to float16")
+    makers = {e.outputs[0]: e.node for e in chain if e.outputs}
+    quantized = {e.node.input[0] for e in chain if is_q(e.node)}
+    products = [e for e in chain if isinstance(e, DmlNode) and e.node.op_type in PRODUCT_KINDS]
+    for entry in products:
+        kind = PRODUCT_KINDS[entry.node.op_type]
+        if entry.outputs[0] in quantized:
+            return f"float {kind} then quantize on DirectML, integer {kind} in the reference: onnxruntime's CPU QDQ fusion, after QDQS8ToU8Transformer"
+        weight = makers.get(entry.node.input[1]) if len(entry.node.input) > 1 else None
+        if entry.node.op_type in ("MatMul", "Gemm") and weight is not None and is_dq(weight) and weight.input[0] in constants:
+            return (f"float {kind} of the dequantized weight on DirectML; the reference's DQMatMulToMatMulNBits (onnxruntime 1.25+) "
+                    "makes a MatMulNBits of it, which quantizes A to int8 at accuracy level 4")
+    return "a CPU-only rewrite: a QDQ group fused into an integer operator, QDQS8ToU8Transformer, a fusion"
+
 
 HIDDEN_CHAIN = 64  # nodes a chain run on the reference's inputs may hold (the reference may rename every int8 Q/DQ value)
 

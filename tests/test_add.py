@@ -1,7 +1,8 @@
 """Add / two-input Sum -> ELEMENT_WISE_ADD1, with a Relu or LeakyRelu consumer fused as its
-FusedActivation, against onnxruntime's CPU EP.
+FusedActivation, and float Sub, Mul, Div -> ELEMENT_WISE_SUBTRACT, _MULTIPLY, _DIVIDE, against
+onnxruntime's CPU EP.
 
-Float addition has one correctly rounded answer, so both arithmetic modes must match onnxruntime
+Each has one correctly rounded answer, so both arithmetic modes must match onnxruntime
 bit for bit (float16: the float32 sum rounded once to float16, which is the correctly rounded
 float16 sum).
 """
@@ -60,6 +61,40 @@ def test_add_matches_onnxruntime(a_shape, b_shape, dtype, activation, attributes
     a, b = operands(a_shape, b_shape, dtype)
     model, feeds = add(a, b, activation=activation, **attributes)
     check_both_modes(model, feeds)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("a_shape, b_shape", BROADCASTS[::3], ids=lambda s: str(list(s)))
+@pytest.mark.parametrize("op_type, operator", [("Sub", "ELEMENT_WISE_SUBTRACT"), ("Mul", "ELEMENT_WISE_MULTIPLY"),
+                                               ("Div", "ELEMENT_WISE_DIVIDE")])
+def test_sub_mul_div_match_onnxruntime(op_type, operator, a_shape, b_shape, dtype):
+    """Sub, Mul and Div share ADD1's import (broadcast as strides of 0) and are each one correctly
+    rounded operation: bit for bit with onnxruntime in both arithmetics."""
+    a, b = operands(a_shape, b_shape, dtype)
+    model, feeds = add(a, b, op_type=op_type)
+    [entry] = dml_ep.InferenceSession(model).plan.entries
+    assert isinstance(entry, DmlNode) and entry.desc.OPERATOR_TYPE.name == operator
+    check_both_modes(model, feeds)
+
+
+@pytest.mark.parametrize("op_type", ["Sub", "Mul", "Div"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_sub_mul_div_special_values(op_type, dtype):
+    """Infinities, NaN, signed zeros, subnormals, overflow and division by zero, as IEEE gives them."""
+    info = np.finfo(dtype)
+    special = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, info.max, -info.max, info.smallest_subnormal, 1.0, -3.0], dtype)
+    a, b = np.meshgrid(special, special, indexing="ij")
+    model, feeds = add(a, b, op_type=op_type)
+    check_both_modes(model, feeds)
+
+
+def test_an_integer_mul_says_what_the_real_ep_does():
+    a = np.arange(6, dtype=np.int32).reshape(2, 3)
+    model, feeds = add(a, a, op_type="Mul")
+    session = dml_ep.InferenceSession(model)
+    np.testing.assert_array_equal(session.run(None, feeds)[0], a * a)
+    assert session.plan.entries[0].reason.endswith(
+        "ELEMENT_WISE_MULTIPLY (FLOAT32, FLOAT16); on DirectML in the real EP as DML_OPERATOR_ELEMENT_WISE_MULTIPLY, not modelled by dml_ep")
 
 
 @pytest.mark.parametrize("activation, attributes", ACTIVATIONS[1:])

@@ -244,17 +244,16 @@ def test_qdq_conv_runs_on_directml_and_matches_onnxruntime():
 
 
 def test_nothing_on_directml_is_never_a_bare_ok(capsys, tmp_path):
-    """A model with nothing dml_ep maps (its QuantizeLinear / DequantizeLinear map now: a float Conv
-    and Relu alone) says that both sides ran onnxruntime's CPU EP."""
+    """A model with nothing dml_ep maps (its QuantizeLinear / DequantizeLinear, float Conv, Mul map
+    now: a float Softmax and Relu alone) says that both sides ran onnxruntime's CPU EP."""
     import onnx
 
     from dml_ep import cli
 
     rng = np.random.default_rng(0)
-    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv"), helper.make_node("Relu", ["c"], ["y"], name="relu")]
-    graph = helper.make_graph(nodes, "float_conv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 8, 8])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 8, 8])],
-                              [numpy_helper.from_array(rng.uniform(-1, 1, (2, 4, 1, 1)).astype(np.float32), "w")])
+    nodes = [helper.make_node("Softmax", ["x"], ["c"], name="softmax"), helper.make_node("Relu", ["c"], ["y"], name="relu")]
+    graph = helper.make_graph(nodes, "float_softmax", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 8, 8])])
     path = tmp_path / "conv.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
     np.save(tmp_path / "x.npy", rng.uniform(-1, 1, (1, 4, 8, 8)).astype(np.float32))

@@ -59,10 +59,8 @@ def test_qdq_conv_matmul_add_run_on_directml(built, name):
         if node.op_type in ("Mul", "Gemm"):
             entry = entry_of[node.SerializeToString()]
             assert entry.node.op_type == node.op_type and entry.origin.cpu_rule in ("2DQ", "Gemm")
-            if node.op_type == "Mul":  # a float Mul between DQs and Q: not modelled
-                assert not isinstance(entry, DmlNode) and "is for CPU nodes only" in entry.reason
-            else:  # a float Gemm between DQs and Q: DirectML's float GEMM
-                assert isinstance(entry, DmlNode) and entry.operator == "DML_OPERATOR_GEMM"
+            # a float Mul or Gemm between DQs and Q (QLinearMul, QGemm are for CPU nodes only): DirectML's float operator
+            assert isinstance(entry, DmlNode) and entry.operator == {"Mul": "DML_OPERATOR_ELEMENT_WISE_MULTIPLY", "Gemm": "DML_OPERATOR_GEMM"}[node.op_type]
 
 
 @pytest.mark.parametrize("name", MODELS)
@@ -70,8 +68,8 @@ def test_qoperator_and_qdq_models_give_the_same_descs(built, name):
     qoperator = plan_model(onnx.load(built(name)))
     qdq = plan_model(onnx.load(built(name, "qdq")))
     # the quantized operators; the QDQ model keeps DequantizeLinear nodes no rule fuses (on DirectML too), and a
-    # float Gemm between them (QGemm in the QOperator model, which the real EP leaves to the CPU)
-    products = [[e.desc.to_dict() for e in plan.dml_nodes if e.node.op_type not in ("QuantizeLinear", "DequantizeLinear", "Gemm")]
+    # float Gemm or Mul between them (QGemm and QLinearMul in the QOperator model, which the real EP leaves to the CPU)
+    products = [[e.desc.to_dict() for e in plan.dml_nodes if e.node.op_type not in ("QuantizeLinear", "DequantizeLinear", "Gemm", "Mul")]
                 for plan in (qdq, qoperator)]
     assert products[0] == products[1] and len(products[0]) > 0
 

@@ -41,8 +41,8 @@ from typing import Optional
 
 import numpy as np
 
-from ..enums import DML_CONVOLUTION_DIRECTION as DIRECTION
-from ..enums import DML_CONVOLUTION_MODE as MODE
+from ..enums import DML_CONVOLUTION_DIRECTION
+from ..enums import DML_CONVOLUTION_MODE
 from ..enums import DML_FEATURE_LEVEL as FL
 from ..enums import DML_OPERATOR_TYPE as OP
 from ..errors import InvalidAttributeError, ShapeError
@@ -68,8 +68,8 @@ class DML_CONVOLUTION_OPERATOR_DESC(OperatorDesc):
     FilterTensor: TensorDesc
     BiasTensor: TensorDesc | None
     OutputTensor: TensorDesc
-    Mode: MODE
-    Direction: DIRECTION
+    Mode: DML_CONVOLUTION_MODE
+    Direction: DML_CONVOLUTION_DIRECTION
     DimensionCount: int
     Strides: tuple[int, ...]
     Dilations: tuple[int, ...]
@@ -86,7 +86,7 @@ class DML_CONVOLUTION_OPERATOR_DESC(OperatorDesc):
 
     @property
     def backward(self) -> bool:
-        return self.Direction == DIRECTION.BACKWARD
+        return self.Direction == DML_CONVOLUTION_DIRECTION.BACKWARD
 
     def validate_shapes(self, feature_level: FL) -> None:
         """DimensionCount spatial dimensions in every tensor; the window fields of that length;
@@ -207,7 +207,8 @@ def _convolution(ctx: NodeContext, backward: bool) -> DmlNode:
         FilterTensor=tensor(dtype, (*w_shape[:2], *pad1, *kernel), owned=ctx.input_name(W) in ctx.constants),
         BiasTensor=bias,
         OutputTensor=tensor(dtype, (batch, out_channels, *pad1, *out_spatial)),
-        Mode=MODE.CROSS_CORRELATION, Direction=DIRECTION.BACKWARD if backward else DIRECTION.FORWARD,
+        Mode=DML_CONVOLUTION_MODE.CROSS_CORRELATION,
+        Direction=DML_CONVOLUTION_DIRECTION.BACKWARD if backward else DML_CONVOLUTION_DIRECTION.FORWARD,
         DimensionCount=len(pad1) + spatial, Strides=pad1 + tuple(strides), Dilations=pad1 + tuple(dilations),
         StartPadding=zero1 + tuple(start), EndPadding=zero1 + tuple(end), OutputPadding=(0,) * (len(pad1) + spatial), GroupCount=group,
         FusedActivation=fused_activation(ctx) if ctx.attr("fused_activation") else None,
