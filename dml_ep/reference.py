@@ -56,6 +56,12 @@ def cpu_session(model, reference: str = "ort", threads: int | None = None, spinn
     if shared_arena:
         _shared_arena()
         options.add_session_config_entry("session.use_env_allocators", "1")
+    return _cpu_session(model, options, reference)
+
+
+def _cpu_session(model, options: ort.SessionOptions, reference: str) -> ort.InferenceSession:
+    """onnxruntime's CPU session of ``model`` with ``options``; for "ort-exact", of the model with
+    its int8 initializers unshared where onnxruntime's session refuses the shared ones (below)."""
     try:
         return ort.InferenceSession(_serialized(model), options, providers=["CPUExecutionProvider"])
     except Exception as exc:  # noqa: BLE001  onnxruntime's exception types share no base class but Exception
@@ -77,7 +83,7 @@ def fused_away(model: onnx.ModelProto, reference: str = "ort") -> set[str]:
         options.optimized_model_filepath = os.path.join(folder, "optimized.onnx")
         options.add_session_config_entry("session.optimized_model_external_initializers_file_name", "weights.bin")
         options.add_session_config_entry("session.optimized_model_external_initializers_min_size_in_bytes", "64")
-        ort.InferenceSession(_serialized(model), options, providers=["CPUExecutionProvider"])
+        _cpu_session(model, options, reference)
         optimized = onnx.load(options.optimized_model_filepath, load_external_data=False)
     kept = {name for node in optimized.graph.node for name in node.output}
     return {name for node in model.graph.node for name in node.output if name and name not in kept}
