@@ -279,11 +279,20 @@ def _filter(desc, tensors: dict, dtype, cache: dict, magnitudes: bool) -> np.nda
 
 
 def _forward(desc, x: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    """im2col rows of ``x`` ([N, *spatial, C]) times the filter, per group: [N, *out, OC]."""
+    """im2col rows of ``x`` ([N, *spatial, C]) times the filter, per group: [N, *out, OC]. A
+    depthwise convolution (one input channel per group) is a multiply-add per kernel tap instead,
+    in tap order: the same sum, without a matrix product per channel."""
     groups, k, per_group = weights.shape
     kernel = desc.FilterTensor.Sizes[2:]
+    taps = int(np.prod(kernel))
     out_spatial = desc.OutputTensor.Sizes[2:]
-    columns = _windows(x, desc, kernel, out_spatial).reshape(-1, int(np.prod(kernel)), groups, k // int(np.prod(kernel)))
+    windows = _windows(x, desc, kernel, out_spatial)
+    if k == taps and groups > 1:
+        out = np.zeros((x.shape[0], *out_spatial, groups, per_group), x.dtype)
+        for tap, at in enumerate(itertools.product(*(range(size) for size in kernel))):
+            out += windows[(slice(None),) * (1 + len(kernel)) + at][..., None] * weights[:, tap, :]
+        return out.reshape(x.shape[0], *out_spatial, groups * per_group)
+    columns = windows.reshape(-1, taps, groups, k // taps)
     if groups == 1:
         out = columns.reshape(-1, k) @ weights[0]
     else:
