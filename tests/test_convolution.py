@@ -149,6 +149,9 @@ CONV_CASES = [
     pytest.param((1, 2, 5, 4), (3, 2, 2, 2), True, {"pads": [3, 1, 0, 4], "strides": [2, 1]}, F32, id="pads-beyond-the-kernel-span"),
     pytest.param((1, 3, 8, 8), (4, 3, 3, 3), True, {"pads": [1, 1, 1, 1]}, F16, id="float16"),
     pytest.param((2, 3, 6, 5), (4, 3, 3, 3), True, {"pads": [1, 1, 1, 1], "strides": [2, 2]}, F32, id="batch2"),
+    pytest.param((2, 3, 7, 6), (6, 1, 3, 2), True, {"group": 3, "pads": [1, 0, 1, 1], "strides": [2, 1]}, F32,
+                 id="depthwise-multiplier-2"),
+    pytest.param((1, 4, 4, 5, 3), (4, 1, 2, 3, 2), False, {"group": 4, "dilations": [1, 2, 1]}, F32, id="3d-depthwise"),
     pytest.param((2, 4, 6), (6, 2, 3), False, {"group": 2, "dilations": [2], "pads": [3, 0]}, F16, id="1d-float16-batch2"),
 ]
 
