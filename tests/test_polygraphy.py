@@ -266,19 +266,47 @@ def test_polygraphy_files_take_one_model(capsys, tmp_path):
 
 
 def quantization_tolerances(model: onnx.ModelProto, outputs: dict) -> dict:
-    """One quantization step per tensor, as Polygraphy's per-output atol (rtol 0): 1 for integer
-    tensors, the scale for DequantizeLinear outputs with a constant per-tensor scale; other float
-    tensors keep Polygraphy's default (1e-5 absolute or relative)."""
-    scales = {t.name: onnx.numpy_helper.to_array(t) for t in model.graph.initializer}
+    """Per-output atol (rtol 0) for Polygraphy: one quantization step where a value is quantized,
+    and what such steps make of the float values computed from it.
+
+    dml_ep in onnxruntime's arithmetic gives onnxruntime's values but for float convolutions
+    (DirectML's CONVOLUTION, summed in another order than MLAS): a float within a float32 sum's
+    bound of onnxruntime's may quantize to the neighbouring code where it lies near a rounding
+    boundary, and the float values computed from that code differ by what one step of it makes.
+    So: 1 for integer tensors; 1.5 scales for a DequantizeLinear output (half a step more for
+    float32 rounding); for a float Conv or MatMul, its input's tolerance times the largest sum of
+    an output's weight magnitudes, plus a float32 sum's bound, 2 (K + 2) 2^-24 of the largest
+    magnitude; an Add the sum of its inputs'; Relu, pooling and Flatten their input's. Other float
+    tensors keep Polygraphy's default (1e-5). Each float product's output is also held to one step
+    by the QuantizeLinear that reads it."""
+    constants = {t.name: onnx.numpy_helper.to_array(t).astype(np.float64) for t in model.graph.initializer}
     atol, rtol = {"": 1e-5}, {"": 1e-5}
     for name, array in outputs.items():
         if array.dtype.kind in "iub":
             atol[name], rtol[name] = 1, 0
+    dequantized = {}  # constant weights, dequantized
     for node in model.graph.node:
-        scale = scales.get(node.input[1]) if node.op_type == "DequantizeLinear" else None
-        if scale is not None and scale.size == 1:
-            # half a step more, so that float32 rounding of a one-step difference does not fail it
-            atol[node.output[0]], rtol[node.output[0]] = 1.5 * float(scale), 0
+        out = node.output[0]
+        if node.op_type == "DequantizeLinear":
+            scale = constants.get(node.input[1])
+            if scale is not None and scale.size == 1:
+                atol[out], rtol[out] = 1.5 * float(scale), 0
+            if node.input[0] in constants and scale is not None:
+                zero = constants.get(node.input[2], np.zeros(1)) if len(node.input) > 2 else np.zeros(1)
+                codes = constants[node.input[0]]
+                axis = next((a.i for a in node.attribute if a.name == "axis"), 1) % max(codes.ndim, 1)
+                shape = [-1 if i == axis else 1 for i in range(codes.ndim)] if scale.size > 1 else [1] * codes.ndim
+                dequantized[out] = (codes - zero.reshape(shape)) * scale.reshape(shape)
+        elif node.op_type in ("Conv", "MatMul") and node.input[0] in atol and node.input[1] in dequantized:
+            w = np.abs(dequantized[node.input[1]])
+            per_output = w.reshape(w.shape[0], -1).sum(axis=1) if node.op_type == "Conv" else w.sum(axis=0)
+            k = w[0].size if node.op_type == "Conv" else w.shape[0]
+            largest = float(np.abs(outputs[node.input[0]]).max()) if node.input[0] in outputs else 0.0
+            atol[out], rtol[out] = (atol[node.input[0]] + 2 * (k + 2) * 2.0**-24 * largest) * float(per_output.max()) + 1e-5, 0
+        elif node.op_type == "Add" and all(name in atol for name in node.input):
+            atol[out], rtol[out] = sum(atol[name] for name in node.input), 0
+        elif node.op_type in ("Relu", "GlobalAveragePool", "Flatten") and node.input[0] in atol:
+            atol[out], rtol[out] = atol[node.input[0]], 0
     return {"atol": atol, "rtol": rtol}
 
 
