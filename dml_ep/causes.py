@@ -93,10 +93,14 @@ def within_float_sum(entry: DmlNode, values: Mapping, expected: np.ndarray, wher
     exact_float = operator_of(entry.desc).exact_float
     if exact_float is None or not where.any():
         return np.zeros(where.shape, dtype=bool)
-    tensors = {field: b if isinstance(b, np.ndarray) else values[b] for field, b in entry.inputs.items()}
-    value, magnitude, k = exact_float(entry.desc, tensors)
+    value, magnitude, k = exact_float(entry.desc, bound_tensors(entry, values))
     labels = product_causes((value.reshape(expected.shape), magnitude.reshape(expected.shape)), k, expected, where)
     return labels == CAUSES.index("float summation order")
+
+
+def bound_tensors(entry: DmlNode, values: Mapping) -> dict:
+    """The arrays ``entry``'s desc fields are bound to: its constants, and ``values`` of the rest."""
+    return {field: b if isinstance(b, np.ndarray) else values[b] for field, b in entry.inputs.items()}
 
 
 def may_saturate(desc: OperatorDesc) -> bool:
@@ -142,7 +146,7 @@ def _where_exact(entry: DmlNode, values: dict, where: np.ndarray, test) -> np.nd
     operators without an exact value."""
     result = np.zeros(where.shape, dtype=bool)
     index = np.flatnonzero(where)
-    tensors = {field: b if isinstance(b, np.ndarray) else values[b] for field, b in entry.inputs.items()}
+    tensors = bound_tensors(entry, values)
     exact = ideal_values(entry.desc, tensors, index) if index.size else None
     if exact is not None:
         result.reshape(-1)[index] = test(tensors, index, exact)

@@ -337,10 +337,15 @@ def starts_a_difference(entry: PlanEntry, comparison: NodeComparison, differing:
 def run_on_reference(runner: Executor, members: list[PlanEntry], reference: dict) -> np.ndarray:
     """The last of ``members`` (entries in plan order) run by ``runner`` after the others, on the
     reference's values of what they read from outside: its output."""
+    return values_on_reference(runner, members, reference)[members[-1].outputs[0]]
+
+
+def values_on_reference(runner: Executor, members: list[PlanEntry], reference: dict) -> collections.ChainMap:
+    """The reference's values with those ``members`` make in turn, run by ``runner`` on them."""
     values = collections.ChainMap({}, reference)
     for member in members:
         values.update(runner.run_entry(member, values))
-    return values[members[-1].outputs[0]]
+    return values
 
 
 def label_by_arithmetic(members: list[PlanEntry], reference: dict, expected: np.ndarray, unexplained: np.ndarray, labels: np.ndarray,
@@ -392,7 +397,8 @@ def compare_hidden_chain(executor: Executor, chain: list[PlanEntry] | None, refe
     if chain is None or chain[-1].outputs[0] not in reference or any(id(e) in judged for e in chain):
         return  # a difference already judged where it starts (a group a CPU-only rule fuses: compare_cpu_only_group)
     output, expected = chain[-1].outputs[0], reference[chain[-1].outputs[0]]
-    result = run_on_reference(executor, chain, reference)
+    values = values_on_reference(executor, chain, reference)
+    result = values[output]
     comparison.isolated = compare_tensors(output, result, expected, step_of(output, expected, steps), atol)
     if not comparison.inexact_in_isolation:
         return
@@ -402,10 +408,7 @@ def compare_hidden_chain(executor: Executor, chain: list[PlanEntry] | None, refe
     if on_dml:  # the fallback nodes run onnxruntime's kernels in every arithmetic
         label_by_arithmetic(chain, reference, expected, unexplained, labels, alternatives)
     if isinstance(chain[-1], DmlNode) and unexplained.any():  # a float sum of products: the reference's own order
-        inputs = collections.ChainMap({}, reference)
-        for member in chain[:-1]:
-            inputs.update(executor.run_entry(member, inputs))
-        summed = within_float_sum(chain[-1], inputs, expected, unexplained)
+        summed = within_float_sum(chain[-1], values, expected, unexplained)
         labels[summed] = CAUSES.index("float summation order")
         unexplained &= ~summed
     if not real_ep and unexplained.any():
@@ -421,16 +424,17 @@ def compare_hidden_chain(executor: Executor, chain: list[PlanEntry] | None, refe
 PRODUCT_KINDS = {"Conv": "conv", "DmlFusedConv": "conv", "ConvTranspose": "conv transpose", "DmlFusedConvTranspose": "conv transpose",
                  "MatMul": "matmul", "Gemm": "gemm"}
 
+
 def other_graph(chain: list[PlanEntry], expected: np.ndarray, constants: dict) -> str:
     """What the reference likely ran instead of ``chain``, as compare names it: a float16 chain in
     float32; a DQ -> float product -> Q as an integer product; a product of dequantized constant
     weights as MatMulNBits; else a CPU-only rewrite."""
-    if expected.dtype == np.float16 and not any(isinstance(e, DmlNode) and e.node.op_type in PRODUCT_KINDS for e in chain):
+    products = [e for e in chain if isinstance(e, DmlNode) and e.node.op_type in PRODUCT_KINDS]
+    if expected.dtype == np.float16 and not products:
         return ("the CPU EP computes float16 ops without float16 kernels in float32 across nodes, InsertCastTransformer; "
                 "on DirectML each rounds to float16")
     makers = {e.outputs[0]: e.node for e in chain if e.outputs}
     quantized = {e.node.input[0] for e in chain if is_q(e.node)}
-    products = [e for e in chain if isinstance(e, DmlNode) and e.node.op_type in PRODUCT_KINDS]
     for entry in products:
         kind = PRODUCT_KINDS[entry.node.op_type]
         if entry.outputs[0] in quantized:

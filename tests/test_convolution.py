@@ -133,6 +133,17 @@ def only_convolution(session, direction, fused=False) -> DmlNode:
     return entry
 
 
+def planned_against_onnxruntime(op_type, x_shape, w_shape, bias, attributes, dtype, arithmetic) -> DmlNode:
+    """One case's node checked against onnxruntime within the bound: its plan's one CONVOLUTION,
+    in the direction of ``op_type``."""
+    x, w, b = case_operands(op_type, x_shape, w_shape, bias, dtype, attributes)
+    session = check_against_onnxruntime(op_type, x, w, b, arithmetic, **attributes)
+    backward = op_type == "ConvTranspose"
+    entry = only_convolution(session, DML_CONVOLUTION_DIRECTION.BACKWARD if backward else DML_CONVOLUTION_DIRECTION.FORWARD)
+    assert entry.node.op_type == op_type
+    return entry
+
+
 # --- 1. Conv -----------------------------------------------------------------------------------
 
 CONV_CASES = [
@@ -160,10 +171,7 @@ CONV_CASES = [
 @pytest.mark.parametrize("arithmetic", ARITHMETICS)
 @pytest.mark.parametrize("x_shape, w_shape, bias, attributes, dtype", CONV_CASES)
 def test_conv_matches_onnxruntime(x_shape, w_shape, bias, attributes, dtype, arithmetic):
-    x, w, b = case_operands("Conv", x_shape, w_shape, bias, dtype, attributes)
-    session = check_against_onnxruntime("Conv", x, w, b, arithmetic, **attributes)
-    entry = only_convolution(session, DML_CONVOLUTION_DIRECTION.FORWARD)
-    assert entry.node.op_type == "Conv"
+    entry = planned_against_onnxruntime("Conv", x_shape, w_shape, bias, attributes, dtype, arithmetic)
     assert entry.desc.GroupCount == attributes.get("group", 1)
     assert entry.desc.InputTensor.DataType == (DT.FLOAT16 if dtype == F16 else DT.FLOAT32)
 
@@ -198,10 +206,7 @@ CONV_TRANSPOSE_CASES = [
 @pytest.mark.parametrize("arithmetic", ARITHMETICS)
 @pytest.mark.parametrize("x_shape, w_shape, bias, attributes, dtype", CONV_TRANSPOSE_CASES)
 def test_conv_transpose_matches_onnxruntime(x_shape, w_shape, bias, attributes, dtype, arithmetic):
-    x, w, b = case_operands("ConvTranspose", x_shape, w_shape, bias, dtype, attributes)
-    session = check_against_onnxruntime("ConvTranspose", x, w, b, arithmetic, **attributes)
-    entry = only_convolution(session, DML_CONVOLUTION_DIRECTION.BACKWARD)
-    assert entry.node.op_type == "ConvTranspose"
+    entry = planned_against_onnxruntime("ConvTranspose", x_shape, w_shape, bias, attributes, dtype, arithmetic)
     assert entry.desc.OutputPadding == (0,) * entry.desc.DimensionCount  # the real EP zeroes it; the output's sizes carry it
 
 

@@ -30,20 +30,17 @@ from ..plan import DmlNode
 from ..real_ep import ON_DML_AS
 from ..tensor_desc import view
 from .activation import ActivationDesc, apply_activation, fused_activation, validate_fused_activation
-from .base import FLOATS, Operator, OperatorDesc, TensorDesc, rules
-from .element_wise_arithmetic import binary
+from .base import FLOATS, Operator, rules
+from .element_wise_arithmetic import BinaryDesc, binary
 from .importing import Fallback, NodeContext
 
 # --- desc ------------------------------------------------------------------------------------
 
 
 @dataclasses.dataclass(frozen=True)
-class DML_ELEMENT_WISE_ADD1_OPERATOR_DESC(OperatorDesc):
+class DML_ELEMENT_WISE_ADD1_OPERATOR_DESC(BinaryDesc):
     """ELEMENT_WISE_ADD1: ``FusedActivation(A + B)``, DML_FEATURE_LEVEL_2_0 and up."""
 
-    ATensor: TensorDesc
-    BTensor: TensorDesc
-    OutputTensor: TensorDesc
     FusedActivation: Optional[ActivationDesc] = None
 
     OPERATOR_TYPE = OP.ELEMENT_WISE_ADD1
@@ -52,13 +49,9 @@ class DML_ELEMENT_WISE_ADD1_OPERATOR_DESC(OperatorDesc):
         {f: (False, {FL.FL_2_0: (4, 5), FL.FL_3_0: (1, 8)}) for f in ("ATensor", "BTensor", "OutputTensor")},
         {"ATensor": FLOATS, "BTensor": FLOATS, "OutputTensor": FLOATS},
     )
-    SAME_TYPE = (("ATensor", "BTensor", "OutputTensor"),)
 
     def validate_shapes(self, feature_level: FL) -> None:
-        for field in ("ATensor", "BTensor"):
-            tensor = getattr(self, field)
-            if tensor.Sizes != self.OutputTensor.Sizes:
-                self.fail(f"sizes {list(tensor.Sizes)} must equal OutputTensor's {list(self.OutputTensor.Sizes)}", field)
+        super().validate_shapes(feature_level)
         validate_fused_activation(self, feature_level)
 
 

@@ -42,7 +42,8 @@ _FIELDS = ("ATensor", "BTensor", "OutputTensor")
 
 @dataclasses.dataclass(frozen=True)
 class BinaryDesc(OperatorDesc):
-    """Common base of the float binary element-wise descs: ``f(A, B)``, all three the same sizes."""
+    """Common base of the float binary element-wise descs (and ELEMENT_WISE_ADD1's): ``f(A, B)``, all
+    three the same sizes."""
 
     ATensor: TensorDesc
     BTensor: TensorDesc
