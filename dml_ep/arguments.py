@@ -56,6 +56,8 @@ def build_parser(handlers: dict[str, Callable[[argparse.Namespace], int]]) -> ar
     common.add_argument("--shape", action="append", type=_shape, default=[], metavar="NAME=D0,D1,...",
                         help="an input's shape for the plan and its random values, instead of the declared one "
                              "with symbolic dimensions as 1 (repeatable)")
+    common.add_argument("--input-shapes", dest="shape", action="extend", nargs="+", type=_polygraphy_shape, metavar="NAME:[D0,D1,...]",
+                        help="the same in Polygraphy's spelling: --input-shapes input:[1,3,224,224] mask:[1,128]")
     feeding = _Parser(add_help=False)
     feeding.add_argument("--input", action="append", default=[], metavar="NAME=FILE",
                          help="an input from a .npy or TensorProto .pb file (repeatable)")
@@ -119,8 +121,16 @@ def build_parser(handlers: dict[str, Callable[[argparse.Namespace], int]]) -> ar
         ),
     )
     compare.add_argument("models", nargs="+", metavar="MODEL_OR_DIR_OR_GLOB")
-    compare.add_argument("--atol", type=_non_negative, default=0, metavar="STEPS",
-                         help="largest difference allowed, in quantized steps (default: 0, bit-exact)")
+    compare.add_argument("--steps", type=_non_negative, default=0, metavar="N",
+                         help="largest difference allowed in quantized steps (LSB), for integer tensors and floats made "
+                              "by DequantizeLinear (default: 0, bit-exact)")
+    compare.add_argument("--atol", action="extend", nargs="+", type=_tolerance, default=[], metavar="[NAME:]VALUE",
+                         help="Polygraphy's absolute tolerance, in the tensor's own units, for every tensor or the one "
+                              f"named (an element passes within --atol or --rtol); default 0 where a tensor has a step, "
+                              f"else {FLOAT_ATOL:g}")
+    compare.add_argument("--rtol", action="extend", nargs="+", type=_tolerance, default=[], metavar="[NAME:]VALUE",
+                         help=f"Polygraphy's relative tolerance, against |reference| (default 0 where a tensor has a step, "
+                              f"else {FLOAT_RTOL:g})")
     compare.add_argument("--reference", choices=REFERENCES, default="ort",
                          help="onnxruntime CPU as deployed, with exact u8s8 GEMMs, or without QDQ fusions; or dml, the real "
                               "DML EP (onnxruntime-directml and a DirectX 12 device) (default: %(default)s)")
@@ -129,6 +139,13 @@ def build_parser(handlers: dict[str, Callable[[argparse.Namespace], int]]) -> ar
                               "e.g. --candidate ort --reference ort-unfused says why QDQ fusion changes outputs "
                               "(default: %(default)s)")
     compare.add_argument("--per-node", action="store_true", help="compare every intermediate value and each DML node in isolation")
+    compare.add_argument("--onnx-outputs", nargs="+", type=_mark_all, metavar="mark all",
+                         help="Polygraphy's spelling of --per-node (only 'mark all': every intermediate value)")
+    compare.add_argument("--only-differing", action="store_true",
+                         help="with --per-node, list only the nodes that differ (in isolation or propagated)")
+    compare.add_argument("--iterations", type=_positive, default=1, metavar="N",
+                         help="compare on N sets of random inputs, of seeds SEED, SEED+1, ... (Polygraphy's "
+                              "--iterations; default: %(default)s)")
     compare.add_argument("--json", metavar="FILE", help="also write the reports as JSON (- for stdout)")
     compare.add_argument("--html", metavar="FILE", help="also write the comparison as an HTML page (one model): the graph, each node "
                                                         "coloured by where it runs or by its largest difference; compares node by node")
@@ -181,8 +198,47 @@ def _shape(text: str) -> tuple[str, tuple[int, ...]]:
     return name, tuple(int(size) for size in sizes.split(","))
 
 
+def _polygraphy_shape(text: str) -> tuple[str, tuple[int, ...]]:
+    """Polygraphy's ``NAME:[D0,D1,...]`` of ``--input-shapes`` (the last colon: a name may hold one)."""
+    name, sep, sizes = text.rpartition(":")
+    if not sep or not name or not re.fullmatch(r"\[\s*(\d+(\s*,\s*\d+)*)?\s*\]", sizes):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected NAME:[D0,D1,...], as in input:[1,3,224,224]")
+    digits = re.sub(r"[\s\[\]]", "", sizes)
+    return _shape(f"{name}={digits}") if digits else (name, ())
+
+
+def _tolerance(text: str) -> tuple[str, float]:
+    """Polygraphy's ``[NAME:]VALUE`` of ``--atol`` and ``--rtol``: "" names every tensor."""
+    name, _, value = text.rpartition(":")
+    try:
+        number = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected [NAME:]VALUE, a number, as in 1e-3 or logits:0.01") from None
+    if not number >= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: a tolerance is a number >= 0")
+    return name, number
+
+
+def _mark_all(text: str) -> str:
+    """``--onnx-outputs mark all``: the one form dml_ep has (every intermediate value)."""
+    if text not in ("mark", "all"):
+        raise argparse.ArgumentTypeError(f"{text!r}: dml_ep compares either the graph outputs or, with --onnx-outputs "
+                                         "mark all (--per-node), every intermediate value")
+    return text
+
+
+def _positive(text: str) -> int:
+    value = _non_negative(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
 def _non_negative(text: str) -> int:
-    value = int(text)
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
     if value < 0:
         raise argparse.ArgumentTypeError(f"{text} is negative")
     return value

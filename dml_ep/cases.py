@@ -51,6 +51,7 @@ class Case:
     feeds: dict | None = None  # from --load-inputs
     saved: dict | None = None  # outputs to compare with, from --load-outputs
     runner: str | None = None  # the Polygraphy runner that made ``saved``
+    seed: int | None = None  # of its random inputs, where not --seed (--iterations)
 
 
 def comparison_cases(args: argparse.Namespace) -> list[Case]:
@@ -88,6 +89,10 @@ def _zoo_cases(path: str, args: argparse.Namespace) -> list[Case]:
 
 def polygraphy_cases(path: str, args: argparse.Namespace) -> list[Case]:
     """The comparisons of the model ``path``: one per iteration of ``--load-inputs``/``--load-outputs``, else one."""
+    if args.iterations > 1:
+        if args.load_inputs or args.load_outputs or args.input or args.input_dir:
+            raise FeedError("--iterations makes random inputs: drop --load-inputs, --load-outputs, --input and --input-dir")
+        return [Case(f"{path} [iteration {i}]", path, seed=args.seed + i) for i in range(args.iterations)]
     if not (args.load_inputs or args.load_outputs):
         return [Case(path, path)]
     if args.load_inputs and (args.input or args.input_dir):
@@ -157,7 +162,8 @@ def case_feeds(case: Case, model: onnx.ModelProto, args: argparse.Namespace) -> 
         return case.feeds, dict.fromkeys(case.feeds, args.load_inputs)
     if case.data_set:  # every input from the data set: a missing one is an error, not random
         return load_directory(case.data_set, [v.name for v in graph_inputs(model.graph)])
-    return make_feeds(model, args.seed, args.input, args.input_dir, dict(args.shape), args.val_range)
+    seed = args.seed if case.seed is None else case.seed
+    return make_feeds(model, seed, args.input, args.input_dir, dict(args.shape), args.val_range)
 
 
 @dataclasses.dataclass
@@ -212,7 +218,7 @@ def _compare_one(case: Case, options: dict, prefix: str, several: bool, args: ar
         print(f"dml-ep: error: {message}", file=sys.stderr)
         return {"model": case.name, "error": message}
     progress.clear()
-    print(format_report(report, args.per_node), file=out)
+    print(format_report(report, args.per_node or bool(args.onnx_outputs), args.only_differing), file=out)
     if several and not args.quiet:
         print(f"{prefix}: done in {time.monotonic() - started:.1f} s", file=sys.stderr, flush=True)
     return Compared(report, feeds, sources), model

@@ -32,7 +32,7 @@ from .node_table import plan_rows
 from .plan import Plan
 from .planner import Planner
 from .reference import DML_REFERENCE, require_dml
-from .report import ModelReport, node_label
+from .report import ModelReport, Tolerance, node_label
 from .report_meta import report_meta
 from .rewritten_model import model_writer, rewritten_model
 from .session import InferenceSession
@@ -242,8 +242,8 @@ def cmd_compare(args) -> int:
     if args.html and len(cases) != 1:
         raise DmlEpError(f"--html draws one comparison; these arguments make {len(cases)} (one per model, data set or "
                          "Polygraphy iteration)")
-    options = dict(reference=args.reference, candidate=args.candidate, atol=args.atol,
-                   per_node=args.per_node or bool(args.html) or bool(args.model_explorer), **_arithmetic(args))
+    options = dict(reference=args.reference, candidate=args.candidate, tolerance=Tolerance(args.steps, dict(args.atol), dict(args.rtol)),
+                   per_node=_per_node(args) or bool(args.html) or bool(args.model_explorer), **_arithmetic(args))
     done, errors, model = compare_cases(cases, options, args, out)
     reports = [c.report for c in done]
     if len(cases) > 1:
@@ -254,9 +254,18 @@ def cmd_compare(args) -> int:
     return 0 if all(r.ok for r in reports) else 1
 
 
+def _per_node(args) -> bool:
+    """``--per-node``, or Polygraphy's ``--onnx-outputs mark all``."""
+    return args.per_node or bool(args.onnx_outputs)
+
+
 def _check_compare(args) -> None:
     """Before any work: the files to write can be, the options go together, the real DML EP is there
     when it is the reference (once, not once per model)."""
+    if args.onnx_outputs and args.onnx_outputs != ["mark", "all"]:
+        raise DmlEpError(f"--onnx-outputs {' '.join(args.onnx_outputs)}: dml_ep takes only 'mark all' (every intermediate value, as --per-node)")
+    if args.only_differing and not _per_node(args):
+        raise DmlEpError("--only-differing selects the rows of --per-node's table: give --per-node too")
     _check_writable(args, args.save_outputs, args.save_inputs)
     if args.model_explorer and args.candidate != "dml_ep":
         raise DmlEpError(f"--model-explorer shows dml_ep's plan and differences: drop --candidate {args.candidate}")

@@ -42,7 +42,8 @@ from .passes.qdq_util import is_dq, is_q
 from .plan import DmlNode, Plan, PlanEntry
 from .planner import Planner
 from .reference import DML_REFERENCE, cpu_session, dml_session, fused_away, require_dml
-from .report import (CAUSES, NONE, OTHER, ModelReport, NodeComparison, ShippedComparison, compare_tensors, desc_summary, node_label)
+from .report import (CAUSES, EXACT, NONE, OTHER, ModelReport, NodeComparison, ShippedComparison, Tolerance, compare_tensors, desc_summary,
+                     node_label)
 from .session import InferenceSession
 
 RANDOM = {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Multinomial", "Bernoulli"}  # each run draws anew
@@ -63,7 +64,7 @@ def compare_model(
     u8s8_saturation: bool | None = None,
     feature_level=DEFAULT_FEATURE_LEVEL,
     qdq_rules: str | None = DEFAULT_RELEASE,
-    atol: int = 0,
+    tolerance: Tolerance = EXACT,
     per_node: bool = False,
     name: str | None = None,
     progress: Callable[..., None] | None = None,
@@ -121,8 +122,8 @@ def compare_model(
         reference=reference,
         arithmetic=describe_arithmetic(executor.arithmetic) if candidate == "dml_ep" else f"onnxruntime {candidate}",
         feature_level=str(executor.plan.feature_level),
-        atol=atol,
-        outputs=[compare_tensors(n, values[n], expected[n], step_of(n, expected[n], steps), atol) for n in output_names],
+        tolerance=tolerance,
+        outputs=[compare_tensors(n, values[n], expected[n], step_of(n, expected[n], steps), tolerance) for n in output_names],
         plan=dml_plan.summary(),
         dml_plan=dml_plan,
         dml_planner=session.planner,
@@ -134,7 +135,7 @@ def compare_model(
         if not per_node:
             progress("running onnxruntime for the intermediate values")
             expected.update(run_reference(proto, feeds, exposable_intermediates(proto, reference), reference))
-        report.nodes = compare_nodes(executor, values, {**feeds, **expected}, steps, atol, progress,
+        report.nodes = compare_nodes(executor, values, {**feeds, **expected}, steps, tolerance, progress,
                                      isolate=candidate == "dml_ep", against=reference)
     return report
 
@@ -186,8 +187,8 @@ def compare_shipped(report: ModelReport, shipped: dict[str, np.ndarray]) -> None
     report.shipped = [
         ShippedComparison(
             name=o.name,
-            reference=compare_tensors(o.name, report.reference_outputs[o.name], shipped[o.name], o.step, report.atol),
-            candidate=compare_tensors(o.name, report.candidate_outputs[o.name], shipped[o.name], o.step, report.atol),
+            reference=compare_tensors(o.name, report.reference_outputs[o.name], shipped[o.name], o.step, report.tolerance),
+            candidate=compare_tensors(o.name, report.candidate_outputs[o.name], shipped[o.name], o.step, report.tolerance),
         )
         for o in report.outputs
     ]
@@ -199,7 +200,7 @@ def ran_plan(executor: Executor) -> Plan:
     return executor.plan
 
 
-def compare_nodes(executor: Executor, values: dict, reference: dict, steps: dict, atol: int, progress, isolate: bool = True,
+def compare_nodes(executor: Executor, values: dict, reference: dict, steps: dict, tolerance: Tolerance, progress, isolate: bool = True,
                   against: str = "ort") -> list[NodeComparison]:
     """Every plan entry's outputs (as both full runs left them), every DML node in isolation, and
     every group that only a CPU-only QDQ rule fuses in isolation; ``progress(stage, done, total)``
@@ -224,24 +225,24 @@ def compare_nodes(executor: Executor, values: dict, reference: dict, steps: dict
             node=node_label(entry.node),
             op_type=entry.node.op_type,
             runs_on=entry.summary(),
-            propagated=[compare_tensors(n, values[n], reference[n], step_of(n, reference[n], steps), atol) for n in shared],
+            propagated=[compare_tensors(n, values[n], reference[n], step_of(n, reference[n], steps), tolerance) for n in shared],
         )
         try:
             if not isolate:
-                compare_rewritten(executor, entry, reference, steps, atol, alternatives, comparison, float_reference)
+                compare_rewritten(executor, entry, reference, steps, tolerance, alternatives, comparison, float_reference)
             elif isinstance(entry, DmlNode) and entry.origin.rules and entry.origin.rules[-1] in GRAPH_RULES:
-                compare_dml_graph(executor, entry, reference, steps, atol, alternatives, comparison)
+                compare_dml_graph(executor, entry, reference, steps, tolerance, alternatives, comparison)
             elif isinstance(entry, DmlNode) and entry.output in reference and all(n in reference for n in entry.value_inputs):
-                compare_dml_node(executor, entry, reference, steps, atol, alternatives, comparison, float_reference, real_ep)
+                compare_dml_node(executor, entry, reference, steps, tolerance, alternatives, comparison, float_reference, real_ep)
             elif entry.origin.cpu_rule:
-                compare_cpu_only_group(executor, entry, reference, steps, atol, comparison, real_ep)
+                compare_cpu_only_group(executor, entry, reference, steps, tolerance, comparison, real_ep)
             elif entry.node.op_type in RANDOM and any(c.differing for c in comparison.propagated):
                 comparison.isolated = comparison.propagated[0]  # its inputs are at most a shape: the draws differ
                 comparison.causes = {"random values": comparison.isolated.differing}
             elif isolate and starts_a_difference(entry, comparison, differing):
                 producers = producers or {name: (i, e) for i, e in enumerate(entries) for name in e.outputs}  # made once, where needed
                 compare_hidden_chain(executor, hidden_chain(entry, reference, ran_plan(executor).constants, producers), reference, steps,
-                                     atol, comparison, alternatives, judged, real_ep)
+                                     tolerance, comparison, alternatives, judged, real_ep)
         except ShapeError as error:  # the reference's inputs have other shapes than those dml_ep planned the node for
             comparison = dataclasses.replace(comparison, isolated=None, desc=None, causes={}, causes_out_of_tolerance={}, graph=None,
                                              not_isolated=f"not run in isolation: the reference's inputs have other shapes ({error.rule})")
@@ -252,14 +253,14 @@ def compare_nodes(executor: Executor, values: dict, reference: dict, steps: dict
     return nodes
 
 
-def compare_dml_node(executor: Executor, entry: DmlNode, reference: dict, steps: dict, atol: int, alternatives,
+def compare_dml_node(executor: Executor, entry: DmlNode, reference: dict, steps: dict, tolerance: Tolerance, alternatives,
                      comparison: NodeComparison, float_reference: bool, real_ep: bool) -> None:
     """One DML node run on the reference's inputs; its differences classified by arithmetic, and
     "graph" where its operator gives every arithmetic's value for that input."""
     result = first_output(entry, executor.run_dml(entry, reference))
     expected = reference[entry.output]
     comparison.desc = desc_summary(entry.desc)
-    comparison.isolated = compare_tensors(entry.output, result, expected, step_of(entry.output, expected, steps), atol)
+    comparison.isolated = compare_tensors(entry.output, result, expected, step_of(entry.output, expected, steps), tolerance)
     if not comparison.inexact_in_isolation:
         return
     labels = classify(entry, reference, result, expected, alternatives, float_reference)
@@ -269,10 +270,10 @@ def compare_dml_node(executor: Executor, entry: DmlNode, reference: dict, steps:
                             "output from another graph than the input it exposed "
                             + ("(a rewrite of the real DML EP's that dml_ep does not model)" if real_ep
                                else "(a CPU-only rewrite: QDQS8ToU8Transformer, a QDQ fusion)"))
-    comparison.put_down(labels, result, expected, atol)
+    comparison.put_down(labels, result, expected, tolerance)
 
 
-def compare_rewritten(executor: Executor, entry: PlanEntry, reference: dict, steps: dict, atol: int, alternatives,
+def compare_rewritten(executor: Executor, entry: PlanEntry, reference: dict, steps: dict, tolerance: Tolerance, alternatives,
                       comparison: NodeComparison, float_reference: bool) -> None:
     """Two onnxruntime configurations: a node the candidate's QDQ rules made, run on the reference's
     inputs (a DML node by dml_ep's kernels in onnxruntime's arithmetic, others by onnxruntime's CPU
@@ -285,19 +286,19 @@ def compare_rewritten(executor: Executor, entry: PlanEntry, reference: dict, ste
     if output not in reference or not all(n in reference for n in entry.value_inputs if n not in constants):
         return
     result = executor.run_entry(entry, reference)[output]
-    comparison.isolated = compare_tensors(output, result, reference[output], step_of(output, reference[output], steps), atol)
+    comparison.isolated = compare_tensors(output, result, reference[output], step_of(output, reference[output], steps), tolerance)
     if not comparison.differs_in_isolation:
         return
     if isinstance(entry, DmlNode):
         comparison.desc = desc_summary(entry.desc)
         comparison.put_down(classify(entry, reference, result, reference[output], alternatives, float_reference), result,
-                            reference[output], atol)
+                            reference[output], tolerance)
     else:
         comparison.graph = f"onnxruntime's QDQ rule ({entry.origin.rule}) makes {entry.node.op_type} on one side only"
         comparison.causes = {"graph": comparison.isolated.differing}
 
 
-def compare_dml_graph(executor: Executor, entry: DmlNode, reference: dict, steps: dict, atol: int, alternatives,
+def compare_dml_graph(executor: Executor, entry: DmlNode, reference: dict, steps: dict, tolerance: Tolerance, alternatives,
                       comparison: NodeComparison) -> None:
     """The DirectML operators the DML EP builds for one node (a graph of its own,
     a row of ``registration.GRAPHS``), run together on the reference's inputs of the node; at the last of
@@ -313,7 +314,7 @@ def compare_dml_graph(executor: Executor, entry: DmlNode, reference: dict, steps
 
     result, expected = run_on_reference(executor, group, reference), reference[entry.output]
     comparison.desc = desc_summary(entry.desc)
-    comparison.isolated = compare_tensors(entry.output, result, expected, step_of(entry.output, expected, steps), atol)
+    comparison.isolated = compare_tensors(entry.output, result, expected, step_of(entry.output, expected, steps), tolerance)
     if not comparison.inexact_in_isolation:
         return
     unexplained = result != expected
@@ -325,7 +326,7 @@ def compare_dml_graph(executor: Executor, entry: DmlNode, reference: dict, steps
                                                            quantized_a), labels)
     else:
         label_by_arithmetic(group, reference, expected, unexplained, labels, alternatives)
-    comparison.put_down(labels, result, expected, atol)
+    comparison.put_down(labels, result, expected, tolerance)
 
 
 def starts_a_difference(entry: PlanEntry, comparison: NodeComparison, differing: dict[str, int]) -> bool:
@@ -359,7 +360,7 @@ def label_by_arithmetic(members: list[PlanEntry], reference: dict, expected: np.
         unexplained &= ~explained
 
 
-def compare_cpu_only_group(executor: Executor, entry: PlanEntry, reference: dict, steps: dict, atol: int, comparison,
+def compare_cpu_only_group(executor: Executor, entry: PlanEntry, reference: dict, steps: dict, tolerance: Tolerance, comparison,
                            real_ep: bool = False) -> None:
     """Run DQs -> ``entry`` -> Q, which a CPU-only rule fuses on a CPU reference, on the reference's
     inputs of the DQs; differences of its Q output are the "graph" cause, or against the real DML
@@ -374,7 +375,7 @@ def compare_cpu_only_group(executor: Executor, entry: PlanEntry, reference: dict
     values = dict(reference)
     for member in group:
         values.update(executor.run_entry(member, values))
-    comparison.isolated = compare_tensors(output, values[output], reference[output], step_of(output, reference[output], steps), atol)
+    comparison.isolated = compare_tensors(output, values[output], reference[output], step_of(output, reference[output], steps), tolerance)
     if not real_ep:
         kind = PRODUCT_KINDS.get(entry.node.op_type)
         comparison.graph = (f"on CPU onnxruntime's QDQ rule '{entry.origin.cpu_rule}' fuses {entry.node.op_type} with its "
@@ -384,7 +385,7 @@ def compare_cpu_only_group(executor: Executor, entry: PlanEntry, reference: dict
         comparison.causes = {"other" if real_ep else "graph": comparison.isolated.differing}
 
 
-def compare_hidden_chain(executor: Executor, chain: list[PlanEntry] | None, reference: dict, steps: dict, atol: int,
+def compare_hidden_chain(executor: Executor, chain: list[PlanEntry] | None, reference: dict, steps: dict, tolerance: Tolerance,
                          comparison: NodeComparison, alternatives, judged: set[int], real_ep: bool = False) -> None:
     """A node whose output differs though the inputs both runs show are equal, and which could not
     be run alone (a value it reads is not the reference's to show): run on the reference's inputs
@@ -399,7 +400,7 @@ def compare_hidden_chain(executor: Executor, chain: list[PlanEntry] | None, refe
     output, expected = chain[-1].outputs[0], reference[chain[-1].outputs[0]]
     values = values_on_reference(executor, chain, reference)
     result = values[output]
-    comparison.isolated = compare_tensors(output, result, expected, step_of(output, expected, steps), atol)
+    comparison.isolated = compare_tensors(output, result, expected, step_of(output, expected, steps), tolerance)
     if not comparison.inexact_in_isolation:
         return
     unexplained = result != expected
@@ -416,7 +417,7 @@ def compare_hidden_chain(executor: Executor, chain: list[PlanEntry] | None, refe
         names = " -> ".join(dict.fromkeys(e.node.op_type for e in chain))
         comparison.graph = (f"run on the reference's inputs, {names} give other values in every arithmetic: the reference ran another graph "
                             f"({other_graph(chain, expected, ran_plan(executor).constants)})")
-    comparison.put_down(labels, result, expected, atol)
+    comparison.put_down(labels, result, expected, tolerance)
 
 
 # The float products that the real DML EP runs between DQs and a Q, and onnxruntime's CPU EP fuses into

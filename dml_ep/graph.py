@@ -313,6 +313,16 @@ def without_subgraphs(node: onnx.NodeProto) -> bool:
     return node.op_type not in OPS_WITH_GRAPHS and node.domain in ("", "ai.onnx")
 
 
+QUANTIZED_OPS = frozenset({"MatMulNBits", "MatMulBnb4", "QGemm", "QAttention", "QEmbedLayerNormalization"})
+
+
+def is_quantized(node: onnx.NodeProto) -> bool:
+    """Whether a node is one of quantization's: (De)QuantizeLinear, the Integer and QLinear ops,
+    block-quantized weights."""
+    op = node.op_type
+    return "Quantize" in op or "Integer" in op or op.startswith("QLinear") or op in QUANTIZED_OPS
+
+
 def attributes(node: onnx.NodeProto):
     """A node's attributes, read without touching an empty ``node.attribute``: protobuf (upb) gives
     a repeated field that is read storage of its own, for good (350 bytes a node, 3.4 MB on 10,000)."""

@@ -140,7 +140,7 @@ def _comparison_sections(report: ModelReport) -> list[str]:
     first node that differs in isolation."""
     lines = ['<section id="comparison"><h2>Compared with onnxruntime</h2>',
              f"<p>reference: {html.escape(report.reference)}; candidate: {html.escape(report.candidate)}, "
-             f"{html.escape(report.arithmetic)}; tolerance {report.atol} LSB: <b>{'OK' if report.ok else 'MISMATCH'}</b></p>",
+             f"{html.escape(report.arithmetic)}; tolerance {html.escape(report.tolerance.describe())}: <b>{'OK' if report.ok else 'MISMATCH'}</b></p>",
              '<div class="outputs">']
     for output in report.outputs:
         lines.append(f'<figure class="output" data-output="{html.escape(output.name)}"><figcaption>{html.escape(output.name)}: '

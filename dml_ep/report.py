@@ -5,10 +5,12 @@ and Model Explorer reports read these; :mod:`dml_ep.compare` makes them.
 
 - Differences are counted in quantized steps (LSB) where a tensor has one: the integer difference
   for integer tensors, and for float tensors made by DequantizeLinear with a per-tensor constant
-  scale, the difference divided by that scale. A tensor within tolerance differs by at most
-  ``atol`` steps (default 0: bit-exact). Other float tensors pass when every element satisfies
-  ``|dml_ep - reference| <= FLOAT_ATOL + FLOAT_RTOL * |reference|``. Signed differences are
-  dml_ep minus reference.
+  scale, the difference divided by that scale. Signed differences are dml_ep minus reference.
+- An element is within tolerance (:class:`Tolerance`) when it is within ``steps`` steps of the
+  reference (tensors with a step; default 0: bit-exact), or within Polygraphy's ``--atol``/``--rtol``
+  of it, as Polygraphy's element-wise check reads them: out when ``|d| > atol`` and
+  ``|d| / |reference| > rtol``. Their defaults are 0 for tensors with a step and FLOAT_ATOL and
+  FLOAT_RTOL (Polygraphy's) for other float tensors.
 """
 
 from __future__ import annotations
@@ -31,6 +33,36 @@ HISTOGRAM_STEPS = (-2, -1, 1, 2)
 CAUSES = ("tie rounding", "float32 rounding", "u8s8 saturation", "int8 activations", "float16 weights", "float summation order", "graph",
           "random values", "other")
 NONE, OTHER = -1, CAUSES.index("other")  # an element's cause (causes.classify): an index into CAUSES, NONE where equal
+
+
+@dataclasses.dataclass(frozen=True)
+class Tolerance:
+    """How far the candidate may be from the reference: ``steps`` quantized steps, or Polygraphy's
+    absolute and relative tolerances, each by tensor name, "" for every tensor not named."""
+
+    steps: int = 0
+    atol: dict[str, float] = dataclasses.field(default_factory=dict)
+    rtol: dict[str, float] = dataclasses.field(default_factory=dict)
+
+    def of(self, name: str, quantized: bool) -> tuple[float, float]:
+        """(atol, rtol) of one tensor; ``quantized``: it has a step, so both default to 0."""
+        atol, rtol = (0.0, 0.0) if quantized else (FLOAT_ATOL, FLOAT_RTOL)
+        return self.atol.get(name, self.atol.get("", atol)), self.rtol.get(name, self.rtol.get("", rtol))
+
+    def describe(self) -> str:
+        """As the report's heading gives it, e.g. "0 step(s), atol 1e-3"."""
+        polygraphy = [f"{flag} {_per_name(values)}" for flag, values in (("atol", self.atol), ("rtol", self.rtol)) if values]
+        return ", ".join([f"{self.steps} step(s)", *polygraphy])
+
+    def to_dict(self) -> dict:
+        return {"steps": self.steps, "atol": dict(self.atol), "rtol": dict(self.rtol)}
+
+
+def _per_name(values: dict[str, float]) -> str:
+    return " ".join(f"{name}:{value:g}" if name else f"{value:g}" for name, value in values.items())
+
+
+EXACT = Tolerance()
 
 
 @dataclasses.dataclass
@@ -74,7 +106,8 @@ class TensorComparison:
         return {**dataclasses.asdict(self), "exact_percent": self.exact_percent, "differing": self.differing, "unit": self.unit}
 
 
-def compare_tensors(name: str, actual: np.ndarray, expected: np.ndarray, step: float | None, atol: int = 0) -> TensorComparison:
+def compare_tensors(name: str, actual: np.ndarray, expected: np.ndarray, step: float | None,
+                    tolerance: Tolerance = EXACT) -> TensorComparison:
     """Compare ``actual`` (dml_ep) with ``expected`` (onnxruntime); ``step`` is one LSB, or None."""
     actual, expected = np.asarray(actual), np.asarray(expected)
     base: dict[str, Any] = dict(name=name, dtype=str(expected.dtype), shape=list(expected.shape), elements=int(expected.size), step=step)
@@ -91,7 +124,7 @@ def compare_tensors(name: str, actual: np.ndarray, expected: np.ndarray, step: f
         magnitude = np.abs(steps)
     else:
         magnitude = np.abs(diff[~equal])
-    within = not beyond_tolerance(diff, expected, step, atol).any()
+    within = not beyond_tolerance(name, diff, expected, step, tolerance).any()
     return TensorComparison(
         **base,
         equal=int(np.count_nonzero(equal)),
@@ -133,20 +166,27 @@ def differences(actual: np.ndarray, expected: np.ndarray) -> tuple[np.ndarray, n
     return equal, diff
 
 
-def out_of_tolerance(actual: np.ndarray, expected: np.ndarray, step: float | None, atol: int = 0) -> np.ndarray:
-    """Which elements of ``actual`` are out of tolerance of ``expected`` (same shape and dtype): more
-    than ``atol`` steps off, or without a step, more than FLOAT_ATOL + FLOAT_RTOL * |expected|. NaN
-    on both sides is equal, on one side out of tolerance, as is any value against an infinity it is not."""
-    return beyond_tolerance(differences(actual, expected)[1], expected, step, atol)
+def out_of_tolerance(name: str, actual: np.ndarray, expected: np.ndarray, step: float | None, tolerance: Tolerance = EXACT) -> np.ndarray:
+    """Which elements of tensor ``name``'s ``actual`` are out of tolerance of ``expected`` (same
+    shape and dtype). NaN on both sides is equal, on one side out of tolerance, as is any value
+    against an infinity it is not."""
+    return beyond_tolerance(name, differences(actual, expected)[1], expected, step, tolerance)
 
 
-def beyond_tolerance(diff: np.ndarray, expected: np.ndarray, step: float | None, atol: int) -> np.ndarray:
-    """:func:`out_of_tolerance` from the differences :func:`differences` gave."""
+def beyond_tolerance(name: str, diff: np.ndarray, expected: np.ndarray, step: float | None, tolerance: Tolerance) -> np.ndarray:
+    """:func:`out_of_tolerance` from the differences :func:`differences` gave. The relative
+    difference is Polygraphy's: against the reference, a float zero taken as 2^-52."""
     diff = np.abs(diff)
-    if step is not None:
-        return np.rint(diff / step) > atol
+    atol, rtol = tolerance.of(name, step is not None)
     e = np.abs(np.asarray(expected, np.float64))
-    return diff > np.where(np.isinf(e), 0.0, FLOAT_ATOL + FLOAT_RTOL * e)
+    if expected.dtype.kind == "f":
+        e = np.where(e == 0, np.finfo(np.float64).eps, e)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        relative = diff / e
+    out = (diff > atol) & ~(relative <= rtol)  # ~(<=): a NaN relative difference (inf / inf) is out
+    if step is not None:
+        out &= np.rint(diff / step) > tolerance.steps
+    return out
 
 
 @dataclasses.dataclass
@@ -184,12 +224,13 @@ class NodeComparison:
         counts = self.causes_out_of_tolerance if self.differs_in_isolation and self.causes_out_of_tolerance else self.causes
         return max(CAUSES, key=lambda c: counts.get(c, 0))
 
-    def put_down(self, labels: np.ndarray, result: np.ndarray, expected: np.ndarray, atol: int) -> None:
+    def put_down(self, labels: np.ndarray, result: np.ndarray, expected: np.ndarray, tolerance: Tolerance) -> None:
         """Set ``causes`` from each element's cause in isolation (``labels``, see :func:`tally`), and
         ``causes_out_of_tolerance`` from those of the elements out of tolerance."""
         self.causes = tally(labels)
         if self.differs_in_isolation and self.isolated is not None and self.isolated.problem is None:
-            self.causes_out_of_tolerance = tally(labels[out_of_tolerance(result, expected, self.isolated.step, atol)])
+            isolated = self.isolated
+            self.causes_out_of_tolerance = tally(labels[out_of_tolerance(isolated.name, result, expected, isolated.step, tolerance)])
 
     @property
     def cause_text(self) -> str:
@@ -229,7 +270,7 @@ class ModelReport:
     reference: str
     arithmetic: str
     feature_level: str
-    atol: int
+    tolerance: Tolerance
     outputs: list[TensorComparison]
     plan: dict  # Plan.summary(): what ran on DirectML
     candidate: str = "dml_ep"  # or another onnxruntime configuration, compared with the reference
@@ -277,7 +318,7 @@ class ModelReport:
             "candidate": self.candidate,
             "arithmetic": self.arithmetic,
             "feature_level": self.feature_level,
-            "atol": self.atol,
+            "tolerance": self.tolerance.to_dict(),
             "ok": self.ok,
             "plan": self.plan,
             "outputs": [o.to_dict() for o in self.outputs],
@@ -327,5 +368,5 @@ def desc_summary(desc: OperatorDesc) -> dict:
         elif isinstance(value, OperatorDesc):
             summary[field.name] = str(value.OPERATOR_TYPE)
         elif value is not None:
-            summary[field.name] = list(value) if isinstance(value, tuple) else value
+            summary[field.name] = [v.describe() if isinstance(v, DML_BUFFER_TENSOR_DESC) else v for v in value] if isinstance(value, tuple) else value
     return summary

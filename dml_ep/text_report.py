@@ -12,21 +12,23 @@ import re
 import sys
 import time
 
+from .graph import is_quantized
 from .reference import DML_REFERENCE
 from .report import ModelReport, NodeComparison, ShippedComparison, TensorComparison
 
 
-def format_report(report: ModelReport, per_node: bool) -> str:
-    """One comparison: each output's agreement (with ``per_node``, each node's), how much ran on
-    DirectML, the shipped outputs' verdicts, the result; and when it failed (or with ``per_node``)
-    the causes and the first node that differs in isolation."""
+def format_report(report: ModelReport, per_node: bool, only_differing: bool = False) -> str:
+    """One comparison: each output's agreement (with ``per_node``, each node's; ``only_differing``:
+    of the nodes not bit-exact), how much ran on DirectML, the shipped outputs' verdicts, the
+    result and what to try where it points at the host's onnxruntime; and when it failed (or with
+    ``per_node``) the causes and the first node that differs in isolation."""
     lines = [_heading(report)]
     lines += _indent(table(
         ["output", "dtype", "shape", "elements", "exact %", "max diff"],
         [[o.name, o.dtype, _shape(o), o.elements, _percent(o), _max_diff(o)] for o in report.outputs],
     ))
     if per_node and report.nodes:
-        lines += _node_table(report.nodes)
+        lines += _node_table(report.nodes, only_differing)
     if report.candidate == "dml_ep":
         plan = report.plan
         lines.append(f"  on DirectML: {plan['dml']['nodes']} of the model's {plan['model_nodes']} node(s) as "
@@ -35,6 +37,7 @@ def format_report(report: ModelReport, per_node: bool) -> str:
     if report.shipped is not None:
         lines += _format_shipped(report, report.shipped)
     lines.append(_result_line(report))
+    lines += _hints(report)
     lines += [printable(f"  {o.name}: {o.problem}") for o in report.outputs if not o.within_tolerance and o.problem]
     if report.nodes is not None and (per_node or not report.ok):
         lines += _causes(report)
@@ -47,19 +50,27 @@ def _heading(report: ModelReport) -> str:
     reference = f"{report.reference} (the real DML EP)" if real_ep else report.reference
     if report.candidate == "dml_ep":
         return (f"{report.model}: reference {reference}, arithmetic {report.arithmetic}, "
-                f"{report.feature_level}, atol {report.atol} step(s)")
-    return f"{report.model}: onnxruntime {report.candidate} against reference {reference}, atol {report.atol} step(s)"
+                f"{report.feature_level}, tolerance {report.tolerance.describe()}")
+    return f"{report.model}: onnxruntime {report.candidate} against reference {reference}, tolerance {report.tolerance.describe()}"
 
 
-def _node_table(nodes: list[NodeComparison]) -> list[str]:
-    """``--per-node``'s table: each node's agreement as run (propagated) and in isolation, and its cause."""
+def _node_table(nodes: list[NodeComparison], only_differing: bool) -> list[str]:
+    """``--per-node``'s table: each node's agreement as run (propagated) and in isolation, and its
+    cause; ``only_differing``: of the nodes not bit-exact either way."""
+    heading = "  node by node (isolated: fed onnxruntime's inputs):"
+    if only_differing:
+        shown = [n for n in nodes if n.inexact_in_isolation or any(c.differing for c in n.propagated)]
+        heading = f"  node by node, the {len(shown)} of {len(nodes)} not bit-exact (isolated: fed onnxruntime's inputs):"
+        if not shown:
+            return ["", heading]
+        nodes = shown
     rows = [[n.node, n.op_type, "fallback" if n.runs_on.startswith("fallback") else "DML",
              ", ".join(_percent(c) for c in n.propagated) or "-",
              _percent(n.isolated) if n.isolated else "-",
              _max_diff(n.isolated) if n.isolated else "-",
              n.cause_text] for n in nodes]
     header = ["node", "op type", "runs on", "exact %", "isolated exact %", "isolated max diff", "cause"]
-    return ["", "  node by node (isolated: fed onnxruntime's inputs):"] + _indent(table(header, rows), "    ")
+    return ["", heading] + _indent(table(header, rows), "    ")
 
 
 def _result_line(report: ModelReport) -> str:
@@ -77,6 +88,22 @@ def _result_line(report: ModelReport) -> str:
     if report.reference == DML_REFERENCE:
         return "  result: OK, but dml_ep ran nothing on DirectML: its CPU fallback matches the real DML EP"
     return "  result: OK, but nothing ran on DirectML: both sides ran onnxruntime's CPU EP"
+
+
+def _hints(report: ModelReport) -> list[str]:
+    """What to try when the mismatch is the host's onnxruntime's own (its uint8 x int8 products
+    saturate on AVX2 CPUs without VNNI), or when the model has nothing quantized to emulate."""
+    hints = []
+    causes = report.cause_counts
+    if not report.ok and causes and max(causes, key=causes.__getitem__) == "u8s8 saturation" and report.reference == "ort":
+        hints.append("  hint: the first cause is this host's onnxruntime: its uint8 x int8 products saturate to int16 (an AVX2 "
+                     "CPU without VNNI; DirectML's do not). --reference ort-exact compares with exact products; "
+                     "--arithmetic onnxruntime makes dml_ep saturate as this onnxruntime does")
+    planner = report.dml_planner
+    if planner is not None and not any(is_quantized(node) for node in planner.source.graph.node):
+        hints.append("  note: the model has no quantized node, and dml_ep emulates the DML EP on quantized models; quantize it with "
+                     "onnxruntime.quantization (quantize_dynamic, quantize_static or MatMulNBitsQuantizer)")
+    return hints
 
 
 def _causes(report: ModelReport) -> list[str]:

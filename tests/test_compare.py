@@ -20,7 +20,7 @@ from dml_ep.executor import Executor
 from dml_ep.graph import load_model
 from dml_ep.inputs import random_inputs
 from dml_ep.reference import cpu_session
-from dml_ep.report import compare_tensors, out_of_tolerance
+from dml_ep.report import Tolerance, compare_tensors, out_of_tolerance
 from dml_ep.session import InferenceSession
 import onnx_builders
 from onnx_builders import qlinear_conv, qlinear_matmul
@@ -59,12 +59,12 @@ def test_integer_differences_in_steps():
     assert c.histogram == {"-2": 0, "-1": 2, "+1": 0, "+2": 1, "other": 1}
     assert c.max_diff == 255 and c.mean_diff == pytest.approx((1 + 2 + 255 + 1) / 4)
     assert not c.within_tolerance
-    assert compare_tensors("y", actual, expected, step=1.0, atol=255).within_tolerance
+    assert compare_tensors("y", actual, expected, step=1.0, tolerance=Tolerance(steps=255)).within_tolerance
 
 
 def test_dequantized_floats_compare_in_steps():
     expected = np.array([0.5, 1.0, -1.5], np.float32)
-    c = compare_tensors("y", expected + np.float32(0.25) * np.array([0, 1, -2], np.float32), expected, step=0.25, atol=1)
+    c = compare_tensors("y", expected + np.float32(0.25) * np.array([0, 1, -2], np.float32), expected, step=0.25, tolerance=Tolerance(steps=1))
     assert c.histogram == {"-2": 1, "-1": 0, "+1": 1, "+2": 0, "other": 0}
     assert c.max_diff == 2 and not c.within_tolerance
 
@@ -448,7 +448,7 @@ def test_equal_infinities_compare_without_numpy_warnings():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         comparison = compare_tensors("x", actual, expected, None)
-        outside = out_of_tolerance(actual, expected, None)
+        outside = out_of_tolerance("x", actual, expected, None)
     assert comparison.equal == 3 and not comparison.within_tolerance and comparison.max_diff == np.inf
     assert outside.tolist() == [False, False, False, True, True]
 

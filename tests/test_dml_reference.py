@@ -216,7 +216,7 @@ def test_the_command_names_the_real_ep(exact_dml_on_cpu, capsys, tmp_path):
     runners = [runner for runner, _ in json.loads((tmp_path / "out.json").read_text())["lst"]]
     assert runners == ["dml_ep", "onnxruntime-dml"]
     assert cli.main(["compare", str(model), "--reference", "dml", "--candidate", "ort-exact", "--quiet"]) == 0
-    assert capsys.readouterr().out.startswith(f"{model}: onnxruntime ort-exact against reference dml (the real DML EP), atol 0")
+    assert capsys.readouterr().out.startswith(f"{model}: onnxruntime ort-exact against reference dml (the real DML EP), tolerance 0 step(s)")
 
 
 def test_the_cli_probes_the_device_once_for_a_batch(dml_on_cpu, capsys):

@@ -12,7 +12,7 @@ from onnx import numpy_helper
 
 from dml_ep.cli import main
 from dml_ep.compare import compare_shipped
-from dml_ep.report import ModelReport, compare_tensors
+from dml_ep.report import ModelReport, Tolerance, compare_tensors
 from dml_ep.inputs import random_inputs
 from dml_ep.polygraphy_json import load_run_results
 from dml_ep.reference import cpu_session
@@ -97,14 +97,14 @@ def test_dml_ep_missing_a_shipped_output_onnxruntime_matches_fails(capsys, zoo, 
 
 
 def test_shipped_outputs_fault_dml_ep_only_where_onnxruntime_matches_them():
-    """Hand-made: within --atol 1 of onnxruntime, dml_ep passes, yet it is 2 steps from a shipped
+    """Hand-made: within --steps 1 of onnxruntime, dml_ep passes, yet it is 2 steps from a shipped
     output that onnxruntime is 1 step from; a shipped output 3 steps from onnxruntime judges nothing."""
     reference = {"y": np.array([0, 1], np.uint8)}
     candidate = {"y": np.array([0, 2], np.uint8)}
 
     def report():
-        outputs = [compare_tensors("y", candidate["y"], reference["y"], 1.0, atol=1)]
-        return ModelReport("m", "ort", "directml", "6_4", 1, outputs, {}, candidate_outputs=candidate, reference_outputs=reference)
+        outputs = [compare_tensors("y", candidate["y"], reference["y"], 1.0, Tolerance(steps=1))]
+        return ModelReport("m", "ort", "directml", "6_4", Tolerance(steps=1), outputs, {}, candidate_outputs=candidate, reference_outputs=reference)
 
     judged = report()
     assert judged.ok
