@@ -4,6 +4,7 @@ statuses its epilog lists; ``dml_ep.cli`` binds each subcommand to its handler."
 from __future__ import annotations
 
 import argparse
+import difflib
 import re
 import sys
 from typing import Callable
@@ -21,7 +22,7 @@ U8S8_SATURATION = {"auto": None, "on": True, "off": False}
 
 EXIT_STATUS = """exit status:
   0    success
-  1    compare: an output out of tolerance
+  1    compare, run --load-outputs: an output out of tolerance
   2    usage or input error (one line on stderr)
   3    internal error (--debug shows the traceback)
   130  interrupted (Ctrl-C)
@@ -32,12 +33,56 @@ SAVE_REWRITTEN_HELP = ("also write the graph after onnxruntime's rewrites for th
                        "loads and Netron shows, each node's placement and DirectML operator in its metadata (dml_ep.*)")
 
 
+# Options of Polygraphy and onnxruntime's tools that dml-ep spells otherwise or does not need: what to say instead.
+OTHER_TOOLS_OPTIONS = {
+    "--onnxrt": "dml-ep compare runs onnxruntime's CPU EP itself (choose how with --reference)",
+    "--dml-ep": "that is polygraphy run's plugin option; dml-ep compare runs dml_ep itself",
+    "--providers": "choose the reference with --reference (ort, ort-exact, ort-unfused, dml)",
+    "--execution-provider": "choose the reference with --reference (ort, ort-exact, ort-unfused, dml)",
+    "--load-input-data": "--load-inputs",
+    "--save-input-data": "--save-inputs",
+    "--input-shape": "--input-shapes NAME:[D0,D1,...] (or --shape NAME=D0,D1,...)",
+    "--check-error-stat": "dml-ep checks element by element, as Polygraphy's default (elemwise)",
+    "--mark-all": "--per-node (or --onnx-outputs mark all)",
+    "--verbose": "compare --per-node --only-differing shows each node that differs, with its cause",
+}
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse, with usage errors as the one-line ``dml-ep: error: ...`` and exit status 2."""
 
     def error(self, message):
         print(f"dml-ep: error: {message}", file=sys.stderr)
         sys.exit(2)
+
+
+def parse(parser: argparse.ArgumentParser, argv=None) -> argparse.Namespace:
+    """``parser.parse_args``, where an unknown option gets a hint: the option of its command it
+    looks like, or what dml-ep has for a Polygraphy or onnxruntime option."""
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        options = [o for action in _command_parser(parser, args.command)._actions for o in action.option_strings]
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}{_hint(unknown, options)}")
+    return args
+
+
+def _command_parser(parser: argparse.ArgumentParser, command: str) -> argparse.ArgumentParser:
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return commands.choices[command]
+
+
+def _hint(unknown: list[str], options: list[str]) -> str:
+    """For the first unknown option: what dml-ep has for it, or the option it looks like."""
+    for token in unknown:
+        option = token.split("=", 1)[0]
+        if not option.startswith("--"):
+            continue
+        if option in OTHER_TOOLS_OPTIONS:
+            return f" ({option}: {OTHER_TOOLS_OPTIONS[option]})"
+        close = difflib.get_close_matches(option, options, n=1, cutoff=0.6)
+        if close:
+            return f" (did you mean {close[0]}?)"
+    return ""
 
 
 def build_parser(handlers: dict[str, Callable[[argparse.Namespace], int]]) -> argparse.ArgumentParser:
@@ -80,6 +125,18 @@ def build_parser(handlers: dict[str, Callable[[argparse.Namespace], int]]) -> ar
                          help="what computes the quantized products' exact integer sums: onnxruntime's MatMulInteger "
                               "or numpy's float32 BLAS in exact blocks; same results (default: $DML_EP_ENGINE, else onnxruntime)")
 
+    tolerance = _Parser(add_help=False)
+    tolerance.add_argument("--steps", type=_non_negative, default=0, metavar="N",
+                           help="largest difference allowed in quantized steps (LSB), for integer tensors and floats made "
+                                "by DequantizeLinear (default: 0, bit-exact)")
+    tolerance.add_argument("--atol", action="extend", nargs="+", type=_tolerance, default=[], metavar="[NAME:]VALUE",
+                           help="Polygraphy's absolute tolerance, in the tensor's own units, for every tensor or the one "
+                                "named (an element passes within --atol or --rtol); default 0 where a tensor has a step, "
+                                f"else {FLOAT_ATOL:g}")
+    tolerance.add_argument("--rtol", action="extend", nargs="+", type=_tolerance, default=[], metavar="[NAME:]VALUE",
+                           help="Polygraphy's relative tolerance, against |reference| (default 0 where a tensor has a step, "
+                                f"else {FLOAT_RTOL:g})")
+
     parser = _Parser(prog="dml-ep", description="Emulate onnxruntime's DirectML EP on quantized ONNX models.",
                      epilog=EXIT_STATUS, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=_version_line())
@@ -103,14 +160,23 @@ def build_parser(handlers: dict[str, Callable[[argparse.Namespace], int]]) -> ar
                            "(needs the model-explorer extra)")
     show.set_defaults(handler=handlers["inspect"])
 
-    run = commands.add_parser("run", parents=[common, feeding, arithmetic], help="run a model with dml_ep")
+    run = commands.add_parser("run", parents=[common, feeding, arithmetic, tolerance], help="run a model with dml_ep",
+                              description="Runs the model with dml_ep on the inputs given (or seeded random ones) and lists "
+                                          "its outputs; with --load-outputs, checks them against saved ones, as polygraphy "
+                                          "run --load-outputs does (exit status 1 when one is out of tolerance).")
     run.add_argument("model", metavar="MODEL")
     run.add_argument("--output-dir", metavar="DIR", help="write each output to DIR/<name>.npy")
+    run.add_argument("--save-outputs", metavar="FILE", help="write the outputs as Polygraphy's RunResults (runner 'dml_ep')")
+    run.add_argument("--save-inputs", metavar="FILE", help="write the inputs as Polygraphy's input data")
+    run.add_argument("--load-inputs", metavar="FILE", help="inputs from Polygraphy's input data: one run per feed dict")
+    run.add_argument("--load-outputs", metavar="FILE[:RUNNER]",
+                     help="check the outputs against RUNNER's in a RunResults file, iteration by iteration, within --steps "
+                          "(integer outputs), --atol and --rtol (default runner: its one other than dml_ep)")
     run.set_defaults(handler=handlers["run"])
 
     compare = commands.add_parser(
         "compare",
-        parents=[common, feeding, arithmetic],
+        parents=[common, feeding, arithmetic, tolerance],
         help="compare dml_ep with onnxruntime's CPU EP, or with the real DML EP",
         description=(
             "Integer outputs, and float outputs made by DequantizeLinear, compare in quantized steps "
@@ -121,16 +187,6 @@ def build_parser(handlers: dict[str, Callable[[argparse.Namespace], int]]) -> ar
         ),
     )
     compare.add_argument("models", nargs="+", metavar="MODEL_OR_DIR_OR_GLOB")
-    compare.add_argument("--steps", type=_non_negative, default=0, metavar="N",
-                         help="largest difference allowed in quantized steps (LSB), for integer tensors and floats made "
-                              "by DequantizeLinear (default: 0, bit-exact)")
-    compare.add_argument("--atol", action="extend", nargs="+", type=_tolerance, default=[], metavar="[NAME:]VALUE",
-                         help="Polygraphy's absolute tolerance, in the tensor's own units, for every tensor or the one "
-                              f"named (an element passes within --atol or --rtol); default 0 where a tensor has a step, "
-                              f"else {FLOAT_ATOL:g}")
-    compare.add_argument("--rtol", action="extend", nargs="+", type=_tolerance, default=[], metavar="[NAME:]VALUE",
-                         help=f"Polygraphy's relative tolerance, against |reference| (default 0 where a tensor has a step, "
-                              f"else {FLOAT_RTOL:g})")
     compare.add_argument("--reference", choices=REFERENCES, default="ort",
                          help="onnxruntime CPU as deployed, with exact u8s8 GEMMs, or without QDQ fusions; or dml, the real "
                               "DML EP (onnxruntime-directml and a DirectX 12 device) (default: %(default)s)")

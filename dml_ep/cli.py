@@ -1,7 +1,7 @@
 """The ``dml-ep`` command: ``inspect`` a model's plan, ``run`` it, ``compare`` it with onnxruntime,
 ``export`` it as a DxDispatch model to run on real DirectML.
 
-Exit status (``arguments.EXIT_STATUS``): 0 on success, 1 when ``compare`` finds an output out of tolerance,
+Exit status (``arguments.EXIT_STATUS``): 0 on success, 1 when ``compare`` (or ``run --load-outputs``) finds an output out of tolerance,
 2 on a usage or input error (one line on stderr, ``dml-ep: error: ...``; for ``compare``, when any
 model could not be compared), 3 on an internal error, so that a crash never reads as a conformance
 verdict, 130 on Ctrl-C and 143 on SIGTERM (nothing partial left behind). ``--debug`` shows the traceback too.
@@ -32,7 +32,8 @@ from .node_table import plan_rows
 from .plan import Plan
 from .planner import Planner
 from .reference import DML_REFERENCE, require_dml
-from .report import ModelReport, Tolerance, node_label
+from .polygraphy_json import inputs_json, load_inputs, load_run_results, pick_runner, run_results_json
+from .report import ModelReport, Tolerance, compare_tensors, node_label
 from .report_meta import report_meta
 from .rewritten_model import model_writer, rewritten_model
 from .session import InferenceSession
@@ -44,7 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
+    args = arguments.parse(build_parser(), argv)
     try:
         with _sigterm_raises():
             return args.handler(args)
@@ -118,7 +119,7 @@ def cmd_inspect(args) -> int:
         print(descs, file=out)
     writers, said = {}, ""
     if args.json:
-        writers[args.json] = files.json_writer(report_meta(model=args.model, input_shapes=shapes, assumed=plan.assumed,
+        writers[args.json] = files.json_writer(report_meta("inspect", model=args.model, input_shapes=shapes, assumed=plan.assumed,
                                                            pending=[node_label(n) for n in plan.pending], refused=plan.refused,
                                                            nodes=rows, summary=summary, by_op_type=op_types, by_reason=reasons,
                                                            by_reason_class=classes))
@@ -174,28 +175,85 @@ def _write_model_explorer(directory: str, model_path: str, model, plan, reports:
 
 
 def cmd_run(args) -> int:
-    """Run with dml_ep; outputs are written only once the whole run has succeeded, all or none."""
+    """Run with dml_ep, once per feed dict of ``--load-inputs``; outputs and files are written only
+    once every run has succeeded, all or none. With ``--load-outputs``, each run's outputs are
+    checked against the saved ones (exit status 1 when one is out of tolerance)."""
     if args.output_dir:
         files.check_writable(args.output_dir, directory=True)
+    _check_writable(args, args.save_outputs, args.save_inputs)
     model = load_model(args.model)
-    feeds, sources = make_feeds(model, args.seed, args.input, args.input_dir, dict(args.shape), args.val_range)
+    if args.load_inputs:
+        if args.input or args.input_dir:
+            raise DmlEpError("--load-inputs gives every input: drop --input and --input-dir")
+        iterations = [(feeds, dict.fromkeys(feeds, args.load_inputs)) for feeds in load_inputs(args.load_inputs)]
+    else:
+        iterations = [make_feeds(model, args.seed, args.input, args.input_dir, dict(args.shape), args.val_range)]
+    if args.output_dir and len(iterations) != 1:
+        raise DmlEpError(f"--output-dir holds one run's outputs; {args.load_inputs} holds {len(iterations)} feed dicts")
+    saved = _saved_for_run(args, len(iterations))
     session = InferenceSession(Loaded(model), **_arithmetic(args))
     names = [o.name for o in session.get_outputs()]
-    with naming_random_inputs(sources):
-        results = dict(zip(names, session.run(None, feeds)))
+    runs = []
+    for feeds, sources in iterations:
+        with naming_random_inputs(sources):
+            runs.append(dict(zip(names, session.run(None, feeds))))
+    ok = True
+    if saved is not None:
+        runner, expected = saved
+        tolerance = Tolerance(args.steps, dict(args.atol), dict(args.rtol))
+        ok = _check_runs(runs, expected, runner, tolerance)
+    writers = {}
+    if args.save_outputs:
+        writers[args.save_outputs] = files.text_writer(run_results_json({"dml_ep": runs}))
+    if args.save_inputs:
+        writers[args.save_inputs] = files.text_writer(inputs_json([feeds for feeds, _ in iterations]))
+    results = runs[-1]
     if not args.output_dir:
-        print(table(["output", "shape", "dtype"], [[n, list(r.shape), r.dtype] for n, r in results.items()]))
-        return 0
+        if saved is None:
+            print(table(["output", "shape", "dtype"], [[n, list(r.shape), r.dtype] for n, r in results.items()]))
+        files.write_files(writers)
+        return 0 if ok else 1
     paths = {name: os.path.join(args.output_dir, file) for name, file in npy_file_names(names).items()}
     inputs = _inputs_read(args)
     for path in paths.values():
         files.check_not_input(path, inputs)
-    saved = {name: _savable(array) for name, array in results.items()}
-    print(table(["output", "shape", "dtype", "file"], [[n, list(r.shape), r.dtype if saved[n].dtype == r.dtype else f"{r.dtype} (saved as {saved[n].dtype})",
+    arrays = {name: _savable(array) for name, array in results.items()}
+    print(table(["output", "shape", "dtype", "file"], [[n, list(r.shape), r.dtype if arrays[n].dtype == r.dtype else f"{r.dtype} (saved as {arrays[n].dtype})",
                                                         os.path.basename(paths[n])] for n, r in results.items()]))
     os.makedirs(args.output_dir, exist_ok=True)
-    files.write_files({paths[name]: functools.partial(np.save, arr=array) for name, array in saved.items()})
-    return 0
+    writers.update({paths[name]: functools.partial(np.save, arr=array) for name, array in arrays.items()})
+    files.write_files(writers)
+    return 0 if ok else 1
+
+
+def _saved_for_run(args, count: int) -> tuple[str, list[dict]] | None:
+    """``run --load-outputs``' runner and its iterations, one per run."""
+    if not args.load_outputs:
+        return None
+    file, wanted = split_runner(args.load_outputs)
+    runners = load_run_results(file)
+    runner = pick_runner(runners, wanted, file)
+    if len(runners[runner]) != count:
+        raise DmlEpError(f"{file}: runner {runner!r} has {len(runners[runner])} iteration(s), this run makes {count}")
+    return runner, runners[runner]
+
+
+def _check_runs(runs: list[dict], expected: list[dict], runner: str, tolerance: Tolerance) -> bool:
+    """Each run's outputs against ``runner``'s, as compare judges graph outputs (an integer output
+    in steps of 1); a table per iteration, then the verdict."""
+    ok = True
+    for index, (outputs, saved) in enumerate(zip(runs, expected)):
+        missing = [name for name in outputs if name not in saved]
+        if missing:
+            raise DmlEpError(f"runner {runner!r}, iteration {index}: no output {missing[0]!r} (it has {', '.join(saved) or 'none'})")
+        compared = [compare_tensors(n, a, np.asarray(saved[n]), 1.0 if a.dtype.kind in "iub" else None, tolerance) for n, a in outputs.items()]
+        ok &= all(c.within_tolerance for c in compared)
+        print(f"dml_ep against runner {runner!r}" + (f", iteration {index}" if len(runs) > 1 else "") + f", tolerance {tolerance.describe()}:")
+        print("\n".join("  " + line for line in table(["output", "dtype", "shape", "exact %", "max diff", "verdict"], [
+            [c.name, c.dtype, c.shape, f"{c.exact_percent:.2f}", "-" if c.problem else f"{c.max_diff:g}",
+             "ok" if c.within_tolerance else f"MISMATCH{': ' + c.problem if c.problem else ''}"] for c in compared]).splitlines()))
+    print(f"  result: {'OK' if ok else 'MISMATCH'}")
+    return ok
 
 
 def _savable(array: np.ndarray) -> np.ndarray:
@@ -281,7 +339,7 @@ def _write_comparison(args, cases: list[Case], done: list[Compared], errors: lis
     if args.json:
         models = [{**c.report.to_dict(), "inputs": c.sources} for c in done]
         ok = not errors and all(r.ok for r in reports)
-        files.write_files({args.json: files.json_writer(report_meta(seed=args.seed, ok=ok, models=models, errors=errors))})
+        files.write_files({args.json: files.json_writer(report_meta("compare", seed=args.seed, ok=ok, models=models, errors=errors))})
     if args.save_rewritten and reports:  # one model (comparison_cases): the graph of its first comparison
         writer, said = _rewritten(args.save_rewritten, reports[0].dml_planner, reports[0].dml_plan)
         files.write_files({args.save_rewritten: writer})
@@ -318,7 +376,7 @@ def _inputs_read(args) -> list[str]:
 def _written(args) -> list[str]:
     """The files a command writes besides its outputs: its JSON report, its rewritten model, its
     HTML page. One of them at most on stdout."""
-    paths = [path for path in (args.json, getattr(args, "save_rewritten", None), getattr(args, "html", None)) if path]
+    paths = [path for path in (getattr(args, "json", None), getattr(args, "save_rewritten", None), getattr(args, "html", None)) if path]
     if paths.count("-") > 1:
         raise DmlEpError("only one of --json, --save-rewritten and --html can be - (stdout): give the others a file")
     return paths

@@ -9,8 +9,10 @@ rounds up to it.
 from __future__ import annotations
 
 import re
-import sys
 import time
+
+import rich.console
+import rich.progress
 
 from .graph import is_quantized
 from .reference import DML_REFERENCE
@@ -233,33 +235,50 @@ def _max_diff(c: TensorComparison) -> str:
 
 
 class Progress:
-    """Where a long comparison is, on stderr: one line rewritten in place on a terminal, else a
-    line every few seconds, so that a short run (or its one-line error) stays quiet in a log."""
+    """Where a long comparison is, on stderr. On a terminal, rich's progress bar (stage, count,
+    time left), erased once done; elsewhere (a log), a line every few seconds with the count and
+    the time left, so that a short run (or its one-line error) stays quiet."""
 
     INTERVAL = 5.0
 
     def __init__(self, prefix: str, enabled: bool = True):
         self.prefix = prefix
         self.enabled = enabled
-        self.shown = False  # whether a terminal line is there to erase
-        self.last = time.monotonic()  # of the start, then of the last line written
+        self.console = rich.console.Console(stderr=True)
+        self.bar: rich.progress.Progress | None = None  # on a terminal, once a stage is heard
+        self.task: rich.progress.TaskID | None = None
+        self.stage = ""
+        self.stage_started = self.last = time.monotonic()  # of the stage; of the start, then of the last line written
 
     def __call__(self, stage: str, done: int = 0, total: int = 0) -> None:
         if not self.enabled:
             return
-        text = f"{self.prefix}: {stage}" + (f" {done}/{total}" if total else "") + "..."
         now = time.monotonic()
-        if sys.stderr.isatty():
-            sys.stderr.write(f"\r\033[K{text}")
-            self.shown = True
+        if stage != self.stage:
+            self.stage, self.stage_started = stage, now
+            if self.bar is not None and self.task is not None:
+                self.bar.remove_task(self.task)
+                self.task = None
+        if self.console.is_terminal:
+            self._draw(done, total)
         elif now - self.last >= self.INTERVAL:
-            sys.stderr.write(text + "\n")
+            left = f", about {(now - self.stage_started) * (total - done) / done:.0f} s left" if total and done else ""
+            self.console.file.write(f"{self.prefix}: {stage}" + (f" {done}/{total}" if total else "") + f"{left}...\n")
+            self.console.file.flush()
             self.last = now
-        sys.stderr.flush()
+
+    def _draw(self, done: int, total: int) -> None:
+        if self.bar is None:
+            self.bar = rich.progress.Progress(
+                rich.progress.TextColumn("{task.description}"), rich.progress.BarColumn(), rich.progress.MofNCompleteColumn(),
+                rich.progress.TimeRemainingColumn(), console=self.console, transient=True)
+            self.bar.start()
+        if self.task is None:
+            self.task = self.bar.add_task(f"{self.prefix}: {self.stage}", total=total or None)
+        self.bar.update(self.task, completed=done, total=total or None)
 
     def clear(self) -> None:
-        """Erase the terminal's progress line before the report or an error takes its place."""
-        if self.shown:
-            sys.stderr.write("\r\033[K")
-            sys.stderr.flush()
-            self.shown = False
+        """Erase the terminal's progress bar before the report or an error takes its place."""
+        if self.bar is not None:
+            self.bar.stop()
+            self.bar, self.task, self.stage = None, None, ""

@@ -286,7 +286,7 @@ def test_compare_progress(capsys, monkeypatch):
     assert run_cli(capsys, "compare", MODELS / "mlp.onnx", "--per-node", "--reference", "ort-exact", "--quiet")[2] == ""
 
 
-def test_progress_on_a_terminal_rewrites_one_line(monkeypatch):
+def test_progress_on_a_terminal_draws_a_bar_with_the_time_left_and_erases_it(monkeypatch):
     class Terminal(io.StringIO):
         def isatty(self):
             return True
@@ -295,8 +295,20 @@ def test_progress_on_a_terminal_rewrites_one_line(monkeypatch):
     progress = Progress("m.onnx")
     progress("running dml_ep")
     progress("comparing node", 2, 9)
+    progress("comparing node", 5, 9)
     progress.clear()
-    assert sys.stderr.getvalue() == "\r\033[Km.onnx: running dml_ep...\r\033[Km.onnx: comparing node 2/9...\r\033[K"
+    drawn = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", sys.stderr.getvalue())
+    assert "m.onnx: comparing node" in drawn and "5/9" in drawn and "0:00:0" in drawn  # rich's time left
+    assert sys.stderr.getvalue().endswith("\x1b[2K")  # erased, for the report to take its place
+
+
+def test_progress_in_a_log_says_the_time_left(capsys, monkeypatch):
+    monkeypatch.setattr(Progress, "INTERVAL", 0.0)
+    progress = Progress("m.onnx")
+    progress("comparing node", 0, 9)
+    progress.stage_started -= 10  # 10 s for the first 5 nodes
+    progress("comparing node", 5, 9)
+    assert capsys.readouterr().err.splitlines()[-1] == "m.onnx: comparing node 5/9, about 8 s left..."
 
 
 @pytest.mark.parametrize("command", [["inspect"], ["inspect", "--input-dir", "{data}"], ["run"], ["compare", "--reference", "ort-exact"],
