@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from onnx import numpy_helper
+from onnx import TensorProto, helper, numpy_helper
 
 from dml_ep.arithmetic import host_saturates_u8s8
 from dml_ep.cli import main
@@ -341,3 +341,41 @@ def test_control_characters_in_names_are_escaped_in_the_terminal(capsys, tmp_pat
         status, out, err = run_cli(capsys, argv[0], tmp_path / "m.onnx", *argv[1:])
         assert status == 0, err
         assert not re.search(r"[\x00-\x09\x0b-\x1f\x7f]", out) and "\\x1b[31m\\x0d  result: OK\\x0a\\x07" in out, out
+
+
+@pytest.mark.host_sensitive  # CI also runs it under an emulated Haswell, whose onnxruntime saturates
+def test_a_mismatch_from_this_hosts_onnxruntime_says_what_to_try(capsys, tmp_path):
+    """DirectML's exact product against this host's onnxruntime: a mismatch only where onnxruntime
+    saturates, then the result names it and suggests the two ways out, each of which passes."""
+    model = saturating_matmul(tmp_path)[:3]  # dml_ep in DirectML's arithmetic
+    saturates = host_saturates_u8s8()
+    status, out, _ = run_cli(capsys, "compare", *model)
+    assert status == (1 if saturates else 0), out
+    assert ("hint: the first cause is this host's onnxruntime" in out) == saturates, out
+    for way_out in (["--reference", "ort-exact"], ["--arithmetic", "onnxruntime"]):
+        assert run_cli(capsys, "compare", *model, *way_out)[0] == 0
+
+
+def test_the_hint_follows_the_first_cause_and_the_reference(tmp_path):
+    """On any host: dml_ep made to saturate against exact products has u8s8 saturation as first
+    cause; the hint is given only when the reference is the host's onnxruntime ("ort")."""
+    from dml_ep.compare import compare_model
+    from dml_ep.text_report import format_report
+
+    model = saturating_matmul(tmp_path)
+    report = compare_model(str(model[0]), {"in0": np.load(tmp_path / "a.npy")}, reference="ort-exact", arithmetic="onnxruntime",
+                           u8s8_saturation=True)
+    assert report.cause_counts == {"u8s8 saturation": 1}
+    assert "hint:" not in format_report(report, per_node=False)
+    report.reference = "ort"
+    assert "--reference ort-exact compares with exact products" in format_report(report, per_node=False)
+
+
+def test_a_model_with_nothing_quantized_gets_a_note(capsys, tmp_path):
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])
+    graph = helper.make_graph([helper.make_node("Mul", ["x", "x"], ["y"])], "float", [x], [y])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), tmp_path / "float.onnx")
+    status, out, _ = run_cli(capsys, "compare", tmp_path / "float.onnx", "--reference", "ort-exact")
+    assert status == 0 and "note: the model has no quantized node" in out
+    assert "note:" not in run_cli(capsys, "compare", MODELS / "small_cnn.qdq.onnx", "--reference", "ort-exact")[1]
