@@ -48,6 +48,15 @@ OTHER_TOOLS_OPTIONS = {
 }
 
 
+class _Formatter(argparse.HelpFormatter):
+    """argparse's help, with the examples and exit statuses laid out as written (descriptions wrap)."""
+
+    def _fill_text(self, text, width, indent):
+        if text.startswith(("examples:", "exit status:")):
+            return "".join(indent + line for line in text.splitlines(keepends=True))
+        return super()._fill_text(text, width, indent)
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse, with usage errors as the one-line ``dml-ep: error: ...`` and exit status 2."""
 
@@ -83,6 +92,27 @@ def _hint(unknown: list[str], options: list[str]) -> str:
         if close:
             return f" (did you mean {close[0]}?)"
     return ""
+
+
+# Each command's --help ends with these (tests/test_cli.py runs them on a shipped model in place of model.onnx).
+EXAMPLES = {
+    "inspect": """examples:
+  dml-ep inspect model.onnx                                where each node runs, by op type and MACs
+  dml-ep inspect model.onnx --nodes --shape input=4,64     every node, for a batch of 4
+  dml-ep inspect model.onnx --html plan.html               the graph the real EP runs, as a page""",
+    "run": """examples:
+  dml-ep run model.onnx --output-dir out                   each output as out/<name>.npy
+  dml-ep run model.onnx --save-inputs in.json --save-outputs dml.json   Polygraphy's files
+  dml-ep run model.onnx --load-inputs in.json --load-outputs dml.json --atol 1e-3   check against saved outputs""",
+    "compare": """examples:
+  dml-ep compare model.onnx                                each output against onnxruntime's CPU EP
+  dml-ep compare model.onnx --reference ort-exact          against exact uint8 x int8 products (same on every CPU)
+  dml-ep compare model.onnx --per-node --only-differing    each node that differs, and why
+  dml-ep compare model.onnx --atol 1e-3 --rtol 1e-3 --onnx-outputs mark all   Polygraphy's spellings
+  dml-ep compare model.onnx --html report.html             the graph, coloured by differences""",
+    "export": """examples:
+  dml-ep export model.onnx --dxdispatch dxd                a DxDispatch model in dxd/, to run on real DirectML""",
+}
 
 
 def build_parser(handlers: dict[str, Callable[[argparse.Namespace], int]]) -> argparse.ArgumentParser:
@@ -138,12 +168,13 @@ def build_parser(handlers: dict[str, Callable[[argparse.Namespace], int]]) -> ar
                                 f"else {FLOAT_RTOL:g})")
 
     parser = _Parser(prog="dml-ep", description="Emulate onnxruntime's DirectML EP on quantized ONNX models.",
-                     epilog=EXIT_STATUS, formatter_class=argparse.RawDescriptionHelpFormatter)
+                     epilog=EXIT_STATUS, formatter_class=_Formatter)
     parser.add_argument("--version", action="version", version=_version_line())
     parser.add_argument("--debug", action="store_true", help="show a traceback on errors")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     show = commands.add_parser("inspect", parents=[common, feeding], help="show which DirectML operator runs each node",
+                              epilog=EXAMPLES["inspect"], formatter_class=_Formatter,
                                description="Plans for the declared input shapes (--shape to give others), or, with "
                                            "--input or --input-dir, from the tensors of a run on those inputs.")
     show.add_argument("model", metavar="MODEL")
@@ -161,6 +192,7 @@ def build_parser(handlers: dict[str, Callable[[argparse.Namespace], int]]) -> ar
     show.set_defaults(handler=handlers["inspect"])
 
     run = commands.add_parser("run", parents=[common, feeding, arithmetic, tolerance], help="run a model with dml_ep",
+                              epilog=EXAMPLES["run"], formatter_class=_Formatter,
                               description="Runs the model with dml_ep on the inputs given (or seeded random ones) and lists "
                                           "its outputs; with --load-outputs, checks them against saved ones, as polygraphy "
                                           "run --load-outputs does (exit status 1 when one is out of tolerance).")
@@ -178,9 +210,11 @@ def build_parser(handlers: dict[str, Callable[[argparse.Namespace], int]]) -> ar
         "compare",
         parents=[common, feeding, arithmetic, tolerance],
         help="compare dml_ep with onnxruntime's CPU EP, or with the real DML EP",
+        epilog=EXAMPLES["compare"], formatter_class=_Formatter,
         description=(
             "Integer outputs, and float outputs made by DequantizeLinear, compare in quantized steps "
-            f"(LSB) within --atol; other float outputs within {FLOAT_ATOL:g} + {FLOAT_RTOL:g} * |reference|. "
+            "(LSB) within --steps; an element also passes within Polygraphy's --atol or --rtol, which are "
+            f"{FLOAT_ATOL:g} and {FLOAT_RTOL:g} for other float outputs unless given. "
             "A directory laid out as the ONNX model zoo (model.onnx or one *.onnx, test_data_set_*/input_<i>.pb "
             "and output_<i>.pb) is compared on each data set, whose shipped outputs are checked against both "
             "sides: they fail the result only where onnxruntime matches them and dml_ep does not."
@@ -230,6 +264,7 @@ def build_parser(handlers: dict[str, Callable[[argparse.Namespace], int]]) -> ar
 
     export = commands.add_parser(
         "export", parents=[common, feeding, arithmetic], help="write the plan as a DxDispatch model, to run on real DirectML",
+        epilog=EXAMPLES["export"], formatter_class=_Formatter,
         description="Runs the model with dml_ep on the inputs given (or seeded random ones) and writes its DirectML "
                     "operators as a DxDispatch model: DIR/model.json, its resources, dml_ep's expected outputs and a "
                     "README.txt with the DxDispatch command line. Values the CPU fallback makes are stored as resources.")

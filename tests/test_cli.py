@@ -4,6 +4,7 @@ import io
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +19,7 @@ from dml_ep.cli import main
 from dml_ep.executor import Executor
 from dml_ep.inputs import load_directory, random_inputs
 from dml_ep.reference import cpu_session
+from dml_ep.arguments import EXAMPLES
 from dml_ep.text_report import Progress
 from onnx_builders import qlinear_matmul
 
@@ -379,3 +381,17 @@ def test_a_model_with_nothing_quantized_gets_a_note(capsys, tmp_path):
     status, out, _ = run_cli(capsys, "compare", tmp_path / "float.onnx", "--reference", "ort-exact")
     assert status == 0 and "note: the model has no quantized node" in out
     assert "note:" not in run_cli(capsys, "compare", MODELS / "small_cnn.qdq.onnx", "--reference", "ort-exact")[1]
+
+
+@pytest.mark.parametrize("command", list(EXAMPLES))
+def test_the_examples_in_help_run(command, capsys, tmp_path, monkeypatch):
+    """Each command's --help ends with its examples, and each runs, in order, on a shipped model."""
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    assert capsys.readouterr().out.rstrip().endswith(EXAMPLES[command].splitlines()[-1].strip())
+    monkeypatch.chdir(tmp_path)
+    for line in EXAMPLES[command].splitlines()[1:]:
+        argv = [str(MODELS / "mlp.onnx") if word == "model.onnx" else word for word in shlex.split(re.split(r"\s{3,}", line.strip())[0])]
+        assert argv[0] == "dml-ep"
+        status, out, err = run_cli(capsys, *argv[1:])
+        assert status in ((0, 1) if command == "compare" else (0,)), line + out + err
