@@ -181,6 +181,7 @@ def build_parser(handlers: dict[str, Callable[[argparse.Namespace], int]]) -> ar
     show.add_argument("--json", metavar="FILE", help="also write the plan, with every desc, as JSON (- for stdout)")
     show.add_argument("--html", metavar="FILE", help="also write the plan as an HTML page: the graph the real EP runs, each node "
                                                      "coloured by where it runs (works offline)")
+    show.add_argument("--quiet", action="store_true", help="no progress on stderr")
     show.add_argument("--descs", action="store_true", help="also print each DirectML operator's desc, field by field")
     show.add_argument("--nodes", action="store_true", help="also print every node: where it runs or why it falls back, the nodes "
                                                            "onnxruntime's rewrites made, those planned only when run")

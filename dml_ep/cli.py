@@ -37,7 +37,7 @@ from .report import ModelReport, Tolerance, compare_tensors, node_label
 from .report_meta import report_meta
 from .rewritten_model import model_writer, rewritten_model
 from .session import InferenceSession
-from .text_report import format_summary, table
+from .text_report import Progress, format_summary, table
 
 def build_parser() -> argparse.ArgumentParser:
     """dml-ep's parser (:mod:`dml_ep.arguments`), each command bound to its handler."""
@@ -104,10 +104,15 @@ def cmd_inspect(args) -> int:
     _check_writable(args)
     _check_model_explorer(args)
     out = _text_output(args)
+    progress = Progress(args.model, enabled=not args.quiet)
+    progress("loading")
     model = load_model(args.model)
     shapes = dict(args.shape)
     input_shapes(model, shapes)  # checks them
-    planner, plan = _planned(model, shapes, args)
+    try:
+        planner, plan = _planned(model, shapes, args, progress)
+    finally:
+        progress.clear()
     rows = plan_rows(plan)
     summary = plan.summary()
     op_types, reasons, classes = by_op_type(rows), by_reason(plan), by_reason_class(rows)
@@ -135,14 +140,17 @@ def cmd_inspect(args) -> int:
     return 0
 
 
-def _planned(model, shapes: dict, args) -> tuple[Planner, Plan]:
+def _planned(model, shapes: dict, args, progress: Progress) -> tuple[Planner, Plan]:
     """The plan for ``shapes``; or, given ``--input`` or ``--input-dir``, from the tensors of a run
     on those inputs, which also plans the nodes whose input shapes depend on data."""
+    progress("applying onnxruntime's rewrites")
     if not (args.input or args.input_dir):
         planner = Planner(model, args.feature_level, qdq_rules=args.qdq_rules)
+        progress("planning")
         return planner, planner.plan_for_shapes(shapes)
     feeds, sources = make_feeds(model, args.seed, args.input, args.input_dir, shapes, args.val_range)
     session = InferenceSession(Loaded(model), feature_level=args.feature_level, qdq_rules=args.qdq_rules)
+    progress("running")
     with naming_random_inputs(sources):
         session.run(None, feeds)
     return session.planner, session.plan

@@ -395,3 +395,11 @@ def test_the_examples_in_help_run(command, capsys, tmp_path, monkeypatch):
         assert argv[0] == "dml-ep"
         status, out, err = run_cli(capsys, *argv[1:])
         assert status in ((0, 1) if command == "compare" else (0,)), line + out + err
+
+
+def test_inspect_progress(capsys, monkeypatch):
+    monkeypatch.setattr(Progress, "INTERVAL", 0.0)
+    status, _, err = run_cli(capsys, "inspect", MODELS / "mlp.onnx")
+    prefix = f"{MODELS / 'mlp.onnx'}: "
+    assert status == 0 and err == f"{prefix}loading...\n{prefix}applying onnxruntime's rewrites...\n{prefix}planning...\n"
+    assert run_cli(capsys, "inspect", MODELS / "mlp.onnx", "--quiet")[2] == ""
