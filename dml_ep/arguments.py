@@ -49,10 +49,11 @@ OTHER_TOOLS_OPTIONS = {
 
 
 class _Formatter(argparse.HelpFormatter):
-    """argparse's help, with the examples and exit statuses laid out as written (descriptions wrap)."""
+    """argparse's help, with the examples, exit statuses and version line laid out as written
+    (descriptions wrap)."""
 
     def _fill_text(self, text, width, indent):
-        if text.startswith(("examples:", "exit status:")):
+        if text.startswith(("examples:", "exit status:", "dml-ep ")):
             return "".join(indent + line for line in text.splitlines(keepends=True))
         return super()._fill_text(text, width, indent)
 

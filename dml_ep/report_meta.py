@@ -2,11 +2,13 @@
 can be told apart by their versions, CPU or inputs rather than by guesswork.
 
 ``schema_version`` numbers the layout of the reports; it goes up when a key is removed or changes
-meaning, not when one is added. Version 1:
+meaning, not when one is added. Version 2 (1 had each model's ``atol``, now ``tolerance``):
 
-- every report: ``schema_version``; ``versions`` of dml_ep, onnxruntime, onnx, numpy and python;
-  ``cpu``: ``machine``, ``flags`` (the host's CPU flags) and ``saturates_u8s8`` (whether
-  onnxruntime's uint8 x int8 GEMMs saturate pairs of products on this CPU);
+- every report: ``$schema``, the id of its JSON Schema (:data:`SCHEMA_IDS`; both are in
+  ``dml_ep/schemas/reports.schema.json``, which docs/json_reports.md describes); ``schema_version``;
+  ``versions`` of dml_ep, onnxruntime, onnx, numpy and python; ``cpu``: ``machine``, ``flags``
+  (the host's CPU flags) and ``saturates_u8s8`` (whether onnxruntime's uint8 x int8 GEMMs saturate
+  pairs of products on this CPU);
 - ``inspect``: ``model``, ``input_shapes`` (those given with ``--shape``), ``assumed`` (symbolic
   dimensions taken as 1), ``pending`` (nodes whose shapes only a run tells), ``nodes`` and ``summary``;
 - ``compare``: ``seed``, ``ok``, ``models`` (one ``ModelReport`` each, with ``inputs``: each
@@ -25,7 +27,8 @@ from .version import __version__
 from .arithmetic import cpu_flags, host_saturates_u8s8
 from .kernels import compiled
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+SCHEMA_IDS = {command: f"https://github.com/dml-ep/dml_ep/schemas/{command}_report.schema.json" for command in ("inspect", "compare")}
 
 
 def versions() -> dict[str, str]:
@@ -46,7 +49,7 @@ def host_kind() -> str:
     return f"{level} ({vnni}); onnxruntime's uint8 x int8 GEMMs {saturation}; {compiled.summary()}"
 
 
-def report_meta(**fields) -> dict:
-    """The keys every report starts with, then ``fields``."""
+def report_meta(command: str, **fields) -> dict:
+    """The keys every report of ``command`` (inspect, compare) starts with, then ``fields``."""
     cpu = {"machine": platform.machine(), "flags": sorted(cpu_flags()), "saturates_u8s8": host_saturates_u8s8()}
-    return {"schema_version": SCHEMA_VERSION, "versions": versions(), "cpu": cpu, **fields}
+    return {"$schema": SCHEMA_IDS[command], "schema_version": SCHEMA_VERSION, "versions": versions(), "cpu": cpu, **fields}

@@ -485,13 +485,13 @@ def test_json_reports_say_where_and_from_what_they_were_made(capsys, tmp_path):
                            "--json", tmp_path / "compare.json")
     assert status == 0
     report = json.loads((tmp_path / "compare.json").read_text())
-    assert report["schema_version"] == 1 and report["versions"] == versions and report["seed"] == 5
+    assert report["schema_version"] == 2 and report["versions"] == versions and report["seed"] == 5
     assert report["cpu"]["saturates_u8s8"] == host_saturates_u8s8()
     assert report["models"][0]["inputs"] == {"a": str(tmp_path / "a.npy"), "b": "random (seed 5)"}
 
     status, _, _ = run_cli(capsys, "inspect", tmp_path / "add.onnx", "--json", tmp_path / "plan.json")
     plan = json.loads((tmp_path / "plan.json").read_text())
-    assert plan["schema_version"] == 1 and plan["versions"] == versions
+    assert plan["schema_version"] == 2 and plan["versions"] == versions
     assert plan["cpu"] == report["cpu"]
 
 

@@ -182,8 +182,8 @@ class OperatorDesc:
             value = getattr(self, f.name)
             if hasattr(value, "to_dict"):
                 value = value.to_dict()
-            elif isinstance(value, tuple):
-                value = list(value)
+            elif isinstance(value, tuple):  # of numbers, or of tensor descs (TensorDescArray)
+                value = [v.to_dict() if hasattr(v, "to_dict") else v for v in value]
             out[f.name] = value
         return {"Type": str(self.OPERATOR_TYPE), "Desc": out}
 
