@@ -1,21 +1,24 @@
 """The plan, and after ``compare`` the differences, as one HTML page that works offline from disk.
 
-Python writes what is a table (the summary, each output's histogram of differences, the causes);
-the page's script draws the graph the real EP runs from the plan embedded as JSON: each plan entry
-a box coloured by where it runs (:data:`dml_ep.real_ep.PLACEMENTS`) or by its largest difference,
-searchable, zoomable, with its details on click. The graph is laid out in the browser by ELK's
-layered algorithm (elkjs, bundled in ``report_assets/`` with its licence), which lays out a
-2,000-node graph in about two seconds. Every box carries ``data-node`` (the ONNX node's name) and
-``data-placement``, for scripts and tests; the page sets ``data-render-ms`` on ``<html>`` once drawn.
-"""
+The page is the Jinja2 template ``report_assets/report.html.j2`` (autoescaped), filled here with
+data: the summary, each output's histogram of differences (bars, axes and counts), the causes, and
+the plan as JSON. The page's script (``report.js``) draws the graph the real EP runs from that JSON:
+each plan entry a box coloured by where it runs (:data:`dml_ep.real_ep.PLACEMENTS`) or by its largest
+difference (LSB for a quantized value, ULPs for a float one), searchable, zoomable, with a minimap,
+its details on click, and a sortable, filterable node table beside it. Small graphs are laid out by
+ELK's layered algorithm (elkjs, bundled in ``report_assets/`` with its licence), large ones by the
+script's own layered layout with long chains collapsed (2,500 nodes in about half a second). Every
+box carries ``data-node`` (the ONNX node's name) and ``data-placement``, for scripts and tests; the
+page sets ``data-render-ms`` on ``<html>`` once drawn (and again after each redraw, with ``data-draws``)."""
 
 from __future__ import annotations
 
-import html
 import json
 import math
 from importlib import resources
 
+import jinja2
+import markupsafe
 import numpy as np
 
 from .report import ModelReport, TensorComparison, differences, node_label, ulp
@@ -29,18 +32,18 @@ PLACEMENT_TEXT = {
     "real-ep-dml": "on DirectML in the real EP, not modelled",
     "cpu": "on the CPU in the real EP",
 }
-HISTOGRAM_WIDTH, HISTOGRAM_HEIGHT = 240, 70
+HISTOGRAM_WIDTH, HISTOGRAM_HEIGHT = 420, 200
 
 
 def plan_report(plan: Plan, title: str) -> str:
     """The page of ``dml-ep inspect --html``."""
-    return _page(title, plan, [], {})
+    return _page(title, plan, None, {})
 
 
 def compare_report(report: ModelReport) -> str:
     """The page of ``dml-ep compare --html``: the plan compared, coloured by differences too."""
     assert report.dml_plan is not None, "a report made by compare_model"
-    return _page(report.model, report.dml_plan, _comparison_sections(report), node_differences(report))
+    return _page(report.model, report.dml_plan, report, node_differences(report))
 
 
 def graph_data(plan: Plan, rows: list[dict], differences: dict[str, dict]) -> dict:
@@ -78,109 +81,79 @@ def _json_safe(difference: dict) -> dict:
     return {key: "inf" if isinstance(value, float) and math.isinf(value) else value for key, value in difference.items()}
 
 
-def _page(title: str, plan: Plan, comparison: list[str], differences: dict[str, dict]) -> str:
+def _page(title: str, plan: Plan, report: ModelReport | None, differences: dict[str, dict]) -> str:
     rows = plan_rows(plan)
     # every "<" escaped (JSON reads \u003c back as "<"): "</script" would end the data block, and "<!--" or
-    # "<script" in a name would make the browser's parser read on past its "</script>" (a hostile model's names)
+    # "<script" in a name would make the browser's parser read on past its "</script>" (a hostile model's names);
+    # so it goes into the page as it is (Markup), where autoescaping would write &#34; for each quote
     data = json.dumps(graph_data(plan, rows, differences), separators=(",", ":"), allow_nan=False).replace("<", "\\u003c")
     assets = resources.files(__package__) / "report_assets"
-    parts = [
-        "<!DOCTYPE html>",
-        '<html lang="en"><head><meta charset="utf-8">',
-        f"<title>dml_ep: {html.escape(title)}</title>",
-        f"<style>{(assets / 'report.css').read_text(encoding='utf-8')}</style>",
-        "</head><body>",
-        f"<header><h1>{html.escape(title)}</h1></header>",
-        *_summary_sections(plan, rows),
-        *comparison,
-        '<section id="graph-section"><h2>The graph the real EP runs</h2>',
-        '<div id="toolbar"><input id="search" type="search" placeholder="search nodes (name, op type, operator)" size="40">'
-        ' <span id="matches"></span> <label>colour by <select id="colour-by"><option value="placement">placement</option>'
-        + ('<option value="isolated">largest difference, isolated</option>'
-           '<option value="propagated">largest difference, propagated</option>' if differences else "")
-        + '</select></label> <button id="fit">whole graph</button> <span id="legend"></span></div>',
-        '<div id="graph-view"><svg id="graph" xmlns="http://www.w3.org/2000/svg"><g id="viewport"></g></svg>'
-        '<aside id="details" hidden></aside></div>',
-        '<p id="status">laying out the graph...</p></section>',
-        f'<script type="application/json" id="plan-data">{data}</script>',
-        f"<script>{(assets / 'elk.bundled.js').read_text(encoding='utf-8')}</script>",
-        f"<script>{(assets / 'report.js').read_text(encoding='utf-8')}</script>",
-        "</body></html>",
-    ]
-    return "\n".join(parts)
+    environment = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+    template = environment.from_string((assets / "report.html.j2").read_text(encoding="utf-8"))
+    return template.render(
+        title=title, summary=_summary(plan, rows), comparison=_comparison(report) if report is not None else None,
+        compared=bool(differences), data=markupsafe.Markup(data),
+        css=(assets / "report.css").read_text(encoding="utf-8"), elk=(assets / "elk.bundled.js").read_text(encoding="utf-8"),
+        script=(assets / "report.js").read_text(encoding="utf-8"))
 
 
-def _summary_sections(plan: Plan, rows: list[dict]) -> list[str]:
+def _summary(plan: Plan, rows: list[dict]) -> dict:
     """Feature level and rules, then nodes and MACs by placement and by op type."""
-    rules = f"onnxruntime {plan.qdq_rules} rewrites" if plan.qdq_rules else "QDQ rules off"
-    lines = ['<section id="summary"><h2>Summary</h2>',
-             f"<p>{html.escape(str(plan.feature_level))}, {html.escape(rules)}: {len(rows)} node(s) planned.</p>"]
-    if plan.pending:
-        lines.append(f"<p>{len(plan.pending)} node(s) are planned only when run, their input shapes depend on data (drawn dashed, "
-                     "white): give <code>--input</code> to plan from a run.</p>")
-    if plan.assumed:
-        taken = ", ".join(f"{k}={v}" for k, v in plan.assumed.items())
-        lines.append(f"<p>Planned with the symbolic dimensions taken as {html.escape(taken)}.</p>")
     by_placement = {g["placement"]: g for g in counted(rows, lambda row: {"placement": row["placement"]})}
     none = {"nodes": 0, "macs": 0, "macs_percent": 0.0}
-    lines.append(_table(["placement", "nodes", "MACs", "% of MACs"],
-                        [[f'<span class="swatch {p}"></span>{PLACEMENT_TEXT[p]}', g["nodes"], f"{g['macs']:,}", f"{g['macs_percent']:.1f}%"]
-                         for p, g in ((p, by_placement.get(p, none)) for p in PLACEMENTS)], escape=False))
     by_op_type = counted(rows, lambda row: {"op_type": row["op_type"], "placement": row["placement"],
                                             "runs_on": row["runs_on"] if row["placement"] == "modelled" else "-"})
-    lines.append("<h3>By op type</h3>")
-    lines.append(_table(["op type", "placement", "runs on", "nodes", "MACs", "% of MACs"],
-                        [[g["op_type"], g["placement"], g["runs_on"], g["nodes"], f"{g['macs']:,}", f"{g['macs_percent']:.1f}%"]
-                         for g in by_op_type]))
-    return lines + ["</section>"]
+    return {
+        "feature_level": str(plan.feature_level),
+        "rules": f"onnxruntime {plan.qdq_rules} rewrites" if plan.qdq_rules else "QDQ rules off",
+        "nodes": len(rows),
+        "pending": len(plan.pending),
+        "assumed": ", ".join(f"{k}={v}" for k, v in plan.assumed.items()),
+        "placements": [{"placement": p, "text": PLACEMENT_TEXT[p], "nodes": g["nodes"], "macs": f"{g['macs']:,}",
+                        "percent": f"{g['macs_percent']:.1f}%"} for p, g in ((p, by_placement.get(p, none)) for p in PLACEMENTS)],
+        "op_types": [[g["op_type"], g["placement"], g["runs_on"], g["nodes"], f"{g['macs']:,}", f"{g['macs_percent']:.1f}%"]
+                     for g in by_op_type],
+    }
 
 
-def _comparison_sections(report: ModelReport) -> list[str]:
+def _comparison(report: ModelReport) -> dict:
     """Each output against the reference with its histogram of differences, the causes, and the
     first node that differs in isolation."""
-    lines = ['<section id="comparison"><h2>Compared with onnxruntime</h2>',
-             f"<p>reference: {html.escape(report.reference)}; candidate: {html.escape(report.candidate)}, "
-             f"{html.escape(report.arithmetic)}; tolerance {html.escape(report.tolerance.describe())}: <b>{'OK' if report.ok else 'MISMATCH'}</b></p>",
-             '<div class="outputs">']
-    for output in report.outputs:
-        lines.append(f'<figure class="output" data-output="{html.escape(output.name)}"><figcaption>{html.escape(output.name)}: '
-                     + (html.escape(output.problem) if output.problem else
-                        f"{output.dtype} {output.shape}, {output.exact_percent:.2f}% exact, max diff {output.max_diff:g} {output.unit}")
-                     + f"</figcaption>{_histogram(output, report.candidate_outputs.get(output.name), report.reference_outputs.get(output.name))}</figure>")
-    lines.append("</div>")
-    counts = report.cause_counts
-    lines.append("<p>Causes (nodes differing in isolation): "
-                 + (html.escape(", ".join(f"{cause} {count}" for cause, count in counts.items())) or "none") + "</p>")
-    first = report.first_divergent
-    if first is not None:
-        lines.append(f'<p>First node differing in isolation: <a href="#" class="goto" data-goto="{html.escape(first.node)}">'
-                     f"{html.escape(first.node)}</a> ({html.escape(first.op_type)}), {html.escape(first.cause_text or 'no cause named')}</p>")
-    return lines + ["</section>"]
+    outputs = [{"name": output.name,
+                "caption": output.problem or f"{output.dtype} {output.shape}, {output.exact_percent:.2f}% exact, "
+                                             f"max diff {output.max_diff:g} {output.unit}",
+                "histogram": _histogram(output, report.candidate_outputs.get(output.name), report.reference_outputs.get(output.name))}
+               for output in report.outputs]
+    return {"reference": report.reference, "candidate": report.candidate, "arithmetic": report.arithmetic, "tolerance": report.tolerance.describe(),
+            "ok": report.ok, "outputs": outputs, "first": report.first_divergent,
+            "causes": ", ".join(f"{cause} {count}" for cause, count in report.cause_counts.items())}
 
 
-def _histogram(output: TensorComparison, candidate: np.ndarray | None, reference: np.ndarray | None) -> str:
-    """The output's elements by difference, as SVG bars on a log scale (the equal ones outnumber the
-    rest by orders of magnitude): in signed LSB for a quantized output, else in float32 ULPs of the
-    reference's value, when the two have the same shape."""
+def _histogram(output: TensorComparison, candidate: np.ndarray | None, reference: np.ndarray | None) -> dict | None:
+    """The output's elements by difference, as bars on a log scale (the equal ones outnumber the
+    rest by orders of magnitude), each with its count written above it: in signed LSB for a
+    quantized output, else in float32 ULPs of the reference's value, when the two have the same
+    shape; None otherwise."""
     if output.histogram is not None:
         counts = {"0": output.equal, **output.histogram}
         bins = {label: counts[label] for label in ("-2", "-1", "0", "+1", "+2", "other")}
+        x_label = "difference, dml_ep - onnxruntime, in LSB"
     elif candidate is not None and reference is not None and candidate.shape == reference.shape and reference.dtype.kind == "f":
         bins = _ulp_bins(candidate, reference)
+        x_label = "|difference| in float32 ULPs of the reference's value"
     else:
-        return '<p class="note">no histogram: the two outputs differ in type or shape</p>'
-    most = math.log1p(max(bins.values())) or 1.0
-    width = HISTOGRAM_WIDTH / len(bins)
-    bars = []
-    for index, (label, count) in enumerate(bins.items()):
-        height = 0 if not count else max(1.0, (HISTOGRAM_HEIGHT - 20) * math.log1p(count) / most)
-        x = index * width
-        bars.append(f'<g data-bin="{label}" data-count="{count}"><title>{label}: {count:,}</title>'
-                    f'<rect x="{x + 2:.1f}" y="{HISTOGRAM_HEIGHT - 14 - height:.1f}" width="{width - 4:.1f}" height="{height:.1f}" '
-                    f'class="{"equal" if label == "0" else "differ"}"/>'
-                    f'<text x="{x + width / 2:.1f}" y="{HISTOGRAM_HEIGHT - 2}">{label}</text></g>')
-    return (f'<svg class="histogram" width="{HISTOGRAM_WIDTH}" height="{HISTOGRAM_HEIGHT}" '
-            f'viewBox="0 0 {HISTOGRAM_WIDTH} {HISTOGRAM_HEIGHT}">{"".join(bars)}</svg>')
+        return None
+    left, top, base = 52, 20, HISTOGRAM_HEIGHT - 34
+    most = math.log10(max(max(bins.values()), 1)) or 1.0
+    height_of = lambda count: 0.0 if not count else max(1.5, (base - top) * (math.log10(count) + 0.3) / (most + 0.3))  # noqa: E731
+    width = (HISTOGRAM_WIDTH - left - 4) / len(bins)
+    bars = [{"label": label, "count": count, "kind": "equal" if label == "0" else "differ", "x": round(left + index * width + 4, 1),
+             "width": round(width - 8, 1), "height": round(height_of(count), 1), "y": round(base - height_of(count), 1),
+             "middle": round(left + (index + 0.5) * width, 1)}
+            for index, (label, count) in enumerate(bins.items())]
+    ticks = [{"y": round(base - height_of(10 ** power), 1), "label": f"{10 ** power:,}"} for power in range(int(most) + 1)]
+    return {"width": HISTOGRAM_WIDTH, "height": HISTOGRAM_HEIGHT, "left": left, "top": top, "base": base, "bars": bars, "ticks": ticks,
+            "x_label": x_label, "y_label": "elements (log scale)"}
 
 
 def _ulp_bins(candidate: np.ndarray, reference: np.ndarray) -> dict[str, int]:
@@ -190,10 +163,3 @@ def _ulp_bins(candidate: np.ndarray, reference: np.ndarray) -> dict[str, int]:
     return {"0": int(np.count_nonzero(ulps == 0)), "1 ulp": int(np.count_nonzero((ulps > 0) & (ulps <= 1))),
             "2": int(np.count_nonzero((ulps > 1) & (ulps <= 2))), "3-16": int(np.count_nonzero((ulps > 2) & (ulps <= 16))),
             "> 16": int(np.count_nonzero(ulps > 16))}
-
-
-def _table(header: list[str], rows: list[list], escape: bool = True) -> str:
-    cell = (lambda v: html.escape(str(v))) if escape else str
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
-    body = "".join("<tr>" + "".join(f"<td>{cell(v)}</td>" for v in row) + "</tr>" for row in rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"

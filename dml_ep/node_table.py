@@ -59,17 +59,22 @@ def counted(rows: list[dict], key) -> list[dict]:
 def node_differences(report: ModelReport) -> dict[str, dict]:
     """Each compared node's largest difference, by node name: ``isolated`` (its DirectML operator
     on onnxruntime's inputs; None when not run alone) and ``propagated`` (its outputs after both
-    full runs), in its ``unit`` (:func:`comparisons_in_unit`); its ``cause``; and whether it is the
-    first node that differs in isolation. Empty when the comparison did not go node by node."""
+    full runs), in its ``unit`` (:func:`comparisons_in_unit`); for a float unit ("abs") the same in
+    ULPs too (``isolated_ulps``, ``propagated_ulps``: TensorComparison.max_ulps, None without one);
+    its ``cause``; and whether it is the first node that differs in isolation. Empty when the
+    comparison did not go node by node."""
     first = report.first_divergent
     differences = {}
     for node in report.nodes or ():
         unit, compared = comparisons_in_unit(node)
         propagated = [c.max_diff for c in compared["propagated"]]
+        propagated_ulps = [c.max_ulps for c in compared["propagated"] if c.max_ulps is not None]
         differences[node.node] = {
             "isolated": node.isolated.max_diff if node.isolated is not None else None,
             "propagated": max(propagated) if propagated else None,
             "unit": unit,
+            "isolated_ulps": node.isolated.max_ulps if node.isolated is not None else None,
+            "propagated_ulps": max(propagated_ulps) if propagated_ulps and len(propagated_ulps) == len(propagated) else None,
             "cause": node.cause_text or None,
             "first_divergent": node is first,
         }

@@ -1,6 +1,8 @@
 """``inspect --html`` and ``compare --html``, opened in headless Chromium as a reader would: the page
 draws without console errors and without fetching anything, every plan node once with the right
-``data-placement``, a screenshot that is not blank, in under 5 s on a 1,000-node transformer."""
+``data-placement``, a screenshot that is not blank, in under 5 s on a 1,000-node transformer and
+under 2 s on a 2,500-node chain; its node table sorts, filters and selects as the report data says;
+float nodes are coloured by their difference in ULPs."""
 
 from __future__ import annotations
 
@@ -23,6 +25,10 @@ ROOT = Path(__file__).resolve().parent.parent
 MODELS = sorted((ROOT / "models").glob("*.onnx"))
 SCREENSHOT = ROOT / "docs" / "report.png"
 RENDER_BUDGET_S = 5.0
+LARGE_RENDER_BUDGET_MS = 2000  # a 2,500-node graph, drawn in about 0.5 s here
+# the page's difference bands (report.js), as Chromium writes a fill: exact, 1 LSB or <= 1 ulp, 2 LSB or <= 16 ulp, more
+BAND_FILLS = ["rgb(217, 240, 211)", "rgb(254, 224, 139)", "rgb(252, 141, 89)", "rgb(215, 48, 39)"]
+NOT_COMPARED = "rgb(224, 224, 224)"
 
 
 @pytest.fixture(scope="module")
@@ -51,11 +57,26 @@ def plan_placements(model: Path, *options) -> list[tuple[str, str]]:
 
 
 def drawn(opened) -> list[tuple[str, str]]:
-    return opened.evaluate("[...document.querySelectorAll('[data-node]')].map(e => [e.dataset.node, e.dataset.placement])")
+    return opened.evaluate("[...document.querySelectorAll('g.node[data-node]')].map(e => [e.dataset.node, e.dataset.placement])")
+
+
+def open_chains(opened) -> None:
+    """Every node drawn as its own box: a large graph opens with its long chains collapsed."""
+    if opened.evaluate("document.getElementById('collapse').checked"):
+        draws = opened.evaluate("document.documentElement.dataset.draws")
+        opened.page.click("#collapse")
+        opened.page.wait_for_function(f"document.documentElement.dataset.draws !== '{draws}'")
+
+
+def table_rows(opened) -> list[list[str]]:
+    """The node table's shown rows, in their order, as the cells' text."""
+    return opened.evaluate("[...document.querySelectorAll('#node-table tbody tr')].filter(r => !r.hidden)"
+                           ".map(r => [...r.cells].map(c => c.textContent))")
 
 
 def assert_renders(opened, expected: list[tuple[str, str]]) -> None:
     assert opened.errors == [], opened.errors
+    open_chains(opened)
     assert opened.requests == [], f"the page fetched {opened.requests}"
     assert sorted(map(tuple, drawn(opened))) == sorted(expected)  # each plan node once, its placement
     assert opened.seconds < RENDER_BUDGET_S, f"drawn in {opened.seconds:.1f} s"
@@ -281,3 +302,112 @@ def test_a_difference_without_bound_keeps_the_page_whole(browser, tmp_path):
     assert opened.errors == [] and len(drawn(opened)) == 1
     opened.page.click("[data-node]")
     assert "isolated: Infinity abs" in opened.evaluate("document.getElementById('details').textContent")
+
+
+def compared_transformer(tmp_path) -> tuple[Path, list[dict]]:
+    """The compare page of the shipped dynamic transformer block (float activations between its
+    quantized products) and its node comparisons from ``--json``."""
+    page, report = tmp_path / "compare.html", tmp_path / "compare.json"
+    done = dml_ep("compare", ROOT / "models" / "transformer_block.dynamic.onnx", "--html", page, "--json", report, "--quiet",
+                  "--reference", "ort-exact")
+    assert done.returncode == 0, done.stderr
+    return page, json.loads(report.read_text())["models"][0]["nodes"]
+
+
+def in_unit(node: dict) -> tuple[str, list[dict]]:
+    """A compared node's unit and its comparisons in it, as the JSON has them: its output in
+    isolation, else its first output's (node_table.comparisons_in_unit)."""
+    unit = (node["isolated"] or next(iter(node["propagated"]), {"unit": None}))["unit"]
+    return unit, [c for c in [node["isolated"], *node["propagated"]] if c is not None and c["unit"] == unit]
+
+
+def test_the_node_table_has_a_row_per_plan_entry_and_sorts_filters_and_selects(browser, tmp_path):
+    path, nodes = compared_transformer(tmp_path)
+    opened = open_report(browser, path)
+    assert opened.errors == [] and opened.requests == []
+    placements = plan_placements(ROOT / "models" / "transformer_block.dynamic.onnx")
+    assert [(row[1], row[3]) for row in table_rows(opened)] == placements  # in plan order
+    # sorting by MACs: ascending, then descending; by node name
+    macs = [int(row[5].replace(",", "")) for row in table_rows(opened)]
+    opened.page.click("#node-table th[data-key=macs]")
+    assert [int(row[5].replace(",", "")) for row in table_rows(opened)] == sorted(macs) != macs
+    opened.page.click("#node-table th[data-key=macs]")
+    assert [int(row[5].replace(",", "")) for row in table_rows(opened)] == sorted(macs, reverse=True)
+    opened.page.click("#node-table th[data-key=name]")
+    assert [row[1] for row in table_rows(opened)] == sorted((name for name, _ in placements), key=str.lower)
+    # only differing: exactly the nodes the report data has a nonzero largest difference for
+    differing = {node["node"] for node in nodes if any(c["max_diff"] > 0 for c in in_unit(node)[1])}
+    assert 0 < len(differing) < len(placements)
+    opened.page.check("#only-differing")
+    assert {row[1] for row in table_rows(opened)} == differing
+    opened.page.fill("#table-filter", "reshape")
+    assert {row[1] for row in table_rows(opened)} == {name for name in differing if "reshape" in name}
+    # a row clicked selects its node in the graph and opens its panel; a node clicked highlights its row
+    opened.page.click("#node-table tbody tr:not([hidden]) >> nth=0")
+    name = table_rows(opened)[0][1]
+    assert opened.evaluate("[...document.querySelectorAll('g.node.selected')].map(g => g.dataset.node)") == [name]
+    assert name in opened.evaluate("document.getElementById('details').textContent")
+    opened.page.click("[data-node='attn.softmax']")
+    assert opened.evaluate("[...document.querySelectorAll('#node-table tr.selected')].map(r => r.cells[1].textContent)") == ["attn.softmax"]
+    assert opened.errors == []
+
+
+def test_float_nodes_are_coloured_by_their_difference_in_ulps(browser, tmp_path):
+    """Dynamic quantization leaves float activations: a Reshape or Softmax between the quantized
+    products differs from onnxruntime by float32 ULPs, and is coloured by that band, not grey."""
+    path, nodes = compared_transformer(tmp_path)
+    opened = open_report(browser, path)
+    opened.page.select_option("#colour-by", "propagated")
+    fills = dict(opened.evaluate("[...document.querySelectorAll('g.node')].map(g => [g.dataset.node, g.querySelector('rect').style.fill])"))
+    floats = 0
+    for node in nodes:
+        unit, compared = in_unit(node)
+        propagated = [c for c in node["propagated"] if c["unit"] == unit]
+        if unit != "abs" or not propagated:
+            continue
+        floats += 1
+        exact = max(c["max_diff"] for c in propagated) == 0
+        ulps = max(c["max_ulps"] for c in propagated)
+        band = 0 if exact else 1 if ulps <= 1 else 2 if ulps <= 16 else 3
+        assert fills[node["node"]] == BAND_FILLS[band], node["node"]
+    assert floats >= 10 and NOT_COMPARED not in {fills[n["node"]] for n in nodes if in_unit(n)[0] == "abs" and n["propagated"]}
+    assert "ulp" in opened.evaluate("document.getElementById('legend').textContent")
+
+
+def branched_chain(n: int) -> onnx.ModelProto:
+    """``n`` float nodes: a chain of Adds (DirectML, modelled) with a Sigmoid (not modelled) reading
+    every 40th, joined back in five Adds later."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    nodes, last, joins, step = [], "x", {}, 0
+    while len(nodes) < n:
+        if step % 40 == 0 and len(nodes) + 2 < n:
+            nodes.append(helper.make_node("Sigmoid", [last], [f"s{step}"], name=f"side{step}"))
+            joins[step + 5] = f"s{step}"
+        nodes.append(helper.make_node("Add", [last, joins.pop(step, "c")], [f"t{step}"], name=f"add{step}"))
+        last, step = f"t{step}", step + 1
+    value = lambda name: helper.make_tensor_value_info(name, TensorProto.FLOAT, [1, 16])  # noqa: E731
+    graph = helper.make_graph(nodes, "chain", [value("x")], [value(last)], [numpy_helper.from_array(np.full((1, 16), 0.01, np.float32), "c")])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_a_2500_node_graph_draws_in_under_2_seconds_with_a_minimap(browser, tmp_path):
+    path, page = tmp_path / "chain.onnx", tmp_path / "chain.html"
+    onnx.save(branched_chain(2500), path)
+    assert dml_ep("inspect", path, "--html", page).returncode == 0
+    opened = open_report(browser, page)
+    assert opened.errors == [] and opened.requests == []
+    assert int(opened.evaluate("document.documentElement.dataset.renderMs")) < LARGE_RENDER_BUDGET_MS
+    # long chains collapsed, and the view at a readable scale
+    assert opened.evaluate("document.querySelectorAll('g.chain').length") > 0
+    assert float(re.search(r"scale\(([\d.]+)\)", opened.evaluate("document.getElementById('viewport').getAttribute('transform')"))[1]) >= 0.75
+    # the minimap moves the view where it is clicked
+    assert opened.evaluate("!document.getElementById('minimap').hidden")
+    before = opened.evaluate("document.getElementById('viewport').getAttribute('transform')")
+    opened.page.locator("#minimap").scroll_into_view_if_needed()
+    box = opened.page.locator("#minimap").bounding_box()
+    opened.page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] - 3)
+    assert opened.evaluate("document.getElementById('viewport').getAttribute('transform')") != before
+    assert_renders(opened, plan_placements(path))  # opened: every node drawn
+    assert int(opened.evaluate("document.documentElement.dataset.renderMs")) < LARGE_RENDER_BUDGET_MS
+    assert len(table_rows(opened)) == 2500
