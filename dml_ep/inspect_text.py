@@ -70,16 +70,16 @@ def inspect_summary(plan: Plan, rows: list[dict], summary: dict, op_types: list[
             ["op type", "nodes", "runs on", "MACs", "% of MACs"],
             [[g["op_type"], g["nodes"], f"DirectML ({g['runs_on']})" if g["runs_on"] != "fallback" else "CPU fallback",
               f"{g['macs']:,}", f"{g['macs_percent']:.1f}%" if total else "-"] for g in op_types],
-            numeric={1, 3, 4}, shrink=[(0, _shorten_middle), (2, _shorten_end)])
+            right={1, 3, 4}, shrink=[0, 2])
     if classes:
         lines += [""] + _fitted_table(["where the real EP runs it, and why", "class", "nodes", "MACs"],
                                       [[("CPU: " if g["reason_class"] in CPU_CLASSES else "DirectML: ") + REASON_CLASSES[g["reason_class"]],
                                         g["reason_class"], g["nodes"], f"{g['macs']:,}"] for g in classes],
-                                      numeric={2, 3}, shrink=[(0, _shorten_end)])
+                                      right={2, 3}, shrink=[0])
     if reasons:
         lines += [""] + _fitted_table(["fallback reason", "nodes", "MACs"],
                                       [[g["reason"], g["nodes"], f"{g['macs']:,}"] for g in reasons],
-                                      numeric={1, 2}, shrink=[(0, _shorten_end)])
+                                      right={1, 2}, shrink=[0])
     lines += ["", f"{summary['feature_level']}: {summary['dml']['nodes']} of the model's {summary['model_nodes']} node(s) on DirectML "
                   f"({summary['dml']['operators']} operator(s)), {summary['fallback']['nodes']} on the CPU fallback"]
     macs = (f"estimated MACs: {summary['dml']['macs']:,} on DirectML ({summary['dml']['macs_percent']:.1f}%), "
@@ -147,21 +147,9 @@ def descs_text(plan: Plan, rows: list[dict]) -> str | None:
     return "\n".join(blocks) if blocks else None
 
 
-def _fitted_table(header: list[str], rows: list[list], numeric: set[int], shrink: list[tuple]) -> list[str]:
-    """``rows`` under ``header``, columns two spaces apart, the ``numeric`` ones right-aligned; the
-    columns of ``shrink`` (index, shortener), in that order, shortened as far as it takes for no
-    line to pass INSPECT_WIDTH (none below its header or 16 characters)."""
-    cells = [list(header)] + [[str(c) for c in row] for row in rows]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
-    for column, shorten in shrink:
-        over = sum(widths) + 2 * (len(widths) - 1) - INSPECT_WIDTH
-        if over <= 0:
-            break
-        widths[column] = max(widths[column] - over, len(header[column]), 16)
-        for row in cells[1:]:
-            row[column] = shorten(row[column], widths[column])
-    return ["  ".join(c.rjust(w) if i in numeric else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths))).rstrip()
-            for row in cells]
+def _fitted_table(header: list[str], rows: list[list], right: set[int], shrink: list[int]) -> list[str]:
+    """:func:`table` within INSPECT_WIDTH, the ``shrink`` columns cut as far as it takes."""
+    return table(header, rows, right=right, width=INSPECT_WIDTH, shrink=shrink).splitlines()
 
 
 def _fit_list(items: list[str], width: int, most: int | None = None) -> str:
@@ -188,11 +176,6 @@ def _shorten_middle(text: str, width: int) -> str:
         return text
     keep = width - 1
     return text[:keep - keep // 2] + "…" + text[len(text) - keep // 2:]
-
-
-def _shorten_end(text: str, width: int) -> str:
-    """``text`` in ``width`` characters, its end replaced by an ellipsis if too long."""
-    return text if len(text) <= width else text[:width - 1] + "…"
 
 
 def ascii_if_needed(text: str, out) -> str:

@@ -8,11 +8,16 @@ rounds up to it.
 
 from __future__ import annotations
 
+import io
 import re
 import time
+from typing import Collection, Sequence
 
+import rich.cells
 import rich.console
 import rich.progress
+import rich.table
+import rich.text
 
 from .graph import is_quantized
 from .reference import DML_REFERENCE
@@ -198,12 +203,28 @@ def printable(text: str) -> str:
     return CONTROL.sub(lambda match: f"\\x{ord(match[0]):02x}", text)
 
 
-def table(header: list[str], rows: list[list]) -> str:
-    """``rows`` under ``header``, left-aligned columns two spaces apart, no trailing spaces; control
-    characters escaped (:func:`printable`)."""
-    cells = [header] + [[printable(str(c)) for c in row] for row in rows]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells)
+def table(header: list[str], rows: list[list], right: Collection[int] = (), width: int | None = None,
+          shrink: Sequence[int] = ()) -> str:
+    """``rows`` under ``header``, columns two spaces apart (the ``right`` ones right-aligned), no
+    trailing spaces, control characters escaped (:func:`printable`); laid out by rich's table. With
+    ``width``, the ``shrink`` columns, in that order, are cut with an ellipsis as far as it takes
+    for no line to pass it (none below its header or 16 characters), the others kept whole."""
+    cells = [[printable(str(c)) for c in row] for row in rows]
+    widths = [max([rich.cells.cell_len(name)] + [rich.cells.cell_len(row[i]) for row in cells]) for i, name in enumerate(header)]
+    over = sum(widths) + 2 * (len(widths) - 1) - (width or sum(widths))
+    for column in shrink:
+        cut = max(0, min(over, widths[column] - max(len(header[column]), 16)))
+        widths[column] -= cut
+        over -= cut
+    grid = rich.table.Table(box=None, pad_edge=False, padding=(0, 0, 0, 2), show_edge=False, header_style="", highlight=False)
+    for index, name in enumerate(header):
+        grid.add_column(name, justify="right" if index in right else "left", no_wrap=True, overflow="ellipsis", width=widths[index])
+    for row in cells:
+        grid.add_row(*(rich.text.Text(c) for c in row))
+    console = rich.console.Console(file=io.StringIO(), width=sum(widths) + 2 * len(widths), color_system=None, markup=False, emoji=False,
+                                   highlight=False, legacy_windows=False, soft_wrap=False)
+    console.print(grid)
+    return "\n".join(line.rstrip() for line in console.file.getvalue().splitlines())
 
 
 def _indent(text: str, prefix: str = "  ") -> list[str]:
