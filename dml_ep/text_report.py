@@ -221,10 +221,11 @@ def table(header: list[str], rows: list[list], right: Collection[int] = (), widt
         grid.add_column(name, justify="right" if index in right else "left", no_wrap=True, overflow="ellipsis", width=widths[index])
     for row in cells:
         grid.add_row(*(rich.text.Text(c) for c in row))
-    console = rich.console.Console(file=io.StringIO(), width=sum(widths) + 2 * len(widths), color_system=None, markup=False, emoji=False,
+    text = io.StringIO()
+    console = rich.console.Console(file=text, width=sum(widths) + 2 * len(widths), color_system=None, markup=False, emoji=False,
                                    highlight=False, legacy_windows=False, soft_wrap=False)
     console.print(grid)
-    return "\n".join(line.rstrip() for line in console.file.getvalue().splitlines())
+    return "\n".join(line.rstrip() for line in text.getvalue().splitlines())
 
 
 def _indent(text: str, prefix: str = "  ") -> list[str]:
