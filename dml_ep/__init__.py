@@ -16,10 +16,24 @@ if _missing is not None:
 else:
     from .arithmetic import ARITHMETICS, Arithmetic
     from .enums import DML_FEATURE_LEVEL, DML_OPERATOR_TYPE, DML_TENSOR_DATA_TYPE, DML_TENSOR_FLAGS
+    from .io_binding import IOBinding
     from .session import PROVIDERS, InferenceSession, ModelMetadata, NodeArg
 
-    # What scripts written for onnxruntime take from its module, so that ``import dml_ep as ort`` runs them.
-    from onnxruntime import GraphOptimizationLevel, OrtValue, RunOptions, SessionOptions  # noqa: E402
+    # What scripts written for onnxruntime take from its module, so that ``import dml_ep as ort`` runs them: onnxruntime's
+    # own where they are plain onnxruntime objects (the logger's settings apply to the onnxruntime sessions dml_ep runs
+    # fallback nodes in; the version is the onnxruntime whose behaviour dml_ep gives).
+    from onnxruntime import (  # noqa: E402
+        ExecutionMode,
+        ExecutionOrder,
+        GraphOptimizationLevel,
+        OrtValue,
+        RunOptions,
+        SessionOptions,
+        get_build_info,
+        get_version_string,
+        set_default_logger_severity,
+        set_default_logger_verbosity,
+    )
 
     def get_available_providers() -> list[str]:
         return list(PROVIDERS)
@@ -36,7 +50,10 @@ __all__ = [
     "DML_TENSOR_FLAGS",
     "DmlEpError",
     "MissingRuntimeError",
+    "ExecutionMode",
+    "ExecutionOrder",
     "GraphOptimizationLevel",
+    "IOBinding",
     "InferenceSession",
     "ModelMetadata",
     "NodeArg",
@@ -44,5 +61,9 @@ __all__ = [
     "RunOptions",
     "SessionOptions",
     "get_available_providers",
+    "get_build_info",
     "get_device",
+    "get_version_string",
+    "set_default_logger_severity",
+    "set_default_logger_verbosity",
 ]

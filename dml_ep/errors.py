@@ -95,6 +95,12 @@ class FeedError(DmlEpError, ValueError):
     ValueError too, as onnxruntime's is, so that existing ``except ValueError`` clauses catch it)."""
 
 
+class BindingError(DmlEpError, RuntimeError):
+    """An IOBinding binds what the session cannot take (a device other than the CPU, a name the
+    model does not have, a buffer of another type or shape than the run's): a RuntimeError too,
+    as onnxruntime's is."""
+
+
 class FeatureLevelError(DmlEpError):
     """An unknown DirectML feature level was asked for."""
 
@@ -124,6 +130,7 @@ __all__ = [
     "OutOfMemoryError",
     "DescValidationError",
     "FeedError",
+    "BindingError",
     "FeatureLevelError",
     "RealEpError",
     "ReferenceUnavailableError",

@@ -15,8 +15,9 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
+import time
 from collections import ChainMap
-from typing import Any, Iterable, Mapping, NamedTuple, Sequence
+from typing import Any, Callable, Iterable, Mapping, NamedTuple, Sequence
 
 import numpy as np
 import onnx
@@ -63,6 +64,8 @@ class Executor:
         self._graph_outputs = set(planner.output_names)
         self._kept = self._graph_outputs | self._last_read.keys()  # the results a run keeps (until their last reader)
         self._constant_outputs = {name: planner.constants[name] for name in self._graph_outputs if name in planner.constants}
+        # Profiling's (dml_ep.profiling): called after each step with the time it started; None, a test per step and no clock read
+        self.step_hook: StepHook | None = None
 
     @property
     def plan(self) -> Plan | None:
@@ -172,6 +175,7 @@ class Executor:
         entries: list[PlanEntry] = []
         steps: list[_Step] = []
         done: set[int] = set()
+        hook = self.step_hook
         for index in range(len(planner.nodes)):
             if index in done:
                 continue
@@ -180,9 +184,8 @@ class Executor:
             try:
                 if group is None:
                     step = [planner.entry(index, infos, values)]
-                    results = self.run_entry(step[0], values)
-                else:
-                    results = self.run_partition(group, values)
+                started = time.perf_counter_ns() if hook is not None else 0  # after planning: a node's time is its run's
+                results = self.run_entry(step[0], values) if group is None else self.run_partition(group, values)
             except MemoryError:
                 raise OutOfMemoryError("not enough memory to run this node on this machine", node=planner.nodes[index]) from None
             values.update((name, value) for name, value in results.items() if keep_all or name in self._kept)
@@ -193,6 +196,8 @@ class Executor:
                 done.update(group)
             entries.extend(step)
             steps.append(_Step(index, group, step[0], freed))
+            if hook is not None:
+                hook(index, group, step[0], values, results, started)
             for name in freed:
                 values.pop(name, None)
         return _Trace(fed, steps, entries, infos)
@@ -202,12 +207,13 @@ class Executor:
         every value then has the shape it had, unless a fallback node's output shape or a CPU input
         a node is planned from (a Reshape's computed shape) depends on data. False as soon as one
         differs: then this and later runs are planned afresh."""
-        planner, kept = self.planner, self._kept
+        planner, kept, hook = self.planner, self._kept, self.step_hook
         for index, group, entry, freed in trace.steps:
             try:
                 if planner.cpu_reads[index] and group is None and planner.entry(index, trace.infos, values) is not entry:
                     self._shapes_from_data = True
                     return False
+                started = time.perf_counter_ns() if hook is not None else 0
                 results = self.run_entry(entry, values) if group is None else self.run_partition(group, values)
             except MemoryError:
                 raise OutOfMemoryError("not enough memory to run this node on this machine", node=planner.nodes[index]) from None
@@ -217,6 +223,8 @@ class Executor:
             for name, value in results.items():
                 if name in kept:
                     values[name] = value
+            if hook is not None:
+                hook(index, group, entry, values, results, started)
             for name in freed:
                 values.pop(name, None)
         return True
@@ -388,6 +396,11 @@ class _Step(NamedTuple):
     group: tuple[int, ...] | None
     entry: PlanEntry
     freed: Sequence[str]
+
+
+# A step's first node index, its partition (None: one node), its entry (a partition's first's), the values of the run
+# (its inputs among them), its results and when it started (time.perf_counter_ns)
+StepHook = Callable[[int, tuple[int, ...] | None, PlanEntry, Mapping[str, Any], Mapping[str, Any], int], None]
 
 
 @dataclasses.dataclass

@@ -12,22 +12,28 @@ import dataclasses
 import functools
 import os
 import reprlib
+import threading
+import time
 import warnings
-from typing import NamedTuple
+import weakref
+from collections.abc import Mapping
+from typing import Callable, NamedTuple
 
 import numpy as np
 import onnx
 
-from . import files, graph
+from . import files, graph, profiling
 from .arithmetic import Arithmetic
 from .errors import DmlEpError, FeedError
 from .executor import Executor
 from .importer import DEFAULT_FEATURE_LEVEL
+from .io_binding import IOBinding
 from .memory import paused_gc
 from .passes import DEFAULT_RELEASE, MATMUL_NBITS_ACCURACY_LEVEL
 from .passes import Origin
 from .plan import FallbackNode, Plan
 from .planner import ALL_OPTIMIZATIONS, Planner
+from .profiling import CPU_PROVIDER, DML_PROVIDER, Profile
 from .reference import cpu_session
 from .rewritten_model import model_writer, rewritten_model
 from .tensor_desc import MAX_ELEMENTS
@@ -43,7 +49,6 @@ _ORT_TYPE_NAMES = {
     np.dtype(np.bool_): "tensor(bool)",
 }
 
-DML_PROVIDER, CPU_PROVIDER = "DmlExecutionProvider", "CPUExecutionProvider"
 PROVIDERS = (DML_PROVIDER, CPU_PROVIDER)
 
 # A feed larger than this is refused before any work (DirectML caps a tensor at 2^32-1 elements too).
@@ -92,6 +97,10 @@ class InferenceSession:
     its QDQ rewrites off, as onnxruntime's ``session.disable_quant_qdq=1`` does. ``engine`` names
     the integer engine of the quantized products, "onnxruntime" or "numpy" (see
     :mod:`dml_ep.engines`): both exact, so it changes speed, never results.
+
+    ``enable_profiling`` in ``sess_options`` profiles the session as onnxruntime does, with where
+    each node ran (:mod:`dml_ep.profiling`); ``io_binding``, ``run_async`` and the other methods
+    of onnxruntime's session are there too (docs/onnxruntime_api.md says where they differ).
     """
 
     @paused_gc
@@ -108,7 +117,9 @@ class InferenceSession:
         qdq_rules: str | None = DEFAULT_RELEASE,
         engine: str | None = None,
     ):
+        began = profiling.now()
         model = graph.load_model(path_or_bytes)
+        loaded = time.perf_counter_ns()
         self.arithmetic = Arithmetic(arithmetic, u8s8_saturation)
         self.feature_level = feature_level
         self.qdq_rules = qdq_rules
@@ -119,7 +130,11 @@ class InferenceSession:
                                int8_allowed=int8_allowed, matmul_nbits_accuracy_level=accuracy_level)
         del model  # the weights live on in the planner's constants only
         self.executor = Executor(self.planner, self.arithmetic, engine)
-        self.set_providers(providers, provider_options)
+        self._fallback_enabled = True
+        self._profile: Profile | None = None
+        self._profiling_start_ns = 0
+        self._write_profile: Callable[[], str | None] = lambda: None
+        self._choose_providers(providers, provider_options)
         self._loaded_plan = None
         if self._cpu_session is None and all(not graph.symbolic_dims(v) for v in self.planner.declared if v.type.HasField("tensor_type")):
             self._loaded_plan = self.planner.plan_for_shapes()
@@ -127,6 +142,8 @@ class InferenceSession:
         optimized_model_filepath = getattr(sess_options, "optimized_model_filepath", "")
         if optimized_model_filepath and self._cpu_session is None:  # the CPU EP alone: onnxruntime's session writes its own
             self._save_rewritten(optimized_model_filepath, path_or_bytes)
+        loading = "model_loading_uri" if isinstance(path_or_bytes, (str, os.PathLike)) else "model_loading_array"
+        self._start_profile(began, [("Session", loading, began[1], loaded), ("Session", "session_initialization", loaded, None)])
 
     def _save_rewritten(self, path: str, source) -> None:
         """Write the rewritten graph where onnxruntime writes its optimized model, in the form
@@ -144,7 +161,13 @@ class InferenceSession:
         return graph.with_weights(self.planner.source, self.planner.constants, self._initializers, self.planner.stand_ins)
 
     def set_providers(self, providers=None, provider_options=None) -> None:
-        """Choose the execution providers, as onnxruntime's ``set_providers``."""
+        """Choose the execution providers, as onnxruntime's ``set_providers``, which makes its
+        session again: a profile being made is written, and another starts."""
+        self.end_profiling()
+        self._choose_providers(providers, provider_options)
+        self._start_profile(profiling.now())
+
+    def _choose_providers(self, providers, provider_options) -> None:
         chosen = {}
         for index, provider in enumerate(providers or PROVIDERS):
             name, options = provider if isinstance(provider, (tuple, list)) else (provider, None)
@@ -183,9 +206,74 @@ class InferenceSession:
         initialized, stand_ins = set(self._initializers), set(self.planner.stand_ins)
         return [self._node_arg(v) for v in self.planner.source.graph.input if v.name in initialized and v.name not in stand_ins]
 
+    def _start_profile(self, began: tuple[int, int], events=()) -> None:
+        """Profile the session from ``began`` (:func:`dml_ep.profiling.now`) with ``events`` (category,
+        name, start, end) if its options ask to; with the CPU EP alone, onnxruntime's session
+        profiles itself. The profile is written by ``end_profiling``, else when the session goes,
+        as onnxruntime writes it."""
+        options = self._sess_options
+        if self._cpu_session is not None or not getattr(options, "enable_profiling", False):
+            return
+        profile = self._profile = Profile(options.profile_file_prefix, began)
+        for category, name, started, ended in events:
+            profile.record(category, name, started, ended=ended)
+        self._profiling_start_ns = profile.start_ns
+        self._write_profile = weakref.finalize(self, profile.write)
+        self.executor.step_hook = profile.node_hook(self.planner, self.feature_level)
+
     def end_profiling(self) -> str:
-        """dml_ep does not profile: like onnxruntime without profiling enabled, no file."""
-        return ""
+        """Write the profile (:mod:`dml_ep.profiling`) and return its path, as onnxruntime's; ""
+        without profiling, or once ended."""
+        if self._cpu_session is not None:
+            return self._cpu_session.end_profiling()
+        self._profile = self.executor.step_hook = None
+        return self._write_profile() or ""  # once: a finalizer called again gives None
+
+    def get_profiling_start_time_ns(self) -> int:
+        """When profiling started, in nanoseconds since the epoch (0 without profiling), as onnxruntime's."""
+        if self._cpu_session is not None:
+            return self._cpu_session.get_profiling_start_time_ns()
+        return self._profiling_start_ns
+
+    def disable_fallback(self) -> None:
+        """As onnxruntime's: a run that fails in an execution provider no longer makes the session
+        again on the CPU EP. dml_ep records it and does nothing else: its DirectML nodes fail as
+        the real EP's checks would, when the session is made or with a typed error, never as an EP
+        failure a CPU session would get past, so there is nothing to fall back from."""
+        self._fallback_enabled = False
+
+    def enable_fallback(self) -> None:
+        """As onnxruntime's (on by default); see :meth:`disable_fallback`."""
+        self._fallback_enabled = True
+
+    def io_binding(self) -> IOBinding:
+        """Inputs and outputs bound before a run, as onnxruntime's (:mod:`dml_ep.io_binding`)."""
+        return IOBinding(self)
+
+    def run_with_iobinding(self, iobinding: IOBinding, run_options=None) -> None:
+        """Run on the inputs and into the outputs ``iobinding`` binds, as onnxruntime's."""
+        if getattr(iobinding, "session", None) is not self:
+            raise FeedError("IOBinding must be used with the session that created it.")
+        iobinding.run(run_options)
+
+    def run_async(self, output_names, input_feed: dict, callback, user_data, run_options=None) -> None:
+        """As onnxruntime's: run in another thread, then call ``callback(results, user_data, err)``
+        there, with the list of arrays and "" or, on failure, [] and the error's message. Missing
+        inputs and ``output_names`` not a list fail here, as there; an exception of ``callback``
+        is the thread's (Python prints it)."""
+        names = self._output_names(output_names, "run_async")
+        if isinstance(input_feed, dict):  # what else is wrong goes to the callback, as in onnxruntime
+            self._check_all_fed(input_feed)
+
+        def run_and_call():
+            try:
+                results = self.run(names, input_feed, run_options)
+            except Exception as error:  # noqa: BLE001  onnxruntime hands every failure to the callback
+                callback([], user_data, str(error))
+            else:
+                callback(results, user_data, "")
+
+        threading.Thread(target=run_and_call, name="dml_ep.run_async").start()
 
     @property
     def plan(self) -> Plan:
@@ -219,9 +307,11 @@ class InferenceSession:
 
     def run(self, output_names, input_feed: dict, run_options=None) -> list:
         """Like onnxruntime: ``output_names`` None for all outputs; returns a list of arrays."""
+        profile = self._profile
+        started = time.perf_counter_ns() if profile is not None else 0
+        names = self._output_names(output_names, "run")
         feeds = self.check_feeds(input_feed)
         known = self.planner.output_names
-        names = known if not output_names else list(output_names)
         unknown = set(names).difference(known)  # a set: 10,000 outputs checked against a list was quadratic
         if unknown:
             name = next(n for n in names if n in unknown)
@@ -229,14 +319,28 @@ class InferenceSession:
         if self._cpu_session is not None:
             return self._cpu_session.run(names, feeds)
         values = self.executor.run(feeds)
+        if profile is not None:
+            profile.record("Session", "model_run", started)
         return [values[name] for name in names]
+
+    def _output_names(self, output_names, method: str) -> list[str]:
+        """The outputs a run gives: all for None or an empty sequence (onnxruntime's ``not
+        output_names``); a str, or anything but a sequence of str, is onnxruntime's TypeError."""
+        if not output_names:
+            return list(self.planner.output_names)
+        names = None if isinstance(output_names, (str, bytes, Mapping)) or not hasattr(output_names, "__iter__") else list(output_names)
+        if names is None or not all(isinstance(name, str) for name in names):
+            raise TypeError(f"{method}(): incompatible function arguments: output_names must be a list of str (or None for "
+                            f"every output), not {type(output_names).__name__} {reprlib.repr(output_names)}")
+        return names
 
     def run_with_ort_values(self, output_names, input_dict_ort_values: dict, run_options=None) -> list:
         """Like onnxruntime's: OrtValues in, OrtValues out (on the CPU)."""
         import onnxruntime
 
+        names = self._output_names(output_names, "run_with_ort_values")
         feeds = {name: value.numpy() if isinstance(value, onnxruntime.OrtValue) else value for name, value in input_dict_ort_values.items()}
-        return [onnxruntime.OrtValue.ortvalue_from_numpy(array) for array in self.run(output_names, feeds, run_options)]
+        return [onnxruntime.OrtValue.ortvalue_from_numpy(array) for array in self.run(names, feeds, run_options)]
 
     @functools.cached_property
     def _declared_inputs(self) -> dict[str, "_Declared"]:
@@ -251,10 +355,13 @@ class InferenceSession:
         unknown = [name for name in input_feed if name not in expected]
         if unknown:
             raise FeedError(f"unknown input name {unknown[0]!r} (inputs: {', '.join(expected)})")
-        missing = [name for name in expected if name not in input_feed]
+        self._check_all_fed(input_feed)
+        return {name: _checked_feed(name, value, input_feed[name]) for name, value in expected.items()}
+
+    def _check_all_fed(self, input_feed: dict) -> None:
+        missing = [name for name in self._declared_inputs if name not in input_feed]
         if missing:
             raise FeedError(f"missing input {missing[0]!r}")
-        return {name: _checked_feed(name, value, input_feed[name]) for name, value in expected.items()}
 
 
 def graph_options(sess_options) -> tuple[int, bool, bool, int]:
