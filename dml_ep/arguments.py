@@ -13,7 +13,7 @@ from .arithmetic import ARITHMETICS
 from .compare import CANDIDATES
 from .engines import ENGINES
 from .importer import DEFAULT_FEATURE_LEVEL
-from .passes import DEFAULT_RELEASE, RELEASES
+from .passes import DEFAULT_RELEASE, RELEASE_NAMES, RELEASES
 from .reference import REFERENCES
 from .report import FLOAT_ATOL, FLOAT_RTOL
 from .report_meta import versions
@@ -126,7 +126,7 @@ def build_parser(handlers: dict[str, Callable[[argparse.Namespace], int]]) -> ar
     common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show a traceback on errors")
     common.add_argument("--ort-release", "--qdq-rules", dest="qdq_rules", choices=RELEASES, default=DEFAULT_RELEASE, metavar="RELEASE",
                         help="the onnxruntime release whose graph rewrites for DML nodes apply: its QDQ -> QLinear rules "
-                             f"and the fusions that changed between releases ({', '.join(RELEASES)}; default: %(default)s)")
+                             f"and the fusions that changed between releases ({', '.join(RELEASE_NAMES)}; default: %(default)s)")
     common.add_argument("--no-qdq-fusion", dest="qdq_rules", action="store_const", const=None,
                         help="no QDQ rewrites, as onnxruntime's session.disable_quant_qdq=1")
     common.add_argument("--shape", action="append", type=_shape, default=[], metavar="NAME=D0,D1,...",

@@ -25,7 +25,7 @@ from .importer import DEFAULT_FEATURE_LEVEL, NodeImporter, opset_versions
 from .operators.dml_graph import derived_infos
 from .operators.registration import GRAPHS
 from .memory import paused_gc
-from .passes import (DEFAULT_RELEASE, DML, MATMUL_NBITS_ACCURACY_LEVEL, RELEASES, EditableGraph, constant_folding,
+from .passes import (DEFAULT_RELEASE, DML, MATMUL_NBITS_ACCURACY_LEVEL, RELEASE_NAMES, RELEASES, EditableGraph, constant_folding,
                      constant_nodes_to_initializers, dml_operator_fusion, matmul_integer_to_float_fusion, onnxruntime_fusions,
                      qdq_transformer)
 from .graph import ValueInfo, value_info_of
@@ -46,7 +46,7 @@ class Planner:
                  qdq_rules: str | None = DEFAULT_RELEASE, provider: str = DML, optimization_level: int = ALL_OPTIMIZATIONS,
                  int8_allowed: bool = False, matmul_nbits_accuracy_level: int = MATMUL_NBITS_ACCURACY_LEVEL):
         if qdq_rules is not None and qdq_rules not in RELEASES:
-            raise DmlEpError(f"unknown onnxruntime release {qdq_rules!r} (choose from {', '.join(RELEASES)})")
+            raise DmlEpError(f"unknown onnxruntime release {qdq_rules!r} (choose from {', '.join(RELEASE_NAMES)})")
         self.feature_level = DML_FEATURE_LEVEL.parse(feature_level)
         self.qdq_rules = qdq_rules
         self.provider = provider

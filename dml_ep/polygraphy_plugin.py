@@ -32,7 +32,7 @@ from polygraphy.tools.script import make_invocable
 from dml_ep import ARITHMETICS, DML_FEATURE_LEVEL, GraphOptimizationLevel, InferenceSession, SessionOptions
 from dml_ep.errors import DmlEpError, FeatureLevelError
 from dml_ep.importer import DEFAULT_FEATURE_LEVEL
-from dml_ep.passes import DEFAULT_RELEASE, RELEASES
+from dml_ep.passes import DEFAULT_RELEASE, RELEASE_NAMES, RELEASES
 
 
 @contextlib.contextmanager
@@ -136,7 +136,7 @@ class DmlEpRunnerArgs(BaseRunnerArgs):
                                 help="dml_ep's arithmetic: DirectML's documented math, or onnxruntime CPU's (default: directml)")
         self.group.add_argument("--dml-ep-ort-release", choices=RELEASES, default=None, metavar="RELEASE",
                                 help="the onnxruntime release whose graph rewrites for DML nodes dml_ep applies "
-                                     f"({', '.join(RELEASES)}; default: {DEFAULT_RELEASE})")
+                                     f"({', '.join(RELEASE_NAMES)}; default: {DEFAULT_RELEASE})")
 
     def parse_impl(self, args):
         """

@@ -4,7 +4,7 @@ Every registration row names its since-versions, type constraints, an importer a
 operator module; every operator module declares, for each of its operators, a desc class, a kernel,
 a DxDispatch export (its class in DxDispatch's desc table, and a desc that round-trips) and an
 exact value or an explicit None, and is reached by a row. Rows match nodes by their schema's
-since-version, exactly. README's operator table names what the rows register.
+since-version, exactly. The user guide's operator table (docs/guide.md) names what the rows register.
 """
 
 import dataclasses
@@ -275,8 +275,8 @@ def test_sum_rows_query_two_inputs(op_type):
 
 
 def readme_operator_table() -> list[tuple[str, str]]:
-    """README's "ONNX node | DirectML operator" table, as (node column, operator column) pairs."""
-    lines = (Path(__file__).resolve().parent.parent / "README.md").read_text().splitlines()
+    """The "ONNX node | DirectML operator" table of README's user guide (docs/guide.md), as (node column, operator column) pairs."""
+    lines = (Path(__file__).resolve().parent.parent / "docs" / "guide.md").read_text().splitlines()
     start = lines.index("| ONNX node | DirectML operator | from feature level |") + 2
     table = []
     for line in lines[start:]:

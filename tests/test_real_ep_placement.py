@@ -167,7 +167,7 @@ ORT_SOURCES = os.environ.get("DML_EP_ONNXRUNTIME_SOURCES")  # a git directory wi
 def test_the_table_regenerates_from_onnxruntime_s_sources():
     """scripts/dml_kernel_table.py --check: the checked-in table is what onnxruntime's sources give."""
     if not ORT_SOURCES:
-        pytest.fail("set DML_EP_ONNXRUNTIME_SOURCES to an onnxruntime git directory (see README, 'The real EP's kernel table')")
+        pytest.fail("set DML_EP_ONNXRUNTIME_SOURCES to an onnxruntime git directory (see docs/dml_ep_mapping.md, 'The real EP's kernel table')")
     run = subprocess.run([sys.executable, str(ROOT / "scripts" / "dml_kernel_table.py"), ORT_SOURCES, "--check"],
                          capture_output=True, text=True)
     assert run.returncode == 0, run.stdout + run.stderr

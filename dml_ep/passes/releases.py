@@ -40,6 +40,8 @@ RELEASES = {
     "1.18": Release("1.17-1.19", True, False, "1.18"),
     "1.17": Release("1.17-1.19", False, False, "1.17"),
 }
+RELEASE_NAMES = tuple(RELEASES)  # what help and errors list: each release once
+# Older names of ranges, still taken (scripts use them), never listed: "1.20-1.23" ran as 1.23 though 1.20 differs
 RELEASES["1.20-1.23"] = RELEASES["1.21-1.23"]
 RELEASES["1.18-1.19"] = RELEASES["1.17-1.19"] = RELEASES["1.19"]
 DEFAULT_RELEASE = "1.24+"
