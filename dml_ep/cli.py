@@ -208,8 +208,7 @@ def cmd_run(args) -> int:
     ok = True
     if saved is not None:
         runner, expected = saved
-        tolerance = Tolerance(args.steps, dict(args.atol), dict(args.rtol))
-        ok = _check_runs(runs, expected, runner, tolerance)
+        ok = _check_runs(runs, expected, runner, _tolerance(args))
     writers = {}
     if args.save_outputs:
         writers[args.save_outputs] = files.text_writer(run_results_json({"dml_ep": runs}))
@@ -264,6 +263,11 @@ def _check_runs(runs: list[dict], expected: list[dict], runner: str, tolerance: 
     return ok
 
 
+def _tolerance(args) -> Tolerance:
+    """``--steps``, ``--atol`` and ``--rtol`` (run, compare)."""
+    return Tolerance(args.steps, dict(args.atol), dict(args.rtol))
+
+
 def _savable(array: np.ndarray) -> np.ndarray:
     """int4 and uint4 (ml_dtypes) as int8 and uint8 of the same values: np.save writes them as raw
     bytes (|V1) that np.load reads back as no numbers."""
@@ -308,7 +312,7 @@ def cmd_compare(args) -> int:
     if args.html and len(cases) != 1:
         raise DmlEpError(f"--html draws one comparison; these arguments make {len(cases)} (one per model, data set or "
                          "Polygraphy iteration)")
-    options = dict(reference=args.reference, candidate=args.candidate, tolerance=Tolerance(args.steps, dict(args.atol), dict(args.rtol)),
+    options = dict(reference=args.reference, candidate=args.candidate, tolerance=_tolerance(args),
                    per_node=_per_node(args) or bool(args.html) or bool(args.model_explorer), **_arithmetic(args))
     done, errors, model = compare_cases(cases, options, args, out)
     reports = [c.report for c in done]
