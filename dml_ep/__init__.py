@@ -18,6 +18,7 @@ else:
     from .enums import DML_FEATURE_LEVEL, DML_OPERATOR_TYPE, DML_TENSOR_DATA_TYPE, DML_TENSOR_FLAGS
     from .io_binding import IOBinding
     from .session import PROVIDERS, InferenceSession, ModelMetadata, NodeArg
+    from .sweep_run import sweep
 
     # What scripts written for onnxruntime take from its module, so that ``import dml_ep as ort`` runs them: onnxruntime's
     # own where they are plain onnxruntime objects (the logger's settings apply to the onnxruntime sessions dml_ep runs
@@ -66,4 +67,5 @@ __all__ = [
     "get_version_string",
     "set_default_logger_severity",
     "set_default_logger_verbosity",
+    "sweep",
 ]

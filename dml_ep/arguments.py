@@ -17,13 +17,14 @@ from .passes import DEFAULT_RELEASE, RELEASE_NAMES, RELEASES
 from .reference import REFERENCES
 from .report import FLOAT_ATOL, FLOAT_RTOL
 from .report_meta import versions
+from .sweep_run import DEFAULT_DB
 
 U8S8_SATURATION = {"auto": None, "on": True, "off": False}
 
 EXIT_STATUS = """exit status:
   0    success
-  1    compare, run --load-outputs: an output out of tolerance
-  2    usage or input error (one line on stderr)
+  1    compare, run --load-outputs, sweep: an output out of tolerance
+  2    usage or input error (one line on stderr); sweep: a task failed
   3    internal error (--debug shows the traceback)
   130  interrupted (Ctrl-C)
   143  terminated (SIGTERM)"""
@@ -111,6 +112,13 @@ EXAMPLES = {
   dml-ep compare model.onnx --per-node --only-differing    each node that differs, and why
   dml-ep compare model.onnx --atol 1e-3 --rtol 1e-3 --onnx-outputs mark all   Polygraphy's spellings
   dml-ep compare model.onnx --html report.html             the graph, coloured by differences""",
+    "sweep": """examples:
+  dml-ep sweep model.onnx --arithmetic directml onnxruntime --report sweep.html   both arithmetics, a summary page
+  dml-ep sweep model.onnx --ort-release 1.24+ none --db sweep.db --timeout 600    resumable; a hung task fails
+  dml-ep sweep model.onnx --plan-only --feature-level 4_0 6_4 --sequential        plans only, in this process""",
+    "report": """examples:
+  dml-ep report sweep.db                                   every task of a sweep, as a table
+  dml-ep report sweep.db --html sweep.html                 the summary page""",
     "export": """examples:
   dml-ep export model.onnx --dxdispatch dxd                a DxDispatch model in dxd/, to run on real DirectML""",
 }
@@ -120,39 +128,43 @@ def build_parser(handlers: dict[str, Callable[[argparse.Namespace], int]]) -> ar
     """The subcommands, sharing --feature-level/--debug and (run, compare, export) the input options,
     each bound to its handler (``handlers``: command -> handler)."""
     common = _Parser(add_help=False)
-    common.add_argument("--feature-level", default=DEFAULT_FEATURE_LEVEL.label, metavar="L",
-                        help="DirectML feature level to target, e.g. 4_0 (default: %(default)s)")
     # SUPPRESS: unless given after the command, the subcommand leaves the main parser's --debug as it is
     common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show a traceback on errors")
-    common.add_argument("--ort-release", "--qdq-rules", dest="qdq_rules", choices=RELEASES, default=DEFAULT_RELEASE, metavar="RELEASE",
-                        help="the onnxruntime release whose graph rewrites for DML nodes apply: its QDQ -> QLinear rules "
-                             f"and the fusions that changed between releases ({', '.join(RELEASE_NAMES)}; default: %(default)s)")
-    common.add_argument("--no-qdq-fusion", dest="qdq_rules", action="store_const", const=None,
-                        help="no QDQ rewrites, as onnxruntime's session.disable_quant_qdq=1")
     common.add_argument("--shape", action="append", type=_shape, default=[], metavar="NAME=D0,D1,...",
                         help="an input's shape for the plan and its random values, instead of the declared one "
                              "with symbolic dimensions as 1 (repeatable)")
     common.add_argument("--input-shapes", dest="shape", action="extend", nargs="+", type=_polygraphy_shape, metavar="NAME:[D0,D1,...]",
                         help="the same in Polygraphy's spelling: --input-shapes input:[1,3,224,224] mask:[1,128]")
-    feeding = _Parser(add_help=False)
-    feeding.add_argument("--input", action="append", default=[], metavar="NAME=FILE",
-                         help="an input from a .npy or TensorProto .pb file (repeatable)")
-    feeding.add_argument("--input-dir", metavar="DIR",
-                         help="inputs from <name>.npy or input_<i>.pb files (ONNX test data)")
-    feeding.add_argument("--seed", type=_non_negative, default=0,
-                         help="seed of the random inputs given neither way (default: %(default)s)")
-    feeding.add_argument("--val-range", action="append", default=[], metavar="NAME=LO,HI",
-                         help="the inclusive range of an input's random values (also Polygraphy's NAME:[LO,HI], and "
-                              "[LO,HI] for every input not named; repeatable); default: integers of 32 and 64 bits in "
-                              "[0, 1], or within the data of a Gather they index; of 8 and 16 bits, their whole type; "
-                              "floats standard normal")
+    planning = _Parser(add_help=False)
+    planning.add_argument("--feature-level", default=DEFAULT_FEATURE_LEVEL.label, metavar="L",
+                          help="DirectML feature level to target, e.g. 4_0 (default: %(default)s)")
+    planning.add_argument("--ort-release", "--qdq-rules", dest="qdq_rules", choices=RELEASES, default=DEFAULT_RELEASE, metavar="RELEASE",
+                          help="the onnxruntime release whose graph rewrites for DML nodes apply: its QDQ -> QLinear rules "
+                               f"and the fusions that changed between releases ({', '.join(RELEASE_NAMES)}; default: %(default)s)")
+    planning.add_argument("--no-qdq-fusion", dest="qdq_rules", action="store_const", const=None,
+                          help="no QDQ rewrites, as onnxruntime's session.disable_quant_qdq=1")
+    files_in = _Parser(add_help=False)
+    files_in.add_argument("--input", action="append", default=[], metavar="NAME=FILE",
+                          help="an input from a .npy or TensorProto .pb file (repeatable)")
+    files_in.add_argument("--input-dir", metavar="DIR",
+                          help="inputs from <name>.npy or input_<i>.pb files (ONNX test data)")
+    drawn = _Parser(add_help=False)
+    drawn.add_argument("--seed", type=_non_negative, default=0,
+                       help="seed of the random inputs given neither way (default: %(default)s)")
+    drawn.add_argument("--val-range", action="append", default=[], metavar="NAME=LO,HI",
+                       help="the inclusive range of an input's random values (also Polygraphy's NAME:[LO,HI], and "
+                            "[LO,HI] for every input not named; repeatable); default: integers of 32 and 64 bits in "
+                            "[0, 1], or within the data of a Gather they index; of 8 and 16 bits, their whole type; "
+                            "floats standard normal")
+    feeding = [files_in, drawn]
     arithmetic = _Parser(add_help=False)
     arithmetic.add_argument("--arithmetic", choices=ARITHMETICS, default="directml",
                          help="dml_ep's arithmetic (default: %(default)s)")
-    arithmetic.add_argument("--u8s8-saturation", choices=U8S8_SATURATION, default="auto",
+    products = _Parser(add_help=False)
+    products.add_argument("--u8s8-saturation", choices=U8S8_SATURATION, default="auto",
                          help="with --arithmetic onnxruntime, saturate uint8 x int8 product pairs to int16 as "
                               "onnxruntime does on AVX2 CPUs without VNNI; auto: if this CPU is one (default: %(default)s)")
-    arithmetic.add_argument("--engine", choices=ENGINES, default=None,
+    products.add_argument("--engine", choices=ENGINES, default=None,
                          help="what computes the quantized products' exact integer sums: onnxruntime's MatMulInteger "
                               "or numpy's float32 BLAS in exact blocks; same results (default: $DML_EP_ENGINE, else onnxruntime)")
 
@@ -174,7 +186,7 @@ def build_parser(handlers: dict[str, Callable[[argparse.Namespace], int]]) -> ar
     parser.add_argument("--debug", action="store_true", help="show a traceback on errors")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    show = commands.add_parser("inspect", parents=[common, feeding], help="show which DirectML operator runs each node",
+    show = commands.add_parser("inspect", parents=[common, planning, *feeding], help="show which DirectML operator runs each node",
                               epilog=EXAMPLES["inspect"], formatter_class=_Formatter,
                                description="Plans for the declared input shapes (--shape to give others), or, with "
                                            "--input or --input-dir, from the tensors of a run on those inputs.")
@@ -193,7 +205,7 @@ def build_parser(handlers: dict[str, Callable[[argparse.Namespace], int]]) -> ar
                            "(needs the model-explorer extra)")
     show.set_defaults(handler=handlers["inspect"])
 
-    run = commands.add_parser("run", parents=[common, feeding, arithmetic, tolerance], help="run a model with dml_ep",
+    run = commands.add_parser("run", parents=[common, planning, *feeding, arithmetic, products, tolerance], help="run a model with dml_ep",
                               epilog=EXAMPLES["run"], formatter_class=_Formatter,
                               description="Runs the model with dml_ep on the inputs given (or seeded random ones) and lists "
                                           "its outputs; with --load-outputs, checks them against saved ones, as polygraphy "
@@ -210,7 +222,7 @@ def build_parser(handlers: dict[str, Callable[[argparse.Namespace], int]]) -> ar
 
     compare = commands.add_parser(
         "compare",
-        parents=[common, feeding, arithmetic, tolerance],
+        parents=[common, planning, *feeding, arithmetic, products, tolerance],
         help="compare dml_ep with onnxruntime's CPU EP, or with the real DML EP",
         epilog=EXAMPLES["compare"], formatter_class=_Formatter,
         description=(
@@ -265,7 +277,7 @@ def build_parser(handlers: dict[str, Callable[[argparse.Namespace], int]]) -> ar
     compare.set_defaults(handler=handlers["compare"])
 
     export = commands.add_parser(
-        "export", parents=[common, feeding, arithmetic], help="write the plan as a DxDispatch model, to run on real DirectML",
+        "export", parents=[common, planning, *feeding, arithmetic, products], help="write the plan as a DxDispatch model, to run on real DirectML",
         epilog=EXAMPLES["export"], formatter_class=_Formatter,
         description="Runs the model with dml_ep on the inputs given (or seeded random ones) and writes its DirectML "
                     "operators as a DxDispatch model: DIR/model.json, its resources, dml_ep's expected outputs and a "
@@ -273,6 +285,50 @@ def build_parser(handlers: dict[str, Callable[[argparse.Namespace], int]]) -> ar
     export.add_argument("model", metavar="MODEL")
     export.add_argument("--dxdispatch", metavar="DIR", required=True, help="the directory to write (must not exist, or be empty)")
     export.set_defaults(handler=handlers["export"])
+
+    sweep = commands.add_parser(
+        "sweep", parents=[common, drawn, products, tolerance], help="compare many models under many settings, on a Dask cluster",
+        epilog=EXAMPLES["sweep"], formatter_class=_Formatter,
+        description="Compares every model under every --arithmetic, --ort-release and --feature-level given (inspect's plan "
+                    "with --plan-only), each an independent task on Dask distributed: an embedded cluster of one worker "
+                    "process per core, or a running one (--scheduler). Each result is a row of a SQLite database, written "
+                    "as it comes: a rerun on the same database skips the tasks done. A task whose model cannot be compared, "
+                    "whose worker dies or that runs past --timeout fails with the reason, and the sweep goes on. Exit "
+                    "status 2 when a task failed, else 1 when one is out of tolerance.")
+    sweep.add_argument("models", nargs="+", metavar="MODEL_OR_DIR_OR_GLOB")
+    sweep.add_argument("--arithmetic", dest="arithmetics", nargs="+", choices=ARITHMETICS, default=["directml"],
+                       help="dml_ep's arithmetics to sweep (default: directml)")
+    sweep.add_argument("--ort-release", dest="ort_releases", nargs="+", choices=(*RELEASES, "none"), default=[DEFAULT_RELEASE],
+                       metavar="RELEASE", help="the onnxruntime releases whose rewrites to sweep (none: no QDQ rewrites; "
+                                               f"{', '.join(RELEASE_NAMES)}; default: {DEFAULT_RELEASE})")
+    sweep.add_argument("--feature-level", dest="feature_levels", nargs="+", default=[DEFAULT_FEATURE_LEVEL.label], metavar="L",
+                       help=f"the DirectML feature levels to sweep (default: {DEFAULT_FEATURE_LEVEL.label})")
+    sweep.add_argument("--plan-only", action="store_true", help="plan each model as inspect does, without comparing (one task "
+                                                                "per model, release and feature level)")
+    sweep.add_argument("--reference", choices=REFERENCES, default="ort", help="as compare's (default: %(default)s)")
+    sweep.add_argument("--per-node", action="store_true", help="compare every node too, so that each row has its causes")
+    sweep.add_argument("--db", metavar="FILE", help="the SQLite database of results, made if missing, resumed if not (default: "
+                                                    f"beside --report, with .db for .html; else {DEFAULT_DB})")
+    sweep.add_argument("--rerun-failed", action="store_true", help="run the tasks that failed before again")
+    sweep.add_argument("--scheduler", metavar="ADDRESS", help="a running Dask scheduler (tcp://HOST:PORT), whose workers "
+                                                              "can read the models at the same paths")
+    sweep.add_argument("--workers", type=_positive, metavar="N", help="the embedded cluster's worker processes (default: one per core)")
+    sweep.add_argument("--sequential", action="store_true", help="run the tasks one after another in this process, without Dask")
+    sweep.add_argument("--timeout", type=_seconds, metavar="SECONDS", help="fail a task running longer, and restart its worker")
+    sweep.add_argument("--report", metavar="FILE", help="also write the summary page of every row of the database (HTML)")
+    sweep.add_argument("--html-dir", metavar="DIR", help="also write each task's own HTML page into DIR (compare --html; "
+                                                         "compares node by node), linked from --report's page")
+    sweep.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    sweep.set_defaults(handler=handlers["sweep"])
+
+    report = commands.add_parser("report", help="show a sweep's database: a table, or the summary page",
+                                 epilog=EXAMPLES["report"], formatter_class=_Formatter,
+                                 description="Lists every row of a sweep's database (dml-ep sweep --db), and writes the "
+                                             "summary page: a sortable, filterable table of models x settings.")
+    report.add_argument("db", metavar="DB")
+    report.add_argument("--html", metavar="FILE", help="write the summary page (HTML, works offline)")
+    report.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show a traceback on errors")
+    report.set_defaults(handler=handlers["report"])
     return parser
 
 
@@ -318,6 +374,16 @@ def _mark_all(text: str) -> str:
         raise argparse.ArgumentTypeError(f"{text!r}: dml_ep compares either the graph outputs or, with --onnx-outputs "
                                          "mark all (--per-node), every intermediate value")
     return text
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text}: give a number of seconds above 0")
+    return value
 
 
 def _positive(text: str) -> int:

@@ -36,6 +36,7 @@ from .graph import Loaded, graph_inputs, load_model, one_line
 from .inputs import ASSUMED, INTEGERS, load_directory, load_tensor_protos, make_feeds, zoo_layout
 from .polygraphy_json import inputs_json, load_inputs, load_run_results, pick_runner, run_results_json
 from .report import ModelReport
+from .report_meta import report_meta
 from .text_report import Progress, format_report
 
 INDEX_OUT_OF_RANGE = re.compile(r"out of (data )?bounds|out of range|invalid indi", re.IGNORECASE)  # onnxruntime's Gather*, Scatter*
@@ -173,6 +174,13 @@ class Compared:
     report: ModelReport
     feeds: dict
     sources: dict
+
+
+def compare_json(seed: int, done: list[Compared], errors: list[dict]) -> dict:
+    """``compare --json``'s report of the comparisons ``done`` and those that failed (``errors``)."""
+    models = [{**c.report.to_dict(), "inputs": c.sources} for c in done]
+    ok = not errors and all(c.report.ok for c in done)
+    return report_meta("compare", seed=seed, ok=ok, models=models, errors=errors)
 
 
 def compare_cases(cases: list[Case], options: dict, args: argparse.Namespace,

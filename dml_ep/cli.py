@@ -1,5 +1,6 @@
 """The ``dml-ep`` command: ``inspect`` a model's plan, ``run`` it, ``compare`` it with onnxruntime,
-``export`` it as a DxDispatch model to run on real DirectML.
+``export`` it as a DxDispatch model to run on real DirectML, ``sweep`` many models and settings on
+a Dask cluster and ``report`` a sweep's database.
 
 Exit status (``arguments.EXIT_STATUS``): 0 on success, 1 when ``compare`` (or ``run --load-outputs``) finds an output out of tolerance,
 2 on a usage or input error (one line on stderr, ``dml-ep: error: ...``; for ``compare``, when any
@@ -23,25 +24,29 @@ import numpy as np
 
 from . import arguments, dxdispatch, files, html_report, model_explorer
 from .arguments import U8S8_SATURATION
-from .cases import Case, Compared, compare_cases, comparison_cases, naming_random_inputs, polygraphy_writers, split_runner
+from .cases import Case, Compared, compare_cases, compare_json, comparison_cases, naming_random_inputs, polygraphy_writers, split_runner
+from .enums import DML_FEATURE_LEVEL
 from .errors import DmlEpError
 from .graph import Loaded, load_model, one_line
 from .inputs import input_shapes, make_feeds, npy_file_names
-from .inspect_text import ascii_if_needed, by_op_type, by_reason, by_reason_class, descs_text, inspect_summary, nodes_text
+from .inspect_text import ascii_if_needed, inspect_json, by_op_type, by_reason, by_reason_class, descs_text, inspect_summary, nodes_text
 from .node_table import plan_rows
 from .plan import Plan
 from .planner import Planner
 from .reference import DML_REFERENCE, require_dml
 from .polygraphy_json import inputs_json, load_inputs, load_run_results, pick_runner, run_results_json
-from .report import ModelReport, Tolerance, compare_tensors, node_label
-from .report_meta import report_meta
+from .report import ModelReport, Tolerance, compare_tensors
 from .rewritten_model import model_writer, rewritten_model
 from .session import InferenceSession
+from .sweep_db import SweepDatabase
+from .sweep_page import summary_page
+from .sweep_run import DEFAULT_DB, rows_text, sweep
 from .text_report import Progress, format_summary, table
 
 def build_parser() -> argparse.ArgumentParser:
     """dml-ep's parser (:mod:`dml_ep.arguments`), each command bound to its handler."""
-    return arguments.build_parser({"inspect": cmd_inspect, "run": cmd_run, "compare": cmd_compare, "export": cmd_export})
+    return arguments.build_parser({"inspect": cmd_inspect, "run": cmd_run, "compare": cmd_compare, "export": cmd_export,
+                                   "sweep": cmd_sweep, "report": cmd_report})
 
 
 def main(argv=None) -> int:
@@ -124,10 +129,7 @@ def cmd_inspect(args) -> int:
         print(descs, file=out)
     writers, said = {}, ""
     if args.json:
-        writers[args.json] = files.json_writer(report_meta("inspect", model=args.model, input_shapes=shapes, assumed=plan.assumed,
-                                                           pending=[node_label(n) for n in plan.pending], refused=plan.refused,
-                                                           nodes=rows, summary=summary, by_op_type=op_types, by_reason=reasons,
-                                                           by_reason_class=classes))
+        writers[args.json] = files.json_writer(inspect_json(args.model, shapes, plan, rows))
     if args.html:
         writers[args.html] = files.text_writer(html_report.plan_report(plan, args.model))
     if args.save_rewritten:
@@ -349,9 +351,7 @@ def _write_comparison(args, cases: list[Case], done: list[Compared], errors: lis
     Model Explorer's) are not written when any failed; the others hold the ones that ran."""
     reports = [c.report for c in done]
     if args.json:
-        models = [{**c.report.to_dict(), "inputs": c.sources} for c in done]
-        ok = not errors and all(r.ok for r in reports)
-        files.write_files({args.json: files.json_writer(report_meta("compare", seed=args.seed, ok=ok, models=models, errors=errors))})
+        files.write_files({args.json: files.json_writer(compare_json(args.seed, done, errors))})
     if args.save_rewritten and reports:  # one model (comparison_cases): the graph of its first comparison
         writer, said = _rewritten(args.save_rewritten, reports[0].dml_planner, reports[0].dml_plan)
         files.write_files({args.save_rewritten: writer})
@@ -373,6 +373,57 @@ def _writing(paths: list[str], errors: list[dict]) -> bool:
     return bool(paths)
 
 
+# --- sweep, report --------------------------------------------------------------------------
+
+
+def cmd_sweep(args) -> int:
+    """Run the sweep (:func:`dml_ep.sweep_run.sweep`), then list its rows, write the summary page
+    asked for, and a status: 2 if a task failed, else 1 if one is out of tolerance."""
+    db = args.db or (os.path.splitext(args.report)[0] + ".db" if args.report else DEFAULT_DB)
+    _check_writable(args, db, args.report)
+    if args.html_dir:
+        files.check_writable(args.html_dir, directory=True)
+    levels = [DML_FEATURE_LEVEL.parse(level).label for level in args.feature_levels]
+    releases = [None if release == "none" else release for release in args.ort_releases]
+    rows = sweep(args.models, args.arithmetics, releases, levels, db=db, scheduler=args.scheduler, workers=args.workers,
+                 sequential=args.sequential, timeout=args.timeout, rerun_failed=args.rerun_failed, html_dir=args.html_dir,
+                 progress=not args.quiet, plan_only=args.plan_only, reference=args.reference,
+                 u8s8_saturation=U8S8_SATURATION[args.u8s8_saturation], seed=args.seed, steps=args.steps,
+                 atol=tuple(args.atol), rtol=tuple(args.rtol), shapes=tuple(args.shape), val_ranges=tuple(args.val_range),
+                 per_node=args.per_node, engine=args.engine)
+    print(rows_text(rows))
+    print(f"database: {db}")
+    if args.report:
+        _write_summary_page(db, args.report)
+    statuses = {row["status"] for row in rows}
+    return 2 if "failed" in statuses else 1 if "mismatch" in statuses else 0
+
+
+def cmd_report(args) -> int:
+    """Every row of a sweep's database as a table; with ``--html``, the summary page."""
+    _check_database(args.db)
+    if args.html:
+        files.check_writable(args.html, inputs=[args.db])
+    with SweepDatabase(args.db) as database:
+        print(rows_text(database.rows()))
+    if args.html:
+        _write_summary_page(args.db, args.html)
+    return 0
+
+
+def _check_database(path: str) -> None:
+    """``report``'s database must exist: opening it would make an empty one."""
+    if not os.path.isfile(path):
+        raise DmlEpError(f"{path}: no such sweep database (dml-ep sweep --db makes one)")
+
+
+def _write_summary_page(db: str, path: str) -> None:
+    with SweepDatabase(db) as database:
+        rows = database.rows()
+    files.write_files({path: files.text_writer(summary_page(rows, f"dml-ep sweep: {os.path.basename(db)}", path))})
+    print(f"wrote {path}: the summary page of {len(rows)} task(s)")
+
+
 # --- arguments -----------------------------------------------------------------------------
 
 
@@ -380,9 +431,9 @@ def _inputs_read(args) -> list[str]:
     """The paths a command reads (models, zoo directories, --input files, --input-dir, Polygraphy
     files), which nothing it writes may replace."""
     models = [found for pattern in getattr(args, "models", None) or [args.model] for found in glob.glob(pattern) or [pattern]]
-    given = [text.partition("=")[2] for text in args.input]
+    given = [text.partition("=")[2] for text in getattr(args, "input", [])]
     polygraphy = [getattr(args, "load_inputs", None), split_runner(args.load_outputs)[0] if getattr(args, "load_outputs", None) else None]
-    return [path for path in (*models, *given, args.input_dir, *polygraphy) if path]
+    return [path for path in (*models, *given, getattr(args, "input_dir", None), *polygraphy) if path]
 
 
 def _written(args) -> list[str]:

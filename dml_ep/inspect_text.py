@@ -2,7 +2,8 @@
 estimated MACs by op type and by fallback reason, the totals on DirectML and on the fallback, the
 symbolic dimensions assumed, the shapes onnxruntime refused in a subgraph, the nodes planned only
 when run), ``--nodes``' listing of every plan entry (:func:`nodes_text`) and ``--descs``' operator
-descs (:func:`descs_text`).
+descs (:func:`descs_text`); and ``--json``'s report (:func:`inspect_json`), which a sweep's
+``--plan-only`` tasks store too.
 
 The summary is for a terminal: no line passes INSPECT_WIDTH, long names shortened with an ellipsis
 (in the middle, where names differ at both ends). ``--nodes``, ``--descs`` and the JSON keep whole
@@ -18,10 +19,20 @@ from .passes.dml_fusion import NAME as DML_FUSION
 from .plan import DmlNode, Plan, node_macs
 from .real_ep import CPU_CLASSES, REASON_CLASSES
 from .report import node_label
+from .report_meta import report_meta
 from .text_report import printable, rules_text, table
 
 INSPECT_WIDTH = 160  # the longest line of inspect's summary (--nodes, --descs and the JSON keep whole names)
 PENDING_SHOWN = 5  # pending nodes the summary names
+
+
+def inspect_json(model_path: str, shapes: dict, plan: Plan, rows: list[dict]) -> dict:
+    """``inspect --json``'s report of ``plan`` (``rows``: its :func:`dml_ep.node_table.plan_rows`),
+    planned for the ``--shape`` sizes ``shapes``."""
+    return report_meta("inspect", model=model_path, input_shapes=shapes, assumed=plan.assumed,
+                       pending=[node_label(n) for n in plan.pending], refused=plan.refused, nodes=rows,
+                       summary=plan.summary(), by_op_type=by_op_type(rows), by_reason=by_reason(plan),
+                       by_reason_class=by_reason_class(rows))
 
 
 def by_op_type(rows: list[dict]) -> list[dict]:

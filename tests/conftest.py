@@ -9,6 +9,8 @@ import onnx
 import pytest
 from onnxruntime.capi import _pybind_state
 
+from browser import launch, missing
+
 from dml_ep import arithmetic, engines
 from dml_ep.executor import Executor
 from dml_ep.kernels import compiled as native
@@ -90,3 +92,16 @@ def handed_to_onnxruntime(monkeypatch):
     yield recorded
     for cache in caches:
         cache.cache_clear()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Headless Chromium (tests/browser.py) for one test module: the HTML reports' tests."""
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        missing("Playwright is not installed (pip install -e '.[test]')")
+    with sync_playwright() as playwright:
+        chromium = launch(playwright)
+        yield chromium
+        chromium.close()

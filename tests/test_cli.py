@@ -390,6 +390,8 @@ def test_the_examples_in_help_run(command, capsys, tmp_path, monkeypatch):
         main([command, "--help"])
     assert capsys.readouterr().out.rstrip().endswith(EXAMPLES[command].splitlines()[-1].strip())
     monkeypatch.chdir(tmp_path)
+    if command == "report":  # of a sweep's database
+        assert main(["sweep", str(MODELS / "mlp.onnx"), "--sequential", "--quiet", "--db", "sweep.db"]) == 0
     for line in EXAMPLES[command].splitlines()[1:]:
         argv = [str(MODELS / "mlp.onnx") if word == "model.onnx" else word for word in shlex.split(re.split(r"\s{3,}", line.strip())[0])]
         assert argv[0] == "dml-ep"

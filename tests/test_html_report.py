@@ -18,7 +18,7 @@ import onnx
 import onnx.compose
 import pytest
 
-from browser import distinct_pixel_bytes, launch, missing, open_report
+from browser import distinct_pixel_bytes, open_report
 from onnx_builders import Feed, run_ort, single_node_model
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -29,18 +29,6 @@ LARGE_RENDER_BUDGET_MS = 2000  # a 2,500-node graph, drawn in about 0.5 s here
 # the page's difference bands (report.js), as Chromium writes a fill: exact, 1 LSB or <= 1 ulp, 2 LSB or <= 16 ulp, more
 BAND_FILLS = ["rgb(217, 240, 211)", "rgb(254, 224, 139)", "rgb(252, 141, 89)", "rgb(215, 48, 39)"]
 NOT_COMPARED = "rgb(224, 224, 224)"
-
-
-@pytest.fixture(scope="module")
-def browser():
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        missing("Playwright is not installed (pip install -e '.[test]')")
-    with sync_playwright() as playwright:
-        chromium = launch(playwright)
-        yield chromium
-        chromium.close()
 
 
 def dml_ep(*argv) -> subprocess.CompletedProcess:
