@@ -140,7 +140,9 @@ class _DaskRun:
 
     def run(self) -> None:
         self.client.subscribe_topic(EVENT_TOPIC, self._started)
-        futures = [self.client.submit(_on_worker, task, key=key, pure=False) for key, task in self.tasks.items()]
+        # the largest models first (Dask runs tasks in the order given): a long task left for last would run alone
+        largest_first = sorted(self.tasks.items(), key=lambda item: -_model_size(item[1].model))
+        futures = [self.client.submit(_on_worker, task, key=key, pure=False) for key, task in largest_first]
         pending = {future.key: future for future in futures}
         completed = self.distributed.as_completed(futures)
         while pending:
@@ -202,6 +204,11 @@ class _DaskRun:
                 pending[key].cancel()
             self.client.restart_workers(workers, raise_for_error=False)
         return [key for key, _, _ in late]
+
+
+def _model_size(path: str) -> int:
+    """A model file's size, the guess of how long its task takes (a model zoo directory's: 0)."""
+    return os.path.getsize(path) if os.path.isfile(path) else 0
 
 
 class SweepProgress:
