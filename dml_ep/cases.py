@@ -9,7 +9,8 @@ inputs:
 
 :func:`comparison_cases` makes them from ``compare``'s arguments; :func:`compare_cases` compares
 them one by one (a case's inputs from :func:`case_feeds`, its comparison by :func:`compare_case`),
-reporting each as it comes; :func:`polygraphy_writers` makes a batch's Polygraphy files
+reporting each as it comes; :func:`compare_json` is ``--json``'s report of them (a sweep's task
+stores it too); :func:`polygraphy_writers` makes a batch's Polygraphy files
 (``--save-outputs``, ``--save-inputs``). :func:`naming_random_inputs`, which every command uses
 around a run, makes a node error on random inputs name them.
 """

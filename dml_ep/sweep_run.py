@@ -226,8 +226,7 @@ class SweepProgress:
         if enabled and self.console.is_terminal and total:
             self.bar = rich.progress.Progress(
                 rich.progress.TextColumn("sweep"), rich.progress.BarColumn(), rich.progress.MofNCompleteColumn(),
-                rich.progress.TextColumn("{task.fields[counts]}"), rich.progress.TimeRemainingColumn(),
-                console=self.console, transient=True)
+                rich.progress.TextColumn("{task.fields[counts]}"), console=self.console, transient=True)
             self.task = self.bar.add_task("sweep", total=total, counts="")
             self.bar.start()
 

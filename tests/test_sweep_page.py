@@ -235,3 +235,4 @@ def test_readme_sweep_screenshot_is_made_by_this_code(browser, tmp_path):
     if os.environ.get("DML_EP_UPDATE_SCREENSHOT"):
         SCREENSHOT.write_bytes(picture)
     assert distinct_pixel_bytes(SCREENSHOT.read_bytes()) > 50
+    assert "docs/sweep.png" in (ROOT / "README.md").read_text(encoding="utf-8")
