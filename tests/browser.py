@@ -76,3 +76,13 @@ def distinct_pixel_bytes(png: bytes) -> int:
             data += png[at + 8:at + 8 + length]
         at += 12 + length
     return len(set(zlib.decompress(data)))
+
+
+def keep_screenshot(picture: bytes, path: Path, readme: Path) -> None:
+    """A README picture made by the test that calls this: written to ``path`` with
+    DML_EP_UPDATE_SCREENSHOT=1; else the committed one must exist, not be blank, and be in README."""
+    assert distinct_pixel_bytes(picture) > 50
+    if os.environ.get("DML_EP_UPDATE_SCREENSHOT"):
+        path.write_bytes(picture)
+    assert distinct_pixel_bytes(path.read_bytes()) > 50
+    assert f"docs/{path.name}" in readme.read_text(encoding="utf-8")
