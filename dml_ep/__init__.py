@@ -18,7 +18,6 @@ else:
     from .enums import DML_FEATURE_LEVEL, DML_OPERATOR_TYPE, DML_TENSOR_DATA_TYPE, DML_TENSOR_FLAGS
     from .io_binding import IOBinding
     from .session import PROVIDERS, InferenceSession, ModelMetadata, NodeArg
-    from .sweep_run import sweep
 
     # What scripts written for onnxruntime take from its module, so that ``import dml_ep as ort`` runs them: onnxruntime's
     # own where they are plain onnxruntime objects (the logger's settings apply to the onnxruntime sessions dml_ep runs
@@ -35,6 +34,13 @@ else:
         set_default_logger_severity,
         set_default_logger_verbosity,
     )
+
+    def __getattr__(name: str):
+        if name == "sweep":  # on first use: a sweep's modules (hashlib, the pages) would cost every session's user
+            from .sweep_run import sweep
+
+            return sweep
+        raise AttributeError(f"module 'dml_ep' has no attribute {name!r}")
 
     def get_available_providers() -> list[str]:
         return list(PROVIDERS)
