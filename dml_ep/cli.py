@@ -25,7 +25,6 @@ import numpy as np
 from . import arguments, dxdispatch, files, html_report, model_explorer
 from .arguments import U8S8_SATURATION
 from .cases import Case, Compared, compare_cases, compare_json, comparison_cases, naming_random_inputs, polygraphy_writers, split_runner
-from .enums import DML_FEATURE_LEVEL
 from .errors import DmlEpError
 from .graph import Loaded, load_model, one_line
 from .inputs import input_shapes, make_feeds, npy_file_names
@@ -383,9 +382,8 @@ def cmd_sweep(args) -> int:
     _check_writable(args, db, args.report)
     if args.html_dir:
         files.check_writable(args.html_dir, directory=True)
-    levels = [DML_FEATURE_LEVEL.parse(level).label for level in args.feature_levels]
     releases = [None if release == "none" else release for release in args.ort_releases]
-    rows = sweep(args.models, args.arithmetics, releases, levels, db=db, scheduler=args.scheduler, workers=args.workers,
+    rows = sweep(args.models, args.arithmetics, releases, args.feature_levels, db=db, scheduler=args.scheduler, workers=args.workers,
                  sequential=args.sequential, timeout=args.timeout, rerun_failed=args.rerun_failed, html_dir=args.html_dir,
                  progress=not args.quiet, plan_only=args.plan_only, reference=args.reference,
                  u8s8_saturation=U8S8_SATURATION[args.u8s8_saturation], seed=args.seed, steps=args.steps,

@@ -23,6 +23,7 @@ import markupsafe
 
 from .sweep_run import settings_label
 from .sweep_tasks import STATUSES
+from .text_report import counts_text
 
 
 def summary_page(rows: list[dict], title: str, page_path: str) -> str:
@@ -52,7 +53,7 @@ def _task(row: dict, models_dir: str, page_dir: str) -> dict:
             "arithmetic": row["arithmetic"], "ort_release": row["ort_release"], "feature_level": row["feature_level"],
             "status": row["status"], "reason": row["reason"], "exact_percent": row["exact_percent"],
             "max_diff": "inf" if max_diff is not None and math.isinf(max_diff) else max_diff, "max_diff_unit": row["max_diff_unit"],
-            "causes": ", ".join(f"{cause} {count}" for cause, count in row["causes"].items()),
+            "causes": counts_text(row["causes"]),
             "dml_macs_percent": row["dml_macs_percent"], "seconds": row["seconds"],
             "href": _link(row["html"], page_dir) if row["html"] else None}
 

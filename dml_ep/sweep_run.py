@@ -34,7 +34,7 @@ from .importer import DEFAULT_FEATURE_LEVEL
 from .passes import DEFAULT_RELEASE
 from .sweep_db import SweepDatabase
 from .sweep_tasks import STATUSES, SweepTask, failed_row, run_task, sweep_tasks
-from .text_report import table
+from .text_report import counts_text, table
 
 EVENT_TOPIC = "dml-ep-sweep-started"  # a task's start, from its worker: its key and the worker's address
 DEFAULT_DB = "dml-ep-sweep.db"
@@ -274,7 +274,7 @@ def rows_text(rows: list[dict]) -> str:
         exact = "-" if row["exact_percent"] is None else f"{row['exact_percent']:.2f}"
         diff = "-" if row["max_diff"] is None else f"{row['max_diff']:g} {row['max_diff_unit']}"
         macs = "-" if row["dml_macs_percent"] is None else f"{row['dml_macs_percent']:.1f}%"
-        said = row["reason"] if row["status"] == "failed" else ", ".join(f"{cause} {count}" for cause, count in row["causes"].items())
+        said = row["reason"] if row["status"] == "failed" else counts_text(row["causes"])
         table_rows.append([shown_path(row["model"]), row["arithmetic"], row["ort_release"], row["feature_level"],
                            row["status"] + (" (plan)" if row["mode"] == "plan" else ""), exact, diff, macs, said or ""])
     header = ["model", "arithmetic", "ort", "FL", "status", "exact %", "max diff", "MACs on DML", "causes / reason"]

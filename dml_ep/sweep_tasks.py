@@ -22,6 +22,7 @@ import time
 
 from . import files, html_report
 from .cases import Compared, case_feeds, compare_case, compare_json, comparison_cases, expand_models, naming_random_inputs
+from .enums import DML_FEATURE_LEVEL
 from .errors import DmlEpError
 from .graph import graph_inputs, load_model, one_line
 from .importer import DEFAULT_FEATURE_LEVEL
@@ -76,7 +77,8 @@ class SweepTask:
 def sweep_tasks(models: list[str], arithmetics=("directml",), ort_releases=(DEFAULT_RELEASE,),
                 feature_levels=(DEFAULT_FEATURE_LEVEL.label,), html_dir: str | None = None, **options) -> list[SweepTask]:
     """The cross product of ``models`` (files, directories, globs, as compare takes them) and the
-    settings, model by model; ``options`` are :class:`SweepTask`'s other fields. With ``html_dir``,
+    settings, model by model (a feature level in any spelling ``DML_FEATURE_LEVEL.parse`` takes, keyed
+    by its label); ``options`` are :class:`SweepTask`'s other fields. With ``html_dir``,
     each task writes its own HTML page there (compare's ``--html``, node by node; inspect's)."""
     if options.get("plan_only"):
         arithmetics = arithmetics[:1]  # a plan does not depend on the arithmetic
@@ -85,7 +87,7 @@ def sweep_tasks(models: list[str], arithmetics=("directml",), ort_releases=(DEFA
         for arithmetic in arithmetics:
             for release in ort_releases:
                 for level in feature_levels:
-                    task = SweepTask(os.path.abspath(path), arithmetic, release, level, **options)
+                    task = SweepTask(os.path.abspath(path), arithmetic, release, DML_FEATURE_LEVEL.parse(level).label, **options)
                     if html_dir:
                         task = dataclasses.replace(task, html=os.path.join(os.path.abspath(html_dir), f"{task.key}.html"))
                     tasks.append(task)
@@ -118,8 +120,9 @@ def _compare(task: SweepTask) -> tuple[dict, str | None]:
     for case in cases:
         try:
             model = load_model(case.model)
-            args.shape = _inputs_of(model, task.shapes)
-            args.val_range = [text for text in task.val_ranges if parse_val_range(text)[0] in (None, *_input_names(model))]
+            names = _input_names(model)
+            args.shape = _inputs_of(names, task.shapes)
+            args.val_range = [text for text in task.val_ranges if parse_val_range(text)[0] in (None, *names)]
             feeds, sources = case_feeds(case, model, args)
             with naming_random_inputs(sources):
                 report = compare_case(case, model, feeds, options, lambda *_: None)
@@ -137,7 +140,7 @@ def _compare(task: SweepTask) -> tuple[dict, str | None]:
 def _plan(task: SweepTask) -> tuple[dict, str | None]:
     """``inspect --json``'s report of the task's model, and its HTML page where asked for."""
     model = load_model(task.model)
-    shapes = _inputs_of(model, task.shapes)
+    shapes = _inputs_of(_input_names(model), task.shapes)
     input_shapes(model, shapes)  # checks them
     plan = Planner(model, task.feature_level, qdq_rules=task.ort_release).plan_for_shapes(shapes)
     if task.html:
@@ -156,9 +159,8 @@ def _input_names(model) -> list[str]:
     return [value.name for value in graph_inputs(model.graph)]
 
 
-def _inputs_of(model, shapes) -> dict[str, tuple[int, ...]]:
-    """The ``--shape`` sizes of the inputs ``model`` has: a sweep's models need not share names."""
-    names = set(_input_names(model))
+def _inputs_of(names: list[str], shapes) -> dict[str, tuple[int, ...]]:
+    """The ``--shape`` sizes of the inputs ``names`` (a model's): a sweep's models need not share names."""
     return {name: tuple(shape) for name, shape in shapes if name in names}
 
 

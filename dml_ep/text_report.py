@@ -115,10 +115,10 @@ def _hints(report: ModelReport) -> list[str]:
 
 def _causes(report: ModelReport) -> list[str]:
     """The causes counted over the nodes that differ in isolation, and the first such node."""
-    lines = [f"  causes (nodes differing in isolation): {_counts(report.cause_counts) or 'none'}"]
+    lines = [f"  causes (nodes differing in isolation): {counts_text(report.cause_counts) or 'none'}"]
     if report.reference == DML_REFERENCE and "other" in report.cause_counts:
         lines.append("  other: not judged (reference is the real DML EP: no arithmetic of dml_ep's reproduces these values)")
-    within = _counts(report.within_tolerance_cause_counts)
+    within = counts_text(report.within_tolerance_cause_counts)
     if within and not report.ok:
         lines.append(f"  within tolerance in isolation but not bit-exact, differences later nodes grow: {within}")
     first = report.first_divergent
@@ -155,18 +155,19 @@ def _describe_divergent(node: NodeComparison) -> list[str]:
     else:
         what = f"    {node.runs_on}"
     out = node.causes_out_of_tolerance
-    beyond = f"; out of tolerance: {_counts(out)}" if out and out != node.causes else ""
+    beyond = f"; out of tolerance: {counts_text(out)}" if out and out != node.causes else ""
     return [
         printable(f"  first node differing in isolation: {node.node} ({node.op_type})"),
         what,
         f"    exact {_percent(c)}, {c.differing} of {c.elements} elements differ, "
         f"max {c.max_diff:g} {c.unit}, mean {c.mean_diff:.2f} {c.unit}",
         f"    histogram: {histogram}" if histogram else "    histogram: -",
-        f"    cause: {node.cause_text} ({_counts(node.causes)} element(s){beyond})",
+        f"    cause: {node.cause_text} ({counts_text(node.causes)} element(s){beyond})",
     ]
 
 
-def _counts(causes: dict[str, int]) -> str:
+def counts_text(causes: dict[str, int]) -> str:
+    """Counts by cause on one line: ``graph 2, tie rounding 1``."""
     return ", ".join(f"{k} {v}" for k, v in causes.items())
 
 
@@ -177,7 +178,7 @@ def format_summary(reports: list[ModelReport], errors: list[dict]) -> str:
         elements = sum(o.elements for o in r.outputs)
         equal = sum(o.equal for o in r.outputs)
         worst = max(r.outputs, key=lambda o: o.max_diff)
-        causes = _counts(r.cause_counts)
+        causes = counts_text(r.cause_counts)
         result = ("ok" if r.on_dml else "ok, nothing on DirectML") if r.ok else "MISMATCH" + (f" ({causes})" if causes else "")
         on_dml = f"{r.plan['dml']['macs_percent']:.1f}%" if r.candidate == "dml_ep" else "-"
         rows.append([r.model, len(r.outputs), elements, _percent_of(equal, elements), _max_diff(worst), on_dml, result])

@@ -67,6 +67,8 @@ def test_tasks_are_the_cross_product_each_keyed_by_what_changes_its_report(tmp_p
     task = SweepTask(str(SHIPPED[0]))
     assert SweepTask(str(SHIPPED[0]), seed=1).key != task.key
     assert SweepTask(str(SHIPPED[0]), engine="numpy", html="x.html").key == task.key  # neither changes the report
+    spelled = sweep_tasks([str(SHIPPED[0])], feature_levels=("FL_4_0", "DML_FEATURE_LEVEL_4_0", "4.0"))
+    assert [t.feature_level for t in spelled] == ["4_0"]  # one level, whatever its spelling
     plans = sweep_tasks([str(SHIPPED[0])], ("directml", "onnxruntime"), plan_only=True)
     assert len(plans) == 1  # a plan has no arithmetic
 
