@@ -391,8 +391,9 @@ def cmd_sweep(args) -> int:
                  per_node=args.per_node, engine=args.engine)
     print(rows_text(rows))
     print(f"database: {db}")
-    if args.report:
-        _write_summary_page(db, args.report)
+    if args.report:  # of every row of the database, not only this sweep's
+        with SweepDatabase(db) as database:
+            _write_summary_page(database.rows(), db, args.report)
     statuses = {row["status"] for row in rows}
     return 2 if "failed" in statuses else 1 if "mismatch" in statuses else 0
 
@@ -403,9 +404,10 @@ def cmd_report(args) -> int:
     if args.html:
         files.check_writable(args.html, inputs=[args.db])
     with SweepDatabase(args.db) as database:
-        print(rows_text(database.rows()))
+        rows = database.rows()
+    print(rows_text(rows))
     if args.html:
-        _write_summary_page(args.db, args.html)
+        _write_summary_page(rows, args.db, args.html)
     return 0
 
 
@@ -415,9 +417,7 @@ def _check_database(path: str) -> None:
         raise DmlEpError(f"{path}: no such sweep database (dml-ep sweep --db makes one)")
 
 
-def _write_summary_page(db: str, path: str) -> None:
-    with SweepDatabase(db) as database:
-        rows = database.rows()
+def _write_summary_page(rows: list[dict], db: str, path: str) -> None:
     files.write_files({path: files.text_writer(summary_page(rows, f"dml-ep sweep: {os.path.basename(db)}", path))})
     print(f"wrote {path}: the summary page of {len(rows)} task(s)")
 
