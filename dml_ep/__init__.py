@@ -1,52 +1,59 @@
-"""dml_ep: an emulator of onnxruntime's DirectML execution provider for quantized ONNX models."""
+"""dml_ep: an emulator of onnxruntime's DirectML execution provider for quantized ONNX models.
+
+The API's names are imported on first use (PEP 562): ``import dml_ep`` and ``dml-ep --version``
+then cost no onnxruntime, onnx or numpy. Without onnxruntime the package still imports, so that
+``dml-ep`` can say in one line what to install; each name of the API raises the typed error.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from .errors import DmlEpError, MissingRuntimeError, missing_runtime
 from .version import __version__  # noqa: F401 (the package's version, re-exported)
 
-_missing = missing_runtime()
-if _missing is not None:
-    # The package still imports, so that ``dml-ep`` can say in one line what to install; each name
-    # of the API raises the typed error.
-    _error: MissingRuntimeError = _missing
+if TYPE_CHECKING:
+    from onnxruntime import (ExecutionMode, ExecutionOrder, GraphOptimizationLevel, OrtValue, RunOptions, SessionOptions, get_build_info,
+                             get_version_string, set_default_logger_severity, set_default_logger_verbosity)
 
-    def __getattr__(name: str):
-        if name in __all__:
-            raise _error
-        raise AttributeError(f"module 'dml_ep' has no attribute {name!r}")
-else:
     from .arithmetic import ARITHMETICS, Arithmetic
     from .enums import DML_FEATURE_LEVEL, DML_OPERATOR_TYPE, DML_TENSOR_DATA_TYPE, DML_TENSOR_FLAGS
     from .io_binding import IOBinding
-    from .session import PROVIDERS, InferenceSession, ModelMetadata, NodeArg
+    from .session import InferenceSession, ModelMetadata, NodeArg, get_available_providers, get_device
+    from .sweep_run import sweep
 
-    # What scripts written for onnxruntime take from its module, so that ``import dml_ep as ort`` runs them: onnxruntime's
-    # own where they are plain onnxruntime objects (the logger's settings apply to the onnxruntime sessions dml_ep runs
-    # fallback nodes in; the version is the onnxruntime whose behaviour dml_ep gives).
-    from onnxruntime import (  # noqa: E402
-        ExecutionMode,
-        ExecutionOrder,
-        GraphOptimizationLevel,
-        OrtValue,
-        RunOptions,
-        SessionOptions,
-        get_build_info,
-        get_version_string,
-        set_default_logger_severity,
-        set_default_logger_verbosity,
-    )
+# Each lazy name -> the module it comes from. What scripts written for onnxruntime take from its module, so that
+# ``import dml_ep as ort`` runs them, is onnxruntime's own where they are plain onnxruntime objects (the logger's
+# settings apply to the onnxruntime sessions dml_ep runs fallback nodes in; the version is the onnxruntime whose
+# behaviour dml_ep gives).
+_SOURCES = {
+    **dict.fromkeys(["ARITHMETICS", "Arithmetic"], ".arithmetic"),
+    **dict.fromkeys(["DML_FEATURE_LEVEL", "DML_OPERATOR_TYPE", "DML_TENSOR_DATA_TYPE", "DML_TENSOR_FLAGS"], ".enums"),
+    "IOBinding": ".io_binding",
+    **dict.fromkeys(["InferenceSession", "ModelMetadata", "NodeArg", "get_available_providers", "get_device"], ".session"),
+    "sweep": ".sweep_run",
+    **dict.fromkeys(["ExecutionMode", "ExecutionOrder", "GraphOptimizationLevel", "OrtValue", "RunOptions", "SessionOptions",
+                     "get_build_info", "get_version_string", "set_default_logger_severity", "set_default_logger_verbosity"],
+                    "onnxruntime"),
+}
 
-    def __getattr__(name: str):
-        if name == "sweep":  # on first use: a sweep's modules (hashlib, the pages) would cost every session's user
-            from .sweep_run import sweep
 
-            return sweep
+def __getattr__(name: str) -> Any:
+    source = _SOURCES.get(name)
+    if source is None:
         raise AttributeError(f"module 'dml_ep' has no attribute {name!r}")
+    missing = missing_runtime()
+    if missing is not None:
+        raise missing
+    value = getattr(importlib.import_module(source, __name__), name)
+    globals()[name] = value  # the next lookup is a plain attribute's
+    return value
 
-    def get_available_providers() -> list[str]:
-        return list(PROVIDERS)
 
-    def get_device() -> str:
-        return "DML"
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
 
 __all__ = [
     "ARITHMETICS",

@@ -1,11 +1,10 @@
 """``python -m dml_ep`` and the ``dml-ep`` command: the CLI, or one line saying that no onnxruntime
-is installed (the CLI's modules import it, so they are imported only once it is there); ``--version``
-answers either way."""
+is installed (the commands import it); ``--version`` answers either way. Nothing here, nor what the
+parser is built from, imports numpy, onnx or onnxruntime: each command imports what it needs."""
 
 import sys
 
 from .errors import missing_runtime
-from .version import __version__
 
 
 def main(argv=None) -> int:
@@ -13,11 +12,9 @@ def main(argv=None) -> int:
     missing = missing_runtime()
     if missing is not None:
         if args[:1] == ["--version"]:
-            import numpy
-            import onnx
+            from .about import version_line
 
-            print(f"dml-ep {__version__} (onnxruntime not installed: pip install 'dml_ep[cpu]'; onnx {onnx.__version__}, "
-                  f"numpy {numpy.__version__})")
+            print(version_line())
             return 0
         print(f"dml-ep: error: {missing}", file=sys.stderr)
         return 2

@@ -9,15 +9,10 @@ import re
 import sys
 from typing import Callable
 
-from .arithmetic import ARITHMETICS
-from .compare import CANDIDATES
-from .engines import ENGINES
-from .importer import DEFAULT_FEATURE_LEVEL
-from .passes import DEFAULT_RELEASE, RELEASE_NAMES, RELEASES
-from .reference import REFERENCES
-from .report import FLOAT_ATOL, FLOAT_RTOL
-from .report_meta import versions
-from .sweep_run import DEFAULT_DB
+# Light modules only (tests/test_startup.py): --help and --version build this parser without numpy, onnx or onnxruntime.
+from .choices import ARITHMETICS, CANDIDATES, DEFAULT_DB, ENGINES, FLOAT_ATOL, FLOAT_RTOL, REFERENCES
+from .feature_levels import DEFAULT_FEATURE_LEVEL
+from .releases import DEFAULT_RELEASE, RELEASE_NAMES, RELEASES
 
 U8S8_SATURATION = {"auto": None, "on": True, "off": False}
 
@@ -57,6 +52,20 @@ class _Formatter(argparse.HelpFormatter):
         if text.startswith(("examples:", "exit status:", "dml-ep ")):
             return "".join(indent + line for line in text.splitlines(keepends=True))
         return super()._fill_text(text, width, indent)
+
+
+class _Version(argparse.Action):
+    """``--version``: its line (:func:`dml_ep.about.version_line`) made only when asked, as it reads
+    the installed packages' metadata, which the other commands need not."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):
+        super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from .about import version_line
+
+        print(version_line())
+        parser.exit()
 
 
 class _Parser(argparse.ArgumentParser):
@@ -182,7 +191,7 @@ def build_parser(handlers: dict[str, Callable[[argparse.Namespace], int]]) -> ar
 
     parser = _Parser(prog="dml-ep", description="Emulate onnxruntime's DirectML EP on quantized ONNX models.",
                      epilog=EXIT_STATUS, formatter_class=_Formatter)
-    parser.add_argument("--version", action="version", version=_version_line())
+    parser.add_argument("--version", action=_Version, help="show program's version number and exit")
     parser.add_argument("--debug", action="store_true", help="show a traceback on errors")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -330,11 +339,6 @@ def build_parser(handlers: dict[str, Callable[[argparse.Namespace], int]]) -> ar
     report.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show a traceback on errors")
     report.set_defaults(handler=handlers["report"])
     return parser
-
-
-def _version_line() -> str:
-    v = versions()
-    return f"dml-ep {v['dml_ep']} (onnxruntime {v['onnxruntime']}, onnx {v['onnx']}, numpy {v['numpy']}; {v['kernels']})"
 
 
 def _shape(text: str) -> tuple[str, tuple[int, ...]]:

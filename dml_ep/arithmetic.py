@@ -18,13 +18,13 @@ import platform
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
+from .choices import ARITHMETICS
 from .enums import DML_TENSOR_DATA_TYPE
 from .errors import DmlEpError
 from .graph import internal_model
 from .kernels.u8s8 import matmul_correction
 from .reference import cpu_session
 
-ARITHMETICS = ("directml", "onnxruntime")
 
 
 @functools.lru_cache(maxsize=1)

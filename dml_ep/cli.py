@@ -19,28 +19,25 @@ import signal
 import sys
 import threading
 import traceback
+from typing import TYPE_CHECKING
 
-import numpy as np
-
-from . import arguments, dxdispatch, files, html_report, model_explorer
+from . import arguments, files
 from .arguments import U8S8_SATURATION
-from .cases import Case, Compared, compare_cases, compare_json, comparison_cases, naming_random_inputs, polygraphy_writers, split_runner
+from .choices import DEFAULT_DB, DML_REFERENCE
 from .errors import DmlEpError
-from .graph import Loaded, load_model, one_line
-from .inputs import input_shapes, make_feeds, npy_file_names
-from .inspect_text import ascii_if_needed, inspect_json, by_op_type, by_reason, by_reason_class, descs_text, inspect_summary, nodes_text
-from .node_table import plan_rows
-from .plan import Plan
-from .planner import Planner
-from .reference import DML_REFERENCE, require_dml
-from .polygraphy_json import inputs_json, load_inputs, load_run_results, pick_runner, run_results_json
-from .report import ModelReport, Tolerance, compare_tensors
-from .rewritten_model import model_writer, rewritten_model
-from .session import InferenceSession
-from .sweep_db import SweepDatabase
-from .sweep_page import summary_page
-from .sweep_run import DEFAULT_DB, rows_text, sweep
-from .text_report import Progress, format_summary, table
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from .cases import Case, Compared
+    from .plan import Plan
+    from .planner import Planner
+    from .report import ModelReport, Tolerance
+    from .text_report import Progress
+
+# Each command imports what it needs in its handler (and helpers): --help, --version and usage errors import none of
+# numpy, onnx and onnxruntime, and no command imports another's reports, sweeps, Model Explorer or DxDispatch.
+
 
 def build_parser() -> argparse.ArgumentParser:
     """dml-ep's parser (:mod:`dml_ep.arguments`), each command bound to its handler."""
@@ -61,10 +58,14 @@ def main(argv=None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except (DmlEpError, OSError) as exc:
+        from .graph import one_line
+
         _traceback(args)
         print(f"dml-ep: error: {one_line(exc)}", file=sys.stderr)
         return 2
     except Exception as exc:
+        from .graph import one_line
+
         _traceback(args)
         hint = "" if args.debug else " (--debug shows the traceback)"
         print(f"dml-ep: error: internal error: {type(exc).__name__}: {one_line(exc)}{hint}", file=sys.stderr)
@@ -105,6 +106,12 @@ def cmd_inspect(args) -> int:
     """A summary of the plan (:mod:`dml_ep.inspect_text`); with ``--nodes``, every plan entry and
     the nodes onnxruntime's rewrites made; with ``--descs``, each DirectML operator's desc; then
     the files asked for: JSON, HTML, the rewritten model, Model Explorer's node data."""
+    from .graph import load_model
+    from .inputs import input_shapes
+    from .inspect_text import ascii_if_needed, by_op_type, by_reason, by_reason_class, descs_text, inspect_json, inspect_summary, nodes_text
+    from .node_table import plan_rows
+    from .text_report import Progress
+
     _check_writable(args)
     _check_model_explorer(args)
     out = _text_output(args)
@@ -130,6 +137,8 @@ def cmd_inspect(args) -> int:
     if args.json:
         writers[args.json] = files.json_writer(inspect_json(args.model, shapes, plan, rows))
     if args.html:
+        from . import html_report
+
         writers[args.html] = files.text_writer(html_report.plan_report(plan, args.model))
     if args.save_rewritten:
         writers[args.save_rewritten], said = _rewritten(args.save_rewritten, planner, plan)
@@ -144,6 +153,12 @@ def cmd_inspect(args) -> int:
 def _planned(model, shapes: dict, args, progress: Progress) -> tuple[Planner, Plan]:
     """The plan for ``shapes``; or, given ``--input`` or ``--input-dir``, from the tensors of a run
     on those inputs, which also plans the nodes whose input shapes depend on data."""
+    from .cases import naming_random_inputs
+    from .graph import Loaded
+    from .inputs import make_feeds
+    from .planner import Planner
+    from .session import InferenceSession
+
     progress("applying onnxruntime's rewrites")
     if not (args.input or args.input_dir):
         planner = Planner(model, args.feature_level, qdq_rules=args.qdq_rules)
@@ -159,6 +174,8 @@ def _planned(model, shapes: dict, args, progress: Progress) -> tuple[Planner, Pl
 
 def _rewritten(path: str, planner, plan) -> tuple[files.Writer, str]:
     """``--save-rewritten``'s writer, and the line that says what the file holds once written."""
+    from .rewritten_model import model_writer, rewritten_model
+
     rewritten = rewritten_model(planner, plan)
     said = (f"\n{'stdout' if path == '-' else path}: the rewritten model, {len(rewritten.graph.node)} node(s), "
             "each with where it runs in its metadata (dml_ep.*)")
@@ -167,6 +184,8 @@ def _rewritten(path: str, planner, plan) -> tuple[files.Writer, str]:
 
 def _check_model_explorer(args) -> None:
     """Before any work: Model Explorer's packages are there, and ``--model-explorer DIR`` is new or empty."""
+    from . import model_explorer
+
     if args.model_explorer:
         model_explorer.require()
         files.check_new_directory(args.model_explorer, "--model-explorer")
@@ -174,6 +193,8 @@ def _check_model_explorer(args) -> None:
 
 def _write_model_explorer(directory: str, model_path: str, model, plan, reports: list[ModelReport], out) -> None:
     """Write the node data, and say how to open the model with it."""
+    from . import model_explorer
+
     names = model_explorer.write(directory, model, plan, reports)
     paths = [os.path.join(directory, name) for name in names]
     print(f"\nwrote {directory}: Model Explorer node data {', '.join(names)}; open the model with it:", file=out)
@@ -187,6 +208,15 @@ def cmd_run(args) -> int:
     """Run with dml_ep, once per feed dict of ``--load-inputs``; outputs and files are written only
     once every run has succeeded, all or none. With ``--load-outputs``, each run's outputs are
     checked against the saved ones (exit status 1 when one is out of tolerance)."""
+    import numpy as np
+
+    from .cases import naming_random_inputs
+    from .graph import Loaded, load_model
+    from .inputs import make_feeds, npy_file_names
+    from .polygraphy_json import inputs_json, load_inputs, run_results_json
+    from .session import InferenceSession
+    from .text_report import table
+
     if args.output_dir:
         files.check_writable(args.output_dir, directory=True)
     _check_writable(args, args.save_outputs, args.save_inputs)
@@ -236,6 +266,9 @@ def cmd_run(args) -> int:
 
 def _saved_for_run(args, count: int) -> tuple[str, list[dict]] | None:
     """``run --load-outputs``' runner and its iterations, one per run."""
+    from .cases import split_runner
+    from .polygraphy_json import load_run_results, pick_runner
+
     if not args.load_outputs:
         return None
     file, wanted = split_runner(args.load_outputs)
@@ -249,6 +282,11 @@ def _saved_for_run(args, count: int) -> tuple[str, list[dict]] | None:
 def _check_runs(runs: list[dict], expected: list[dict], runner: str, tolerance: Tolerance) -> bool:
     """Each run's outputs against ``runner``'s, as compare judges graph outputs (an integer output
     in steps of 1); a table per iteration, then the verdict."""
+    import numpy as np
+
+    from .report import compare_tensors
+    from .text_report import table
+
     ok = True
     for index, (outputs, saved) in enumerate(zip(runs, expected)):
         missing = [name for name in outputs if name not in saved]
@@ -266,12 +304,16 @@ def _check_runs(runs: list[dict], expected: list[dict], runner: str, tolerance: 
 
 def _tolerance(args) -> Tolerance:
     """``--steps``, ``--atol`` and ``--rtol`` (run, compare)."""
+    from .report import Tolerance
+
     return Tolerance(args.steps, dict(args.atol), dict(args.rtol))
 
 
 def _savable(array: np.ndarray) -> np.ndarray:
     """int4 and uint4 (ml_dtypes) as int8 and uint8 of the same values: np.save writes them as raw
     bytes (|V1) that np.load reads back as no numbers."""
+    import numpy as np
+
     if array.dtype.name in ("int4", "uint4"):
         return array.astype(np.int8 if array.dtype.name == "int4" else np.uint8)
     return array
@@ -288,6 +330,11 @@ def _arithmetic(args) -> dict:
 
 def cmd_export(args) -> int:
     """Write the DxDispatch model, then say what it holds and how to run it."""
+    from . import dxdispatch
+    from .cases import naming_random_inputs
+    from .graph import Loaded, load_model
+    from .inputs import make_feeds
+
     model = load_model(args.model)
     feeds, sources = make_feeds(model, args.seed, args.input, args.input_dir, dict(args.shape), args.val_range)
     with naming_random_inputs(sources):
@@ -307,6 +354,9 @@ def cmd_compare(args) -> int:
     """Compare each model (each data set, each Polygraphy iteration: :func:`comparison_cases`),
     printing each report as it comes; with several, one that fails is reported and the others
     still run. Then the files asked for, and a status: 2 if any failed, 1 if any mismatched."""
+    from .cases import compare_cases, comparison_cases
+    from .text_report import format_summary
+
     _check_compare(args)
     out = _text_output(args)
     cases = comparison_cases(args)
@@ -333,6 +383,8 @@ def _per_node(args) -> bool:
 def _check_compare(args) -> None:
     """Before any work: the files to write can be, the options go together, the real DML EP is there
     when it is the reference (once, not once per model)."""
+    from .reference import require_dml
+
     if args.onnx_outputs and args.onnx_outputs != ["mark", "all"]:
         raise DmlEpError(f"--onnx-outputs {' '.join(args.onnx_outputs)}: dml_ep takes only 'mark all' (every intermediate value, as --per-node)")
     if args.only_differing and not _per_node(args):
@@ -348,6 +400,9 @@ def _check_compare(args) -> None:
 def _write_comparison(args, cases: list[Case], done: list[Compared], errors: list[dict], model, out) -> None:
     """The files ``compare`` was asked for. Those that stand for every comparison (Polygraphy's,
     Model Explorer's) are not written when any failed; the others hold the ones that ran."""
+    from . import html_report
+    from .cases import compare_json, polygraphy_writers
+
     reports = [c.report for c in done]
     if args.json:
         files.write_files({args.json: files.json_writer(compare_json(args.seed, done, errors))})
@@ -378,6 +433,9 @@ def _writing(paths: list[str], errors: list[dict]) -> bool:
 def cmd_sweep(args) -> int:
     """Run the sweep (:func:`dml_ep.sweep_run.sweep`), then list its rows, write the summary page
     asked for, and a status: 2 if a task failed, else 1 if one is out of tolerance."""
+    from .sweep_db import SweepDatabase
+    from .sweep_run import rows_text, sweep
+
     db = args.db or (os.path.splitext(args.report)[0] + ".db" if args.report else DEFAULT_DB)
     _check_writable(args, db, args.report)
     if args.html_dir:
@@ -400,6 +458,9 @@ def cmd_sweep(args) -> int:
 
 def cmd_report(args) -> int:
     """Every row of a sweep's database as a table; with ``--html``, the summary page."""
+    from .sweep_db import SweepDatabase
+    from .sweep_run import rows_text
+
     _check_database(args.db)
     if args.html:
         files.check_writable(args.html, inputs=[args.db])
@@ -418,6 +479,8 @@ def _check_database(path: str) -> None:
 
 
 def _write_summary_page(rows: list[dict], db: str, path: str) -> None:
+    from .sweep_page import summary_page
+
     files.write_files({path: files.text_writer(summary_page(rows, f"dml-ep sweep: {os.path.basename(db)}", path))})
     print(f"wrote {path}: the summary page of {len(rows)} task(s)")
 
@@ -428,6 +491,8 @@ def _write_summary_page(rows: list[dict], db: str, path: str) -> None:
 def _inputs_read(args) -> list[str]:
     """The paths a command reads (models, zoo directories, --input files, --input-dir, Polygraphy
     files), which nothing it writes may replace."""
+    from .cases import split_runner
+
     models = [found for pattern in getattr(args, "models", None) or [args.model] for found in glob.glob(pattern) or [pattern]]
     given = [text.partition("=")[2] for text in getattr(args, "input", [])]
     polygraphy = [getattr(args, "load_inputs", None), split_runner(args.load_outputs)[0] if getattr(args, "load_outputs", None) else None]

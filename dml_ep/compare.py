@@ -31,6 +31,7 @@ import onnx
 from .arithmetic import Arithmetic
 from .causes import (EXACT_PRODUCTS, FLOAT_REFERENCES, alternative_arithmetics, classify, describe_arithmetic, exact_for_any_input, first_output,
                      matmul_nbits_causes, within_float_sum)
+from .choices import CANDIDATES
 from .errors import DmlEpError, FeedError, ModelError, ShapeError
 from .executor import Executor
 from .graph import Loaded, load_model, ort_message
@@ -50,7 +51,6 @@ RANDOM = {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLik
 
 # What compare_model compares with its reference: dml_ep, or an onnxruntime configuration whose
 # QDQ fusions dml_ep reproduces node by node (so not "ort-unfused").
-CANDIDATES = ("dml_ep", "ort", "ort-exact")
 
 
 @np.errstate(all="ignore")  # its nodes run in isolation on values of any kind: an overflow to inf is a result, not a warning

@@ -48,13 +48,13 @@ import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
 from .arithmetic import host_saturates_u8s8
+from .choices import ENGINES
 from .errors import DmlEpError
 from .graph import internal_model
 from .reference import cpu_session
 from .kernels.integer_gemm import FLOAT32_EXACT, exact_matmul, weight_blocks
 from .kernels.mlas_sgemm import logical_cores
 
-ENGINES = ("onnxruntime", "numpy")
 INT8_SHIFT = 128  # int8 code + 128 = the same value's uint8 code, one XOR of the sign bit
 WIDEST_INPUT = 255  # |a - za| for uint8 codes (int8 ones are shifted into uint8 first)
 # Thread choice (see OnnxruntimeEngine._threads): a product runs on a pool of a thread per core when

@@ -7,6 +7,7 @@ CLI user can act on the one line that ``dml-ep`` prints.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 
 
 class DmlEpError(Exception):
@@ -146,12 +147,11 @@ class MissingRuntimeError(DmlEpError, ImportError):
 
 
 def missing_runtime() -> MissingRuntimeError | None:
-    """The error to raise when no onnxruntime is importable, else None."""
-    try:
-        importlib.import_module("onnxruntime")
-    except ImportError as exc:
-        return MissingRuntimeError(f"no onnxruntime is importable ({exc}): install dml_ep[cpu] (onnxruntime), "
-                                   "or dml_ep[directml] (onnxruntime-directml, on Windows)")
+    """The error to raise when no onnxruntime is installed, else None: found, not imported, since
+    importing it would cost ``--version`` and ``--help`` more than the rest of what they do."""
+    if importlib.util.find_spec("onnxruntime") is None:
+        return MissingRuntimeError("no onnxruntime is importable (no module named 'onnxruntime'): install dml_ep[cpu] "
+                                   "(onnxruntime), or dml_ep[directml] (onnxruntime-directml, on Windows)")
     return None
 
 

@@ -18,6 +18,7 @@ import onnx
 
 from .enums import DML_FEATURE_LEVEL
 from .errors import DescValidationError, NodeError
+from .feature_levels import DEFAULT_FEATURE_LEVEL
 from .passes.editable import Origin
 from .graph import NodeIO, ValueInfo, attributes, node_io
 from .operators.base import validated
@@ -26,8 +27,6 @@ from .kernel_registry import since_version
 from .operators.registration import REGISTRATIONS
 from .plan import DmlNode, FallbackNode, PlanEntry
 from .real_ep import ASSIGNED_TO_DML, fallback_kind, not_modelled_reason
-
-DEFAULT_FEATURE_LEVEL = max(DML_FEATURE_LEVEL)
 
 
 def signature(node: onnx.NodeProto, io: NodeIO, values: Mapping[str, ValueInfo], constants: dict[str, np.ndarray],

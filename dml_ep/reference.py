@@ -22,13 +22,11 @@ import tempfile
 import onnx
 import onnxruntime as ort
 
+from .choices import CPU_REFERENCES, DML_REFERENCE, REFERENCES
 from .errors import ReferenceUnavailableError
 from .graph import internal_model, ort_message
 from .memory import release_freed_memory
 
-CPU_REFERENCES = ("ort", "ort-exact", "ort-unfused")
-DML_REFERENCE = "dml"
-REFERENCES = CPU_REFERENCES + (DML_REFERENCE,)
 # The real DML EP's session, the CPU EP taking the nodes it declines. Tests put the CPU EP alone
 # here to run the "dml" reference's code path on a machine without DirectML.
 DML_PROVIDERS = ("DmlExecutionProvider", "CPUExecutionProvider")

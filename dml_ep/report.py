@@ -22,13 +22,12 @@ from typing import Any
 import numpy as np
 import onnx
 
+from .choices import FLOAT_ATOL, FLOAT_RTOL
 from .operators.base import OperatorDesc
 from .plan import Plan
 from .planner import Planner
 from .tensor_desc import DML_BUFFER_TENSOR_DESC
 
-FLOAT_ATOL = 1e-5
-FLOAT_RTOL = 1e-5
 HISTOGRAM_STEPS = (-2, -1, 1, 2)
 CAUSES = ("tie rounding", "float32 rounding", "u8s8 saturation", "int8 activations", "float16 weights", "float summation order", "graph",
           "random values", "other")

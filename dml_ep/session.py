@@ -51,6 +51,16 @@ _ORT_TYPE_NAMES = {
 
 PROVIDERS = (DML_PROVIDER, CPU_PROVIDER)
 
+
+def get_available_providers() -> list[str]:
+    """onnxruntime's function of that name (``dml_ep.get_available_providers``), for dml_ep's session."""
+    return list(PROVIDERS)
+
+
+def get_device() -> str:
+    """onnxruntime's function of that name (``dml_ep.get_device``): the device dml_ep emulates."""
+    return "DML"
+
 # A feed larger than this is refused before any work (DirectML caps a tensor at 2^32-1 elements too).
 MAX_FEED_BYTES = 8 * 2**30
 

@@ -29,6 +29,7 @@ from typing import Callable
 import rich.console
 import rich.progress
 
+from .choices import DEFAULT_DB
 from .errors import DmlEpError, import_extra
 from .importer import DEFAULT_FEATURE_LEVEL
 from .passes import DEFAULT_RELEASE
@@ -37,7 +38,6 @@ from .sweep_tasks import STATUSES, SweepTask, failed_row, run_task, sweep_tasks
 from .text_report import counts_text, table
 
 EVENT_TOPIC = "dml-ep-sweep-started"  # a task's start, from its worker: its key and the worker's address
-DEFAULT_DB = "dml-ep-sweep.db"
 
 
 def sweep(models: list[str], arithmetics=("directml",), ort_releases=(DEFAULT_RELEASE,),

@@ -16,18 +16,10 @@ from typing import Any, Callable
 
 import numpy as np
 
-MODULES = ("direct_convolution", "im2col", "quantize", "quantized_add", "requantize", "scale_bias", "sgemm", "table_lookup")
+from ...about import KERNELS as MODULES, kernels_summary, x86_64_levels
+
 
 LEVELS: dict[str, str] = {}  # each loaded module's build: an x86-64 level, or "baseline"
-
-
-def _levels() -> list[str]:
-    """The x86-64 levels the running CPU supports above the baseline, highest first."""
-    try:
-        level = importlib.import_module(f"{__name__}.cpu_level").x86_64_level()
-    except ImportError:
-        return []
-    return [f"x86_64_v{each}" for each in (4, 3) if each <= level]
 
 
 def _load(name: str) -> ModuleType | None:
@@ -42,7 +34,7 @@ def _load(name: str) -> ModuleType | None:
     return None
 
 
-SUPPORTED = _levels()
+SUPPORTED = list(x86_64_levels())  # the x86-64 levels this CPU runs above the baseline, highest first
 # Any: a compiled module has no stubs for mypy
 direct_convolution: Any = _load("direct_convolution")
 im2col: Any = _load("im2col")
@@ -56,12 +48,8 @@ MISSING = [name for name in MODULES if globals()[name] is None]
 
 
 def summary() -> str:
-    """What runs, for ``--version`` and reports: the compiled kernels and their widest build, or
-    which are missing (their numpy twins run)."""
-    if MISSING:
-        return f"compiled kernels not built: {', '.join(MISSING)} (their numpy twins run)"
-    widest = max(LEVELS.values(), key=lambda level: (level != "baseline", level))
-    return f"compiled kernels ({widest.replace('_', '-')})"
+    """What runs, for ``--version`` and reports (:func:`dml_ep.about.kernels_summary`)."""
+    return kernels_summary(LEVELS, MISSING)
 
 
 def flagged(kernel: Callable[..., int], elements: int, *arguments) -> np.ndarray:

@@ -1,6 +1,6 @@
 """What each onnxruntime release does to a graph before the DML EP runs it, as far as dml_ep models it.
 
-A release selects the QDQ selector-action rules (``qdq_rules.RULE_SETS``) and the Level-2
+A release selects the QDQ selector-action rules (``passes.qdq_rules.RULE_SETS``) and the Level-2
 fusions that changed for DML nodes between releases (read from onnxruntime's history,
 docs/dml_ep_mapping.md):
 
@@ -15,6 +15,9 @@ became "1.18" and "1.19"; 1.21 to 1.24 register the same ones.
 
 The names of release ranges that only the QDQ rules told apart before ("1.20-1.23",
 "1.17-1.19", "1.18-1.19") remain accepted; they mean the newest release of their range.
+
+A module of the foundations, outside ``passes``: the command line's parser offers the releases
+without importing the passes (and numpy and onnx with them).
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import dataclasses
 class Release:
     """One onnxruntime release (or a range that behaves alike) as dml_ep models it."""
 
-    qdq_rules: str  # the key of its QDQ rule set in qdq_rules.RULE_SETS
+    qdq_rules: str  # the key of its QDQ rule set in passes.qdq_rules.RULE_SETS
     matmul_integer_to_float_for_dml: bool  # MatMulIntegerToFloatFusion includes DML nodes
     large_matmul_stays_integer: bool  # ... except a DynamicQuantizeLinear-fed one over 4 GiB as floats
     kernels: str  # the release whose DML EP kernel table applies (a release of real_ep_data/dml_kernels.json)
