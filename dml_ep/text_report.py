@@ -8,7 +8,6 @@ rounds up to it.
 
 from __future__ import annotations
 
-import io
 import re
 import time
 from typing import Collection, Sequence
@@ -16,8 +15,6 @@ from typing import Collection, Sequence
 import rich.cells
 import rich.console
 import rich.progress
-import rich.table
-import rich.text
 
 from .graph import is_quantized
 from .reference import DML_REFERENCE
@@ -207,26 +204,33 @@ def printable(text: str) -> str:
 def table(header: list[str], rows: list[list], right: Collection[int] = (), width: int | None = None,
           shrink: Sequence[int] = ()) -> str:
     """``rows`` under ``header``, columns two spaces apart (the ``right`` ones right-aligned), no
-    trailing spaces, control characters escaped (:func:`printable`); laid out by rich's table. With
-    ``width``, the ``shrink`` columns, in that order, are cut with an ellipsis as far as it takes
+    trailing spaces, control characters escaped (:func:`printable`), widths in terminal cells (rich's).
+    With ``width``, the ``shrink`` columns, in that order, are cut with an ellipsis as far as it takes
     for no line to pass it (none below its header or 16 characters), the others kept whole."""
     cells = [[printable(str(c)) for c in row] for row in rows]
-    widths = [max([rich.cells.cell_len(name)] + [rich.cells.cell_len(row[i]) for row in cells]) for i, name in enumerate(header)]
+    lengths = [[rich.cells.cell_len(c) for c in row] for row in [header, *cells]]
+    widths = [max(row[i] for row in lengths) for i in range(len(header))]
     over = sum(widths) + 2 * (len(widths) - 1) - (width or sum(widths))
     for column in shrink:
         cut = max(0, min(over, widths[column] - max(len(header[column]), 16)))
         widths[column] -= cut
         over -= cut
-    grid = rich.table.Table(box=None, pad_edge=False, padding=(0, 0, 0, 2), show_edge=False, header_style="", highlight=False)
-    for index, name in enumerate(header):
-        grid.add_column(name, justify="right" if index in right else "left", no_wrap=True, overflow="ellipsis", width=widths[index])
-    for row in cells:
-        grid.add_row(*(rich.text.Text(c) for c in row))
-    text = io.StringIO()
-    console = rich.console.Console(file=text, width=sum(widths) + 2 * len(widths), color_system=None, markup=False, emoji=False,
-                                   highlight=False, legacy_windows=False, soft_wrap=False)
-    console.print(grid)
-    return "\n".join(line.rstrip() for line in text.getvalue().splitlines())
+    return "\n".join(_line(row, length, widths, right) for row, length in zip([header, *cells], lengths))
+
+
+def _line(cells: list[str], lengths: list[int], widths: list[int], right: Collection[int]) -> str:
+    """One row of :func:`table`, each cell cut to its column with an ellipsis and aligned as rich's
+    table does (``Lines.justify``). Laid out here, not by rich's table, which took 4.6 s for 10,000 rows."""
+    laid = []
+    for index, (cell, length, width) in enumerate(zip(cells, lengths, widths)):
+        if index in right and cell != cell.rstrip():  # rich right-aligns a cell without its trailing spaces
+            cell = cell.rstrip()
+            length = rich.cells.cell_len(cell)
+        if length > width:
+            cell = rich.cells.set_cell_size(cell, width - 1) + "…"
+            length = width
+        laid.append(" " * (width - length) + cell if index in right else cell + " " * (width - length))
+    return "  ".join(laid).rstrip()
 
 
 def _indent(text: str, prefix: str = "  ") -> list[str]:
