@@ -54,6 +54,16 @@ class _Formatter(argparse.HelpFormatter):
         return super()._fill_text(text, width, indent)
 
 
+class _Extend(argparse.Action):
+    """``action="extend"`` for every option taking several values: a repeated option adds its values
+    (``--arithmetic directml --arithmetic onnxruntime`` is both, as ``--shape`` repeated is), and the
+    default stands only for an absent option (argparse's own extend would add to a non-empty one)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        given = getattr(namespace, self.dest, None)
+        setattr(namespace, self.dest, [*(() if given is None or given is self.default else given), *values])
+
+
 class _Version(argparse.Action):
     """``--version``: its line (:func:`dml_ep.about.version_line`) made only when asked, as it reads
     the installed packages' metadata, which the other commands need not."""
@@ -142,7 +152,7 @@ def build_parser(handlers: dict[str, Callable[[argparse.Namespace], int]]) -> ar
     common.add_argument("--shape", action="append", type=_shape, default=[], metavar="NAME=D0,D1,...",
                         help="an input's shape for the plan and its random values, instead of the declared one "
                              "with symbolic dimensions as 1 (repeatable)")
-    common.add_argument("--input-shapes", dest="shape", action="extend", nargs="+", type=_polygraphy_shape, metavar="NAME:[D0,D1,...]",
+    common.add_argument("--input-shapes", dest="shape", action=_Extend, nargs="+", type=_polygraphy_shape, metavar="NAME:[D0,D1,...]",
                         help="the same in Polygraphy's spelling: --input-shapes input:[1,3,224,224] mask:[1,128]")
     planning = _Parser(add_help=False)
     planning.add_argument("--feature-level", default=DEFAULT_FEATURE_LEVEL.label, metavar="L",
@@ -181,11 +191,11 @@ def build_parser(handlers: dict[str, Callable[[argparse.Namespace], int]]) -> ar
     tolerance.add_argument("--steps", type=_non_negative, default=0, metavar="N",
                            help="largest difference allowed in quantized steps (LSB), for integer tensors and floats made "
                                 "by DequantizeLinear (default: 0, bit-exact)")
-    tolerance.add_argument("--atol", action="extend", nargs="+", type=_tolerance, default=[], metavar="[NAME:]VALUE",
+    tolerance.add_argument("--atol", action=_Extend, nargs="+", type=_tolerance, default=[], metavar="[NAME:]VALUE",
                            help="Polygraphy's absolute tolerance, in the tensor's own units, for every tensor or the one "
                                 "named (an element passes within --atol or --rtol); default 0 where a tensor has a step, "
                                 f"else {FLOAT_ATOL:g}")
-    tolerance.add_argument("--rtol", action="extend", nargs="+", type=_tolerance, default=[], metavar="[NAME:]VALUE",
+    tolerance.add_argument("--rtol", action=_Extend, nargs="+", type=_tolerance, default=[], metavar="[NAME:]VALUE",
                            help="Polygraphy's relative tolerance, against |reference| (default 0 where a tensor has a step, "
                                 f"else {FLOAT_RTOL:g})")
 
@@ -252,7 +262,7 @@ def build_parser(handlers: dict[str, Callable[[argparse.Namespace], int]]) -> ar
                               "e.g. --candidate ort --reference ort-unfused says why QDQ fusion changes outputs "
                               "(default: %(default)s)")
     compare.add_argument("--per-node", action="store_true", help="compare every intermediate value and each DML node in isolation")
-    compare.add_argument("--onnx-outputs", nargs="+", type=_mark_all, metavar="mark all",
+    compare.add_argument("--onnx-outputs", action=_Extend, nargs="+", type=_mark_all, metavar="mark all",
                          help="Polygraphy's spelling of --per-node (only 'mark all': every intermediate value)")
     compare.add_argument("--only-differing", action="store_true",
                          help="with --per-node, list only the nodes that differ (in isolation or propagated)")
@@ -305,12 +315,12 @@ def build_parser(handlers: dict[str, Callable[[argparse.Namespace], int]]) -> ar
                     "whose worker dies or that runs past --timeout fails with the reason, and the sweep goes on. Exit "
                     "status 2 when a task failed, else 1 when one is out of tolerance.")
     sweep.add_argument("models", nargs="+", metavar="MODEL_OR_DIR_OR_GLOB")
-    sweep.add_argument("--arithmetic", dest="arithmetics", nargs="+", choices=ARITHMETICS, default=["directml"],
+    sweep.add_argument("--arithmetic", dest="arithmetics", action=_Extend, nargs="+", choices=ARITHMETICS, default=["directml"],
                        help="dml_ep's arithmetics to sweep (default: directml)")
-    sweep.add_argument("--ort-release", dest="ort_releases", nargs="+", choices=(*RELEASES, "none"), default=[DEFAULT_RELEASE],
+    sweep.add_argument("--ort-release", dest="ort_releases", action=_Extend, nargs="+", choices=(*RELEASES, "none"), default=[DEFAULT_RELEASE],
                        metavar="RELEASE", help="the onnxruntime releases whose rewrites to sweep (none: no QDQ rewrites; "
                                                f"{', '.join(RELEASE_NAMES)}; default: {DEFAULT_RELEASE})")
-    sweep.add_argument("--feature-level", dest="feature_levels", nargs="+", default=[DEFAULT_FEATURE_LEVEL.label], metavar="L",
+    sweep.add_argument("--feature-level", dest="feature_levels", action=_Extend, nargs="+", default=[DEFAULT_FEATURE_LEVEL.label], metavar="L",
                        help=f"the DirectML feature levels to sweep (default: {DEFAULT_FEATURE_LEVEL.label})")
     sweep.add_argument("--plan-only", action="store_true", help="plan each model as inspect does, without comparing (one task "
                                                                 "per model, release and feature level)")
