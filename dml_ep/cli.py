@@ -292,7 +292,8 @@ def _check_runs(runs: list[dict], expected: list[dict], runner: str, tolerance: 
         missing = [name for name in outputs if name not in saved]
         if missing:
             raise DmlEpError(f"runner {runner!r}, iteration {index}: no output {missing[0]!r} (it has {', '.join(saved) or 'none'})")
-        compared = [compare_tensors(n, a, np.asarray(saved[n]), 1.0 if a.dtype.kind in "iub" else None, tolerance) for n, a in outputs.items()]
+        compared = [compare_tensors(n, a, np.asarray(saved[n]), 1.0 if a.dtype.kind in "iub" else None, tolerance, sides=("dml_ep", repr(runner)))
+                    for n, a in outputs.items()]
         ok &= all(c.within_tolerance for c in compared)
         print(f"dml_ep against runner {runner!r}" + (f", iteration {index}" if len(runs) > 1 else "") + f", tolerance {tolerance.describe()}:")
         print("\n".join("  " + line for line in table(["output", "dtype", "shape", "exact %", "max diff", "verdict"], [

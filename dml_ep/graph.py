@@ -320,7 +320,7 @@ def is_quantized(node: onnx.NodeProto) -> bool:
     """Whether a node is one of quantization's: (De)QuantizeLinear, the Integer and QLinear ops,
     block-quantized weights."""
     op = node.op_type
-    return "Quantize" in op or "Integer" in op or op.startswith("QLinear") or op in QUANTIZED_OPS
+    return "quantize" in op.lower() or "Integer" in op or op.startswith("QLinear") or op in QUANTIZED_OPS  # Dequantize's q is small
 
 
 def attributes(node: onnx.NodeProto):
@@ -481,18 +481,21 @@ def with_weights(skeleton: onnx.ModelProto, constants: dict[str, np.ndarray], in
 
 def constants(graph: onnx.GraphProto) -> dict[str, np.ndarray]:
     """Initializers (and Constant nodes with a tensor value) as numpy arrays, read once."""
-    out = {}
-    for tensor in graph.initializer:
-        try:
-            out[tensor.name] = numpy_helper.to_array(tensor)
-        except Exception as exc:
-            raise ModelError(f"initializer {tensor.name!r} cannot be read: {exc}") from None
+    out = {tensor.name: _tensor_array(tensor, f"initializer {tensor.name!r}") for tensor in graph.initializer}
     for node in graph.node:
         if node.op_type == "Constant" and node.domain in ("", "ai.onnx") and len(node.attribute) == 1:
             attr = node.attribute[0]
             if attr.name == "value" and attr.type == onnx.AttributeProto.TENSOR:
-                out[node.output[0]] = numpy_helper.to_array(attr.t)
+                out[node.output[0]] = _tensor_array(attr.t, f"the value of Constant {node.name or node.output[0]!r}")
     return out
+
+
+def _tensor_array(tensor: onnx.TensorProto, what: str) -> np.ndarray:
+    """A tensor's array; a tensor onnx cannot read (dims without data, ...) is the model's fault, said as such."""
+    try:
+        return numpy_helper.to_array(tensor)
+    except Exception as exc:
+        raise ModelError(f"{what} cannot be read: {exc}") from None
 
 
 def graph_inputs(graph: onnx.GraphProto) -> list[onnx.ValueInfoProto]:

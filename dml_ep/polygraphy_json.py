@@ -83,6 +83,8 @@ def load_inputs(path: str) -> list[dict[str, np.ndarray]]:
                 feeds.append({name: _array(array) for name, array in feed.items()})
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise FeedError(f"{file}: {_reason(exc)}") from None
+    if not feeds:  # a run per feed dict: none would be no run at all
+        raise FeedError(f"{path}: no iterations (Polygraphy's input data holds a feed dict per iteration)")
     return feeds
 
 

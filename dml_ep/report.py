@@ -106,12 +106,13 @@ class TensorComparison:
 
 
 def compare_tensors(name: str, actual: np.ndarray, expected: np.ndarray, step: float | None,
-                    tolerance: Tolerance = EXACT) -> TensorComparison:
-    """Compare ``actual`` (dml_ep) with ``expected`` (onnxruntime); ``step`` is one LSB, or None."""
+                    tolerance: Tolerance = EXACT, sides: tuple[str, str] = ("dml_ep", "onnxruntime")) -> TensorComparison:
+    """Compare ``actual`` (dml_ep) with ``expected`` (onnxruntime); ``step`` is one LSB, or None.
+    ``sides`` names the two where their types or shapes differ (a saved runner's outputs: its name)."""
     actual, expected = np.asarray(actual), np.asarray(expected)
     base: dict[str, Any] = dict(name=name, dtype=str(expected.dtype), shape=list(expected.shape), elements=int(expected.size), step=step)
     if actual.shape != expected.shape or actual.dtype != expected.dtype:
-        problem = f"dml_ep gives {actual.dtype} {list(actual.shape)}, onnxruntime {expected.dtype} {list(expected.shape)}"
+        problem = f"{sides[0]} gives {actual.dtype} {list(actual.shape)}, {sides[1]} {expected.dtype} {list(expected.shape)}"
         return TensorComparison(**base, equal=0, max_diff=float("inf"), mean_diff=float("inf"), histogram=None, within_tolerance=False, problem=problem,
                                 candidate_shape=list(actual.shape) if actual.shape != expected.shape else None)
     equal, diff = differences(actual, expected)
