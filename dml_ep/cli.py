@@ -212,15 +212,16 @@ def cmd_run(args) -> int:
 
     from .cases import naming_random_inputs
     from .graph import Loaded, load_model
-    from .inputs import make_feeds, npy_file_names
+    from .inputs import make_feeds
     from .polygraphy_json import inputs_json, load_inputs, run_results_json
     from .session import InferenceSession
     from .text_report import table
 
     if args.output_dir:
         files.check_writable(args.output_dir, directory=True)
-    _check_writable(args, args.save_outputs, args.save_inputs)
+    _check_writable(args)
     model = load_model(args.model)
+    paths = _output_dir_files(args, [o.name for o in model.graph.output]) if args.output_dir else {}
     if args.load_inputs:
         if args.input or args.input_dir:
             raise DmlEpError("--load-inputs gives every input: drop --input and --input-dir")
@@ -251,10 +252,6 @@ def cmd_run(args) -> int:
             print(table(["output", "shape", "dtype"], [[n, list(r.shape), r.dtype] for n, r in results.items()]))
         files.write_files(writers)
         return 0 if ok else 1
-    paths = {name: os.path.join(args.output_dir, file) for name, file in npy_file_names(names).items()}
-    inputs = _inputs_read(args)
-    for path in paths.values():
-        files.check_not_input(path, inputs)
     arrays = {name: _savable(array) for name, array in results.items()}
     print(table(["output", "shape", "dtype", "file"], [[n, list(r.shape), r.dtype if arrays[n].dtype == r.dtype else f"{r.dtype} (saved as {arrays[n].dtype})",
                                                         os.path.basename(paths[n])] for n, r in results.items()]))
@@ -262,6 +259,19 @@ def cmd_run(args) -> int:
     writers.update({paths[name]: functools.partial(np.save, arr=array) for name, array in arrays.items()})
     files.write_files(writers)
     return 0 if ok else 1
+
+
+def _output_dir_files(args, names: list[str]) -> dict[str, str]:
+    """``--output-dir``'s file of each output, checked as the command's other outputs are
+    (:func:`_check_writable`), before any work."""
+    from .inputs import npy_file_names
+
+    paths = {name: os.path.join(args.output_dir, file) for name, file in npy_file_names(names).items()}
+    inputs = _inputs_read(args)
+    for path in paths.values():
+        files.check_not_input(path, inputs)
+    files.check_distinct([*_outputs(args), *((f"--output-dir's {os.path.basename(path)}", path) for path in paths.values())])
+    return paths
 
 
 def _saved_for_run(args, count: int) -> tuple[str, list[dict]] | None:
@@ -330,12 +340,15 @@ def _arithmetic(args) -> dict:
 
 
 def cmd_export(args) -> int:
-    """Write the DxDispatch model, then say what it holds and how to run it."""
+    """Write the DxDispatch model, then say what it holds and how to run it. Its folder is checked
+    first, as the writer will check it: a run is not wasted on a folder that cannot be written."""
     from . import dxdispatch
     from .cases import naming_random_inputs
     from .graph import Loaded, load_model
     from .inputs import make_feeds
 
+    _check_writable(args)
+    files.check_new_directory(args.dxdispatch, "export")
     model = load_model(args.model)
     feeds, sources = make_feeds(model, args.seed, args.input, args.input_dir, dict(args.shape), args.val_range)
     with naming_random_inputs(sources):
@@ -390,7 +403,7 @@ def _check_compare(args) -> None:
         raise DmlEpError(f"--onnx-outputs {' '.join(args.onnx_outputs)}: dml_ep takes only 'mark all' (every intermediate value, as --per-node)")
     if args.only_differing and not _per_node(args):
         raise DmlEpError("--only-differing selects the rows of --per-node's table: give --per-node too")
-    _check_writable(args, args.save_outputs, args.save_inputs)
+    _check_writable(args)
     if args.model_explorer and args.candidate != "dml_ep":
         raise DmlEpError(f"--model-explorer shows dml_ep's plan and differences: drop --candidate {args.candidate}")
     _check_model_explorer(args)
@@ -509,13 +522,29 @@ def _written(args) -> list[str]:
     return paths
 
 
+# The options naming what a command writes, and those of them written whole, new or empty.
+OUTPUT_OPTIONS = ("json", "html", "save_rewritten", "save_outputs", "save_inputs", "model_explorer", "dxdispatch", "report", "db")
+WHOLE_FOLDERS = ("--model-explorer", "--dxdispatch")
+
+
+def _outputs(args, *more: str | None) -> list[tuple[str, str]]:
+    """Each path the command writes and its option; ``more``, paths given by no option (a default), by themselves."""
+    named = [(f"--{dest.replace('_', '-')}", getattr(args, dest)) for dest in OUTPUT_OPTIONS if getattr(args, dest, None)]
+    given = {path for _, path in named}
+    return [*named, *((path, path) for path in more if path and path not in given)]
+
+
 def _check_writable(args, *more: str | None) -> None:
-    """Before any work: each file the command writes (:func:`_written`, and ``more``) can be
-    written, and replaces none that it reads."""
+    """Before any work: each file the command writes (its options', and ``more``) can be written and
+    replaces none that it reads; no two of its outputs are one file, and none is in a folder it
+    writes whole (:func:`dml_ep.files.check_distinct`)."""
+    _written(args)  # one on stdout at most
     inputs = _inputs_read(args)
-    for path in (*_written(args), *more):
-        if path:
+    outputs = _outputs(args, *more)
+    for what, path in outputs:
+        if what not in WHOLE_FOLDERS:
             files.check_writable(path, inputs=inputs)
+    files.check_distinct(outputs, WHOLE_FOLDERS)
 
 
 def _text_output(args):

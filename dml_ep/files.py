@@ -63,6 +63,21 @@ def check_not_input(path: str, inputs: Iterable[str]) -> None:
             raise OSError(f"cannot write {path}: it is an input of this command ({source}); give another path")
 
 
+def check_distinct(outputs: list[tuple[str, str]], folders: Iterable[str] = ()) -> None:
+    """``outputs``, each (what writes it, e.g. ``--json``; its path), are distinct files by any name
+    (``a.json`` and ``./a.json``, a link and its target): one would replace the other. None is inside
+    one of ``folders``, the outputs written whole, which must be new or empty. ``-`` is stdout."""
+    real = [(what, path, os.path.realpath(path)) for what, path in outputs if path != "-"]
+    whole = [(what, path, resolved) for what, path, resolved in real if what in folders]
+    for index, (what, path, resolved) in enumerate(real):
+        for other, _, other_resolved in real[:index]:
+            if resolved == other_resolved:
+                raise OSError(f"{other} and {what} both write {path}: give each its own path")
+        for folder, folder_path, folder_resolved in whole:
+            if folder != what and os.path.commonpath([resolved, folder_resolved]) == folder_resolved:
+                raise OSError(f"{what} writes {path} inside {folder} {folder_path}, which must be new or empty: give a path outside it")
+
+
 def in_place(path: str) -> bool:
     """Whether ``path`` is written as it is, not renamed over: ``-`` (stdout), or something that
     exists and is not a regular file (/dev/stdout, /dev/null, a FIFO), which a rename would replace."""
@@ -109,13 +124,19 @@ def write_files(writers: dict[str, Writer]) -> None:
 def check_new_directory(directory: str, command: str) -> str:
     """The absolute path of ``directory``, which must be absent or empty (nothing of anyone else's
     is replaced, and no file of an earlier run mixes with this one's), in a writable directory.
-    ``command`` names what writes it, for the error."""
-    directory = os.path.abspath(directory)
+    ``command`` names what writes it, for the error. A symbolic link is written through, as a file's
+    is: the path returned is its target's."""
+    directory = os.path.realpath(directory)
     if os.path.exists(directory) and (not os.path.isdir(directory) or os.listdir(directory)):
         what = "a directory that is not empty" if os.path.isdir(directory) else "a file"
         raise OSError(f"{directory} is {what}: {command} writes a new directory (give one that does not exist)")
     check_folder(directory, os.path.dirname(directory))
+    if len(os.fsencode(os.path.basename(directory))) > NAME_MAX:
+        raise OSError(f"cannot write {directory}: its name is longer than a file name can be ({NAME_MAX} bytes)")
     return directory
+
+
+NAME_MAX = 255  # bytes of a file name: Linux's, macOS's and (in UTF-16 units) Windows'
 
 
 def write_directory(directory: str, writers: dict[str, Writer], command: str, empty: Iterable[str] = ()) -> None:
@@ -123,7 +144,7 @@ def write_directory(directory: str, writers: dict[str, Writer], command: str, em
     folders into ``directory``, which must be absent or empty (:func:`check_new_directory`): staged in
     a temporary folder beside it, then renamed into place, so that all appear at once or none."""
     directory = check_new_directory(directory, command)
-    staging = tempfile.mkdtemp(dir=os.path.dirname(directory), prefix=f".{os.path.basename(directory)}-")
+    staging = tempfile.mkdtemp(dir=os.path.dirname(directory), prefix=f".{os.path.basename(directory)[:64]}-")  # a name that fits
     try:
         os.chmod(staging, new_mode(directory=True))  # mkdtemp's 0700, as a new folder would not be
         for folder in empty:

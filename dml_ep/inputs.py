@@ -409,9 +409,24 @@ def npy_file_names(names: list[str]) -> dict[str, str]:
     """A distinct ``<name>.npy`` file name per array name (outputs, resources), with the characters
     a file name cannot hold replaced by ``_``. Names that end up the same (``o/1`` and ``o_1``, or
     ``Y`` and ``y`` on a case-insensitive file system) get a numeric suffix, in the order given:
-    none overwrites another."""
-    stems = distinct_names([re.sub(r"[^\w.-]", "_", name) for name in names], key=str.casefold)
+    none overwrites another. A name too long for a file (an ONNX name has no limit) is cut, and keeps
+    a digest of the whole name (:func:`short_stem`)."""
+    stems = distinct_names([short_stem(re.sub(r"[^\w.-]", "_", name), name) for name in names], key=str.casefold)
     return {name: stem + ".npy" for name, stem in zip(names, stems)}
+
+
+MAX_STEM_BYTES = 120  # well below a file name's 255 bytes, and of Windows' 260-character paths (DxDispatch runs there)
+
+
+def short_stem(stem: str, name: str) -> str:
+    """``stem``, or where its UTF-8 is longer than :data:`MAX_STEM_BYTES`, its start and 8 hex digits
+    of ``name``'s SHA-256: names that share a long start still get files of their own."""
+    if len(stem.encode()) <= MAX_STEM_BYTES:
+        return stem
+    import hashlib  # here: it loads OpenSSL, which a session needs only for long names (tests/test_scale.py)
+
+    start = stem.encode()[:MAX_STEM_BYTES - 9].decode(errors="ignore")  # not cutting a character in two
+    return f"{start}_{hashlib.sha256(name.encode(errors='surrogatepass')).hexdigest()[:8]}"
 
 
 def distinct_names(stems: list[str], key=str) -> list[str]:
