@@ -92,13 +92,15 @@ def pick_runner(runners: dict[str, list], wanted: str | None, path: str) -> str:
     """The runner named ``wanted``, or the one whose name starts with it; by default the only
     runner, leaving out dml_ep's own (``compare --save-outputs`` writes both)."""
     names = list(runners)
+    if not names:  # none to name
+        raise FeedError(f"{path}: holds no runner's outputs (Polygraphy's RunResults of no run)")
     if wanted is None:
         found = [n for n in names if n != "dml_ep"] or names
     else:
         found = [n for n in names if n == wanted] or [n for n in names if n.startswith(wanted)]
     if len(found) == 1:
         return found[0]
-    which = "no runner" if not names else f"runners {', '.join(repr(n) for n in names)}"
+    which = f"runners {', '.join(repr(n) for n in names)}"
     if wanted is None:
         problem = f"holds {which}: name one as {path}:RUNNER"
     else:

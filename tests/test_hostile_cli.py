@@ -120,6 +120,16 @@ def test_input_data_without_iterations_is_an_input_error(capsys, tmp_path, comma
     assert "no iterations" in err
 
 
+@pytest.mark.parametrize("command", ["run", "compare"])
+def test_run_results_without_runners_are_an_input_error(capsys, tmp_path, command):
+    """RunResults of no runner: said so, not "name one" of none."""
+    (tmp_path / "in.json").write_text(inputs_json([{"input": np.zeros((1, 64), np.float32)}]))
+    (tmp_path / "out.json").write_text(run_results_json({}))
+    status, _, err = run_cli(capsys, command, MLP, "--load-inputs", tmp_path / "in.json", "--load-outputs", tmp_path / "out.json")
+    assert status == 2 and one_line_error(err), err
+    assert "holds no runner's outputs" in err and "name one" not in err
+
+
 def _without_data_model(path: Path, where: str) -> Path:
     """x + c, c a [2, 3] float tensor with dims and no data: an initializer, a Constant, or a
     Constant in an If branch."""
