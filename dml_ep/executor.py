@@ -4,9 +4,9 @@ kernels, fallback nodes on onnxruntime's CPU EP.
 Fallback nodes run in onnxruntime sessions made when first needed, with their constant inputs as
 initializers and their other inputs' shapes left open, so every model onnxruntime runs, dml_ep
 runs, whatever shapes reach it. Nodes that fall back whatever their shapes (no DirectML operator
-is modelled for their op) and follow each other in execution order share one session
-(:func:`fallback_partitions`); a run that keeps every value (compare's node-by-node view) runs
-each node on its own. The sessions share one memory arena, and few of them get a thread pool
+is modelled for their op) share one session while each reads only values made before the first
+of them or by them (:func:`fallback_partitions`); a run that keeps every value (compare's
+node-by-node view) runs each node on its own. The sessions share one memory arena, and few of them get a thread pool
 (:func:`fallback_session`).
 """
 
@@ -172,7 +172,7 @@ class Executor:
         planner = self.planner
         infos = {name: value_info_of(name, value) for name, value in values.items()}
         fed = {name: infos[name] for name in feeds}
-        entries: list[PlanEntry] = []
+        entries: dict[int, PlanEntry] = {}  # by node index: a partition runs before the nodes between its members
         steps: list[_Step] = []
         done: set[int] = set()
         hook = self.step_hook
@@ -194,13 +194,13 @@ class Executor:
                 known = ChainMap(infos, planner.static)
                 step = [planner.entry(member, known) for member in group]
                 done.update(group)
-            entries.extend(step)
+            entries.update(zip(group or (index,), step))
             steps.append(_Step(index, group, step[0], freed))
             if hook is not None:
                 hook(index, group, step[0], values, results, started)
             for name in freed:
                 values.pop(name, None)
-        return _Trace(fed, steps, entries, infos)
+        return _Trace(fed, steps, [entries[index] for index in sorted(entries)], infos)
 
     def _replay(self, trace: _Trace, values: dict[str, Any]) -> bool:
         """The steps of ``trace`` run again on ``values`` (feeds of its shapes), with its entries:
@@ -336,10 +336,12 @@ class Executor:
             return [name for name in planner.io[group[0]].outputs if name]
         measured = {name for index in group for name in macs_inputs(planner.nodes[index])}
         given = [name for io in ios for name in io.outputs if name]
-        # read after it: by a node past its last member (a partition's members are consecutive, and a value's readers come after
-        # its producer). A partition of dead nodes (nothing reads them) still gives them: onnxruntime runs a graph with outputs only
-        return [name for name in given
-                if name in measured or name in self._graph_outputs or self._last_read.get(name, -1) > group[-1]] or given
+        # read after it: by a node past its last member, or between its members (a value's readers come after its producer).
+        # A partition of dead nodes (nothing reads them) still gives them: onnxruntime runs a graph with outputs only
+        members = set(group)
+        between = {name for index in range(group[0], group[-1]) if index not in members for name in planner.reads[index]}
+        return [name for name in given if name in measured or name in self._graph_outputs or name in between
+                or self._last_read.get(name, -1) > group[-1]] or given
 
     def _cpu_nodes(self, group: tuple[int, ...]) -> list[tuple[onnx.NodeProto, NodeIO]]:
         """The ONNX nodes onnxruntime runs for these nodes (a DML-internal fused node unfused), each
@@ -432,37 +434,50 @@ def is_channels_last(x) -> bool:
 
 
 def fallback_partitions(planner: Planner) -> dict[int, tuple[int, ...]]:
-    """Groups of two or more nodes that fall back whatever their shapes, to run as one onnxruntime
-    session each: the runs of such nodes consecutive in execution order, keyed by their first
-    node index. One session per run, connected or not, keeps the sessions few on wide graphs.
-
-    Consecutive nodes take their outside inputs from nodes run before them, so a group never
-    waits on a DirectML node that waits on it.
+    """Groups of two or more nodes that fall back whatever their shapes, each run as one onnxruntime
+    session at its first node's step, keyed by that node's index. A node joins the open group while
+    it reads only values made before that step or by the group's nodes, so a group never waits on a
+    DirectML node that waits on it: consecutive such nodes group, connected or not, and so do the
+    independent ones of a wide graph with DirectML nodes between them (10,000 outputs, each of a
+    fallback node of its own: one session, not thousands).
     """
-    groups, run = {}, []
-    for index in range(len(planner.nodes) + 1):
-        if index < len(planner.nodes) and planner.never_maps[index]:
-            run.append(index)
+    groups: dict[int, tuple[int, ...]] = {}
+    group: list[int] = []
+    later: set[str] = set()  # what nodes outside the open group make after its first node
+    for index, reads in enumerate(planner.reads):
+        if not planner.never_maps[index]:
+            if group:
+                later.update(name for name in planner.io[index].outputs if name)
             continue
-        if len(run) > 1:
-            groups[run[0]] = tuple(run)
-        run = []
+        if not group or not later.isdisjoint(reads):
+            if len(group) > 1:
+                groups[group[0]] = tuple(group)
+            group, later = [], set()
+        group.append(index)
+    if len(group) > 1:
+        groups[group[0]] = tuple(group)
     return groups
 
 
 def _last_readers(planner: Planner, partitions: dict[int, tuple[int, ...]], last_read: dict[str, int]) -> dict[int, list[str]]:
     """For each step of a run, the intermediate values no later step reads (graph outputs stay).
     A partition runs whole at its first node's step, so its members read at that step: a value is
-    freed at the step of its last reader (``last_read``), which for a member is its partition's."""
+    freed at the last step reading it, which for a member is its partition's (and a node between a
+    partition's members may read it later than its last reader, ``last_read``, a member)."""
     step = list(range(len(planner.nodes)))
     for first, group in partitions.items():
         for member in group:
             step[member] = first
+    last_step = {name: step[index] for name, index in last_read.items()}
+    for group in partitions.values():
+        for index in range(group[0] + 1, group[-1]):
+            for name in planner.reads[index]:
+                last_step[name] = max(last_step[name], step[index])
     keep = set(planner.output_names)
     readers: dict[int, list[str]] = {}
-    for name, index in last_read.items():
+    for name, index in last_step.items():
         if name not in keep:
-            readers.setdefault(step[index], []).append(name)
+            readers.setdefault(index, []).append(name)
     return readers
 
 

@@ -140,6 +140,33 @@ def test_partitions_free_values_in_execution_order():
         np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.host_sensitive
+def test_independent_fallback_nodes_share_a_session_across_directml_nodes():
+    """A wide graph's fallback nodes (10,000 outputs, each of its own Relu) made a session each.
+    Nodes 0 and 2 now run as one session at node 0's step, before node 1 (DirectML), which reads
+    node 0's output and x, whose last reader by index is node 2: x must outlive the partition's
+    step, and node 0's output leave it. Node 3 reads node 1's output: a partition of its own."""
+    nodes = [
+        helper.make_node("Neg", ["x"], ["n"], name="n"),
+        helper.make_node("Add", ["n", "x"], ["a"], name="a"),
+        helper.make_node("Max", ["n", "x"], ["b"], name="b"),
+        helper.make_node("Neg", ["a"], ["c"], name="c"),
+    ]
+    info = helper.make_tensor_value_info
+    graph = helper.make_graph(nodes, "wide", [info("x", TensorProto.FLOAT, ["batch", 4])],  # the run plans: batch is 2
+                              [info(name, TensorProto.FLOAT, ["batch", 4]) for name in ("b", "c")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    session = dml_ep.InferenceSession(model)
+    assert [type(entry) for entry in session.plan.entries] == [FallbackNode, DmlNode, FallbackNode, FallbackNode]
+    assert list(fallback_partitions(session.planner).values()) == [(0, 2)]
+    feeds = {"x": np.linspace(-2, 2, 8, dtype=np.float32).reshape(2, 4)}
+    theirs = cpu_session(model).run(None, feeds)
+    for _ in range(2):  # planned, then replayed
+        for ours, expected in zip(session.run(None, feeds), theirs):
+            np.testing.assert_array_equal(ours, expected)
+    assert [entry.node.name for entry in session.plan.entries] == ["n", "a", "b", "c"]  # in the model's order
+
+
 def test_a_runs_mac_share_counts_the_nodes_inside_partitions():
     """A float convolution inside a fallback partition (symbolic batch: its shape is known only
     from the run) counted 0 MACs in a run's plan (it was a float MatMul then, and a float Conv,
