@@ -12,6 +12,7 @@ and into Add and two-input Sum (ELEMENT_WISE_ADD1's: Relu and LeakyRelu, the tab
 
 from __future__ import annotations
 
+import functools
 from typing import Callable
 
 import onnx
@@ -57,7 +58,14 @@ def fusable(op_type: str, activation: onnx.NodeProto, opset: int) -> bool:
         return False
     if activation.op_type not in ACTIVATION_FILTERS.get(op_type, (activation.op_type,)):
         return False
-    return onnx.defs.get_schema(activation.op_type, opset).since_version in ACTIVATIONS[activation.op_type]
+    return since_version(activation.op_type, opset) in ACTIVATIONS[activation.op_type]
+
+
+@functools.lru_cache(maxsize=None)
+def since_version(op_type: str, opset: int) -> int:
+    """The since-version of an ai.onnx op at ``opset``: onnx's schema lookup, once per op and opset
+    (a chain of thousands of fused pairs looked it up twice a pair, some 20 us each)."""
+    return onnx.defs.get_schema(op_type, opset).since_version
 
 
 def fused_node(node: onnx.NodeProto, activation: onnx.NodeProto, opset: int) -> onnx.NodeProto:
@@ -65,7 +73,7 @@ def fused_node(node: onnx.NodeProto, activation: onnx.NodeProto, opset: int) -> 
     fused = onnx.helper.make_node(
         FUSED_OP_TYPES[node.op_type], list(node.input), list(activation.output), name=node.name, domain=DML_DOMAIN,
         fused_activation=activation.op_type, fused_activation_domain=activation.domain,
-        fused_activation_since_version=onnx.defs.get_schema(activation.op_type, opset).since_version,
+        fused_activation_since_version=since_version(activation.op_type, opset),
     )
     fused.attribute.extend(node.attribute)
     for attribute in activation.attribute:
