@@ -1,7 +1,11 @@
 """Fixtures shared by the model tests."""
 
 import importlib.util
+import multiprocessing.util
 import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -14,8 +18,50 @@ from browser import launch, missing
 from dml_ep import arithmetic, engines
 from dml_ep.executor import Executor
 from dml_ep.kernels import compiled as native
+# An unmarked test comparing with the host's onnxruntime fails (tests/host_sensitivity.py).
+from host_sensitivity import (pytest_configure, pytest_fixture_setup, pytest_runtest_makereport,  # noqa: F401
+                              pytest_runtest_protocol, pytest_terminal_summary, pytest_unconfigure)
 
 ROOT = Path(__file__).resolve().parent.parent
+# Under scripts/qemu_tests.sh, the emulated CPU (qemu-x86_64's -cpu), which this process runs on.
+QEMU_CPU = os.environ.get("DML_EP_QEMU_CPU")
+
+
+def _emulated(args):
+    """``args`` of a child Python (this interpreter, or a script of its environment: dml-ep,
+    polygraphy) run on the emulated CPU too: qemu-user runs child processes on the real CPU."""
+    if isinstance(args, (str, bytes)) or not args:
+        return args
+    args = list(args)
+    program = os.fspath(args[0])
+    resolved = shutil.which(program) or program
+    executable = os.path.realpath(sys.executable)
+    if os.path.realpath(resolved) == executable:
+        return [shutil.which("qemu-x86_64"), "-cpu", QEMU_CPU, sys.executable, *args[1:]]
+    if os.path.dirname(os.path.abspath(resolved)) == os.path.dirname(sys.executable) and os.path.isfile(resolved):
+        with open(resolved, "rb") as script:
+            shebang = script.readline()
+        if shebang.startswith(b"#!") and b"python" in shebang:
+            return [shutil.which("qemu-x86_64"), "-cpu", QEMU_CPU, sys.executable, resolved, *args[1:]]
+    return args
+
+
+if QEMU_CPU:
+    _popen_init = subprocess.Popen.__init__
+
+    def _popen_emulated(self, args, *rest, **options):
+        _popen_init(self, _emulated(args), *rest, **options)
+
+    subprocess.Popen.__init__ = _popen_emulated
+    # multiprocessing's spawned children (a sweep's Dask workers, their resource tracker) start through spawnv_passfds
+    _spawnv_passfds = multiprocessing.util.spawnv_passfds
+
+    def _spawnv_emulated(path, args, passfds):
+        if os.path.realpath(path) == os.path.realpath(sys.executable):
+            path, args = shutil.which("qemu-x86_64"), [shutil.which("qemu-x86_64"), "-cpu", QEMU_CPU, *args]
+        return _spawnv_passfds(path, args, passfds)
+
+    multiprocessing.util.spawnv_passfds = _spawnv_emulated
 
 
 @pytest.fixture(autouse=True)

@@ -54,6 +54,7 @@ def check_both_modes(model, feeds):
         np.testing.assert_array_equal(actual, expected, err_msg=f"arithmetic={arithmetic}", strict=True)
 
 
+@pytest.mark.host_sensitive
 @pytest.mark.parametrize("activation, attributes", ACTIVATIONS)
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
 @pytest.mark.parametrize("a_shape, b_shape", BROADCASTS, ids=lambda s: str(list(s)))
@@ -63,6 +64,7 @@ def test_add_matches_onnxruntime(a_shape, b_shape, dtype, activation, attributes
     check_both_modes(model, feeds)
 
 
+@pytest.mark.host_sensitive
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
 @pytest.mark.parametrize("a_shape, b_shape", BROADCASTS[::3], ids=lambda s: str(list(s)))
 @pytest.mark.parametrize("op_type, operator", [("Sub", "ELEMENT_WISE_SUBTRACT"), ("Mul", "ELEMENT_WISE_MULTIPLY"),
@@ -77,6 +79,7 @@ def test_sub_mul_div_match_onnxruntime(op_type, operator, a_shape, b_shape, dtyp
     check_both_modes(model, feeds)
 
 
+@pytest.mark.host_sensitive
 @pytest.mark.parametrize("op_type", ["Sub", "Mul", "Div"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
 def test_sub_mul_div_special_values(op_type, dtype):
@@ -97,6 +100,7 @@ def test_an_integer_mul_says_what_the_real_ep_does():
         "ELEMENT_WISE_MULTIPLY (FLOAT32, FLOAT16); on DirectML in the real EP as DML_OPERATOR_ELEMENT_WISE_MULTIPLY, not modelled by dml_ep")
 
 
+@pytest.mark.host_sensitive
 @pytest.mark.parametrize("activation, attributes", ACTIVATIONS[1:])
 @pytest.mark.parametrize("op_type", ["Add", "Sum"])
 def test_activation_is_fused(op_type, activation, attributes):
@@ -115,6 +119,7 @@ def test_activation_is_fused(op_type, activation, attributes):
     check_both_modes(model, feeds)
 
 
+@pytest.mark.host_sensitive
 @pytest.mark.parametrize("activation, attributes", ACTIVATIONS)
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
 def test_special_values(dtype, activation, attributes):
@@ -126,6 +131,7 @@ def test_special_values(dtype, activation, attributes):
     check_both_modes(model, feeds)
 
 
+@pytest.mark.host_sensitive
 def test_zero_dimensional_output():
     a, b = operands((), (), np.float32)
     model, feeds = add(a, b)
@@ -169,6 +175,7 @@ def test_an_add_dml_ep_does_not_model_says_what_the_real_ep_does(dtype, verdict)
     assert session.plan.entries[0].reason.endswith(verdict)
 
 
+@pytest.mark.host_sensitive
 def test_a_constant_first_operand():
     """Add(constant, x): the executor once looked the bound array up in a set of value names
     (TypeError: unhashable type) while preparing the session."""

@@ -68,6 +68,7 @@ def test_data_dependent_shape_feeding_a_directml_node():
         assert isinstance(add, DmlNode) and add.output_shape == tuple(shape)
 
 
+@pytest.mark.host_sensitive
 def test_value_info_that_disagrees_with_the_real_shape():
     model = make([helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Add", ["r", "r"], ["y"])],
                  [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 4])],
@@ -111,6 +112,7 @@ def test_plan_for_symbolic_dims_says_what_it_assumed():
         dml_ep.planner.plan_model(model)  # H and W assumed 1: the error is the assumption's, at planning only
 
 
+@pytest.mark.host_sensitive
 def test_graph_output_that_is_an_initializer():
     model = make([helper.make_node("Relu", ["x"], ["y"])], [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2]), helper.make_tensor_value_info("c", TensorProto.FLOAT, [3])],
@@ -118,6 +120,7 @@ def test_graph_output_that_is_an_initializer():
     assert_same(model, {"x": np.array([-1, 1], np.float32)})
 
 
+@pytest.mark.host_sensitive
 def test_sequence_intermediate_and_sequence_input():
     model = make([helper.make_node("SequenceInsert", ["seq", "x"], ["s2"]), helper.make_node("SequenceAt", ["s2", "i"], ["y"]),
                   helper.make_node("SequenceLength", ["s2"], ["n"])],
@@ -132,6 +135,7 @@ def test_sequence_intermediate_and_sequence_input():
     assert len(session.plan.entries) == 3
 
 
+@pytest.mark.host_sensitive
 def test_if_branch_reading_outer_scope_values():
     then = helper.make_graph([helper.make_node("Add", ["x", "c"], ["t"])], "then", [], [helper.make_tensor_value_info("t", TensorProto.FLOAT, None)])
     other = helper.make_graph([helper.make_node("Sub", ["x", "c"], ["e"])], "else", [], [helper.make_tensor_value_info("e", TensorProto.FLOAT, None)])
@@ -152,6 +156,7 @@ def _onnxruntime_optimized_ops(model, tmp_path) -> list[str]:
     return [node.op_type for node in onnx.load(options.optimized_model_filepath).graph.node]
 
 
+@pytest.mark.host_sensitive
 def test_a_value_an_if_branch_reads_is_not_fused_away(tmp_path):
     """DQ -> Conv -> Q whose Conv output an If branch also reads (quantize_static makes this of
     silero-vad's decoder): onnxruntime counts the branch's read as an edge and does not fuse the
@@ -183,6 +188,7 @@ def test_a_value_an_if_branch_reads_is_not_fused_away(tmp_path):
         np.testing.assert_allclose(branch, expected_branch, rtol=0, atol=bound)
 
 
+@pytest.mark.host_sensitive
 def test_an_if_branchs_large_constant_survives_onnxruntimes_rewrite():
     """onnxruntime's optimized model keeps initializers of 4 KiB and more in a file beside it, an
     If branch's too (silero-vad's LSTM constants): they are read back, or the graph is invalid."""
@@ -218,6 +224,7 @@ def test_the_ops_searched_for_subgraphs_are_those_whose_schemas_have_a_graph():
     with_graphs = {s.name for s in onnx.defs.get_all_schemas_with_history()
                    if s.domain == "" and any(a.type in kinds for a in s.attributes.values())}
     assert graph_module.OPS_WITH_GRAPHS == with_graphs
+@pytest.mark.host_sensitive
 def test_zero_size_input_left_to_fallback_nodes():
     model = make([helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Add", ["r", "b"], ["y"])],
                  [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3]), helper.make_tensor_value_info("b", TensorProto.FLOAT, [3])],
@@ -250,6 +257,7 @@ def test_a_tensor_of_another_shape_than_planned_is_an_error():
         session.executor.run_dml(entry, wrong)
 
 
+@pytest.mark.host_sensitive
 def test_compare_counts_nan_matching_nan_as_equal():
     model = make([helper.make_node("Sqrt", ["x"], ["y"])], [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])])

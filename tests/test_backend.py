@@ -114,6 +114,7 @@ def _as_uint8(model: onnx.ModelProto) -> onnx.ModelProto:
     return retyped
 
 
+@pytest.mark.host_sensitive
 @pytest.mark.parametrize("case", _official_cases(DATA_MOVEMENT))
 def test_official_data_movement_cases_on_uint8_codes_run_on_directml(case):
     """The official data-movement cases are float32; the same graphs on uint8 codes (the tensors
@@ -226,6 +227,7 @@ def _passes(backend, case, **options) -> None:
         onnx.backend.test.runner.Runner.assert_similar_outputs([_normalize_tensor(t) for t in expected], list(outputs), case.rtol, case.atol)
 
 
+@pytest.mark.host_sensitive
 @pytest.mark.parametrize("case", [pytest.param(c, id=c.name) for c in load_model_tests(kind="node") if re.search(SWEEP, c.name)])
 def test_official_cases_pass_where_onnxruntime_passes(case):
     """dml_ep fails an official case only where onnxruntime's own backend fails it on this machine."""

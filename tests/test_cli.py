@@ -99,6 +99,7 @@ def test_inspect_checks_the_json_path_first(capsys, tmp_path):
     assert err == f"dml-ep: error: cannot write {target}: no such directory {target.parent}\n"
 
 
+@pytest.mark.host_sensitive
 @pytest.mark.parametrize("name", SHIPPED)
 @pytest.mark.parametrize("options", [["--reference", "ort-exact"], ["--arithmetic", "onnxruntime", "--reference", "ort"]])
 def test_compare_shipped_models_exit_0(capsys, name, options):
@@ -109,6 +110,7 @@ def test_compare_shipped_models_exit_0(capsys, name, options):
         assert "100%" in out  # output once, onnxruntime three times: within tolerance, not bit for bit
 
 
+@pytest.mark.host_sensitive
 def test_compare_as_installed_command_with_glob_and_summary():
     result = subprocess.run([*DML_EP, "compare", str(MODELS / "*.onnx"), "--reference", "ort-exact"], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
@@ -117,6 +119,7 @@ def test_compare_as_installed_command_with_glob_and_summary():
     assert f"[{shipped}/{shipped}]" in result.stderr
 
 
+@pytest.mark.host_sensitive
 def test_compare_per_node_names_the_broken_node(capsys, tmp_path, monkeypatch):
     original = Executor.run_dml
 
@@ -208,6 +211,7 @@ def test_errors_exit_2_with_one_line(argv, message):
     assert message in result.stderr and "Traceback" not in result.stderr
 
 
+@pytest.mark.host_sensitive
 def test_input_dir_of_npy_files(capsys, tmp_path):
     np.save(tmp_path / "input.npy", np.full((1, 64), 0.5, np.float32))
     assert load_directory(str(tmp_path), ["input"])[0]["input"][0, 0] == np.float32(0.5)
@@ -246,6 +250,7 @@ def test_random_inputs_span_each_integer_range():
     np.testing.assert_array_equal(q, random_inputs(model, seed=1)["q"])
 
 
+@pytest.mark.host_sensitive
 def test_compare_goes_on_after_a_model_that_fails(capsys):
     status, out, err = run_cli(capsys, "compare", MODELS / "mlp.onnx", "missing.onnx", "--reference", "ort-exact")
     assert status == 2
@@ -264,6 +269,7 @@ def saturating_matmul(tmp_path):
     return [tmp_path / "m.onnx", "--input", f"in0={tmp_path / 'a.npy'}", "--arithmetic", "onnxruntime"]
 
 
+@pytest.mark.host_sensitive
 @pytest.mark.parametrize(
     "switch, run_saturates, compare_saturates",
     # auto: `run` follows this CPU; `compare` follows its reference, and ort-exact never saturates.
@@ -278,6 +284,7 @@ def test_u8s8_saturation_switch(capsys, tmp_path, switch, run_saturates, compare
     assert ("causes (nodes differing in isolation): u8s8 saturation 1" in out) == compare_saturates
 
 
+@pytest.mark.host_sensitive
 def test_compare_progress(capsys, monkeypatch):
     monkeypatch.setattr(Progress, "INTERVAL", 0.0)
     status, _, err = run_cli(capsys, "compare", MODELS / "mlp.onnx", "--per-node", "--reference", "ort-exact")
@@ -313,6 +320,7 @@ def test_progress_in_a_log_says_the_time_left(capsys, monkeypatch):
     assert capsys.readouterr().err.splitlines()[-1] == "m.onnx: comparing node 5/9, about 8 s left..."
 
 
+@pytest.mark.host_sensitive
 @pytest.mark.parametrize("command", [["inspect"], ["inspect", "--input-dir", "{data}"], ["run"], ["compare", "--reference", "ort-exact"],
                                      ["export", "--dxdispatch", "{out}"]], ids=lambda c: " ".join(c[:2]))
 def test_a_command_loads_and_checks_the_model_once(command, monkeypatch, capsys, tmp_path):
@@ -331,6 +339,7 @@ def test_a_command_loads_and_checks_the_model_once(command, monkeypatch, capsys,
     assert len(checked) == 1
 
 
+@pytest.mark.host_sensitive
 def test_control_characters_in_names_are_escaped_in_the_terminal(capsys, tmp_path):
     """A node or output named with an escape sequence, a carriage return or a newline would rewrite
     what the terminal shows (a fake "result: OK" line): printed escaped."""
@@ -358,6 +367,7 @@ def test_a_mismatch_from_this_hosts_onnxruntime_says_what_to_try(capsys, tmp_pat
         assert run_cli(capsys, "compare", *model, *way_out)[0] == 0
 
 
+@pytest.mark.host_sensitive
 def test_the_hint_follows_the_first_cause_and_the_reference(tmp_path):
     """On any host: dml_ep made to saturate against exact products has u8s8 saturation as first
     cause; the hint is given only when the reference is the host's onnxruntime ("ort")."""
@@ -373,6 +383,7 @@ def test_the_hint_follows_the_first_cause_and_the_reference(tmp_path):
     assert "--reference ort-exact compares with exact products" in format_report(report, per_node=False)
 
 
+@pytest.mark.host_sensitive
 def test_a_model_with_nothing_quantized_gets_a_note(capsys, tmp_path):
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])
@@ -383,6 +394,7 @@ def test_a_model_with_nothing_quantized_gets_a_note(capsys, tmp_path):
     assert "note:" not in run_cli(capsys, "compare", MODELS / "small_cnn.qdq.onnx", "--reference", "ort-exact")[1]
 
 
+@pytest.mark.host_sensitive
 @pytest.mark.parametrize("command", list(EXAMPLES))
 def test_the_examples_in_help_run(command, capsys, tmp_path, monkeypatch):
     """Each command's --help ends with its examples, and each runs, in order, on a shipped model."""

@@ -69,6 +69,7 @@ def external_tensor(array, name, location):
 # --- output files --------------------------------------------------------------------------
 
 
+@pytest.mark.host_sensitive
 def test_json_dash_is_stdout(capsys, tmp_path, monkeypatch):
     """With ``--json -`` stdout holds the JSON alone (the table moves to stderr), and no file named ``-``."""
     monkeypatch.chdir(tmp_path)
@@ -156,6 +157,7 @@ def test_a_report_is_never_written_over_an_input(capsys, tmp_path, command):
         assert model.read_bytes() == (MODELS / "mlp.onnx").read_bytes()
 
 
+@pytest.mark.host_sensitive
 def test_saved_outputs_are_never_written_over_the_inputs_read(capsys, tmp_path):
     np.save(tmp_path / "input.npy", np.ones((1, 64), np.float32))
     feeds = tmp_path / "in.json"
@@ -321,6 +323,7 @@ def test_load_model_refuses_more_than_protobufs_limit(tmp_path):
 
 
 
+@pytest.mark.host_sensitive
 @pytest.mark.parametrize("command", ["inspect", "run", "compare"])
 def test_names_that_are_not_utf8(capsys, tmp_path, command):
     """A node name that is not UTF-8 runs as onnxruntime runs it (it was an internal error in the
@@ -406,6 +409,7 @@ def test_random_float_inputs_are_drawn_in_their_own_type(tmp_path, dtype, peak_r
 # --- --shape -------------------------------------------------------------------------------
 
 
+@pytest.mark.host_sensitive
 def test_shape_sets_the_shape_of_random_inputs(capsys, tmp_path):
     model = unary_model(tmp_path / "m.onnx", [("Identity", "y")], shape=("batch", 4))
     assert random_inputs(onnx.load(model), 0, {"x": (3, 4)})["x"].shape == (3, 4)
@@ -529,6 +533,7 @@ def branch_model(tmp_path) -> Path:
     return path
 
 
+@pytest.mark.host_sensitive
 def test_shapes_onnxruntime_refuses_in_a_branch_plan_what_it_can(capsys, tmp_path):
     """Given x=[3], onnxruntime's inference fails in the else branch, which a run with c true never
     enters: the model is valid and runs (onnxruntime says so), so inspect plans it and says where

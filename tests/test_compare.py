@@ -89,6 +89,7 @@ def test_alternative_arithmetics_are_labelled_by_what_they_change():
     assert labels == [("u8s8 saturation", "onnxruntime"), ("u8s8 saturation", "directml")]
 
 
+@pytest.mark.host_sensitive
 @pytest.mark.parametrize("name", ["small_cnn", "mlp", "transformer_block"])
 def test_shipped_models_match_onnxruntime_node_by_node(name):
     model = load_model(MODELS / f"{name}.onnx")
@@ -132,6 +133,7 @@ SCALE_54 = 0.7757523059844971
 B_SCALES = np.array([1, SCALE_54], np.float32)
 
 
+@pytest.mark.host_sensitive
 @pytest.mark.parametrize("build", [
     lambda codes: qlinear_matmul(codes.reshape(256, 1), np.float32(1), np.uint8(0), np.array([[1, 54]], np.int8),
                                  B_SCALES, np.zeros(2, np.int8), np.float32(28), np.uint8(0)),
@@ -148,6 +150,7 @@ def test_exact_ties_are_told_apart_from_float32_rounding(build):
     assert compare_model(model, feeds, reference="ort-exact", arithmetic="onnxruntime").ok
 
 
+@pytest.mark.host_sensitive
 def test_saturating_arithmetic_is_classified_as_u8s8_saturation():
     # 255 x 127 pairs saturate int16 (VPMADDUBSW); "ort-exact" never saturates.
     node = helper.make_node("QLinearConv", ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz"], ["y"], name="conv")
@@ -169,6 +172,7 @@ def test_saturating_arithmetic_is_classified_as_u8s8_saturation():
     assert compare_model(model, feeds, reference="ort-exact").ok
 
 
+@pytest.mark.host_sensitive
 def test_per_node_names_the_broken_node(monkeypatch):
     broken = "block1.add_quant"
     original = Executor.run_dml
@@ -190,6 +194,7 @@ def test_per_node_names_the_broken_node(monkeypatch):
     assert downstream.propagated[0].differing > 0 and not downstream.differs_in_isolation
 
 
+@pytest.mark.host_sensitive
 def test_per_node_runs_onnxruntime_once_and_reports_progress(monkeypatch):
     sessions, stages = [], []
     original = dml_ep.compare.cpu_session
@@ -244,6 +249,7 @@ def test_qdq_conv_runs_on_directml_and_matches_onnxruntime():
     assert report.plan["dml"] == {"nodes": 5, "operators": 2, "macs": 64 * 64 * 16 * 16, "macs_percent": 100.0}
 
 
+@pytest.mark.host_sensitive
 def test_nothing_on_directml_is_never_a_bare_ok(capsys, tmp_path):
     """A model with nothing dml_ep maps (its QuantizeLinear / DequantizeLinear, float Conv, Mul map
     now: a float Softmax and Relu alone) says that both sides ran onnxruntime's CPU EP."""

@@ -3,11 +3,14 @@ are not in the plan, not counted, and the values they make are constants (T5 exp
 500 Constant nodes, which were listed as "on DirectML in the real EP, not modelled")."""
 
 import numpy as np
+import pytest
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
 import dml_ep
 from dml_ep.reference import cpu_session
+
+pytestmark = pytest.mark.host_sensitive  # every test compares with the host's onnxruntime (tests/host_sensitivity.py)
 
 
 def model_of(nodes, initializers, opset=17):

@@ -32,6 +32,7 @@ def plan_and_check(model, feeds, operator):
     return entry
 
 
+@pytest.mark.host_sensitive
 @pytest.mark.parametrize("dtype", [np.uint8, np.int8])
 @pytest.mark.parametrize("shape, perm", [((2, 3, 4), None), ((2, 3, 4, 5), [0, 2, 3, 1]), ((1, 40, 3, 8, 15), [2, 0, 3, 1, 4]), ((7,), [0])])
 def test_transpose_reads_permuted_strides(dtype, shape, perm):
@@ -41,6 +42,7 @@ def test_transpose_reads_permuted_strides(dtype, shape, perm):
     assert entry.desc.InputTensor.Strides is not None or perm == [0]  # the layout change is in the input's strides
 
 
+@pytest.mark.host_sensitive
 @pytest.mark.parametrize("op_type, shape, operands, attributes, rank", [
     ("Reshape", (2, 3, 4), [np.array([0, -1])], {}, 2),
     ("Reshape", (2, 3, 4), [np.array([4, 0, 2])], {}, 3),
@@ -59,6 +61,7 @@ def test_reshapes_are_an_identity_of_the_output_sizes(op_type, shape, operands, 
     assert entry.desc.InputTensor == entry.desc.OutputTensor
 
 
+@pytest.mark.host_sensitive
 def test_squeeze_and_unsqueeze_of_opset_11_take_axes_as_an_attribute():
     x = codes((3, 1, 5))
     for op_type, axes, rank in (("Squeeze", [1], 2), ("Unsqueeze", [0, 4], 5)):
@@ -88,6 +91,7 @@ def test_a_reshape_whose_shape_is_computed_is_planned_from_the_value_of_the_run(
     assert isinstance(unplanned, FallbackNode) and "computed at run time" in unplanned.reason
 
 
+@pytest.mark.host_sensitive
 @pytest.mark.parametrize("dtype", [np.uint8, np.int8])
 @pytest.mark.parametrize("shapes, axis", [([(2, 3), (2, 5)], -1), ([(1, 2, 3, 4), (1, 1, 3, 4), (1, 4, 3, 4)], 1), ([(3,), (2,)], 0),
                                           ([(1, 2, 1, 3, 4), (1, 2, 2, 3, 4)], 2)])
@@ -100,6 +104,7 @@ def test_concat_joins_along_the_padded_axis(dtype, shapes, axis):
     assert entry.desc.Axis == axis % rank + max(rank, 4) - rank
 
 
+@pytest.mark.host_sensitive
 @pytest.mark.parametrize("starts, ends, axes, steps", [
     ([1, -1], [3, -7], [0, 1], [1, -2]),
     ([0], [100], [1], [2]),
@@ -116,6 +121,7 @@ def test_slice_windows_match_onnxruntime(starts, ends, axes, steps):
 
 
 
+@pytest.mark.host_sensitive
 def test_slice_steps_beyond_int32_reach_directml_as_the_dml_ep_clamps_them():
     """ReadCpuLocalTensorIntoInt32 clamps int64 steps into int32: DirectML's INT InputWindowStrides
     get 2^31-1 and -2^31 for steps of 2^62 and -2^62, one element per axis as for onnxruntime."""
@@ -124,11 +130,13 @@ def test_slice_steps_beyond_int32_reach_directml_as_the_dml_ep_clamps_them():
     entry = plan_and_check(model, feeds, "SLICE1")
     assert entry.desc.InputWindowStrides == (2**31 - 1, -(2**31), 1)
 
+@pytest.mark.host_sensitive
 def test_slice_1_takes_its_window_from_attributes():
     model, feeds = single_node_model("Slice", [Feed(codes((4, 6), np.int8))], np.int8, 2, opset=9, starts=[1, 2], ends=[3, 1000], axes=[0, 1])
     plan_and_check(model, feeds, "SLICE1")
 
 
+@pytest.mark.host_sensitive
 @pytest.mark.parametrize("data_shape, indices, axis", [((5, 3), [[0, 4], [-1, 2]], 0), ((2, 5, 3), [4, 0, -5], 1), ((6,), 3, 0)])
 def test_gather_picks_slices_with_negative_indices_counted_from_the_end(data_shape, indices, axis):
     indices = np.array(indices, np.int64)
@@ -145,6 +153,7 @@ def test_a_float_tensor_moved_is_left_to_the_cpu_with_the_reason():
                             "on DirectML in the real EP, not modelled by dml_ep")
 
 
+@pytest.mark.host_sensitive
 def test_transpose_of_opset_12_is_the_since_version_1_row():
     model, feeds = single_node_model("Transpose", [Feed(codes((2, 3)))], np.uint8, 2, opset=12)
     plan_and_check(model, feeds, "ELEMENT_WISE_IDENTITY")

@@ -126,6 +126,7 @@ def test_a_dml_ep_without_a_device_is_refused_in_one_line(monkeypatch, capsys, s
                                        f"a session (no DirectX 12 device?): {problem}\n")
 
 
+@pytest.mark.host_sensitive
 def test_dml_sessions_have_the_options_the_dml_ep_requires(dml_on_cpu):
     session = reference.dml_session(load_model(MODELS / "mlp.onnx"))
     assert session.get_providers() == ["CPUExecutionProvider"]
@@ -179,6 +180,7 @@ def test_dml_ep_saturating_against_the_dml_reference_is_the_cause(exact_dml_on_c
     assert report.first_divergent.causes == {"u8s8 saturation": 1}
 
 
+@pytest.mark.host_sensitive
 @pytest.mark.parametrize("reference_name, cause", [("dml", "float32 rounding"), ("ort", "other")])
 def test_a_value_next_to_directmls_exact_one_is_the_real_eps_float32_rounding(dml_on_cpu, reference_name, cause):
     """1 x 1 / 2.5: exactly 0.4, which DirectML and onnxruntime's CPU kernels round to 0. A reference
@@ -206,6 +208,7 @@ def test_a_group_only_cpu_rules_fuse_is_not_a_graph_difference_against_the_real_
     assert softmax.cause_text == "other" and softmax.graph is None
 
 
+@pytest.mark.host_sensitive
 def test_the_command_names_the_real_ep(exact_dml_on_cpu, capsys, tmp_path):
     model = MODELS / "small_cnn.onnx"
     status = cli.main(["compare", str(model), "--reference", "dml", "--per-node", "--quiet", "--save-outputs", str(tmp_path / "out.json")])
@@ -219,6 +222,7 @@ def test_the_command_names_the_real_ep(exact_dml_on_cpu, capsys, tmp_path):
     assert capsys.readouterr().out.startswith(f"{model}: onnxruntime ort-exact against reference dml (the real DML EP), tolerance 0 step(s)")
 
 
+@pytest.mark.host_sensitive
 def test_the_cli_probes_the_device_once_for_a_batch(dml_on_cpu, capsys):
     """The command refuses before any work, and compare_model for each model: one probe in all."""
     assert cli.main(["compare", str(MODELS / "mlp.onnx"), str(MODELS / "small_cnn.onnx"), "--reference", "dml",

@@ -78,6 +78,7 @@ CASES = [  # K, N, block_size, signed, zero point, scale type
 ]
 
 
+@pytest.mark.host_sensitive
 @pytest.mark.parametrize("k, n, block_size, signed, zero_point, scale_type", CASES)
 def test_the_matmul_nbits_onnxruntime_writes(k, n, block_size, signed, zero_point, scale_type):
     """Same node (name, inputs' order, attributes) and the same initializers, bit for bit: B's rows
@@ -101,6 +102,7 @@ def test_the_matmul_nbits_onnxruntime_writes(k, n, block_size, signed, zero_poin
         assert got.dtype == want.dtype and got.shape == want.shape and np.array_equal(got, want), (mine, name)
 
 
+@pytest.mark.host_sensitive
 @pytest.mark.parametrize("change, reason", [
     (dict(axis=1), "axis"), (dict(block_size=8), "block_size 8"), (dict(block_size=24), "block_size 24"),
     (dict(a_from_dq=True), "B alone"),
@@ -140,6 +142,7 @@ def test_int4_weights_that_stay_reach_onnxruntime_as_tensors():
     assert [x.op_type for x in fused.nodes] == ["DmlDequantize", "DmlGemm"]  # MatMulNBits, as the DML EP builds it
 
 
+@pytest.mark.host_sensitive
 @pytest.mark.parametrize("level", [0, 2, 4])
 def test_the_session_sets_the_accuracy_level(level):
     """session.qdq_matmulnbits_accuracy_level (default 4) is the level of the MatMulNBits the rewrite

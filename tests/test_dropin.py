@@ -40,6 +40,7 @@ def onnxruntime_script(ort, path: str) -> dict:
     }
 
 
+@pytest.mark.host_sensitive
 def test_an_onnxruntime_script_runs_unchanged():
     path = str(MODELS / "small_cnn.qdq.onnx")
     ours, theirs = onnxruntime_script(dml_ep, path), onnxruntime_script(onnxruntime, path)
@@ -61,6 +62,7 @@ def test_feed_errors_are_value_errors_and_list_feeds_convert():
     assert session.run(None, {"x": [1, -2]})[0].tolist() == [1.0, 0.0]  # ints become the input's float, as in onnxruntime
 
 
+@pytest.mark.host_sensitive
 def test_untyped_graph_output_loads_with_the_inferred_type():
     model = relu_model(output_type=False)
     session = dml_ep.InferenceSession(model)
@@ -69,6 +71,7 @@ def test_untyped_graph_output_loads_with_the_inferred_type():
     assert session.run(None, {"x": np.array([3, -1], np.float32)})[0].tolist() == [3.0, 0.0]
 
 
+@pytest.mark.host_sensitive
 def test_cpu_provider_alone_runs_everything_on_the_cpu():
     session = dml_ep.InferenceSession(str(MODELS / "mlp.onnx"), providers=["CPUExecutionProvider"])
     assert session.get_providers() == ["CPUExecutionProvider"]

@@ -130,6 +130,7 @@ def test_engines_give_the_same_outputs(path, arithmetic):
         np.testing.assert_array_equal(ours, theirs)
 
 
+@pytest.mark.host_sensitive
 def test_cli_takes_the_engine(tmp_path):
     for name in ENGINES:
         done = subprocess.run([sys.executable, "-m", "dml_ep", "compare", str(SHIPPED[0]), "--reference", "ort-exact",

@@ -167,6 +167,7 @@ def test_independent_fallback_nodes_share_a_session_across_directml_nodes():
     assert [entry.node.name for entry in session.plan.entries] == ["n", "a", "b", "c"]  # in the model's order
 
 
+@pytest.mark.host_sensitive
 def test_a_runs_mac_share_counts_the_nodes_inside_partitions():
     """A float convolution inside a fallback partition (symbolic batch: its shape is known only
     from the run) counted 0 MACs in a run's plan (it was a float MatMul then, and a float Conv,

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+import pytest
 from hypothesis import HealthCheck, event, given, reject, settings
 from hypothesis import strategies as st
 
@@ -27,6 +28,8 @@ import dml_ep
 from dml_ep.errors import DmlEpError
 from dml_ep.reference import cpu_session
 from onnx_builders import Feed, single_node_model
+
+pytestmark = pytest.mark.host_sensitive  # every test compares with the host's onnxruntime (tests/host_sensitivity.py)
 
 EXAMPLE_SECONDS = 20
 MAX_RUN_ELEMENTS = 10**6  # feeds larger than this are only planned, not run (keeps examples fast)

@@ -1,68 +1,118 @@
-"""Every test that compares integer products or rounding with the host's onnxruntime carries the
-``host_sensitive`` mark, which CI also runs under QEMU on other CPUs (scripts/qemu_tests.sh):
-onnxruntime's uint8 x int8 GEMMs saturate on AVX2 without VNNI, and dml_ep's compiled kernels
-have a build per x86-64 level. A test is taken to compare with onnxruntime when its body runs an
-onnxruntime reference (``run_ort``, ``cpu_session``, a ``"ort"`` reference) or reads the host's
-saturation (``host_saturates_u8s8``)."""
+"""Every test that compares with the host's onnxruntime carries the ``host_sensitive`` mark, which
+CI also runs under QEMU on other CPUs (scripts/qemu_tests.sh): onnxruntime's uint8 x int8 GEMMs
+saturate on AVX2 without VNNI, and its kernels and dml_ep's compiled ones differ per x86-64 level.
 
-import ast
-import re
-import sys
+What a test does decides, not its text: tests/host_sensitivity.py (imported by tests/conftest.py)
+records each reference made while a test runs, in its process or a child's, and fails an unmarked
+test that made one. These tests run that detector on example tests (pytest's pytester): it must see
+a comparison made through a helper, a module fixture, the in-process CLI and a CLI child process,
+and leave alone dml_ep's own onnxruntime sessions and marked tests."""
+
 from pathlib import Path
 
+pytest_plugins = ["pytester"]
+
 TESTS = Path(__file__).resolve().parent
-# Tests that run onnxruntime but compare none of its values, and why: under emulation they cost minutes.
-COMPARE_NO_VALUES = {
-    "test_internal_models.py::test_u8s8_probe": "checks which models reach onnxruntime",
-    "test_internal_models.py::test_every_model_handed_to_onnxruntime": "checks that every model dml_ep makes loads",
-}
-COMPARES_WITH_ONNXRUNTIME = re.compile(
-    r"\brun_ort\(|\bcpu_session\(|host_saturates_u8s8|reference=\"ort\"|\"--reference\", \"ort\"|, \"ort\"\)")
+MODELS = TESTS.parent / "models"
+
+HELPERS = f'''
+import numpy as np
+
+from dml_ep.compare import compare_model
 
 
-def is_mark(expression: ast.expr) -> bool:
-    """``pytest.mark.host_sensitive``, called or not."""
-    if isinstance(expression, ast.Call):
-        expression = expression.func
-    return isinstance(expression, ast.Attribute) and expression.attr == "host_sensitive"
+def check(model):
+    """A helper over dml_ep's compare, as the tests' check_both_modes and run_both are."""
+    return compare_model(model, {{"input": np.zeros((1, 64), np.float32)}}, reference="ort")
+'''
+
+EXAMPLES = f'''
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+import pytest
+
+import dml_ep
+from dml_ep.arithmetic import host_saturates_u8s8
+from dml_ep.cli import main
+from dml_ep.reference import cpu_session
+from helpers import check
+
+MLP = {str(MODELS / "mlp.onnx")!r}
+SMALL_CNN = {str(MODELS / "small_cnn.onnx")!r}
 
 
-def module_marked(tree: ast.Module) -> bool:
-    """Whether the module's ``pytestmark`` holds the mark."""
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "pytestmark" for t in node.targets):
-            values = node.value.elts if isinstance(node.value, (ast.List, ast.Tuple)) else [node.value]
-            return any(is_mark(value) for value in values)
-    return False
+@pytest.fixture(scope="module")
+def reference_values():
+    return cpu_session(onnx.load(MLP)).run(None, {{"input": np.zeros((1, 64), np.float32)}})
 
 
-def unmarked_tests() -> list[str]:
-    unmarked = []
-    for path in sorted(TESTS.glob("test_*.py")):
-        if path.name == Path(__file__).name:  # its own example holds the words it looks for
-            continue
-        source = path.read_text()
-        tree = ast.parse(source)
-        if module_marked(tree):
-            continue
-        for node in ast.walk(tree):
-            if isinstance(node, ast.FunctionDef) and node.name.startswith("test_") and not any(map(is_mark, node.decorator_list)):
-                name = f"{path.name}::{node.name}"
-                if name not in COMPARE_NO_VALUES and COMPARES_WITH_ONNXRUNTIME.search(ast.get_source_segment(source, node) or ""):
-                    unmarked.append(name)
-    return unmarked
+def test_through_a_helper():
+    check(onnx.load(MLP))
 
 
-def test_every_test_comparing_with_onnxruntime_is_host_sensitive():
-    assert unmarked_tests() == []
+def test_through_the_cli_in_process():
+    assert main(["compare", MLP, "--quiet"]) in (0, 1)  # the default reference, onnxruntime as deployed
 
 
-def test_the_check_sees_an_unmarked_test(tmp_path, monkeypatch):
-    """The check itself can fail: an unmarked test that runs onnxruntime is reported, a marked one is not."""
-    (tmp_path / "test_example.py").write_text(
-        "import pytest\n\n"
-        "def test_unmarked():\n    run_ort(model, feeds, 'ort')\n\n"
-        "@pytest.mark.host_sensitive\ndef test_marked():\n    run_ort(model, feeds, 'ort')\n\n"
-        "def test_unrelated():\n    assert True\n")
-    monkeypatch.setattr(sys.modules[__name__], "TESTS", tmp_path)
-    assert unmarked_tests() == ["test_example.py::test_unmarked"]
+def test_through_a_cli_child():
+    subprocess.run([sys.executable, "-m", "dml_ep", "compare", MLP, "--quiet"], check=False)
+
+
+def test_with_a_session_of_its_own():
+    cpu_session(onnx.load(MLP))
+
+
+def test_reading_the_hosts_saturation():
+    assert host_saturates_u8s8() in (True, False)
+
+
+def test_first_using_a_module_fixture(reference_values):
+    assert reference_values
+
+
+def test_next_using_a_module_fixture(reference_values):
+    assert reference_values
+
+
+@pytest.mark.host_sensitive
+def test_marked():
+    check(onnx.load(MLP))
+
+
+def test_running_dml_ep_alone():
+    """dml_ep's own sessions (its probes, the integer engine's, a fallback partition's) are no reference."""
+    session = dml_ep.InferenceSession(SMALL_CNN, arithmetic="onnxruntime")
+    session.run(None, {{"input": np.zeros((1, 3, 32, 32), np.float32)}})
+    assert main(["inspect", MLP, "--quiet"]) == 0
+'''
+
+# the suite's own conftest.py, under another module name
+CONFTEST = f"""
+import importlib.util
+import sys
+
+sys.path.insert(0, {str(TESTS)!r})
+spec = importlib.util.spec_from_file_location("suite_conftest", {str(TESTS / "conftest.py")!r})
+suite = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(suite)
+globals().update({{name: value for name, value in vars(suite).items() if not name.startswith("__")}})
+"""
+
+
+def test_the_detector_sees_each_way_of_comparing(pytester):
+    pytester.makeconftest(CONFTEST)
+    pytester.makeini("[pytest]\nmarkers =\n    host_sensitive: compares with the host's onnxruntime\n")
+    pytester.makepyfile(helpers=HELPERS, test_examples=EXAMPLES)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-q")
+    flagged = {line.split("::")[1].split()[0] for line in result.outlines if line.startswith("ERROR test_examples.py::")}
+    assert flagged == {"test_through_a_helper", "test_through_the_cli_in_process", "test_through_a_cli_child",
+                       "test_with_a_session_of_its_own", "test_reading_the_hosts_saturation",
+                       "test_first_using_a_module_fixture", "test_next_using_a_module_fixture"}, result.stdout.str()
+    result.assert_outcomes(passed=9, errors=7)
+    assert "not marked host_sensitive: mark it @pytest.mark.host_sensitive" in result.stdout.str()
+    child = next(line for line in result.outlines if "test_through_a_cli_child" in line and "made" in line)
+    assert "compare.run_reference" in child
+    result.stdout.fnmatch_lines(["*7 tests compare with the host's onnxruntime without the host_sensitive mark*"])

@@ -78,6 +78,7 @@ def test_inspect_page_draws_every_plan_node_with_its_placement(browser, model, t
     assert_renders(open_report(browser, page), plan_placements(model))
 
 
+@pytest.mark.host_sensitive
 @pytest.mark.parametrize("model", MODELS, ids=lambda p: p.name)
 def test_compare_page_draws_the_plan_and_each_output(browser, model, tmp_path):
     page, report = tmp_path / "compare.html", tmp_path / "compare.json"
@@ -243,6 +244,7 @@ def test_html_takes_one_comparison_and_never_an_input(tmp_path):
     assert not (tmp_path / "r.html").exists()
 
 
+@pytest.mark.host_sensitive
 def test_readme_screenshot_is_made_by_this_code(browser, tmp_path):
     """README's picture: the compare page of the shipped dynamic transformer block, a node clicked.
     DML_EP_UPDATE_SCREENSHOT=1 writes it to docs/report.png; otherwise the one committed must exist
@@ -267,6 +269,7 @@ def test_a_float_output_is_histogrammed_in_ulps_of_the_reference():
     assert _ulp_bins(candidate, reference) == {"0": 2, "1 ulp": 2, "2": 1, "3-16": 1, "> 16": 1}
 
 
+@pytest.mark.host_sensitive
 def test_a_difference_without_bound_keeps_the_page_whole(browser, tmp_path):
     """NaN on one side only makes compare_tensors' largest difference infinite, which JSON cannot
     hold: the page still parses its data, draws, and says the difference is infinite."""
@@ -304,6 +307,7 @@ def in_unit(node: dict) -> tuple[str, list[dict]]:
     return unit, [c for c in [node["isolated"], *node["propagated"]] if c is not None and c["unit"] == unit]
 
 
+@pytest.mark.host_sensitive
 def test_the_node_table_has_a_row_per_plan_entry_and_sorts_filters_and_selects(browser, tmp_path):
     path, nodes = compared_transformer(tmp_path)
     opened = open_report(browser, path)
@@ -335,6 +339,7 @@ def test_the_node_table_has_a_row_per_plan_entry_and_sorts_filters_and_selects(b
     assert opened.errors == []
 
 
+@pytest.mark.host_sensitive
 def test_float_nodes_are_coloured_by_their_difference_in_ulps(browser, tmp_path):
     """Dynamic quantization leaves float activations: a Reshape or Softmax between the quantized
     products differs from onnxruntime by float32 ULPs, and is coloured by that band, not grey."""

@@ -176,6 +176,7 @@ def zoo(tmp_path):
     return root
 
 
+@pytest.mark.host_sensitive
 def test_compare_reports_validate(tmp_path, zoo):
     """Without and with --per-node, several models and iterations, another candidate, named tolerances,
     a model zoo data set, a 4-bit model, and a directory with a model that fails."""
@@ -208,6 +209,7 @@ def test_compare_reports_validate(tmp_path, zoo):
     assert [e["model"] for e in reports["errors"]["errors"]] == [str(broken / "broken.onnx")] and not reports["errors"]["ok"]
 
 
+@pytest.mark.host_sensitive
 def test_a_difference_and_its_cause_validate(tmp_path, break_dml_node):
     """A node one step off: first_divergent, the causes and the histogram filled."""
     break_dml_node("block1.conv1_quant")
@@ -219,6 +221,7 @@ def test_a_difference_and_its_cause_validate(tmp_path, break_dml_node):
     assert errors(report) == []
 
 
+@pytest.mark.host_sensitive
 def test_polygraphy_s_outputs_as_the_reference_validate(tmp_path):
     model = MODELS / "mlp.onnx"
     inputs, outputs = tmp_path / "inputs.json", tmp_path / "outputs.json"
@@ -242,6 +245,7 @@ def reports(tmp_path_factory) -> dict[str, dict]:
 DELETE = object()  # a key taken out
 
 
+@pytest.mark.host_sensitive
 @pytest.mark.parametrize("kind, path, value, expected", [
     ("compare", ("surprise",), 1, "Unevaluated properties are not allowed ('surprise' was unexpected)"),
     ("inspect", ("summary", "dml", "surprise"), 1, "Additional properties are not allowed ('surprise' was unexpected)"),

@@ -70,6 +70,7 @@ CASES = {  # input shape, attributes
 }
 
 
+@pytest.mark.host_sensitive
 @pytest.mark.parametrize("indices", [False, True], ids=["values", "indices"])
 @pytest.mark.parametrize("dtype", [np.uint8, np.int8])
 @pytest.mark.parametrize("shape, attributes", CASES.values(), ids=CASES.keys())
@@ -83,6 +84,7 @@ def test_max_pool_matches_onnxruntime(shape, attributes, dtype, indices):
         assert_matches_onnxruntime(model, codes(dtype, shape, seed))
 
 
+@pytest.mark.host_sensitive
 @pytest.mark.parametrize("dtype", [np.uint8, np.int8])
 def test_ties_and_the_lowest_value_take_the_first_real_element(dtype):
     """Windows of equal values, the type's lowest among them, next to padding: the first element
@@ -102,6 +104,7 @@ def test_one_d_pooling_is_two_d_with_a_height_of_one():
 
 
 
+@pytest.mark.host_sensitive
 def test_strides_beyond_int32_reach_directml_as_the_dml_ep_clamps_them():
     """The DML EP reads strides clamped to int32 (GetOptionalAttributeVectorInt32): DirectML's UINT
     Strides get 2^31-1, whose one output per axis is onnxruntime's for strides of 2^62."""
@@ -162,6 +165,7 @@ def test_uint64_indices_need_feature_level_5_0(level, falls_back):
 # --- Relu-14 ---------------------------------------------------------------------------------
 
 
+@pytest.mark.host_sensitive
 @pytest.mark.parametrize("shape", [(), (7,), (2, 3, 4), (1, 2, 3, 4, 5)])
 def test_int8_relu_matches_onnxruntime(shape):
     model = one_node("Relu", np.int8, shape, opset=14)

@@ -183,6 +183,7 @@ def test_inspect_placements_of_a_model_with_fallbacks(capsys, tmp_path):
     assert [results[i].bgColor for i in ids] == [model_explorer.PLACEMENT_COLOURS[results[i].value] for i in ids]
 
 
+@pytest.mark.host_sensitive
 def test_compare_shows_the_node_that_differs_and_what_it_spreads_to(capsys, tmp_path, break_dml_node):
     """Against ort-exact, so that the broken node is the only difference on every host."""
     break_dml_node("fc1.matmul_quant")
@@ -197,6 +198,7 @@ def test_compare_shows_the_node_that_differs_and_what_it_spreads_to(capsys, tmp_
     assert f"--node_data_paths={tmp_path / 'me' / 'placement.json'}," in out
 
 
+@pytest.mark.host_sensitive
 def test_a_node_shows_its_largest_difference_over_all_comparisons(break_dml_node):
     """compare over several data sets (or Polygraphy iterations) shows the worst of them (against
     ort-exact, so that the broken node is the only difference on every host)."""
@@ -228,6 +230,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.host_sensitive
 def test_the_printed_command_serves_the_model_and_its_node_data(capsys, tmp_path):
     """The command ``compare`` prints starts Model Explorer (here without a browser, on a free
     port): its server converts the model with the ONNX adapter and hands the web app each node data

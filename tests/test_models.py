@@ -56,16 +56,19 @@ def assert_directml_arithmetic_close(path, exact_fraction=0.999):
         assert np.mean(steps < 1e-6) >= exact_fraction
 
 
+@pytest.mark.host_sensitive
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.stem)
 def test_shipped_model_onnxruntime_arithmetic_is_bit_exact(path):
     assert_onnxruntime_arithmetic_exact(path)
 
 
+@pytest.mark.host_sensitive
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.stem)
 def test_shipped_model_directml_arithmetic_within_one_step(path):
     assert_directml_arithmetic_close(path)
 
 
+@pytest.mark.host_sensitive
 @pytest.mark.parametrize("name", ["squeezenet", "shufflenet"])
 def test_built_model_onnxruntime_arithmetic_is_bit_exact(built, name):
     assert_onnxruntime_arithmetic_exact(built(name))

@@ -124,6 +124,7 @@ def onnxruntime_script(ort, path: str) -> dict:
     }
 
 
+@pytest.mark.host_sensitive
 def test_an_onnxruntime_script_of_the_wider_api_runs_unchanged(model_path):
     ours, theirs = onnxruntime_script(dml_ep, model_path), onnxruntime_script(onnxruntime, model_path)
     np.testing.assert_array_equal(ours["y"], theirs["y"])
@@ -194,6 +195,7 @@ def test_an_existing_file_is_never_replaced(model_path, tmp_path):
     assert written != taken.name and json.loads((tmp_path / written).read_text())[0]["name"] == "model_loading_uri"
 
 
+@pytest.mark.host_sensitive
 @pytest.mark.parametrize("ort", [onnxruntime, dml_ep], ids=["onnxruntime", "dml_ep"])
 def test_a_profile_is_written_when_the_session_goes(ort, model_path, tmp_path):
     options = ort.SessionOptions()
@@ -214,6 +216,7 @@ def test_without_profiling_nothing_is_timed_or_written(model_path, tmp_path):
     assert list(tmp_path.glob("*.json")) == []
 
 
+@pytest.mark.host_sensitive
 @pytest.mark.parametrize("output_names", [("y",), ["z", "y"], None, [], np.array(["y"])])
 def test_output_names_as_onnxruntime_takes_them(model_path, output_names):
     x = np.ones(SHAPE, np.float32)
@@ -224,6 +227,7 @@ def test_output_names_as_onnxruntime_takes_them(model_path, output_names):
         np.testing.assert_array_equal(mine, reference)
 
 
+@pytest.mark.host_sensitive
 @pytest.mark.parametrize("output_names", ["y", b"y", ["y", 1], {"y": 1}, 3])
 def test_output_names_onnxruntime_refuses(model_path, output_names):
     x = np.ones(SHAPE, np.float32)

@@ -140,6 +140,7 @@ def saved_round_trip(capsys, tmp_path, *options, reference="ort-exact"):
             loaded, json.loads((tmp_path / "loaded.json").read_text())["models"][0])
 
 
+@pytest.mark.host_sensitive
 @pytest.mark.parametrize("broken", [False, True])
 def test_round_trip_gives_the_plain_verdict(capsys, tmp_path, break_dml_node, broken):
     """The saved reference (onnxruntime-ort-exact, picked by default over dml_ep) judges dml_ep as

@@ -79,6 +79,7 @@ EXPECTED = {"atol twice the difference": True, "atol half the difference": False
             "rtol below every relative difference": False, "per output, overriding the default": False, "per output, within it": True}
 
 
+@pytest.mark.host_sensitive
 @pytest.mark.parametrize("case", list(EXPECTED))
 def test_atol_and_rtol_give_polygraphys_verdict(polygraphy_files, case):
     """``dml-ep compare --atol/--rtol`` and ``dml-ep run --load-outputs`` pass or fail where
@@ -96,6 +97,7 @@ def test_atol_and_rtol_give_polygraphys_verdict(polygraphy_files, case):
     assert ("result: OK" if polygraphy_passed else "result: MISMATCH") in out
 
 
+@pytest.mark.host_sensitive
 def test_run_saves_outputs_polygraphy_compares_with(polygraphy_files, tmp_path):
     """``dml-ep run --save-outputs`` writes a RunResults file that ``polygraphy run --load-outputs``
     holds onnxruntime against, with the verdict of ``--dml-ep`` beside it."""
@@ -108,6 +110,7 @@ def test_run_saves_outputs_polygraphy_compares_with(polygraphy_files, tmp_path):
         assert re.search(r"vs\. dml_ep", result.stdout), result.stdout
 
 
+@pytest.mark.host_sensitive
 def test_input_shapes_in_polygraphys_spelling(tmp_path):
     """``--input-shapes NAME:[...]`` plans and feeds as ``--shape NAME=...`` does, and as Polygraphy shapes its inputs."""
     reports = {}
@@ -127,6 +130,7 @@ def test_input_shapes_in_polygraphys_spelling(tmp_path):
     assert status == 2 and "expected NAME:[D0,D1,...]" in err
 
 
+@pytest.mark.host_sensitive
 def test_onnx_outputs_mark_all_is_per_node(tmp_path):
     reports = {}
     for spelling in (["--onnx-outputs", "mark", "all"], ["--per-node"]):
@@ -138,6 +142,7 @@ def test_onnx_outputs_mark_all_is_per_node(tmp_path):
     assert status == 2 and "mark all" in err
 
 
+@pytest.mark.host_sensitive
 def test_iterations_compare_on_successive_seeds(tmp_path):
     """``--iterations 3`` is three comparisons, on the random inputs of --seed 5, 6 and 7."""
     path, inputs = tmp_path / "r.json", tmp_path / "inputs.json"
@@ -153,6 +158,7 @@ def test_iterations_compare_on_successive_seeds(tmp_path):
         assert json.loads(single.read_text())[0] == feeds[offset]
 
 
+@pytest.mark.host_sensitive
 def test_only_differing_lists_the_nodes_that_are_not_bit_exact(tmp_path):
     path = tmp_path / "r.json"
     status, out, _ = dml_ep_cli("compare", DIFFERING, "--per-node", "--only-differing", "--json", path, "--quiet")
@@ -177,6 +183,7 @@ def test_an_unknown_option_gets_a_hint(argv, hint):
     assert hint in err
 
 
+@pytest.mark.host_sensitive
 def test_a_polygraphy_tolerance_is_taken_not_refused():
     status, _, err = dml_ep_cli("compare", MODELS / "mlp.onnx", "--atol", "1e-3", "--rtol", "1e-3", "--quiet", "--reference", "ort-exact")
     assert status == 0, err  # ort-exact: within them on every host (see above)

@@ -40,12 +40,14 @@ def passed(result: subprocess.CompletedProcess, iterations: int = 1) -> bool:
     return result.returncode == 0 and re.search(summary, result.stdout) is not None
 
 
+@pytest.mark.host_sensitive
 @pytest.mark.parametrize("name", sorted(p.name for p in MODELS.glob("*.onnx")))
 def test_every_shipped_model_passes_beside_onnxruntime(name):
     result = polygraphy_run(MODELS / name, "--onnxrt", "--dml-ep", *AS_THIS_ONNXRUNTIME, *TOLERANCES.get(name, EXACT))
     assert passed(result), result.stdout + result.stderr
 
 
+@pytest.mark.host_sensitive
 @pytest.mark.parametrize("model, options, settings, exact", [
     # Its six MatMulIntegerToFloat nodes and two float GEMMs round as DirectML does: not bit-exact (see TOLERANCES)...
     ("transformer_block.dynamic.onnx", [], "DML_FEATURE_LEVEL_6_4, directml arithmetic, onnxruntime 1.24+ rewrites, ORT_ENABLE_ALL",
@@ -69,6 +71,7 @@ def test_options_reach_the_dml_ep_session(model, options, settings, exact):
         assert result.returncode == 1 and "FAILED | Output: 'output' | Difference exceeds tolerance (rel=0, abs=0)" in result.stdout
 
 
+@pytest.mark.host_sensitive
 def test_polygraphy_data_options_feed_the_dml_ep_runner_and_its_outputs_are_saved(tmp_path):
     """--input-shapes (mlp's symbolic batch), --val-range, --seed and --iterations make dml_ep's
     inputs; --save-outputs keeps its outputs under its runner's name, equal to onnxruntime's on them."""

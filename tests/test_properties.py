@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from onnx_builders import assert_onnxruntime_mode_exact, check_directml_mode
@@ -25,6 +26,8 @@ from test_qlinear_matmul import exact_reference as matmul_reference
 from test_qlinear_matmul import matmul_case
 
 import onnx_builders
+
+pytestmark = pytest.mark.host_sensitive  # every test compares with the host's onnxruntime (tests/host_sensitivity.py)
 
 MAC_BUDGET = 200_000
 PROPERTY = settings(derandomize=True, deadline=None, max_examples=150, database=None)

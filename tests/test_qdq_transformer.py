@@ -17,6 +17,8 @@ from dml_ep.passes import CPU
 from onnx_builders import (MS, S8, U16, argmax_model, binary_model, cleanup_model, concat_model, conv_model, drop_model,
                            gemm_model, matmul_model, ops, rewrite, shared_dq_model, unary_model)
 
+pytestmark = pytest.mark.host_sensitive  # every test compares with the host's onnxruntime (tests/host_sensitivity.py)
+
 
 def onnxruntime_ops(model, tmp_path) -> collections.Counter:
     """The op types in the graph onnxruntime's CPU EP optimizes at ORT_ENABLE_EXTENDED."""

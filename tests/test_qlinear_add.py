@@ -9,6 +9,8 @@ import pytest
 import dml_ep
 from onnx_builders import assert_onnxruntime_mode_exact, check_directml_mode, objects, qlinear_add, ratio
 
+pytestmark = pytest.mark.host_sensitive  # every test compares with the host's onnxruntime (tests/host_sensitivity.py)
+
 # onnxruntime's float32 error (rounded ratios sa/sc and sb/sc, a rounded fixed part, two FMAs) is
 # a few float32 ulps of the largest term; 2^-21 of the sum of the terms' magnitudes covers it.
 FLOAT32_RELATIVE_ERROR = 2.0**-21

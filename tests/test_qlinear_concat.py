@@ -11,6 +11,8 @@ from dml_ep.compare import compare_model
 from dml_ep.plan import DmlNode
 from dml_ep.reference import cpu_session
 
+pytestmark = pytest.mark.host_sensitive  # every test compares with the host's onnxruntime (tests/host_sensitivity.py)
+
 OPERATORS = ["DML_OPERATOR_ELEMENT_WISE_DEQUANTIZE_LINEAR", "DML_OPERATOR_ELEMENT_WISE_DEQUANTIZE_LINEAR", "DML_OPERATOR_JOIN",
              "DML_OPERATOR_ELEMENT_WISE_QUANTIZE_LINEAR"]
 

@@ -154,6 +154,7 @@ def _assert_mapped(model):
     assert not plan.fallback_nodes, plan.fallback_nodes[0].reason
 
 
+@pytest.mark.host_sensitive
 @pytest.mark.parametrize("case", GRID)
 def test_onnxruntime_arithmetic_matches_onnxruntime(case):
     model, feeds, *_ = conv_case(**case)
@@ -178,12 +179,14 @@ def prepared_convolution(session):
     return prepared
 
 
+@pytest.mark.host_sensitive
 @pytest.mark.parametrize("case", GRID)
 def test_directml_arithmetic_is_the_rounded_ideal(case):
     model, feeds, num, den, y_zp, bound, y_dtype = conv_case(**case)
     check_directml_mode("QLinearConv", model, feeds, num, den, y_zp, bound, exact_reference(y_dtype))
 
 
+@pytest.mark.host_sensitive
 @pytest.mark.parametrize("types", list(TYPES))
 def test_ties_round_half_to_even(types):
     """Power-of-two scales put half the ideal values on exact ties (odd acc times 2^-1)."""
@@ -201,6 +204,7 @@ def test_ties_round_half_to_even(types):
 # --- window attributes beyond int32 ----------------------------------------------------------
 
 
+@pytest.mark.host_sensitive
 def test_strides_beyond_int32_reach_directml_as_the_dml_ep_clamps_them(tmp_path):
     """Strides of 2^62: onnxruntime's size formula gives one output per spatial axis. The DML EP
     reads the strides clamped to int32 (GetOptionalAttributeVectorInt32), so DirectML's UINT

@@ -14,6 +14,8 @@ import pytest
 import dml_ep
 from onnx_builders import Feed, assert_onnxruntime_mode_exact, check_directml_mode, objects, qlinear_matmul, run_dml, run_ort
 
+pytestmark = pytest.mark.host_sensitive  # every test compares with the host's onnxruntime (tests/host_sensitivity.py)
+
 # Two rounded scale operations and one rounded product: within 3 float32 ulps; 2^-21 leaves a margin.
 FLOAT32_RELATIVE_ERROR = 2.0**-21
 

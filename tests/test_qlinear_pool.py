@@ -99,6 +99,7 @@ def pool_case(name, channels_last, dtype, seed, power_of_two=False):
     return pool_model(x, *parameters(dtype, seed, power_of_two), channels_last=channels_last, **attributes)
 
 
+@pytest.mark.host_sensitive
 @pytest.mark.parametrize("name, channels_last, dtype", GRID)
 def test_onnxruntime_arithmetic_matches_onnxruntime(name, channels_last, dtype):
     for seed in range(4):
@@ -111,6 +112,7 @@ def test_onnxruntime_arithmetic_matches_onnxruntime(name, channels_last, dtype):
 GLOBAL_SHAPES = [(2, 3, 7, 9), (1, 20, 5, 5), (2, 3, 11), (1, 2, 3, 4, 5), (3, 1, 6, 6), (1, 9, 1, 1)]
 
 
+@pytest.mark.host_sensitive
 @pytest.mark.parametrize("channels_last", [0, 1], ids=["nchw", "nhwc"])
 @pytest.mark.parametrize("dtype", [np.uint8, np.int8])
 @pytest.mark.parametrize("shape", GLOBAL_SHAPES, ids=lambda s: "x".join(map(str, s)))
@@ -193,6 +195,7 @@ def test_global_route_rounds_the_float32_product_not_the_exact_value():
     assert differ.any() and np.all(np.abs(theirs.astype(int) - expected)[differ] == 1)
 
 
+@pytest.mark.host_sensitive
 @pytest.mark.parametrize("dtype", [np.uint8, np.int8])
 @pytest.mark.parametrize("image, kernel", [((4, 9), [2, 3]), ((2, 3), [2, 3])], ids=["windows-of-6", "whole-image-of-6"])
 def test_ties_of_six_element_windows_tell_the_routes_apart(image, kernel, dtype):

@@ -197,6 +197,7 @@ def test_dxdispatch_export_has_the_three_dispatches_in_one_sequence(tmp_path):
     np.testing.assert_array_equal(replayed["y"], cpu_session(model).run(None, feeds)[0], strict=True)
 
 
+@pytest.mark.host_sensitive
 def test_compare_per_node_runs_the_three_together():
     from dml_ep.compare import compare_model
 

@@ -91,6 +91,7 @@ def exact_quantize(x, scale, zero_point, dtype) -> np.ndarray:
     return np.array(out, dtype).reshape(x.shape)
 
 
+@pytest.mark.host_sensitive
 @pytest.mark.parametrize("opset", [10, 13, 19])
 @pytest.mark.parametrize("dtype", [np.uint8, np.int8])
 def test_quantize_linear_per_tensor_is_bit_exact_and_ideal(opset, dtype):
@@ -108,6 +109,7 @@ def test_quantize_linear_per_tensor_is_bit_exact_and_ideal(opset, dtype):
     assert exact_quantize(np.array([F32(2.5) * F32(0.25)]), F32(0.25), 0, dtype)[0] == 2
 
 
+@pytest.mark.host_sensitive
 @pytest.mark.parametrize("axis", [0, 1, -1])
 def test_quantize_linear_per_axis_with_run_time_parameters(axis):
     x = adversarial(0.05, (3, 4, 5))
@@ -124,6 +126,7 @@ def test_quantize_linear_per_axis_with_run_time_parameters(axis):
     np.testing.assert_array_equal(ideal, exact_quantize(x, scale.reshape(shape), zero_point.reshape(shape), np.uint8))
 
 
+@pytest.mark.host_sensitive
 def test_quantize_linear_without_zero_point_defaults_to_zero_and_needs_fl_6_2():
     x = adversarial(0.125, (2, 50))  # a power-of-two scale: exact ties, which round to even
     model = model_of("QuantizeLinear", {"x": x}, {"s": F32(0.125)}, [("y", TensorProto.UINT8)])
@@ -170,6 +173,7 @@ def exact_float32(value: Fraction) -> np.float32:
     return np.float32(best)
 
 
+@pytest.mark.host_sensitive
 @pytest.mark.parametrize("opset, domain", [(10, ""), (13, ""), (19, ""), (19, "com.microsoft")])
 @pytest.mark.parametrize("dtype", [np.uint8, np.int8, np.int32])
 def test_dequantize_linear_is_bit_exact(opset, domain, dtype):
@@ -187,6 +191,7 @@ def test_dequantize_linear_is_bit_exact(opset, domain, dtype):
         assert_bit_exact(dml_ep.InferenceSession(model).run(None, {"x": x}), theirs)
 
 
+@pytest.mark.host_sensitive
 def test_dequantize_linear_directml_rounds_wide_int32_once():
     """|x - zp| > 2^24: onnxruntime rounds to float32 then multiplies; DirectML's ideal rounds once."""
     x = np.array([2**24 + 1, -(2**31), 2**31 - 1, 123456789, -987654321, 3, 2**29 + 7], np.int32)
@@ -229,6 +234,7 @@ def dql_inputs():
     yield "official", np.array([0, 2, -3, -2.5, 1.34, 0.5], F32)
 
 
+@pytest.mark.host_sensitive
 @pytest.mark.parametrize("name, x", list(dql_inputs()), ids=lambda v: v if isinstance(v, str) else "")
 def test_dynamic_quantize_linear(name, x):
     model = model_of("DynamicQuantizeLinear", {"x": x}, {}, DQL_OUTPUTS, opset=11)
@@ -294,6 +300,7 @@ def test_official_dynamic_quantize_linear_runs_on_directml(case):
         np.testing.assert_array_equal(ours, want, strict=True)
 
 
+@pytest.mark.host_sensitive
 @pytest.mark.parametrize("case", _cases(r"test_(de)?quantizelinear(_axis)?"))
 def test_official_quantize_cases_at_opset_19_run_on_directml(case):
     """The official cases are written at opset 28 (no DML row: CPU); at opset 19 dml_ep runs them

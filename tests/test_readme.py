@@ -87,6 +87,7 @@ def test_set_up_block_is_what_ci_runs():
     assert tests in ci.splitlines()
 
 
+@pytest.mark.host_sensitive
 @needs_bash
 @pytest.mark.parametrize("doc, at_least", [("README.md", 8), ("docs/guide.md", 20)])
 def test_examples_run(doc, at_least, tmp_path):

@@ -85,6 +85,7 @@ CASES = {
 }
 
 
+@pytest.mark.host_sensitive
 @pytest.mark.parametrize("case", CASES)
 def test_matmul_integer_to_float_fusion_for_cpu_nodes_is_onnxruntime_s(case):
     model = dynamic_matmul(**CASES[case])
@@ -125,6 +126,7 @@ def test_a_matmul_over_4_gib_as_floats_stays_integer_on_dml_from_1_21(release, f
         assert "4 GiB" in planner.origins[planner.nodes.index(matmul)].note
 
 
+@pytest.mark.host_sensitive
 def test_dml_nodes_never_get_dynamic_quantize_matmul():
     """DynamicQuantizeMatMulFusion is for CPU and ACL nodes only: the CPU EP's graph has it, the DML EP's not."""
     model = dynamic_matmul()
@@ -160,6 +162,7 @@ def layer_norm_gelu(simplified=False):
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
 
 
+@pytest.mark.host_sensitive
 def test_float_fusions_for_dml_nodes_are_onnxruntime_s():
     """LayerNormFusion and GeluFusion run for DML nodes: the graph is onnxruntime's own."""
     model = layer_norm_gelu()
@@ -170,6 +173,7 @@ def test_float_fusions_for_dml_nodes_are_onnxruntime_s():
     assert len(planner.origins[0].nodes) == 9 and len(planner.origins[1].nodes) == 5
 
 
+@pytest.mark.host_sensitive
 def test_simplified_layer_norm_fusion_is_for_cpu_nodes_only():
     """SimplifiedLayerNormFusion's provider list lacks the DML EP: a T5-style RMS norm stays as
     written on DML, while onnxruntime's CPU EP fuses it."""
@@ -207,6 +211,7 @@ def test_inspect_names_the_rewrite_behind_each_node():
     assert [(e.node.op_type, e.origin.rule) for e in plan.entries] == [("LayerNormalization", "LayerNormFusion"), ("Gelu", "GeluFusion")]
 
 
+@pytest.mark.host_sensitive
 def test_optimization_level_1_runs_level_1_fusions_only():
     """ORT_ENABLE_BASIC: Level 1 (whose GeluFusion and LayerNormFusion make ONNX ops only, from
     opsets 20 and 17); MatMulIntegerToFloatFusion is Level 2."""

@@ -23,6 +23,7 @@ def run_both(model, session, feeds):
     return ours
 
 
+@pytest.mark.host_sensitive
 def test_a_replayed_run_gives_the_planned_runs_outputs_plan_and_errors():
     model = symbolic_conv()
     session = dml_ep.InferenceSession(model.SerializeToString())
@@ -39,6 +40,7 @@ def test_a_replayed_run_gives_the_planned_runs_outputs_plan_and_errors():
     assert session.plan.entries[0].desc.InputTensor.Sizes == small
 
 
+@pytest.mark.host_sensitive
 def test_a_run_on_the_last_runs_shapes_plans_nothing(monkeypatch):
     """Also with a graph output that is an initializer (not a feed, though in the run's values)."""
     info = helper.make_tensor_value_info
@@ -53,6 +55,7 @@ def test_a_run_on_the_last_runs_shapes_plans_nothing(monkeypatch):
     assert planned == []
 
 
+@pytest.mark.host_sensitive
 def test_the_first_run_on_the_declared_shapes_replays_the_plan_made_at_load(monkeypatch):
     """The plan made at load is the first run's steps where every shape is static: no node is planned
     again. With a symbolic dimension (taken as 1 at load) the first run plans."""
@@ -101,6 +104,7 @@ def reshaped_by_a_fed_shape():
                 [info("d", TensorProto.UINT8, [6]), info("shape", TensorProto.INT64, [2])], [info("y", TensorProto.UINT8, None)])
 
 
+@pytest.mark.host_sensitive
 @pytest.mark.parametrize(("model", "first", "second"), [
     (compressed_then_reshaped(), {"keep": np.array([1, 1, 1, 0, 0, 0], bool)}, {"keep": np.array([1, 0, 1, 1, 1, 0], bool)}),
     (reshaped_by_a_fed_shape(), {"shape": np.array([1, 6], np.int64)}, {"shape": np.array([3, 2], np.int64)}),

@@ -123,6 +123,7 @@ def check_saved(model: onnx.ModelProto, feeds: dict, *, same_as_dml_ep: bool = T
     return saved
 
 
+@pytest.mark.host_sensitive
 @pytest.mark.parametrize("path", MODELS, ids=[p.stem for p in MODELS])
 def test_shipped_models(path):
     model = onnx.load(path)
@@ -130,6 +131,7 @@ def test_shipped_models(path):
     assert metadata(saved)[rm.RELEASE] == DEFAULT_RELEASE
 
 
+@pytest.mark.host_sensitive
 @pytest.mark.parametrize("x_type, int8_allowed", [(U8, False), (S8, False), (S8, True)])
 def test_qdq_conv(x_type, int8_allowed):
     """int8 activations fuse into QLinearConv only with session.qdqisint8allowed (the DML EP's
@@ -142,6 +144,7 @@ def test_qdq_conv(x_type, int8_allowed):
     assert ("QLinearConv" in [n.op_type for n in saved.graph.node]) == fused
 
 
+@pytest.mark.host_sensitive
 @pytest.mark.parametrize("release, written", [("1.24+", ["Conv", "Relu"]), ("1.17-1.19", ["QLinearConv"])])
 def test_qdq_conv_relu(release, written):
     """A Relu before a Q of zero point 0 is redundant: by the 1.17-1.19 rules ReluQuantFusion drops
@@ -152,6 +155,7 @@ def test_qdq_conv_relu(release, written):
     assert [n.op_type for n in saved.graph.node if n.op_type not in ("DequantizeLinear", "QuantizeLinear")] == written
 
 
+@pytest.mark.host_sensitive
 @pytest.mark.parametrize("op_type, activation, attributes", [("Add", "Relu", {}), ("Add", "LeakyRelu", {"alpha": 0.3}),
                                                              ("Sum", "Relu", {})])
 def test_dml_operator_fusion_written_as_its_two_nodes(op_type, activation, attributes):
@@ -165,12 +169,14 @@ def test_dml_operator_fusion_written_as_its_two_nodes(op_type, activation, attri
     assert metadata(saved.graph.node[0])[rm.FUSED] == f"com.microsoft.dml:Dml{'FusedAdd' if op_type == 'Add' else 'FusedSum'}"
 
 
+@pytest.mark.host_sensitive
 def test_qdq_matmul_and_add():
     for model in (matmul_model(), binary_model()):
         saved = check_saved(model, random_inputs(model, 5))
         assert [n.op_type for n in saved.graph.node] in (["QLinearMatMul"], ["QLinearAdd"])
 
 
+@pytest.mark.host_sensitive
 def test_qdq_matmul_then_add_of_a_bias():
     """DQ -> MatMul -> Q -> DQ -> Add(DQ bias) -> Q: QLinearMatMul then QLinearAdd."""
     nodes, initializers = [], []
@@ -199,6 +205,7 @@ def test_qdq_matmul_then_add_of_a_bias():
     assert [n.op_type for n in saved.graph.node] == ["QLinearMatMul", "QLinearAdd"]
 
 
+@pytest.mark.host_sensitive
 @pytest.mark.parametrize("dtype", [np.uint8, np.int8])
 def test_directml_graphs_written_as_the_node_they_split(dtype):
     """QLinearConcat and QLinearSigmoid, which the DML EP builds as DirectML graphs and dml_ep plans
@@ -212,6 +219,7 @@ def test_directml_graphs_written_as_the_node_they_split(dtype):
     assert metadata(saved.graph.node[0])[rm.OPERATOR].split(" -> ")[1] == "DML_OPERATOR_ACTIVATION_SIGMOID"
 
 
+@pytest.mark.host_sensitive
 @pytest.mark.parametrize("b_type", [np.uint8, np.int8])
 def test_dynamic_quantize_matmul_written_whole(b_type):
     """Written as the user's com.microsoft node, which onnxruntime's CPU kernel runs its own way:
@@ -224,6 +232,7 @@ def test_dynamic_quantize_matmul_written_whole(b_type):
     assert metadata(saved.graph.node[0])[rm.PARTS] == "DmlDynamicQuantizeLinear -> MatMulIntegerToFloat"
 
 
+@pytest.mark.host_sensitive
 def test_nodes_planned_only_when_run_are_written_pending():
     """A plan before any run leaves the nodes whose input ranks come with the data pending (the
     parts of a QLinearConcat of Reshapes to a shape fed at run time): they are written all the same,
@@ -279,6 +288,7 @@ def test_session_writes_the_rewritten_model_where_onnxruntime_writes_its_optimiz
     assert {n.op_type for n in saved.graph.node} >= {"QLinearConv", "QLinearAdd"}
 
 
+@pytest.mark.host_sensitive
 def test_session_options_shape_the_written_graph(tmp_path):
     """With optimizations off, no QDQ group is fused: the file is the model's graph, annotated."""
     model = onnx.load(next(p for p in MODELS if p.stem == "small_cnn.qdq"))
@@ -315,6 +325,7 @@ def test_session_refuses_ort_format_and_its_own_model(tmp_path):
 # --- the command line ------------------------------------------------------------------------------
 
 
+@pytest.mark.host_sensitive
 def test_inspect_and_compare_save_it(capsys, tmp_path):
     model = next(p for p in MODELS if p.stem == "transformer_block")
     status, out, _ = run_cli(capsys, "inspect", model, "--save-rewritten", tmp_path / "inspect.onnx", "--json", tmp_path / "plan.json")
@@ -327,6 +338,7 @@ def test_inspect_and_compare_save_it(capsys, tmp_path):
     assert status == 0 and onnx.load(tmp_path / "compare.onnx").graph.node == saved.graph.node
 
 
+@pytest.mark.host_sensitive
 def test_inspect_from_a_run_places_every_node(capsys, tmp_path):
     model, feeds = qlinear_concat(np.uint8, [(0.1, 7), (0.023, 0)], [(1, 2, 8), (1, 2, 8)], axis=0, shape_known=False)
     feeds["shape"] = np.array([2, 8], np.int64)

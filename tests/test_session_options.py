@@ -53,6 +53,7 @@ def test_int8_allowed_entry_reaches_the_qdq_rules():
     assert planned_ops(allowed)["QLinearConv"] == 1
 
 
+@pytest.mark.host_sensitive
 def test_the_cpu_ep_alone_runs_with_the_users_options():
     made = options(ort.GraphOptimizationLevel.ORT_DISABLE_ALL)
     made.intra_op_num_threads = 1

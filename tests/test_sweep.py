@@ -73,6 +73,7 @@ def test_tasks_are_the_cross_product_each_keyed_by_what_changes_its_report(tmp_p
     assert len(plans) == 1  # a plan has no arithmetic
 
 
+@pytest.mark.host_sensitive
 def test_each_row_holds_compare_json_report_and_its_summary(tmp_path):
     rows = sweep([str(m) for m in SHIPPED], ("directml", "onnxruntime"), db=str(tmp_path / "s.db"), sequential=True)
     assert len(rows) == 6
@@ -97,6 +98,7 @@ def test_a_plan_only_sweep_holds_inspect_json_report(tmp_path):
     assert [row["feature_level"] for row in rows] == ["4_0", "6_4"]
 
 
+@pytest.mark.host_sensitive
 def test_a_rerun_skips_finished_tasks_and_retries_failed_ones_only_when_asked(tmp_path, capsys):
     # ort-exact: "ok" on every host (plain "ort" saturates mlp's uint8 x int8 pairs on AVX2 without VNNI)
     bad = tmp_path / "bad.onnx"
@@ -134,6 +136,7 @@ def test_a_sequential_sweep_has_no_timeout_to_offer(tmp_path):
     assert not (tmp_path / "s.db").exists()
 
 
+@pytest.mark.host_sensitive
 def test_the_cli_sweeps_lists_the_rows_and_says_failed_tasks_in_its_status(tmp_path, capsys):
     # ort-exact: "ok" on every host (plain "ort" saturates mlp's uint8 x int8 pairs on AVX2 without VNNI)
     bad = tmp_path / "bad.onnx"
@@ -172,6 +175,7 @@ def test_the_cli_says_in_one_line_what_is_wrong(tmp_path):
 # --- on Dask ---------------------------------------------------------------------------------
 
 
+@pytest.mark.host_sensitive
 @pytest.mark.native_children  # Dask's worker processes run on the real CPU under qemu-user
 def test_an_embedded_cluster_gives_the_rows_of_a_sequential_sweep(tmp_path):
     models = [str(m) for m in SHIPPED]
@@ -182,6 +186,7 @@ def test_an_embedded_cluster_gives_the_rows_of_a_sequential_sweep(tmp_path):
     assert len({r["pid"] for r in clustered}) == 2 and os.getpid() not in {r["pid"] for r in clustered}
 
 
+@pytest.mark.host_sensitive
 @pytest.mark.native_children
 def test_a_hung_task_fails_past_its_timeout_and_its_worker_is_restarted(tmp_path):
     hung = loop_model(tmp_path / "hung.onnx", 10**9)
@@ -221,6 +226,7 @@ def _workers(process: subprocess.Popen) -> list:
     return [c for c in children if "spawn_main" in " ".join(c.cmdline()) and "resource_tracker" not in " ".join(c.cmdline())]
 
 
+@pytest.mark.host_sensitive
 @pytest.mark.native_children
 def test_a_worker_killed_mid_sweep_loses_nothing_and_a_rerun_redoes_nothing(tmp_path):
     models = [loop_model(tmp_path / f"loop{i}.onnx", 250_000 + i) for i in range(10)]  # about 1 s each
@@ -244,6 +250,7 @@ def test_a_worker_killed_mid_sweep_loses_nothing_and_a_rerun_redoes_nothing(tmp_
         assert [(r["key"], r["finished"], r["attempts"]) for r in database.rows()] == [(r["key"], r["finished"], 1) for r in rows]
 
 
+@pytest.mark.host_sensitive
 @pytest.mark.native_children
 def test_a_sweep_killed_mid_way_resumes_without_redoing_finished_tasks(tmp_path):
     models = [loop_model(tmp_path / f"loop{i}.onnx", 250_000 + i) for i in range(8)]
@@ -268,6 +275,7 @@ def test_a_sweep_killed_mid_way_resumes_without_redoing_finished_tasks(tmp_path)
     assert all(kept[r["key"]] == (r["finished"], 1) for r in before)
 
 
+@pytest.mark.host_sensitive
 @pytest.mark.native_children
 def test_a_scheduler_and_workers_started_apart_give_the_rows_of_the_embedded_cluster(tmp_path):
     scheduler_file = tmp_path / "scheduler.json"

@@ -22,6 +22,8 @@ from dml_ep.sweep_page import summary_page
 from dml_ep.sweep_run import sweep
 from dml_ep.sweep_tasks import STATUSES
 
+pytestmark = pytest.mark.host_sensitive  # every test compares with the host's onnxruntime (tests/host_sensitivity.py)
+
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = ROOT / "models"
 SHIPPED = [MODELS / "mlp.onnx", MODELS / "small_cnn.qdq.onnx", MODELS / "transformer_block.dynamic.onnx",

@@ -56,6 +56,7 @@ def compare_zoo(capsys, zoo, *options):
     return status, out, err, json.loads((zoo.parent / "r.json").read_text())
 
 
+@pytest.mark.host_sensitive
 def test_every_data_set_is_compared_and_its_shipped_outputs_match(capsys, zoo):
     status, out, _, report = compare_zoo(capsys, zoo)
     assert status == 0, out
@@ -68,6 +69,7 @@ def test_every_data_set_is_compared_and_its_shipped_outputs_match(capsys, zoo):
     assert out.count("shipped outputs (output_<i>.pb)") == 2 and "summary:" in out
 
 
+@pytest.mark.host_sensitive
 def test_a_wrong_shipped_output_is_reported_but_not_judged(capsys, zoo):
     """Shipped outputs that onnxruntime misses too (made by another runtime, or wrong) are shown,
     and leave the verdict to onnxruntime against dml_ep."""
@@ -83,6 +85,7 @@ def test_a_wrong_shipped_output_is_reported_but_not_judged(capsys, zoo):
     assert "not judged: ort-exact differs from it" in out
 
 
+@pytest.mark.host_sensitive
 def test_dml_ep_missing_a_shipped_output_onnxruntime_matches_fails(capsys, zoo, break_dml_node):
     """dml_ep's last DML node off by one step: every element of the output is one step off."""
     break_dml_node("classifier.add")
@@ -115,6 +118,7 @@ def test_shipped_outputs_fault_dml_ep_only_where_onnxruntime_matches_them():
     assert not not_judged.shipped[0].reference.within_tolerance and not_judged.ok
 
 
+@pytest.mark.host_sensitive
 def test_the_one_onnx_file_is_the_model_and_model_onnx_wins(capsys, zoo):
     (zoo / "model.onnx").rename(zoo / "small_cnn.qdq.onnx")
     assert run_cli(capsys, "compare", zoo, "--reference", "ort-exact", "--quiet")[0] == 0
@@ -123,6 +127,7 @@ def test_the_one_onnx_file_is_the_model_and_model_onnx_wins(capsys, zoo):
     assert status == 2 and "input 'input'" in err
 
 
+@pytest.mark.host_sensitive
 def test_the_saved_runs_of_every_data_set(capsys, zoo):
     """--save-outputs on a model zoo directory: one iteration per data set, the reference's equal
     to the shipped outputs (onnxruntime's)."""
@@ -156,6 +161,7 @@ def wrong_shape(zoo):
     write_tensor(zoo / "test_data_set_0" / "output_0.pb", np.zeros((1, 9), np.float32), "output")
 
 
+@pytest.mark.host_sensitive
 @pytest.mark.parametrize(
     "spoil, options, message",
     [
@@ -180,6 +186,7 @@ def test_a_directory_without_models_or_data_sets_is_an_error(capsys, tmp_path):
     assert status == 2 and err == f"dml-ep: error: {tmp_path}: no ONNX models found\n"
 
 
+@pytest.mark.host_sensitive
 def test_a_glob_matching_directories_takes_zoo_layouts_and_other_folders_models(capsys, zoo):
     """``compare 'DIR/*'``: a matched folder not laid out as a zoo gives its *.onnx (it was an
     internal error: its missing layout unpacked), a zoo folder its data sets, a file itself."""
