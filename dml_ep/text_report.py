@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import re
 import time
-from typing import Collection, Sequence
+from typing import TYPE_CHECKING, Collection, Sequence
 
 import rich.cells
-import rich.console
-import rich.progress
+
+if TYPE_CHECKING:  # imported when a Progress is made: run has none, and rich's console and bars take 50 ms to import
+    import rich.console
+    import rich.progress
 
 from .graph import is_quantized
 from .reference import DML_REFERENCE
@@ -269,6 +271,8 @@ class Progress:
     INTERVAL = 5.0
 
     def __init__(self, prefix: str, enabled: bool = True):
+        import rich.console
+
         self.prefix = prefix
         self.enabled = enabled
         self.console = rich.console.Console(stderr=True)
@@ -295,6 +299,8 @@ class Progress:
             self.last = now
 
     def _draw(self, done: int, total: int) -> None:
+        import rich.progress
+
         if self.bar is None:
             self.bar = rich.progress.Progress(
                 rich.progress.TextColumn("{task.description}"), rich.progress.BarColumn(), rich.progress.MofNCompleteColumn(),
