@@ -451,9 +451,12 @@ def cmd_sweep(args) -> int:
     from .sweep_run import rows_text, sweep
 
     db = args.db or (os.path.splitext(args.report)[0] + ".db" if args.report else DEFAULT_DB)
+    outputs = [("--db" if args.db else "the database (--db's default)", db), ("--report", args.report), ("--html-dir", args.html_dir)]
+    files.check_distinct([(what, path) for what, path in outputs if path])  # the page written over the database, ...
     _check_writable(args, db, args.report)
     if args.html_dir:
         files.check_writable(args.html_dir, directory=True)
+        files.check_not_input(args.html_dir, _inputs_read(args))
     releases = [None if release == "none" else release for release in args.ort_releases]
     rows = sweep(args.models, args.arithmetics, releases, args.feature_levels, db=db, scheduler=args.scheduler, workers=args.workers,
                  sequential=args.sequential, timeout=args.timeout, rerun_failed=args.rerun_failed, html_dir=args.html_dir,
@@ -475,10 +478,9 @@ def cmd_report(args) -> int:
     from .sweep_db import SweepDatabase
     from .sweep_run import rows_text
 
-    _check_database(args.db)
-    if args.html:
-        files.check_writable(args.html, inputs=[args.db])
-    with SweepDatabase(args.db) as database:
+    with SweepDatabase(args.db, readonly=True) as database:  # checked before anything is read, read with limits
+        if args.html:
+            files.check_writable(args.html, inputs=[args.db])
         rows = database.rows()
     print(rows_text(rows))
     if args.html:
@@ -486,16 +488,10 @@ def cmd_report(args) -> int:
     return 0
 
 
-def _check_database(path: str) -> None:
-    """``report``'s database must exist: opening it would make an empty one."""
-    if not os.path.isfile(path):
-        raise DmlEpError(f"{path}: no such sweep database (dml-ep sweep --db makes one)")
-
-
 def _write_summary_page(rows: list[dict], db: str, path: str) -> None:
     from .sweep_page import summary_page
 
-    files.write_files({path: files.text_writer(summary_page(rows, f"dml-ep sweep: {os.path.basename(db)}", path))})
+    files.write_files({path: files.text_writer(summary_page(rows, os.path.basename(db), path))})
     print(f"wrote {path}: the summary page of {len(rows)} task(s)")
 
 

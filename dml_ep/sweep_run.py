@@ -17,6 +17,7 @@ What a cluster adds and how it is met:
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import logging
 import os
@@ -30,7 +31,9 @@ import rich.console
 import rich.progress
 
 from .choices import DEFAULT_DB
+from . import files
 from .errors import DmlEpError, import_extra
+from .graph import one_line
 from .importer import DEFAULT_FEATURE_LEVEL
 from .passes import DEFAULT_RELEASE
 from .sweep_db import SweepDatabase
@@ -38,6 +41,8 @@ from .sweep_tasks import STATUSES, SweepTask, failed_row, run_task, sweep_tasks
 from .text_report import counts_text, table
 
 EVENT_TOPIC = "dml-ep-sweep-started"  # a task's start, from its worker: its key and the worker's address
+CONNECT_TIMEOUT = 30.0  # seconds to reach a scheduler and have its answer
+LOOPBACK = "127.0.0.1"  # where the embedded cluster listens
 
 
 def sweep(models: list[str], arithmetics=("directml",), ort_releases=(DEFAULT_RELEASE,),
@@ -55,10 +60,13 @@ def sweep(models: list[str], arithmetics=("directml",), ort_releases=(DEFAULT_RE
     in this process, without Dask. ``progress``: on stderr."""
     if sequential and timeout:
         raise DmlEpError("--timeout stops a task by restarting its worker: a sweep in this process (--sequential) has none")
+    files.check_distinct([(what, path) for what, path in (("the database", db), ("the tasks' pages' folder", html_dir)) if path])
     tasks = sweep_tasks(models, tuple(arithmetics), tuple(ort_releases), tuple(feature_levels), html_dir=html_dir, **options)
-    if html_dir:
-        os.makedirs(html_dir, exist_ok=True)
+    if scheduler is not None and not sequential:
+        check_scheduler(scheduler)  # before the database is made
     with SweepDatabase(db) as database:
+        if html_dir:
+            os.makedirs(html_dir, exist_ok=True)
         finished = database.finished(rerun_failed)
         todo = [task for task in tasks if task.key not in finished]
         shown = SweepProgress(len(todo), len(tasks) - len(todo), enabled=progress)
@@ -92,18 +100,13 @@ def _run_on_dask(tasks: list[SweepTask], record: Callable[[dict], None], timeout
     distributed = require_dask()
     if not tasks:
         return
-    cluster = None
-    if scheduler is None:
-        with warnings.catch_warnings():  # the dashboard's port taken (another cluster): it takes another, which progress shows
-            warnings.filterwarnings("ignore", "Port .* is already in use", UserWarning)
-            cluster = distributed.LocalCluster(n_workers=workers or os.cpu_count() or 1, threads_per_worker=1, processes=True,
-                                               silence_logs=logging.ERROR)
+    cluster = local_cluster(workers) if scheduler is None else None
     try:
-        client = distributed.Client(cluster if cluster is not None else scheduler, timeout=30)
-    except OSError as exc:
+        client = distributed.Client(cluster if cluster is not None else scheduler, timeout=CONNECT_TIMEOUT)
+    except (OSError, ValueError) as exc:
         if cluster is not None:
             cluster.close()
-        raise DmlEpError(f"cannot reach the Dask scheduler {scheduler}: {exc}") from None
+        raise DmlEpError(f"cannot reach the Dask scheduler {scheduler}: {one_line(exc)}") from None
     try:
         progress.dashboard(client.dashboard_link)
         _DaskRun(distributed, client, tasks, record, timeout, progress).run()
@@ -111,6 +114,44 @@ def _run_on_dask(tasks: list[SweepTask], record: Callable[[dict], None], timeout
         client.close()
         if cluster is not None:
             cluster.close()
+
+
+def local_cluster(workers: int | None = None):
+    """The embedded cluster: ``workers`` single-threaded worker processes (default: one per core),
+    every listener (scheduler, workers, nannies, the dashboard) on the loopback interface only: the
+    dashboard has no authentication, and nothing else needs to reach them."""
+    distributed = require_dask()
+    with warnings.catch_warnings():  # the dashboard's port taken (another cluster): it takes another, which progress shows
+        warnings.filterwarnings("ignore", "Port .* is already in use", UserWarning)
+        return distributed.LocalCluster(n_workers=workers or os.cpu_count() or 1, threads_per_worker=1, processes=True,
+                                        silence_logs=logging.ERROR, host=LOOPBACK, dashboard_address=f"{LOOPBACK}:8787")
+
+
+def check_scheduler(address: str, timeout: float | None = None) -> None:
+    """Fail in one line, within ``timeout`` seconds (default :data:`CONNECT_TIMEOUT`), where
+    ``address`` is not a Dask scheduler that answers: a bad address, nothing listening, or a
+    listener that never answers (distributed's handshake has no time limit of its own: it would
+    wait for ever). The handshake runs on a thread of its own, its event loop apart from any other."""
+    limit = CONNECT_TIMEOUT if timeout is None else timeout
+    distributed = require_dask()
+    failed: list[Exception] = []
+
+    async def handshake() -> None:
+        comm = await distributed.comm.connect(address, timeout=limit)
+        await comm.close()
+
+    def attempt() -> None:
+        try:
+            asyncio.run(asyncio.wait_for(handshake(), limit))
+        except Exception as exc:  # noqa: BLE001  any failure to reach it is said, in one line
+            failed.append(exc)
+
+    thread = threading.Thread(target=attempt, name="dml-ep-scheduler-check", daemon=True)
+    thread.start()
+    thread.join(limit + 5)
+    if thread.is_alive() or failed:
+        reason = one_line(failed[0]) if failed and str(failed[0]) else f"no answer within {limit:g} s"
+        raise DmlEpError(f"cannot reach the Dask scheduler {address}: {reason}")
 
 
 def _on_worker(task: SweepTask) -> dict:
