@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+from .errors import missing_runtime
 from .version import __version__
 
 COMPILED = "dml_ep.kernels.compiled"
@@ -25,7 +26,7 @@ KERNELS = ("direct_convolution", "im2col", "quantize", "quantized_add", "requant
 
 def version_line() -> str:
     """``dml-ep --version``'s line: dml_ep's version, those of what decides its results, the kernels that run."""
-    if importlib.util.find_spec("onnxruntime") is None:
+    if missing_runtime() is not None:
         runtime = "onnxruntime not installed: pip install 'dml_ep[cpu]'; "
     else:
         runtime = f"onnxruntime {onnxruntime_version()}, "
