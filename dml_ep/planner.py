@@ -104,7 +104,7 @@ class Planner:
         if self._runs_on_cpu(node.output):
             return False
         infos = {}
-        known = ChainMap(made or {}, self.static)  # ``made``: the values a pass is making
+        known = ChainMap(made, self.static) if made else self.static  # ``made``: the values a pass is making (ChainMaps are slow)
         for name in node.input:
             info = known.get(name)
             if name and name not in self.constants:
