@@ -47,14 +47,14 @@ CREATE_TASKS = f"CREATE TABLE tasks ({', '.join(f'{name} {kind}' for name, kind 
 SCHEMA = {("table", "tasks", "tasks", CREATE_TASKS), ("index", "sqlite_autoindex_tasks_1", "tasks", None)}  # sqlite_master
 VALUES = {"TEXT": (str,), "REAL": (float, int), "INTEGER": (int,)}  # a column's type -> the Python values it holds
 CHOICES = {"status": STATUSES, "mode": ("compare", "plan")}
-TIME_LIMIT = 60.0  # seconds a statement may run, plus one per 10 MB of database: far more than a sweep's take
+TIME_LIMIT = 60.0  # seconds one call may spend in SQLite, plus one per 10 MB of database: far more than a real one takes
 PROGRESS_STEPS = 1000  # SQLite virtual-machine steps between looks at the clock and the signals
 
 
 class SweepDatabase:
     """The results of one or more sweeps in the SQLite file ``path``, made if missing (with
-    ``readonly``, only read: it must exist). ``time_limit``: seconds a statement may run (default:
-    :data:`TIME_LIMIT`, plus one per 10 MB)."""
+    ``readonly``, only read: it must exist). ``time_limit``: seconds each call may spend in SQLite
+    (default: :data:`TIME_LIMIT`, plus one per 10 MB of file)."""
 
     def __init__(self, path: str, readonly: bool = False, time_limit: float | None = None):
         self.path = path

@@ -12,7 +12,9 @@ What a cluster adds and how it is met:
 - ``timeout``: each task says on which worker it started (a Dask event); one running past the
   timeout fails, and its worker is restarted (by its nanny) to stop it (a task in this process,
   ``sequential``, could not be stopped where onnxruntime hangs: there is no timeout);
-- progress: tasks done, failed, running, the rate and the time left, and the dashboard's link.
+- progress: tasks done, failed, running, the rate and the time left, and the dashboard's link;
+- the embedded cluster listens on the loopback interface only (its dashboard has no authentication),
+  and a running one's scheduler must answer within :data:`CONNECT_TIMEOUT`, its handshake too.
 """
 
 from __future__ import annotations
