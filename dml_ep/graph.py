@@ -308,9 +308,10 @@ OPS_WITH_GRAPHS = frozenset({"If", "Loop", "Scan", "SequenceMap"})
 
 
 def without_subgraphs(node: onnx.NodeProto) -> bool:
-    """An ai.onnx op whose schema has no graph attribute: known from its op type alone (asked of
-    every node, several times, by the passes and the planner)."""
-    return node.op_type not in OPS_WITH_GRAPHS and node.domain in ("", "ai.onnx")
+    """An ai.onnx op whose schema has no graph attribute, or an op of the DML EP's own domain (its
+    fused ops, the parts of a DirectML graph: none has one): known from its op type alone (asked
+    of every node, several times, by the passes and the planner)."""
+    return node.op_type not in OPS_WITH_GRAPHS and node.domain in ("", "ai.onnx", "com.microsoft.dml")
 
 
 QUANTIZED_OPS = frozenset({"MatMulNBits", "MatMulBnb4", "QGemm", "QAttention", "QEmbedLayerNormalization"})
