@@ -49,6 +49,8 @@ def main(argv=None) -> int:
     args = arguments.parse(build_parser(), argv)
     try:
         with _sigterm_raises():
+            if args.command != "report":
+                _import_runtime()
             return args.handler(args)
     except (KeyboardInterrupt, Terminated) as stop:
         _traceback(args)
@@ -70,6 +72,17 @@ def main(argv=None) -> int:
         hint = "" if args.debug else " (--debug shows the traceback)"
         print(f"dml-ep: error: internal error: {type(exc).__name__}: {one_line(exc)}{hint}", file=sys.stderr)
         return 3
+
+
+def _import_runtime() -> None:
+    """onnxruntime, which every command but ``report`` runs, imported first: one that is installed
+    but does not import (a broken or mismatched build) is the installation's error, said in one line
+    with exit 2, not an internal error of dml_ep's halfway through a command."""
+    try:
+        import onnxruntime  # noqa: F401
+    except ImportError as exc:
+        raise DmlEpError(f"onnxruntime is installed but does not import ({exc}): reinstall dml_ep[cpu] "
+                         "(onnxruntime) or dml_ep[directml] (onnxruntime-directml)") from None
 
 
 def _traceback(args) -> None:

@@ -109,3 +109,18 @@ def test_a_run_of_many_outputs_keeps_to_onnxruntime_s_memory(tmp_path):
 
 def _peak_kib(env: dict, *command) -> int:
     return int(subprocess.run([sys.executable, "-c", _PEAK, *map(str, command)], capture_output=True, text=True, check=True, env=env).stdout)
+
+
+def test_an_onnxruntime_that_does_not_import_is_said_in_one_line(tmp_path):
+    """onnxruntime is found without being imported (above): one that is installed but fails to import
+    is still the installation's error, exit 2 in one line, not an internal error halfway through."""
+    broken = tmp_path / "onnxruntime"
+    broken.mkdir()
+    (broken / "__init__.py").write_text("raise ImportError('libonnxruntime.so: cannot open shared object file')\n")
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    result = subprocess.run([sys.executable, "-m", "dml_ep", "run", str(ROOT / "models" / "mlp.onnx")], capture_output=True,
+                            text=True, env=env)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.splitlines() == ["dml-ep: error: onnxruntime is installed but does not import "
+                                          "(libonnxruntime.so: cannot open shared object file): reinstall dml_ep[cpu] "
+                                          "(onnxruntime) or dml_ep[directml] (onnxruntime-directml)"]
