@@ -11,14 +11,12 @@ inputs:
 them one by one (a case's inputs from :func:`case_feeds`, its comparison by :func:`compare_case`),
 reporting each as it comes; :func:`compare_json` is ``--json``'s report of them (a sweep's task
 stores it too); :func:`polygraphy_writers` makes a batch's Polygraphy files
-(``--save-outputs``, ``--save-inputs``). :func:`naming_random_inputs`, which every command uses
-around a run, makes a node error on random inputs name them.
+(``--save-outputs``, ``--save-inputs``).
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
 import glob
 import os
@@ -32,15 +30,14 @@ import onnx
 
 from . import files
 from .compare import compare_model, compare_shipped
-from .errors import DmlEpError, FeedError, NodeError
+from .errors import DmlEpError, FeedError
 from .graph import Loaded, graph_inputs, load_model, one_line
-from .inputs import ASSUMED, INTEGERS, load_directory, load_tensor_protos, make_feeds, zoo_layout
+from .inputs import load_directory, load_tensor_protos, make_feeds, naming_random_inputs, zoo_layout
 from .polygraphy_json import inputs_json, load_inputs, load_run_results, pick_runner, run_results_json
 from .report import ModelReport
 from .report_meta import report_meta
 from .text_report import Progress, format_report
 
-INDEX_OUT_OF_RANGE = re.compile(r"out of (data )?bounds|out of range|invalid indi", re.IGNORECASE)  # onnxruntime's Gather*, Scatter*
 
 
 @dataclasses.dataclass
@@ -244,23 +241,6 @@ def compare_case(case: Case, model: onnx.ModelProto, feeds: dict[str, np.ndarray
     if case.data_set:
         compare_shipped(report, load_tensor_protos(case.data_set, [o.name for o in model.graph.output], "output")[0])
     return report
-
-
-@contextlib.contextmanager
-def naming_random_inputs(sources: dict[str, str]):
-    """A node error on random inputs says what of them may be wrong, not the model: an index out
-    of range, the random integers (their range); else the symbolic dimensions taken as 1."""
-    try:
-        yield
-    except NodeError as error:
-        integers = [f"{name} ({source})" for name, source in sources.items() if INTEGERS in source]
-        assumed = [f"{name} ({source})" for name, source in sources.items() if ASSUMED in source]
-        if integers and INDEX_OUT_OF_RANGE.search(str(error)):
-            error.args = (f"{error} (random inputs {'; '.join(integers)}: give their values with "
-                          "--val-range NAME=LO,HI or --input NAME=FILE)",)
-        elif assumed:
-            error.args = (f"{error} (random inputs {'; '.join(assumed)}: give the shapes with --shape NAME=D0,D1,...)",)
-        raise
 
 
 def polygraphy_writers(args: argparse.Namespace, cases: list[Case], reports: list[ModelReport],

@@ -166,7 +166,7 @@ def cmd_inspect(args) -> int:
 def _planned(model, shapes: dict, args, progress: Progress) -> tuple[Planner, Plan]:
     """The plan for ``shapes``; or, given ``--input`` or ``--input-dir``, from the tensors of a run
     on those inputs, which also plans the nodes whose input shapes depend on data."""
-    from .cases import naming_random_inputs
+    from .inputs import naming_random_inputs
     from .graph import Loaded
     from .inputs import make_feeds
     from .planner import Planner
@@ -223,7 +223,7 @@ def cmd_run(args) -> int:
     checked against the saved ones (exit status 1 when one is out of tolerance)."""
     import numpy as np
 
-    from .cases import naming_random_inputs
+    from .inputs import naming_random_inputs
     from .graph import Loaded, load_model
     from .inputs import make_feeds
     from .polygraphy_json import inputs_json, load_inputs, run_results_json
@@ -356,7 +356,7 @@ def cmd_export(args) -> int:
     """Write the DxDispatch model, then say what it holds and how to run it. Its folder is checked
     first, as the writer will check it: a run is not wasted on a folder that cannot be written."""
     from . import dxdispatch
-    from .cases import naming_random_inputs
+    from .inputs import naming_random_inputs
     from .graph import Loaded, load_model
     from .inputs import make_feeds
 

@@ -14,6 +14,7 @@ test data (``test_data_set_0/input_0.pb``), matched by the TensorProto's name, e
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import math
 import os
@@ -25,7 +26,7 @@ import onnx
 from onnx import numpy_helper
 
 from . import graph
-from .errors import FeedError
+from .errors import FeedError, NodeError
 from .session import MAX_FEED_BYTES
 from .tensor_desc import MAX_ELEMENTS
 
@@ -446,3 +447,23 @@ def distinct_names(stems: list[str], key=str) -> list[str]:
 def _natural_key(file: str):
     """Sort ``input_10.pb`` after ``input_9.pb``."""
     return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", file)]
+
+
+INDEX_OUT_OF_RANGE = re.compile(r"out of (data )?bounds|out of range|invalid indi", re.IGNORECASE)  # onnxruntime's Gather*, Scatter*
+
+
+@contextlib.contextmanager
+def naming_random_inputs(sources: dict[str, str]):
+    """A node error on random inputs says what of them may be wrong, not the model: an index out
+    of range, the random integers (their range); else the symbolic dimensions taken as 1."""
+    try:
+        yield
+    except NodeError as error:
+        integers = [f"{name} ({source})" for name, source in sources.items() if INTEGERS in source]
+        assumed = [f"{name} ({source})" for name, source in sources.items() if ASSUMED in source]
+        if integers and INDEX_OUT_OF_RANGE.search(str(error)):
+            error.args = (f"{error} (random inputs {'; '.join(integers)}: give their values with "
+                          "--val-range NAME=LO,HI or --input NAME=FILE)",)
+        elif assumed:
+            error.args = (f"{error} (random inputs {'; '.join(assumed)}: give the shapes with --shape NAME=D0,D1,...)",)
+        raise

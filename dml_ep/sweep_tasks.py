@@ -21,12 +21,12 @@ import socket
 import time
 
 from . import files, html_report
-from .cases import Compared, case_feeds, compare_case, compare_json, comparison_cases, expand_models, naming_random_inputs
+from .cases import Compared, case_feeds, compare_case, compare_json, comparison_cases, expand_models
 from .enums import DML_FEATURE_LEVEL
 from .errors import DmlEpError
 from .graph import graph_inputs, load_model, one_line
 from .importer import DEFAULT_FEATURE_LEVEL
-from .inputs import input_shapes, parse_val_range
+from .inputs import input_shapes, naming_random_inputs, parse_val_range
 from .inspect_text import inspect_json
 from .node_table import plan_rows
 from .passes import DEFAULT_RELEASE
