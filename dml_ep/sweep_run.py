@@ -43,6 +43,7 @@ from .sweep_tasks import STATUSES, SweepTask, failed_row, run_task, sweep_tasks
 from .text_report import counts_text, table
 
 EVENT_TOPIC = "dml-ep-sweep-started"  # a task's start, from its worker: its key and the worker's address
+AGAIN = ("lost", "pending")  # a future's states once its result is lost with its worker: not done, whatever as_completed said
 CONNECT_TIMEOUT = 30.0  # seconds to reach a scheduler and have its answer
 LOOPBACK = "127.0.0.1"  # where the embedded cluster listens
 
@@ -191,7 +192,9 @@ class _DaskRun:
         while pending:
             batch = completed.next_batch(block=False)
             for future in batch:
-                if pending.pop(future.key, None) is not None:
+                if future.status in AGAIN:  # done, then its result lost with its worker: Dask computes it again
+                    completed.add(future)
+                elif pending.pop(future.key, None) is not None:
                     self._finished(future)
             for key in self._timed_out(pending):
                 pending.pop(key).cancel()
@@ -210,15 +213,12 @@ class _DaskRun:
         task = self.tasks[future.key]
         with self.lock:
             _, started = self.started_at.pop(future.key, (None, None))
-        if future.status == "finished":
-            row = future.result()
-        else:
-            error = future.exception()
-            if isinstance(error, self.distributed.KilledWorker):
-                reason = f"the worker running it died, {self._allowed_failures() + 1} time(s) ({error})"
-            else:
-                reason = f"Dask: {type(error).__name__}: {error}"
-            row = failed_row(task, reason, started)
+        try:
+            row = future.result()  # waits where the result was lost since (its worker died): Dask computes it again
+        except self.distributed.KilledWorker as error:
+            row = failed_row(task, f"the worker running it died, {self._allowed_failures() + 1} time(s) ({error})", started)
+        except (Exception, asyncio.CancelledError) as error:  # noqa: BLE001  the task failed, not the sweep
+            row = failed_row(task, f"Dask: {type(error).__name__}: {' '.join(str(error).split())}", started)
         self.record(row)
         self.progress.finished(row)
 
