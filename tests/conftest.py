@@ -57,8 +57,9 @@ if QEMU_CPU:
     _spawnv_passfds = multiprocessing.util.spawnv_passfds
 
     def _spawnv_emulated(path, args, passfds):
-        if os.path.realpath(path) == os.path.realpath(sys.executable):
-            path, args = shutil.which("qemu-x86_64"), [shutil.which("qemu-x86_64"), "-cpu", QEMU_CPU, *args]
+        if os.path.realpath(os.fsdecode(path)) == os.path.realpath(sys.executable):  # multiprocessing's is bytes
+            qemu = shutil.which("qemu-x86_64")
+            path, args = os.fsencode(qemu), [qemu, "-cpu", QEMU_CPU, *args]
         return _spawnv_passfds(path, args, passfds)
 
     multiprocessing.util.spawnv_passfds = _spawnv_emulated

@@ -105,8 +105,7 @@ def test_older_polygraphy_lazy_array_name_is_read(tmp_path):
     assert_same_arrays(load_run_results(str(tmp_path / "out.json"))["r"][0], {"x": ARRAYS["u8"]})
 
 
-@pytest.mark.native_children  # its child processes run on the real CPU under qemu-user
-@pytest.mark.host_sensitive
+@pytest.mark.host_sensitive  # its polygraphy children run on the emulated CPU too (tests/conftest.py)
 @pytest.mark.parametrize("iterations", [1, 2])
 @pytest.mark.parametrize("layout", ["file", "directory"])
 def test_compare_with_what_polygraphy_run_saved(capsys, tmp_path, layout, iterations):
@@ -154,8 +153,7 @@ def test_round_trip_gives_the_plain_verdict(capsys, tmp_path, break_dml_node, br
     assert broken == (plain["outputs"][0]["equal"] < plain["outputs"][0]["elements"])
 
 
-@pytest.mark.native_children  # its child processes run on the real CPU under qemu-user
-@pytest.mark.host_sensitive
+@pytest.mark.host_sensitive  # its polygraphy children run on the emulated CPU too (tests/conftest.py)
 def test_polygraphy_run_compares_with_what_we_saved(tmp_path, capsys):
     """polygraphy run --onnxrt --load-outputs reads our file and compares its own run with both of
     our runners. Its run is the host's plain onnxruntime, which saturates u8s8 pairs on AVX2 CPUs

@@ -101,10 +101,11 @@ def test_atol_and_rtol_give_polygraphys_verdict(polygraphy_files, case):
 def test_run_saves_outputs_polygraphy_compares_with(polygraphy_files, tmp_path):
     """``dml-ep run --save-outputs`` writes a RunResults file that ``polygraphy run --load-outputs``
     holds onnxruntime against, with the verdict of ``--dml-ep`` beside it."""
-    inputs = polygraphy_files[0]
+    inputs, _, largest, _, _ = polygraphy_files
     saved = tmp_path / "dml_ep.json"
     assert dml_ep_cli("run", DIFFERING, "--load-inputs", inputs, "--save-outputs", saved)[0] == 0
-    for tolerance, passes in ((["--atol", 0, "--rtol", 0], False), (["--atol", 1e-5, "--rtol", 0], True)):
+    # twice the difference measured on this host (its onnxruntime's uint8 x int8 pairs saturate on AVX2 without VNNI)
+    for tolerance, passes in ((["--atol", 0, "--rtol", 0], False), (["--atol", 2 * largest, "--rtol", 0], True)):
         result = polygraphy_run(DIFFERING, "--onnxrt", "--load-inputs", inputs, "--load-outputs", saved, *tolerance)
         assert (result.returncode == 0) == passes, result.stdout + result.stderr
         assert re.search(r"vs\. dml_ep", result.stdout), result.stdout
