@@ -124,10 +124,12 @@ def local_cluster(workers: int | None = None):
     every listener (scheduler, workers, nannies, the dashboard) on the loopback interface only: the
     dashboard has no authentication, and nothing else needs to reach them."""
     distributed = require_dask()
+    # the workers' logs silenced but for the critical: every task's end is recorded from its future, and a worker's heartbeat
+    # cut short by the cluster closing logged a traceback on a slow (emulated) machine
     with warnings.catch_warnings():  # the dashboard's port taken (another cluster): it takes another, which progress shows
         warnings.filterwarnings("ignore", "Port .* is already in use", UserWarning)
         return distributed.LocalCluster(n_workers=workers or os.cpu_count() or 1, threads_per_worker=1, processes=True,
-                                        silence_logs=logging.ERROR, host=LOOPBACK, dashboard_address=f"{LOOPBACK}:8787")
+                                        silence_logs=logging.CRITICAL, host=LOOPBACK, dashboard_address=f"{LOOPBACK}:8787")
 
 
 def check_scheduler(address: str, timeout: float | None = None) -> None:

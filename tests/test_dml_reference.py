@@ -86,7 +86,7 @@ def test_the_refusal_comes_before_any_work(monkeypatch, capsys):
 
     monkeypatch.setattr(onnxruntime, "get_available_providers", lambda: ["CPUExecutionProvider"])
     monkeypatch.setattr(cases, "compare_model", no_work)
-    monkeypatch.setattr(cli, "comparison_cases", no_work)
+    monkeypatch.setattr(cases, "comparison_cases", no_work)  # cli imports it from cases when compare runs
     assert cli.main(["compare", str(MODELS / "mlp.onnx"), "--reference", "dml"]) == 2
     assert capsys.readouterr().err.count("\n") == 1
     monkeypatch.setattr("dml_ep.compare.load_model", no_work)
