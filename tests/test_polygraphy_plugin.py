@@ -25,8 +25,12 @@ AS_THIS_ONNXRUNTIME = ["--dml-ep-arithmetic", "onnxruntime"] if host_saturates_u
 # each needs; every other shipped model is compared bit for bit.
 TOLERANCES = {
     # DirectML's MatMulIntegerToFloat rounds acc * scales + bias once, onnxruntime's MLAS three
-    # times (docs/dml_ep_mapping.md): outputs of magnitude up to 4 differ by up to 2 float32 ulps (4.8e-7).
-    "transformer_block.dynamic.onnx": ["--atol", "1e-6", "--rtol", "0"],
+    # times (docs/dml_ep_mapping.md): outputs of magnitude up to 4 differ by up to 2 float32 ulps (4.8e-7)
+    # on this AVX-512 host. Those ulps can also move a DynamicQuantizeLinear code by one step where a value
+    # sits at a rounding boundary, which depends on the host's float kernels: under an emulated Nehalem
+    # (onnxruntime's SSE kernels), Polygraphy's inputs give 1.94e-3 at the output while every node is within
+    # 1 ulp fed onnxruntime's inputs (dml-ep compare --load-inputs ... --per-node: float32 rounding, summation order).
+    "transformer_block.dynamic.onnx": ["--atol", "4e-3", "--rtol", "0"],
 }
 
 

@@ -3,10 +3,13 @@ ideal value ``((a - za) * sa + (b - zb) * sb) / sc``, a ratio of Python integers
 
 from __future__ import annotations
 
+import platform
+
 import numpy as np
 import pytest
 
 import dml_ep
+from dml_ep import about
 from onnx_builders import assert_onnxruntime_mode_exact, check_directml_mode, objects, qlinear_add, ratio
 
 pytestmark = pytest.mark.host_sensitive  # every test compares with the host's onnxruntime (tests/host_sensitivity.py)
@@ -95,7 +98,16 @@ CONTRACTION_CASES = [
 ]
 
 
-@pytest.mark.parametrize("kind, dtype, sa, za, sb, zb, sc, zc, scalar", CONTRACTION_CASES)
+# Known divergence, found when CI first ran this test under an emulated Nehalem (issue 58): on an x86-64 CPU below
+# x86-64-v3 (no FMA; CPUID, as the compiled kernels read it: qemu-user passes the host's /proc/cpuinfo through),
+# MLAS's QLinearAdd multiplies and adds in separate roundings, and dml_ep's "onnxruntime" arithmetic does not follow it yet.
+# (The third case's ratios happen to round alike either way.)
+NO_FMA = pytest.mark.xfail(platform.machine() == "x86_64" and "x86_64_v3" not in about.x86_64_levels(), strict=True,
+                           reason="dml_ep's onnxruntime arithmetic models MLAS's FMA kernels only; this CPU has no FMA")
+
+
+@pytest.mark.parametrize("kind, dtype, sa, za, sb, zb, sc, zc, scalar",
+                         [pytest.param(*case, marks=() if index == 2 else NO_FMA) for index, case in enumerate(CONTRACTION_CASES)])
 def test_onnxruntime_contracts_the_fixed_part_into_fmas(kind, dtype, sa, za, sb, zb, sc, zc, scalar):
     info = np.iinfo(dtype)
     span = np.arange(info.min, info.max + 1).astype(dtype)
