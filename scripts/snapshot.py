@@ -23,7 +23,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED = sorted(str(p) for p in (ROOT / "models").rglob("*.onnx"))
-TIMING = re.compile(rb"\d+(\.\d+)?\s*(ms|s|µs|us)\b|\"(seconds|elapsed|time|duration)[a-z_]*\": [0-9.e+-]+")
+TIMING = re.compile(rb"\d+(\.\d+)?\s*(ms|s|\xc2\xb5s|us)\b|\"(seconds|elapsed|time|duration)[a-z_]*\": [0-9.e+-]+")
 
 
 def commands(model: str, shapes: list[str], out: Path) -> dict[str, list[str]]:
