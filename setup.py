@@ -1,8 +1,8 @@
-"""The compiled kernels (``dml_ep/kernels/compiled/*.pyx``), built with Cython; the rest of the
+"""The compiled kernels (``dml_ep/numerics/kernels/compiled/*.pyx``), built with Cython; the rest of the
 package is in pyproject.toml.
 
 They are optional: where no C compiler is found the install goes on without them, and dml_ep runs
-their numpy twins (``dml_ep.kernels.compiled`` says why). Floating-point contraction is off, so a
+their numpy twins (``dml_ep.numerics.kernels.compiled`` says why). Floating-point contraction is off, so a
 compiler that may fuse ``a * b + c`` into one FMA (any on ARM64, or x86-64-v3) cannot change a
 rounding the twins do in two steps; ``-fno-trapping-math`` lets it evaluate both sides of a select,
 which changes no value.
@@ -21,7 +21,7 @@ from Cython.Build import cythonize
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
-SOURCES = Path("dml_ep/kernels/compiled")
+SOURCES = Path("dml_ep/numerics/kernels/compiled")
 FLAGS = {"msvc": ["/O2", "/fp:precise"]}
 OTHER_FLAGS = ["-O3", "-ffp-contract=off", "-fno-trapping-math"]
 WIDER = ("direct_convolution", "quantize", "quantized_add", "requantize", "scale_bias", "sgemm")  # measured: 1.3-2.3x faster on AVX-512
@@ -61,8 +61,8 @@ def level_stub(stem: str, level: str) -> Path:
 
 # Every module: the kernels' C headers found and tracked (a changed header rebuilds), and optional.
 SHARED = dict(include_dirs=[str(SOURCES)], depends=[str(header) for header in SOURCES.glob("*.h")], optional=True)
-extensions = [Extension(f"dml_ep.kernels.compiled.{source.stem}", [str(source)], **SHARED) for source in sorted(SOURCES.glob("*.pyx"))]
+extensions = [Extension(f"dml_ep.numerics.kernels.compiled.{source.stem}", [str(source)], **SHARED) for source in sorted(SOURCES.glob("*.pyx"))]
 if platform.machine().lower() in ("x86_64", "amd64"):
-    extensions += [Extension(f"dml_ep.kernels.compiled.{stem}_{level}", [str(level_stub(stem, level))], **SHARED)
+    extensions += [Extension(f"dml_ep.numerics.kernels.compiled.{stem}_{level}", [str(level_stub(stem, level))], **SHARED)
                    for stem in WIDER for level in LEVELS]
 setup(ext_modules=cythonize(extensions, compiler_directives=DIRECTIVES), cmdclass={"build_ext": BuildExt})

@@ -10,29 +10,29 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from .errors import DmlEpError, MissingRuntimeError, missing_runtime
+from .core.errors import DmlEpError, MissingRuntimeError, missing_runtime
 from .version import __version__  # noqa: F401 (the package's version, re-exported)
 
 if TYPE_CHECKING:
     from onnxruntime import (ExecutionMode, ExecutionOrder, GraphOptimizationLevel, OrtValue, RunOptions, SessionOptions, get_build_info,
                              get_version_string, set_default_logger_severity, set_default_logger_verbosity)
 
-    from .arithmetic import ARITHMETICS, Arithmetic
-    from .enums import DML_FEATURE_LEVEL, DML_OPERATOR_TYPE, DML_TENSOR_DATA_TYPE, DML_TENSOR_FLAGS
-    from .io_binding import IOBinding
-    from .session import InferenceSession, ModelMetadata, NodeArg, get_available_providers, get_device
-    from .sweep_run import sweep
+    from .numerics.arithmetic import ARITHMETICS, Arithmetic
+    from .core.enums import DML_FEATURE_LEVEL, DML_OPERATOR_TYPE, DML_TENSOR_DATA_TYPE, DML_TENSOR_FLAGS
+    from .runtime.io_binding import IOBinding
+    from .runtime.session import InferenceSession, ModelMetadata, NodeArg, get_available_providers, get_device
+    from .sweep.run import sweep
 
 # Each lazy name -> the module it comes from. What scripts written for onnxruntime take from its module, so that
 # ``import dml_ep as ort`` runs them, is onnxruntime's own where they are plain onnxruntime objects (the logger's
 # settings apply to the onnxruntime sessions dml_ep runs fallback nodes in; the version is the onnxruntime whose
 # behaviour dml_ep gives).
 _SOURCES = {
-    **dict.fromkeys(["ARITHMETICS", "Arithmetic"], ".arithmetic"),
-    **dict.fromkeys(["DML_FEATURE_LEVEL", "DML_OPERATOR_TYPE", "DML_TENSOR_DATA_TYPE", "DML_TENSOR_FLAGS"], ".enums"),
-    "IOBinding": ".io_binding",
-    **dict.fromkeys(["InferenceSession", "ModelMetadata", "NodeArg", "get_available_providers", "get_device"], ".session"),
-    "sweep": ".sweep_run",
+    **dict.fromkeys(["ARITHMETICS", "Arithmetic"], ".numerics.arithmetic"),
+    **dict.fromkeys(["DML_FEATURE_LEVEL", "DML_OPERATOR_TYPE", "DML_TENSOR_DATA_TYPE", "DML_TENSOR_FLAGS"], ".core.enums"),
+    "IOBinding": ".runtime.io_binding",
+    **dict.fromkeys(["InferenceSession", "ModelMetadata", "NodeArg", "get_available_providers", "get_device"], ".runtime.session"),
+    "sweep": ".sweep.run",
     **dict.fromkeys(["ExecutionMode", "ExecutionOrder", "GraphOptimizationLevel", "OrtValue", "RunOptions", "SessionOptions",
                      "get_build_info", "get_version_string", "set_default_logger_severity", "set_default_logger_verbosity"],
                     "onnxruntime"),

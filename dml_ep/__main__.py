@@ -4,7 +4,7 @@ parser is built from, imports numpy, onnx or onnxruntime: each command imports w
 
 import sys
 
-from .errors import missing_runtime
+from .core.errors import missing_runtime
 
 
 def main(argv=None) -> int:
@@ -12,13 +12,13 @@ def main(argv=None) -> int:
     missing = missing_runtime()
     if missing is not None:
         if args[:1] == ["--version"]:
-            from .about import version_line
+            from .core.about import version_line
 
             print(version_line())
             return 0
         print(f"dml-ep: error: {missing}", file=sys.stderr)
         return 2
-    from .cli import main as cli_main
+    from .cli.commands import main as cli_main
 
     return cli_main(args)
 

@@ -37,10 +37,10 @@ import onnx.version_converter
 from onnx import TensorProto, helper
 
 import dml_ep
-from dml_ep.engines import ENGINES, default_engine
-from dml_ep.inputs import random_inputs
-from dml_ep.reference import cpu_session
-from dml_ep.report_meta import host_kind
+from dml_ep.numerics.engines import ENGINES, default_engine
+from dml_ep.runtime.inputs import random_inputs
+from dml_ep.ort.reference import cpu_session
+from dml_ep.reports.meta import host_kind
 
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED = sorted((ROOT / "models").glob("*.onnx"))
@@ -216,10 +216,10 @@ def summarize(times: dict[str, list[float]]) -> dict:
 # process would report the parent's peak.
 _PEAK_CHILD = """
 import sys, numpy as np, onnx
-from dml_ep.inputs import random_inputs
+from dml_ep.runtime.inputs import random_inputs
 kind, path, arithmetic, engine = sys.argv[1:5]
 if kind == "ort":
-    from dml_ep.reference import cpu_session
+    from dml_ep.ort.reference import cpu_session
     session = cpu_session(onnx.load(path), spinning=False)
 else:
     import dml_ep

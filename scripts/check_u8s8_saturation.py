@@ -23,8 +23,8 @@ import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
 import dml_ep
-from dml_ep.arithmetic import host_saturates_u8s8
-from dml_ep.reference import cpu_session
+from dml_ep.numerics.arithmetic import host_saturates_u8s8
+from dml_ep.ort.reference import cpu_session
 
 CONV_CASES = {
     "conv 3x3, 8 channels": dict(x=(1, 8, 6, 6), w=(8, 8, 3, 3), pads=[1, 1, 1, 1]),

@@ -50,7 +50,7 @@ HAND_REGISTERED = {  # file -> the kernels it registers by hand: (op, domain, si
     f"{DML}/DmlExecutionProvider/src/Operators/DmlSTFT.h": "STFT",
     f"{DML}/DmlExecutionProvider/src/Operators/DmlGridSample.h": "GridSample",
 }
-OUTPUT = Path(__file__).resolve().parent.parent / "dml_ep" / "real_ep_data" / "dml_kernels.json"
+OUTPUT = Path(__file__).resolve().parent.parent / "dml_ep" / "realep" / "data" / "dml_kernels.json"
 DOMAINS = {"kOnnxDomain": "", "kMSDomain": "com.microsoft", "kMSDmlDomain": "com.microsoft.dml"}
 MACRO_DOMAIN = {"REG_INFO": "", "REG_INFO_DYNAMIC_OUTPUTS": "", "REG_INFO_VER": "", "REG_INFO_COPY": "",
                 "REG_INFO_MS": "com.microsoft", "REG_INFO_MS_ALIAS": "com.microsoft", "REG_INFO_MSDML": "com.microsoft.dml"}

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import onnx
 
-OUT = Path(__file__).resolve().parent.parent / "dml_ep" / "real_ep_data" / "onnx_since_versions.json"
+OUT = Path(__file__).resolve().parent.parent / "dml_ep" / "realep" / "data" / "onnx_since_versions.json"
 
 
 def since_versions() -> dict:

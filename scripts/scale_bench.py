@@ -27,7 +27,7 @@ microseconds per node, each child's peak RSS and its thread count after the run.
 ru_maxrss: Linux carries ru_maxrss across fork and exec, so a child would report this (larger)
 process's peak. A child that fails or passes ``--timeout`` is reported with its error's last line;
 once a runtime times out on a kind, its larger sizes are skipped. ``--plan`` adds a child that only
-plans (dml_ep.planner.plan_model, as ``dml-ep inspect`` does). The last line checks the targets.
+plans (dml_ep.planning.planner.plan_model, as ``dml-ep inspect`` does). The last line checks the targets.
 """
 
 from __future__ import annotations
@@ -115,8 +115,8 @@ if runtime == "ort":
     import onnxruntime
 else:
     import dml_ep
-    from dml_ep.graph import load_model
-    from dml_ep.planner import plan_model
+    from dml_ep.core.graph import load_model
+    from dml_ep.planning.planner import plan_model
 feeds = {"x": np.random.default_rng(0).standard_normal(shape).astype(np.float32)}
 start = time.perf_counter()
 if runtime == "plan":

@@ -17,7 +17,7 @@ import tempfile
 import time
 
 from dml_ep.passes import DEFAULT_RELEASE
-from dml_ep.sweep_run import sweep
+from dml_ep.sweep.run import sweep
 
 
 def main() -> int:

@@ -7,7 +7,7 @@ x86-64 level). An unmarked one fails at teardown, naming what it compared, and t
 lists them all. A test that makes references but checks none of their values says so, and why, with
 ``host_insensitive("why")``.
 
-tests/conftest.py imports these hooks; tests/test_host_sensitive_marks.py runs them on example tests."""
+tests/conftest.py imports these hooks; tests/package/test_host_sensitive_marks.py runs them on example tests."""
 
 import os
 import shutil

@@ -22,9 +22,9 @@ import onnx
 from onnx import helper, numpy_helper
 
 import dml_ep
-import dml_ep.arithmetic
+import dml_ep.numerics.arithmetic
 from dml_ep.passes import DML, EditableGraph, qdq_transformer
-from dml_ep.reference import cpu_session
+from dml_ep.ort.reference import cpu_session
 
 # Opset 19 keeps QLinearMatMul at version 10, which session.x64quantprecision covers.
 OPSET = 19
@@ -192,7 +192,7 @@ def saturated_by_onnxruntime(model, feeds, theirs) -> np.ndarray:
     """Where onnxruntime's output is its int16 pair saturation (AVX2 CPUs without VNNI): "ort-exact"
     only makes constant int8 weights of opset-10 nodes exact, so runtime or opset-21 B operands still
     saturate there. Those elements equal dml_ep's saturating emulation and differ without it."""
-    if not dml_ep.arithmetic.host_saturates_u8s8():
+    if not dml_ep.numerics.arithmetic.host_saturates_u8s8():
         return np.zeros(np.shape(theirs), dtype=bool)
     with_saturation = dml_ep.InferenceSession(model, arithmetic="onnxruntime", u8s8_saturation=True).run(None, feeds)[0]
     without = dml_ep.InferenceSession(model, arithmetic="onnxruntime", u8s8_saturation=False).run(None, feeds)[0]

@@ -14,7 +14,7 @@ operator that does not quantize), layout facts, and its ``OPERATORS`` entries
 Shared: ``base`` (the desc base class, support-table rules, type sets, the ``Operator`` entry),
 ``importing`` (the node context, ``Fallback``, desc placement and parameter checks), and
 ``registration``: the ONNX ops each importer takes (``REGISTRATIONS``) and the operators by
-``DML_OPERATOR_TYPE`` (``OPERATORS``). The kernels' shared plumbing is ``dml_ep.kernels``.
+``DML_OPERATOR_TYPE`` (``OPERATORS``). The kernels' shared plumbing is ``dml_ep.numerics.kernels``.
 
 This package imports nothing itself, so that its modules can be imported one at a time.
 """

@@ -39,16 +39,16 @@ from typing import Optional
 import numpy as np
 from onnx import TensorProto, helper
 
-from ..enums import DML_FEATURE_LEVEL as FL
-from ..enums import DML_OPERATOR_TYPE as OP
-from ..enums import DML_TENSOR_DATA_TYPE as DT
-from ..errors import DescValidationError
-from ..graph import internal_model
-from ..kernels.float32_fma import fma32
-from ..plan import DmlNode
-from ..real_ep import ASSIGNED_TO_DML, ON_CPU, ON_DML
-from ..reference import cpu_session
-from ..tensor_desc import left_pad, view
+from ..core.enums import DML_FEATURE_LEVEL as FL
+from ..core.enums import DML_OPERATOR_TYPE as OP
+from ..core.enums import DML_TENSOR_DATA_TYPE as DT
+from ..core.errors import DescValidationError
+from ..core.graph import internal_model
+from ..numerics.kernels.float32_fma import fma32
+from .nodes import DmlNode
+from ..realep.placement import ASSIGNED_TO_DML, ON_CPU, ON_DML
+from ..ort.reference import cpu_session
+from ..core.tensor_desc import left_pad, view
 from .base import FLOATS, Operator, OperatorDesc, TensorDesc, rules
 from .importing import MAX_DIMENSIONS, Fallback, NodeContext, broadcast, tensor
 

@@ -5,7 +5,7 @@ Each desc is a frozen dataclass whose fields are DirectML's, in DirectML's order
 against DirectML's support tables with ``validate(feature_level)``: the feature level that
 introduced the operator, dimension counts and data types per tensor and per feature level, the
 32 bits of its UINT and INT fields, the documented shape rules and the data-type pairings. A
-broken rule raises :class:`~dml_ep.errors.DescValidationError` naming the operator, the tensor and
+broken rule raises :class:`~dml_ep.core.errors.DescValidationError` naming the operator, the tensor and
 the rule.
 """
 
@@ -15,14 +15,14 @@ import dataclasses
 import functools
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Optional, Sequence
 
-from ..enums import DML_FEATURE_LEVEL as FL
-from ..enums import DML_OPERATOR_TYPE as OP
-from ..enums import DML_TENSOR_DATA_TYPE as DT
-from ..errors import DescValidationError
-from ..tensor_desc import DML_BUFFER_TENSOR_DESC, left_pad
+from ..core.enums import DML_FEATURE_LEVEL as FL
+from ..core.enums import DML_OPERATOR_TYPE as OP
+from ..core.enums import DML_TENSOR_DATA_TYPE as DT
+from ..core.errors import DescValidationError
+from ..core.tensor_desc import DML_BUFFER_TENSOR_DESC, left_pad
 
 if TYPE_CHECKING:
-    from ..kernels.quantized_product import PreparedQuantizedProduct
+    from ..numerics.kernels.quantized_product import PreparedQuantizedProduct
 
 TensorDesc = DML_BUFFER_TENSOR_DESC  # a tensor field; one DirectML lets be null is ``TensorDesc | None``
 SignedIntegers = tuple  # of int: a DirectML INT array (the others are UINT)
@@ -260,11 +260,11 @@ class Operator:
     """What dml_ep knows of one DirectML operator, as its module declares it for the operator table
     (:data:`dml_ep.operators.registration.OPERATORS`).
 
-    - ``desc``: the desc class (DxDispatch reads and writes it: ``dml_ep.dxdispatch.descs``).
+    - ``desc``: the desc class (DxDispatch reads and writes it: ``dml_ep.interop.dxdispatch.descs``).
     - ``kernel``: ``kernel(desc, tensors, arithmetic, cache) -> array``; or ``prepared``: a class
       made once per node, engine and arithmetic (``cls(desc, tensors, arithmetic, engine, cache)``),
       then called with each run's tensors, whose ``accumulate`` is the integer core alone.
-    - ``compiled_kernel``: the kernel with its loops compiled (``dml_ep.kernels.compiled``), which
+    - ``compiled_kernel``: the kernel with its loops compiled (``dml_ep.numerics.kernels.compiled``), which
       the ``"onnxruntime"`` engine runs; ``kernel`` is its numpy twin, which the ``"numpy"``
       engine runs, and the tests hold the two to the same bits.
     - ``exact_value``: ``exact_value(desc, tensors, engine) -> (terms, output_scale)``, DirectML's
@@ -273,12 +273,12 @@ class Operator:
     - ``exact_float``: ``exact_float(desc, tensors) -> (value, magnitude, K)`` of a float sum of
       products (GEMM, CONVOLUTION): the exact value in float64, its sum of magnitudes and the most
       terms an output sums, against which compare holds a reference's float32 sum ("float
-      summation order", ``dml_ep.causes.product_causes``); None for other operators.
+      summation order", ``dml_ep.conformance.causes.product_causes``); None for other operators.
     - ``output_channels_last``: the kernel writes its 4-D output channels last (an NCHW view of
       NHWC memory), so the executor makes the sessions of the fallback nodes reading it for that layout.
     - ``exact_for_any_input``: every arithmetic gives the same output for one input (data
       movement, a max), or ``f(desc)`` says whether this desc's does; compare then puts a
-      difference in isolation down to the reference's graph (``dml_ep.causes``).
+      difference in isolation down to the reference's graph (``dml_ep.conformance.causes``).
     """
 
     desc: type

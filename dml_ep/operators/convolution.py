@@ -41,14 +41,14 @@ from typing import Optional
 
 import numpy as np
 
-from ..enums import DML_CONVOLUTION_DIRECTION
-from ..enums import DML_CONVOLUTION_MODE
-from ..enums import DML_FEATURE_LEVEL as FL
-from ..enums import DML_OPERATOR_TYPE as OP
-from ..errors import InvalidAttributeError, ShapeError
-from ..plan import DmlNode
-from ..real_ep import ASSIGNED_TO_DML, ON_DML
-from ..tensor_desc import view
+from ..core.enums import DML_CONVOLUTION_DIRECTION
+from ..core.enums import DML_CONVOLUTION_MODE
+from ..core.enums import DML_FEATURE_LEVEL as FL
+from ..core.enums import DML_OPERATOR_TYPE as OP
+from ..core.errors import InvalidAttributeError, ShapeError
+from .nodes import DmlNode
+from ..realep.placement import ASSIGNED_TO_DML, ON_DML
+from ..core.tensor_desc import view
 from .activation import ActivationDesc, apply_activation, fused_activation, validate_fused_activation
 from .base import FLOATS, Operator, OperatorDesc, TensorDesc, rules
 from .importing import Fallback, NodeContext, tensor

@@ -28,7 +28,7 @@ columns as B. So the uint8-activation x int8-weight pair that ``quantize_dynamic
 S8U8 (A signed), which x86 MLAS runs on its portable exact kernel (``GemmS8U8Dispatch`` defaults to
 ``MlasGemmQuantDispatchDefault``; AVX-VNNI-INT8 hosts have an exact VNNI kernel): no saturation.
 Only uint8 weights x int8 inputs reach the U8S8 AVX2 kernel whose pairs of products saturate to
-int16 (``dml_ep.kernels.u8s8``); there the correction is applied with the filter as A and K ordered
+int16 (``dml_ep.numerics.kernels.u8s8``); there the correction is applied with the filter as A and K ordered
 as the NCHW im2col orders it (input channel outer, kernel tap inner), where
 ``arithmetic.saturates_u8s8(filter, input)`` says. Unchecked against a saturating host (this one
 has AVX512-VNNI), and for depthwise filters (M = 1) MLAS may take its GEMV kernel instead.
@@ -41,12 +41,12 @@ from typing import ClassVar
 
 import numpy as np
 
-from ..enums import DML_FEATURE_LEVEL as FL
-from ..enums import DML_OPERATOR_TYPE as OP
-from ..kernels import u8s8
-from ..kernels.parameters import read4d
-from ..kernels.quantized_product import PreparedQuantizedProduct
-from ..plan import DmlNode
+from ..core.enums import DML_FEATURE_LEVEL as FL
+from ..core.enums import DML_OPERATOR_TYPE as OP
+from ..numerics.kernels import u8s8
+from ..numerics.kernels.parameters import read4d
+from ..numerics.kernels.quantized_product import PreparedQuantizedProduct
+from .nodes import DmlNode
 from .base import INT32, QUANTIZED, Operator, OperatorDesc, TensorDesc, rules
 from .importing import NodeContext, check_zero_point, parameter_tensor, quantized_type, tensor
 from .quantized_linear_convolution import PreparedConvolution, convolution_geometry, validate_convolution

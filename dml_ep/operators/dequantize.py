@@ -54,15 +54,15 @@ import dataclasses
 
 import numpy as np
 
-from ..enums import DML_FEATURE_LEVEL as FL
-from ..enums import DML_OPERATOR_TYPE as OP
-from ..enums import DML_QUANTIZATION_TYPE
-from ..enums import DML_TENSOR_DATA_TYPE as DT
-from .. import nibbles
-from ..errors import RealEpError
-from ..plan import IMPORTED, DmlNode
-from ..real_ep import ON_CPU, ON_DML
-from ..tensor_desc import DML_BUFFER_TENSOR_DESC, view
+from ..core.enums import DML_FEATURE_LEVEL as FL
+from ..core.enums import DML_OPERATOR_TYPE as OP
+from ..core.enums import DML_QUANTIZATION_TYPE
+from ..core.enums import DML_TENSOR_DATA_TYPE as DT
+from ..core import nibbles
+from ..core.errors import RealEpError
+from .nodes import IMPORTED, DmlNode
+from ..realep.placement import ON_CPU, ON_DML
+from ..core.tensor_desc import DML_BUFFER_TENSOR_DESC, view
 from .base import FLOATS, Operator, OperatorDesc, TensorDesc, TensorDescArray, rules
 from .importing import Fallback, NodeContext, data_type, owned, tensor
 

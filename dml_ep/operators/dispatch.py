@@ -7,12 +7,12 @@ quantized products are classes prepared once per node, engine and arithmetic (th
 parameters, the engine's product for their weights, the requantize step), then called with the
 tensors of each run; their ``accumulate`` is the integer core alone. ``tensors`` maps the desc's
 tensor field names to raw buffers, read through the desc's sizes and strides; ``engine`` computes
-the quantized products' exact integer sums (``dml_ep.engines``); ``cache`` is the node's own dict.
+the quantized products' exact integer sums (``dml_ep.numerics.engines``); ``cache`` is the node's own dict.
 """
 
 from __future__ import annotations
 
-from ..kernels.quantized_product import PreparedQuantizedProduct
+from ..numerics.kernels.quantized_product import PreparedQuantizedProduct
 from .registration import operator_of
 
 

@@ -15,7 +15,7 @@ from typing import Callable
 import numpy as np
 import onnx
 
-from ..graph import ValueInfo
+from ..core.graph import ValueInfo
 from ..passes.editable import EditableGraph
 
 FLOAT32 = np.dtype(np.float32)

@@ -37,12 +37,12 @@ import dataclasses
 
 import numpy as np
 
-from ..enums import DML_FEATURE_LEVEL as FL
-from ..enums import DML_OPERATOR_TYPE as OP
-from ..kernels import quantize
-from ..plan import DmlNode
-from ..real_ep import ASSIGNED_TO_DML, ON_CPU
-from ..tensor_desc import left_pad, view
+from ..core.enums import DML_FEATURE_LEVEL as FL
+from ..core.enums import DML_OPERATOR_TYPE as OP
+from ..numerics.kernels import quantize
+from .nodes import DmlNode
+from ..realep.placement import ASSIGNED_TO_DML, ON_CPU
+from ..core.tensor_desc import left_pad, view
 from .base import FLOAT32, FLOATS, QUANTIZED, Operator, OperatorDesc, TensorDesc, rules
 from .element_wise_quantize_linear import quantize_values
 from .importing import Fallback, NodeContext, tensor

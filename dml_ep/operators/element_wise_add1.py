@@ -24,11 +24,11 @@ from typing import Optional
 
 import numpy as np
 
-from ..enums import DML_FEATURE_LEVEL as FL
-from ..enums import DML_OPERATOR_TYPE as OP
-from ..plan import DmlNode
-from ..real_ep import ON_DML_AS
-from ..tensor_desc import view
+from ..core.enums import DML_FEATURE_LEVEL as FL
+from ..core.enums import DML_OPERATOR_TYPE as OP
+from .nodes import DmlNode
+from ..realep.placement import ON_DML_AS
+from ..core.tensor_desc import view
 from .activation import ActivationDesc, apply_activation, fused_activation, validate_fused_activation
 from .base import FLOATS, Operator, rules
 from .element_wise_arithmetic import BinaryDesc, binary

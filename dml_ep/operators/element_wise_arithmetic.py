@@ -25,12 +25,12 @@ import dataclasses
 
 import numpy as np
 
-from ..enums import DML_FEATURE_LEVEL as FL
-from ..enums import DML_OPERATOR_TYPE as OP
-from ..errors import ShapeError
-from ..plan import DmlNode
-from ..real_ep import ON_DML_AS
-from ..tensor_desc import view
+from ..core.enums import DML_FEATURE_LEVEL as FL
+from ..core.enums import DML_OPERATOR_TYPE as OP
+from ..core.errors import ShapeError
+from .nodes import DmlNode
+from ..realep.placement import ON_DML_AS
+from ..core.tensor_desc import view
 from .base import FLOATS, Operator, OperatorDesc, TensorDesc, rules
 from .importing import Fallback, NodeContext, broadcast, operand, tensor
 

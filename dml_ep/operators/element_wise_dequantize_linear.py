@@ -32,13 +32,13 @@ import dataclasses
 
 import numpy as np
 
-from ..enums import DML_FEATURE_LEVEL as FL
-from ..enums import DML_OPERATOR_TYPE as OP
-from ..enums import DML_TENSOR_DATA_TYPE as DT
-from ..kernels.float32_fma import dyadic, float32_of_dyadic
-from ..plan import DmlNode
-from ..real_ep import ON_CPU, ON_DML
-from ..tensor_desc import broadcast_shapes, view
+from ..core.enums import DML_FEATURE_LEVEL as FL
+from ..core.enums import DML_OPERATOR_TYPE as OP
+from ..core.enums import DML_TENSOR_DATA_TYPE as DT
+from ..numerics.kernels.float32_fma import dyadic, float32_of_dyadic
+from .nodes import DmlNode
+from ..realep.placement import ON_CPU, ON_DML
+from ..core.tensor_desc import broadcast_shapes, view
 from .base import Operator
 from .element_wise_quantize_linear import ElementWiseQuantizationDesc, element_wise_node, parameters
 from .importing import Fallback, NodeContext

@@ -27,13 +27,13 @@ from typing import Optional
 
 import numpy as np
 
-from ..enums import DML_FEATURE_LEVEL as FL
-from ..enums import DML_OPERATOR_TYPE as OP
-from ..enums import DML_TENSOR_DATA_TYPE as DT
-from ..errors import ShapeError
-from ..plan import DmlNode
-from ..real_ep import ASSIGNED_TO_DML, ON_DML
-from ..tensor_desc import packed_strides, view
+from ..core.enums import DML_FEATURE_LEVEL as FL
+from ..core.enums import DML_OPERATOR_TYPE as OP
+from ..core.enums import DML_TENSOR_DATA_TYPE as DT
+from ..core.errors import ShapeError
+from .nodes import DmlNode
+from ..realep.placement import ASSIGNED_TO_DML, ON_DML
+from ..core.tensor_desc import packed_strides, view
 from .base import FLOATS, Operator, OperatorDesc, TensorDesc, rules
 from .importing import MAX_DIMENSIONS, Fallback, NodeContext, tensor
 

@@ -39,17 +39,17 @@ from __future__ import annotations
 import dataclasses
 import numpy as np
 
-from ..enums import DML_FEATURE_LEVEL as FL
-from ..enums import DML_OPERATOR_TYPE as OP
-from ..enums import DML_TENSOR_DATA_TYPE as DT
-from ..enums import DML_TENSOR_FLAGS
-from ..errors import QuantizationParameterError
-from ..kernels import compiled as native
-from ..kernels import quantize
-from ..kernels.parameters import checked_scale
-from ..plan import DmlNode
-from ..real_ep import ON_CPU, ON_DML
-from ..tensor_desc import broadcast_strides, view
+from ..core.enums import DML_FEATURE_LEVEL as FL
+from ..core.enums import DML_OPERATOR_TYPE as OP
+from ..core.enums import DML_TENSOR_DATA_TYPE as DT
+from ..core.enums import DML_TENSOR_FLAGS
+from ..core.errors import QuantizationParameterError
+from ..numerics.kernels import compiled as native
+from ..numerics.kernels import quantize
+from ..numerics.kernels.parameters import checked_scale
+from .nodes import DmlNode
+from ..realep.placement import ON_CPU, ON_DML
+from ..core.tensor_desc import broadcast_strides, view
 from .base import INT32, Operator, OperatorDesc, TensorDesc, rules
 from .importing import Fallback, NodeContext, broadcast, check_scale, check_zero_point, owned, parameter_shape, parameter_tensor, tensor
 

@@ -11,7 +11,7 @@ in float32 with ``rAC = sa/sc``, ``rBC = sb/sc`` and ``y = fma(a, rAC, fma(b, rB
 ``fixed = zc - fma(rAC, za, rBC*zb)``. The source writes ``fixed`` and the scalar-B addend
 ``fixed + b*rBC`` as separate multiplies and adds, but the shipped binary (GCC, ``-mfma``)
 contracts both into FMAs: measured against onnxruntime 1.32 on inputs where the variants round to
-different codes (tests/test_qlinear_add.py), only the contracted form matches. So the scalar-B
+different codes (tests/operators/test_element_wise_quantized_linear_add.py), only the contracted form matches. So the scalar-B
 loop computes what the general loop does, and only the operand order differs: when A is constant
 over the span (``input0scalar``, checked first) onnxruntime swaps the operands, A's role going to B.
 
@@ -25,15 +25,15 @@ import dataclasses
 
 import numpy as np
 
-from ..enums import DML_FEATURE_LEVEL as FL
-from ..enums import DML_OPERATOR_TYPE as OP
-from ..kernels import compiled as native
-from ..kernels import quantize
-from ..kernels.float32_fma import fma32
-from ..kernels.parameters import checked_scale, read4d, scalar
-from ..kernels.strided_rows import address, strided_rows
-from ..plan import DmlNode
-from ..tensor_desc import view
+from ..core.enums import DML_FEATURE_LEVEL as FL
+from ..core.enums import DML_OPERATOR_TYPE as OP
+from ..numerics.kernels import compiled as native
+from ..numerics.kernels import quantize
+from ..numerics.kernels.float32_fma import fma32
+from ..numerics.kernels.parameters import checked_scale, read4d, scalar
+from ..numerics.kernels.strided_rows import address, strided_rows
+from .nodes import DmlNode
+from ..core.tensor_desc import view
 from .base import QUANTIZED_BINARY_INPUTS, Operator, QuantizedBinaryDesc
 from .importing import NodeContext, broadcast, check_scale, check_zero_point, operand, output_type, quantized_type, tensor
 

@@ -38,16 +38,16 @@ from typing import Optional
 
 import numpy as np
 
-from ..enums import DML_FEATURE_LEVEL as FL
-from ..enums import DML_MATRIX_TRANSFORM
-from ..enums import DML_OPERATOR_TYPE as OP
-from ..enums import DML_TENSOR_DATA_TYPE as DT
-from ..errors import ShapeError
-from ..kernels.matmul_nbits import host_runs_sqnbit_int8, int8_blocks
-from ..kernels.mlas_sgemm import GemmCall, host_runs_sqnbit_fp32, host_sgemm, packed_panels, panel_sum, sgemm_batch
-from ..plan import IMPORTED, DmlNode
-from ..real_ep import ASSIGNED_TO_DML, ON_DML
-from ..tensor_desc import broadcast_shapes, broadcast_strides, view
+from ..core.enums import DML_FEATURE_LEVEL as FL
+from ..core.enums import DML_MATRIX_TRANSFORM
+from ..core.enums import DML_OPERATOR_TYPE as OP
+from ..core.enums import DML_TENSOR_DATA_TYPE as DT
+from ..core.errors import ShapeError
+from ..numerics.kernels.matmul_nbits import host_runs_sqnbit_int8, int8_blocks
+from ..numerics.kernels.mlas_sgemm import GemmCall, host_runs_sqnbit_fp32, host_sgemm, packed_panels, panel_sum, sgemm_batch
+from .nodes import IMPORTED, DmlNode
+from ..realep.placement import ASSIGNED_TO_DML, ON_DML
+from ..core.tensor_desc import broadcast_shapes, broadcast_strides, view
 from .activation import ActivationDesc, apply_activation, validate_fused_activation
 from .base import FLOATS, Operator, OperatorDesc, TensorDesc, rules
 from .importing import Fallback, NodeContext, tensor

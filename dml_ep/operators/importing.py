@@ -14,14 +14,14 @@ from typing import Mapping
 import numpy as np
 import onnx
 
-from ..enums import DML_FEATURE_LEVEL, DML_TENSOR_DATA_TYPE, DML_TENSOR_FLAGS
-from ..errors import QuantizationParameterError, ShapeError
-from ..graph import NodeIO, ValueInfo, attributes, node_io
-from ..kernels.parameters import checked_scale
+from ..core.enums import DML_FEATURE_LEVEL, DML_TENSOR_DATA_TYPE, DML_TENSOR_FLAGS
+from ..core.errors import QuantizationParameterError, ShapeError
+from ..core.graph import NodeIO, ValueInfo, attributes, node_io
+from ..numerics.kernels.parameters import checked_scale
 from ..passes.editable import Origin
-from ..plan import DmlNode
-from ..real_ep import ASSIGNED_TO_DML, ON_CPU
-from ..tensor_desc import DML_BUFFER_TENSOR_DESC, broadcast_shapes, broadcast_strides, left_pad
+from .nodes import DmlNode
+from ..realep.placement import ASSIGNED_TO_DML, ON_CPU
+from ..core.tensor_desc import DML_BUFFER_TENSOR_DESC, broadcast_shapes, broadcast_strides, left_pad
 
 MAX_DIMENSIONS = 8  # DML_TENSOR_DIMENSION_COUNT_MAX1
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
@@ -29,7 +29,7 @@ INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 
 class Fallback(Exception):
     """Raised by an importer: the node runs on onnxruntime's CPU EP, for the reason given;
-    ``real_ep`` says what the real DML EP does with it (:data:`dml_ep.real_ep.ON_DML`, ``ON_CPU``)."""
+    ``real_ep`` says what the real DML EP does with it (:data:`dml_ep.realep.placement.ON_DML`, ``ON_CPU``)."""
 
     def __init__(self, reason: str, real_ep: str):
         super().__init__(f"{reason}; {real_ep}")
@@ -140,7 +140,7 @@ def parameter_shape(ctx: NodeContext, index: int) -> tuple[int, ...]:
 def check_scale(ctx: NodeContext, index: int, scale: np.ndarray | None, allowed_sizes: tuple[int, ...] = (1,)) -> np.ndarray | None:
     """A scale must be float32, finite and positive (DirectML: a zero scale is undefined behaviour).
     ``scale`` None: it comes at run time; its type and shape are checked here, its values by
-    :func:`dml_ep.kernels.parameters.checked_scale` when they arrive."""
+    :func:`dml_ep.numerics.kernels.parameters.checked_scale` when they arrive."""
     name = ctx.input_name(index)
     runtime = scale is None
     scale = _value_or_stand_in(ctx, index, scale)

@@ -27,13 +27,13 @@ from typing import Any
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from ..enums import DML_FEATURE_LEVEL as FL
-from ..enums import DML_OPERATOR_TYPE as OP
-from ..enums import DML_TENSOR_DATA_TYPE as DT
-from ..errors import InvalidAttributeError, ShapeError
-from ..plan import DmlNode
-from ..real_ep import ASSIGNED_TO_DML, ON_CPU, ON_DML
-from ..tensor_desc import view
+from ..core.enums import DML_FEATURE_LEVEL as FL
+from ..core.enums import DML_OPERATOR_TYPE as OP
+from ..core.enums import DML_TENSOR_DATA_TYPE as DT
+from ..core.errors import InvalidAttributeError, ShapeError
+from .nodes import DmlNode
+from ..realep.placement import ASSIGNED_TO_DML, ON_CPU, ON_DML
+from ..core.tensor_desc import view
 from .base import FLOATS, QUANTIZED, Operator, OperatorDesc, TensorDesc, rules
 from .importing import Fallback, NodeContext, tensor
 from .windows import int_list, output_sizes, positive, resolve_padding

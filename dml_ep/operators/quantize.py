@@ -28,11 +28,11 @@ import dataclasses
 
 import numpy as np
 
-from ..enums import DML_OPERATOR_TYPE as OP
-from ..kernels.parameters import checked_scale
-from ..plan import DmlNode
-from ..real_ep import ON_CPU, ON_DML
-from ..tensor_desc import view
+from ..core.enums import DML_OPERATOR_TYPE as OP
+from ..numerics.kernels.parameters import checked_scale
+from .nodes import DmlNode
+from ..realep.placement import ON_CPU, ON_DML
+from ..core.tensor_desc import view
 from .base import FLOATS, Operator, TensorDesc, rules
 from .dequantize import CODES, DIMS, FOUR_BIT, QT, SCALE, X, QuantizationDesc, blocks_expanded, default_zero_point, quantization_21
 from .element_wise_quantize_linear import quantize_values

@@ -41,7 +41,7 @@ and qlinear_global_average_pool.cc with MLAS's qlgavgpool.cpp), which take two d
 
 Both round the float32 value, not the exact one, so they differ from DirectML's definition by one
 step where the exact value lies within their float32 error of a half-integer, exact ties included
-(tests/test_qlinear_pool.py pins such cases). Which route onnxruntime takes depends on the ONNX
+(tests/operators/test_quantized_linear_average_pooling.py pins such cases). Which route onnxruntime takes depends on the ONNX
 node (a 1-D node's desc has a leading dummy dimension), so the importer records it in the node's
 cache; without it (a desc from elsewhere) the global route is taken when every window is the whole
 image with no padding.
@@ -56,14 +56,14 @@ import math
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from ..enums import DML_FEATURE_LEVEL as FL
-from ..enums import DML_OPERATOR_TYPE as OP
-from ..errors import InvalidAttributeError, ShapeError
-from ..kernels import quantize
-from ..kernels.parameters import checked_scale, scalar
-from ..plan import DmlNode
-from ..real_ep import ASSIGNED_TO_DML, ON_DML
-from ..tensor_desc import left_pad, packed_strides, view
+from ..core.enums import DML_FEATURE_LEVEL as FL
+from ..core.enums import DML_OPERATOR_TYPE as OP
+from ..core.errors import InvalidAttributeError, ShapeError
+from ..numerics.kernels import quantize
+from ..numerics.kernels.parameters import checked_scale, scalar
+from .nodes import DmlNode
+from ..realep.placement import ASSIGNED_TO_DML, ON_DML
+from ..core.tensor_desc import left_pad, packed_strides, view
 from .base import FLOAT32, QUANTIZED, Operator, OperatorDesc, TensorDesc, rules
 from .importing import Fallback, NodeContext, check_scale, check_zero_point, output_type, quantized_type, tensor
 from .windows import int_list, output_sizes

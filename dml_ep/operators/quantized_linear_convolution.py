@@ -13,8 +13,8 @@ FilterScale, OutputScale, OutputZeroPoint)``; since the bias is int32 in units o
 with ``acc = sum((x - zx) * (w - zw))`` over the window, padding reading as the input zero point.
 
 The integer core computes ``acc`` exactly, channels last: im2col of the input codes in NHWC order
-(``dml_ep.kernels.im2col``), times the filter as a [KH*KW*C/G, OC/G] matrix per group, on the
-session's integer engine (``dml_ep.engines``). The filter is prepared once per engine. Then the
+(``dml_ep.numerics.kernels.im2col``), times the filter as a [KH*KW*C/G, OC/G] matrix per group, on the
+session's integer engine (``dml_ep.numerics.engines``). The filter is prepared once per engine. Then the
 shared requantize step (``kernels.quantized_product``). The output is written channels last and
 returned as an NCHW view of that memory: a DirectML tensor is sizes plus strides, so the next
 convolution reads it without a transpose.
@@ -26,29 +26,19 @@ import dataclasses
 
 import numpy as np
 
-from ..enums import DML_FEATURE_LEVEL as FL
-from ..enums import DML_OPERATOR_TYPE as OP
-from ..enums import DML_TENSOR_FLAGS
-from ..errors import InvalidAttributeError, ShapeError
-from ..kernels import compiled as native
-from ..kernels import u8s8
-from ..kernels.im2col import im2col
-from ..kernels.parameters import parameter4d, read4d, scalar
-from ..kernels.quantized_product import PreparedQuantizedProduct
-from ..plan import DmlNode
-from ..real_ep import ASSIGNED_TO_DML
+from ..core.enums import DML_FEATURE_LEVEL as FL
+from ..core.enums import DML_OPERATOR_TYPE as OP
+from ..core.enums import DML_TENSOR_FLAGS
+from ..core.errors import InvalidAttributeError, ShapeError
+from ..numerics.kernels import compiled as native
+from ..numerics.kernels import u8s8
+from ..numerics.kernels.im2col import im2col
+from ..numerics.kernels.parameters import parameter4d, read4d, scalar
+from ..numerics.kernels.quantized_product import PreparedQuantizedProduct
+from .nodes import DmlNode
+from ..realep.placement import ASSIGNED_TO_DML
 from .base import FLOAT32, INT32, QUANTIZED, Operator, OperatorDesc, TensorDesc, rules
-from .importing import (
-    Fallback,
-    NodeContext,
-    check_scale,
-    check_zero_point,
-    optional_parameter,
-    output_type,
-    placed_parameter,
-    quantized_type,
-    tensor,
-)
+from .importing import Fallback, NodeContext, check_scale, check_zero_point, optional_parameter, output_type, placed_parameter, quantized_type, tensor
 from .windows import output_sizes, positive, resolve_padding
 
 # --- desc ------------------------------------------------------------------------------------
@@ -431,7 +421,7 @@ class PreparedConvolution(PreparedQuantizedProduct):
         return self.product(b, b_zero_point, self.block_rows or self.rows)
 
     def operand(self, tensors: dict) -> np.ndarray:
-        """This run's input as GEMM rows (:func:`~dml_ep.kernels.im2col.im2col`); for the direct
+        """This run's input as GEMM rows (:func:`~dml_ep.numerics.kernels.im2col.im2col`); for the direct
         loops, channels last (no copy where it lies so)."""
         if self.runtime_zero_point:
             self._input_zero_point(tensors)

@@ -11,7 +11,7 @@ Kernel. DirectML: ``Output = Quantize(Dequantize(A) x Dequantize(B), OutputScale
 ``acc = sum_k (a - za) * (b - zb)``.
 
 The integer core reads A and B through their descs and gives ``acc`` exactly on the session's
-integer engine (``dml_ep.engines``), B prepared once per engine when it is bound at initialization
+integer engine (``dml_ep.numerics.engines``), B prepared once per engine when it is bound at initialization
 (a batch dimension that repeats one matrix, zero strides, is computed once and broadcast).
 A per-row A zero point, which the engines do not take, is applied after as
 ``za * sum_k (b - zb)``. Then the shared requantize step (``kernels.quantized_product``).
@@ -23,18 +23,18 @@ import dataclasses
 
 import numpy as np
 
-from ..enums import DML_FEATURE_LEVEL as FL
-from ..enums import DML_OPERATOR_TYPE as OP
-from ..errors import ShapeError
-from ..kernels import u8s8
-from ..kernels.parameters import as4d, parameter4d, scalar
-from ..kernels.quantized_product import PreparedQuantizedProduct
-from ..plan import DmlNode
-from ..real_ep import ASSIGNED_TO_DML
-from ..tensor_desc import DML_BUFFER_TENSOR_DESC, broadcast_shapes, broadcast_strides, view
+from ..core.enums import DML_FEATURE_LEVEL as FL
+from ..core.enums import DML_OPERATOR_TYPE as OP
+from ..core.errors import ShapeError
+from ..numerics.kernels import u8s8
+from ..numerics.kernels.parameters import as4d, parameter4d, scalar
+from ..numerics.kernels.quantized_product import PreparedQuantizedProduct
+from .nodes import DmlNode
+from ..realep.placement import ASSIGNED_TO_DML
+from ..core.tensor_desc import DML_BUFFER_TENSOR_DESC, broadcast_shapes, broadcast_strides, view
 from .base import QUANTIZED_BINARY_INPUTS, Operator, QuantizedBinaryDesc
 from .importing import (Fallback, NodeContext, check_scale, check_zero_point, one_matrix, optional_parameter, output_type, placed_parameter,
-                        quantized_type, tensor)
+    quantized_type, tensor)
 
 # --- desc ------------------------------------------------------------------------------------
 

@@ -28,15 +28,15 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from ..enums import DML_TENSOR_DATA_TYPE as DT
-from ..kernel_registry import since_version
-from ..plan import DmlNode
-from ..real_ep import ON_CPU
-from . import (activation, convolution, convolution_integer, dequantize, dynamic_quantize_linear, dynamic_quantize_matmul, element_wise_add1,
-               element_wise_arithmetic, element_wise_dequantize_linear, element_wise_identity, element_wise_quantize_linear,
-               element_wise_quantized_linear_add, gather, gemm, join, matmul_nbits, matrix_multiply_integer, matrix_multiply_integer_to_float,
-               max_pooling, qlinear_concat, qlinear_sigmoid, quantize, quantized_linear_average_pooling, quantized_linear_convolution,
-               quantized_linear_matrix_multiply, slice1)
+from ..core.enums import DML_TENSOR_DATA_TYPE as DT
+from ..realep.kernel_registry import since_version
+from .nodes import DmlNode
+from ..realep.placement import ON_CPU
+from . import (activation, convolution, convolution_integer, dequantize, dynamic_quantize_linear, element_wise_add1, element_wise_arithmetic,
+    element_wise_dequantize_linear, element_wise_identity, element_wise_quantize_linear, element_wise_quantized_linear_add, gather, gemm,
+    join, matrix_multiply_integer, matrix_multiply_integer_to_float, max_pooling, quantize, quantized_linear_average_pooling,
+    quantized_linear_convolution, quantized_linear_matrix_multiply, slice1)
+from .graphs import dynamic_quantize_matmul, matmul_nbits, qlinear_concat, qlinear_sigmoid
 from .base import FLOAT32, FLOATS, INT32, QUANTIZED, Operator
 from .dml_graph import DmlGraph
 from .importing import Fallback, NodeContext

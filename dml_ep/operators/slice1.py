@@ -20,12 +20,12 @@ import dataclasses
 
 import numpy as np
 
-from ..enums import DML_FEATURE_LEVEL as FL
-from ..enums import DML_OPERATOR_TYPE as OP
-from ..errors import ShapeError
-from ..plan import DmlNode
-from ..real_ep import ON_CPU
-from ..tensor_desc import view
+from ..core.enums import DML_FEATURE_LEVEL as FL
+from ..core.enums import DML_OPERATOR_TYPE as OP
+from ..core.errors import ShapeError
+from .nodes import DmlNode
+from ..realep.placement import ON_CPU
+from ..core.tensor_desc import view
 from .base import FLOATS, Operator, OperatorDesc, SignedIntegers, TensorDesc, rules
 from .element_wise_identity import INTS_32, INTS_64, dims_of, eight_bit
 from .importing import Fallback, NodeContext, as_int32, tensor

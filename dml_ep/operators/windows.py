@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 
-from ..errors import InvalidAttributeError
+from ..core.errors import InvalidAttributeError
 from .importing import NodeContext, as_int32
 
 

@@ -24,7 +24,7 @@ from .ensure_unique_dq import ensure_unique_dq_for_node_unit
 from .qdq_actions import MATMUL_NBITS_ACCURACY_LEVEL, set_matmul_nbits_accuracy_level
 from .qdq_final_cleanup import qdq_final_cleanup
 from .qdq_rules import CPU, DEFAULT_RULE_SET, DML, RULE_SETS, qdq_selector_action_transformer
-from ..releases import DEFAULT_RELEASE, RELEASE_NAMES, RELEASES
+from ..core.releases import DEFAULT_RELEASE, RELEASE_NAMES, RELEASES
 from .relu_clip_quant import relu_clip_quant_fusion
 from .weight_bias_quantization import weight_bias_quantization
 

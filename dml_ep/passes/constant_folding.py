@@ -21,7 +21,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from .. import graph as graph_module
+from ..core import graph as graph_module
 from .editable import EditableGraph
 
 NAME = "ConstantFolding"
@@ -119,7 +119,7 @@ def _evaluate(graph: EditableGraph, nodes: list[onnx.NodeProto]) -> dict[str, np
 
 
 def _run(graph: EditableGraph, nodes: list[onnx.NodeProto], constants: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    from ..reference import cpu_session
+    from ..ort.reference import cpu_session
 
     produced = {name for node in nodes for name in node.output if name}
     needed = dict.fromkeys(name for node in nodes for name in node.input if name and name not in produced)

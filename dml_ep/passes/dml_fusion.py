@@ -17,7 +17,7 @@ from typing import Callable
 
 import onnx
 
-from ..errors import FallbackError
+from ..core.errors import FallbackError
 from .editable import EditableGraph
 
 DML_DOMAIN = "com.microsoft.dml"

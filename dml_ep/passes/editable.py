@@ -16,8 +16,8 @@ import functools
 import numpy as np
 import onnx
 
-from .. import graph as graph_module
-from ..ort_inference import static_values
+from ..core import graph as graph_module
+from ..ort.inference import static_values
 from .names import Names
 from .node_index import NodeIndex
 from .node_order import NodeOrder

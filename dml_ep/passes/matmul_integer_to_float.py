@@ -19,7 +19,7 @@ import onnx
 from .editable import EditableGraph
 from .qdq_actions import MS_DOMAIN
 from .qdq_rules import DML
-from ..releases import Release
+from ..core.releases import Release
 
 NAME = "MatMulIntegerToFloatFusion"
 UINT32_MAX = 2**32 - 1

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import onnx
 
-from .. import graph as graph_module
+from ..core import graph as graph_module
 from .names import Names
 
 

@@ -28,7 +28,7 @@ import onnx
 import onnxruntime as ort
 from onnx import numpy_helper
 
-from .. import graph as graph_module
+from ..core import graph as graph_module
 from .editable import EditableGraph, Origin
 
 NOT_FOR_DML = (

@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
-from .. import nibbles
-from ..errors import DmlEpError
+from ..core import nibbles
+from ..core.errors import DmlEpError
 from .editable import EditableGraph
 from .qdq_selectors import NodeGroup
 from .qdq_util import input_type, output_type

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import onnx
 
-from ..kernels import quantize
+from ..numerics.kernels import quantize
 from .editable import EditableGraph, Origin
 from .qdq_util import is_dq, is_q, scalar_constant
 

@@ -3,16 +3,16 @@ references, which tests/conftest.py requires to be marked ``host_sensitive`` (sc
 runs those on emulated CPUs).
 
 A test compares with the host's onnxruntime when, in its process or in a child process it starts,
-- dml_ep computes a reference (``dml_ep.compare.run_reference``: ``dml-ep compare``, ``sweep``,
+- dml_ep computes a reference (``dml_ep.conformance.compare.run_reference``: ``dml-ep compare``, ``sweep``,
   ``compare_model`` and every helper over them, the CLI's default reference among them);
 - an onnxruntime session is made by code that is neither dml_ep's nor onnxruntime's nor the model
-  builders' (scripts/): the test's own (``dml_ep.reference.cpu_session`` called from a test
+  builders' (scripts/): the test's own (``dml_ep.ort.reference.cpu_session`` called from a test
   helper too), Polygraphy's ``--onnxrt`` runner, ``python -c`` code;
-- such code reads the host's saturation (``dml_ep.arithmetic.host_saturates_u8s8``).
+- such code reads the host's saturation (``dml_ep.numerics.arithmetic.host_saturates_u8s8``).
 dml_ep's own sessions (fallback partitions, the integer engine's, its probes) are not references.
 
 Each is a line appended to the file named by DML_EP_TEST_RECORD (nothing is recorded without it).
-:func:`install` patches onnxruntime's InferenceSession and dml_ep.arithmetic, now if imported, else
+:func:`install` patches onnxruntime's InferenceSession and dml_ep.numerics.arithmetic, now if imported, else
 when first imported; tests/child_site/sitecustomize.py installs it in child processes (conftest puts
 the folder on their PYTHONPATH), so a test's ``dml-ep`` child is seen as well.
 """
@@ -41,7 +41,7 @@ def _package_dir(name: str) -> str | None:
 
 
 def _origin(frame) -> tuple[str, str | None]:
-    """Who called: ("reference", where) inside dml_ep.compare.run_reference, ("internal", None) for
+    """Who called: ("reference", where) inside dml_ep.conformance.compare.run_reference, ("internal", None) for
     dml_ep's, onnxruntime's and scripts/ code, else ("test", file:line) for any other code."""
     dml_ep, onnxruntime = _package_dir("dml_ep"), _package_dir("onnxruntime")
     caller = None
@@ -103,7 +103,7 @@ def _patch_arithmetic(module) -> None:
     module.host_saturates_u8s8 = host_saturates_u8s8
 
 
-PATCHES = {"onnxruntime.capi.onnxruntime_inference_collection": _patch_sessions, "dml_ep.arithmetic": _patch_arithmetic}
+PATCHES = {"onnxruntime.capi.onnxruntime_inference_collection": _patch_sessions, "dml_ep.numerics.arithmetic": _patch_arithmetic}
 
 
 class _OnImport(importlib.abc.MetaPathFinder):

@@ -1,0 +1,3 @@
+"""Layer 1, onnxruntime: its CPU (and DML) sessions as references (``reference``) and its type and shape
+inference (``inference``).
+"""

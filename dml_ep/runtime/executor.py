@@ -1,0 +1,557 @@
+"""Runs a model: each node planned for the tensors that reach it, DirectML descs on dml_ep's
+kernels, fallback nodes on onnxruntime's CPU EP.
+
+Fallback nodes run in onnxruntime sessions made when first needed, with their constant inputs as
+initializers and their other inputs' shapes left open, so every model onnxruntime runs, dml_ep
+runs, whatever shapes reach it. Nodes that fall back whatever their shapes (no DirectML operator
+is modelled for their op) share one session while each reads only values made before the first
+of them or by them (:func:`fallback_partitions`); a run that keeps every value (compare's
+node-by-node view) runs each node on its own. The sessions share one memory arena, and few of them get a thread pool
+(:func:`fallback_session`).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import math
+import time
+from collections import ChainMap
+from typing import Any, Callable, Iterable, Mapping, NamedTuple, Sequence
+
+import numpy as np
+import onnx
+
+from ..numerics.arithmetic import Arithmetic
+from ..numerics.engines import get_engine
+from ..core.errors import FallbackError, NodeError, OutOfMemoryError, ShapeError
+from ..core.graph import NodeIO, ValueInfo, node_io, node_reads, ort_message, value_info_of
+from ..numerics.kernels.mlas_sgemm import logical_cores
+from ..core.memory import paused_gc, reuse_freed_memory
+from ..operators.dispatch import prepare_kernel, run_kernel
+from ..operators.registration import operator_of
+from ..ort.inference import type_proto
+from ..passes.dml_fusion import unfused
+from ..operators.nodes import DmlNode, PlanEntry
+from ..planning.plan import Plan, macs_inputs
+from ..planning.planner import Planner
+from ..ort.reference import cpu_session
+
+
+class Executor:
+    """Runs a planner's model in one arithmetic, on one integer engine (a name of
+    ``dml_ep.numerics.engines.ENGINES``; default: the fastest exact one)."""
+
+    def __init__(self, planner: Planner, arithmetic: Arithmetic, engine: str | None = None):
+        reuse_freed_memory()
+        self.planner = planner
+        self.arithmetic = arithmetic
+        self.engine = get_engine(engine)
+        self._last_run: Plan | _Trace | None = None
+        self._trace: _Trace | None = None  # the last run's steps, replayed while the feeds' shapes stay the same
+        self._shapes_from_data = False  # a run's shapes differed from the last run's on feeds of the same shapes: plan every run
+        self._fallback_sessions: dict[tuple[tuple[int, ...], frozenset[str]], tuple[Any, list[str], list[str]]] = {}
+        self._fed: dict[tuple[int, ...], list[str]] = {}
+        self._partitions = fallback_partitions(planner)
+        self._last_read: dict[str, int] = {}  # value name -> the index of the last node reading it
+        for index, reads in enumerate(planner.reads):
+            for name in reads:
+                self._last_read[name] = index
+        self._last_readers = _last_readers(planner, self._partitions, self._last_read)
+        self._partition_of = {id(planner.nodes[i]): group for group in self._partitions.values() for i in group}
+        self._io: dict[tuple[int, ...], tuple[list[str], list[str]]] = {}
+        self._pooled = 0  # fallback sessions made with a thread pool
+        self._index = {id(node): index for index, node in enumerate(planner.nodes)}
+        self._graph_outputs = set(planner.output_names)
+        self._kept = self._graph_outputs | self._last_read.keys()  # the results a run keeps (until their last reader)
+        self._constant_outputs = {name: planner.constants[name] for name in self._graph_outputs if name in planner.constants}
+        # Profiling's (dml_ep.runtime.profiling): called after each step with the time it started; None, a test per step and no clock read
+        self.step_hook: StepHook | None = None
+
+    @property
+    def plan(self) -> Plan | None:
+        """The plan of the last run (None before any), made when asked for."""
+        if self._last_run is None or isinstance(self._last_run, Plan):
+            return self._last_run
+        trace = self._last_run
+        if trace.plan is None:
+            trace.plan = self.planner.plan_of(trace.entries, trace.infos)
+        return trace.plan
+
+    @plan.setter
+    def plan(self, plan: Plan) -> None:
+        self._last_run = plan
+
+    def with_arithmetic(self, arithmetic: Arithmetic) -> "Executor":
+        """The same model under another arithmetic, sharing the plans and fallback sessions made."""
+        other = copy.copy(self)
+        other.arithmetic = arithmetic
+        return other
+
+    def prepare(self, plan: Plan) -> None:
+        """Make the sessions of ``plan`` now, as onnxruntime does loading a model: the kernels'
+        engine sessions for their weights, and the fallback sessions (refusing a node whose types
+        or attributes are invalid before the first run)."""
+        for dml_node in plan.dml_nodes:
+            prepare_kernel(dml_node.desc, self._constants(dml_node), self.arithmetic, self.engine, dml_node.cache)
+        channels_last: set[str] = set()  # the values expected to lie channels last: the sessions are made for them
+        made: set[int] = set()
+        for entry in plan.entries:
+            if isinstance(entry, DmlNode):
+                if operator_of(entry.desc).output_channels_last or entry.names.get("ATensor") in channels_last:
+                    channels_last.add(entry.output)
+                continue
+            group = self._partition_of.get(id(entry.node)) or (self._index[id(entry.node)],)
+            if group[0] in made:  # by its first node: hashing a long group per member would be quadratic
+                continue
+            made.add(group[0])
+            inputs = frozenset(self._partition_inputs(group)) & channels_last
+            self._partition_session(group, inputs)
+            channels_last.update(self._to_nhwc(group))
+        if self._trace is None:
+            self._trace = self._trace_of(plan)
+
+    def _trace_of(self, plan: Plan) -> _Trace | None:
+        """The steps a run on feeds of ``plan``'s input shapes takes, read from ``plan`` (made at load
+        for the declared shapes), so that the first run replays them instead of planning every node
+        again. None where a run may plan otherwise: shapes pending or assumed, a node planned from
+        data the run computes, an output whose shape onnxruntime's inference leaves open."""
+        planner = self.planner
+        if plan.pending or plan.assumed or len(plan.entries) != len(planner.nodes) or any(planner.cpu_reads):
+            return None
+        if not all(value.known for value in plan.inputs):  # a sequence fed, say: planned at the run
+            return None
+        for entry, io in zip(plan.entries, planner.io):  # the shapes the run makes are those every reader was planned for
+            made: Iterable[tuple[str, tuple | None]]
+            if isinstance(entry, DmlNode):
+                made = zip(entry.outputs, (entry.output_shape, *(shape for _, shape in entry.more_outputs)))
+            else:  # a fallback's: as onnxruntime's inference knows it (a replay checks it)
+                made = ((name, None) for name in io.outputs if name)
+            for name, shape in made:
+                info = plan.values.get(name)
+                if info is None or not info.known or shape is not None and info.shape != shape:
+                    return None
+        steps: list[_Step] = []
+        done: set[int] = set()
+        for index, entry in enumerate(plan.entries):
+            if index not in done:
+                group = self._partitions.get(index)
+                done.update(group or ())
+                steps.append(_Step(index, group, entry, self._last_readers.get(index, ())))
+        return _Trace({value.name: value for value in plan.inputs}, steps, plan.entries, plan.values, plan)
+
+    @paused_gc  # a run makes objects by the thousand too, and the collections they trigger walk the whole plan: 35 % of a 10,000-node run
+    @np.errstate(all="ignore")  # IEEE results (an overflow to inf, NaN from NaN) are the answer, not a numpy warning
+    def run(self, feeds: dict[str, np.ndarray], keep_all: bool = False) -> dict[str, np.ndarray]:
+        """Plan and execute every node on the tensors that reach it; returns the graph outputs, or
+        with ``keep_all`` every value (each fallback node then runs on its own). ``self.plan`` is
+        then the plan of this run.
+
+        Without ``keep_all`` each intermediate is dropped after the last node that reads it, as a
+        runtime's allocation planner would, so peak memory follows the live tensors only. Feeds of
+        the shapes of the last run's replay its steps (:meth:`_replay`), without planning.
+        """
+        trace = None if keep_all or self._shapes_from_data else self._trace
+        values = {**feeds, **self._constant_outputs}
+        if trace is not None and trace.fits(feeds) and self._replay(trace, values):
+            self._last_run = trace
+        else:
+            values = {**feeds, **self._constant_outputs}  # afresh: a replay that stopped part way left its values
+            self._last_run = self._run_planned(feeds, values, keep_all)
+            if not keep_all:
+                self._trace = self._last_run
+        for name in self._graph_outputs & values.keys():  # as onnxruntime returns them
+            value = values[name]
+            if isinstance(value, np.ndarray) and not (value.flags.c_contiguous and value.flags.writeable):
+                values[name] = value.copy()
+        return values
+
+    def _run_planned(self, feeds: Mapping[str, Any], values: dict[str, Any], keep_all: bool) -> _Trace:
+        """Each node planned for the tensors that reach it, then run; ``values`` (the feeds and the
+        constant graph outputs) ends holding the values kept (all of them with ``keep_all``). The
+        steps taken, to replay."""
+        planner = self.planner
+        infos = {name: value_info_of(name, value) for name, value in values.items()}
+        fed = {name: infos[name] for name in feeds}
+        entries: dict[int, PlanEntry] = {}  # by node index: a partition runs before the nodes between its members
+        steps: list[_Step] = []
+        done: set[int] = set()
+        hook = self.step_hook
+        for index in range(len(planner.nodes)):
+            if index in done:
+                continue
+            group = None if keep_all else self._partitions.get(index)
+            freed = () if keep_all else self._last_readers.get(index, ())
+            try:
+                if group is None:
+                    step = [planner.entry(index, infos, values)]
+                started = time.perf_counter_ns() if hook is not None else 0  # after planning: a node's time is its run's
+                results = self.run_entry(step[0], values) if group is None else self.run_partition(group, values)
+            except MemoryError:
+                raise OutOfMemoryError("not enough memory to run this node on this machine", node=planner.nodes[index]) from None
+            values.update((name, value) for name, value in results.items() if keep_all or name in self._kept)
+            infos.update((name, value_info_of(name, value)) for name, value in results.items())
+            if group is not None:  # its members' inner values are not fetched: their static types stand in
+                known = ChainMap(infos, planner.static)
+                step = [planner.entry(member, known) for member in group]
+                done.update(group)
+            entries.update(zip(group or (index,), step))
+            steps.append(_Step(index, group, step[0], freed))
+            if hook is not None:
+                hook(index, group, step[0], values, results, started)
+            for name in freed:
+                values.pop(name, None)
+        return _Trace(fed, steps, [entries[index] for index in sorted(entries)], infos)
+
+    def _replay(self, trace: _Trace, values: dict[str, Any]) -> bool:
+        """The steps of ``trace`` run again on ``values`` (feeds of its shapes), with its entries:
+        every value then has the shape it had, unless a fallback node's output shape or a CPU input
+        a node is planned from (a Reshape's computed shape) depends on data. False as soon as one
+        differs: then this and later runs are planned afresh."""
+        planner, kept, hook = self.planner, self._kept, self.step_hook
+        for index, group, entry, freed in trace.steps:
+            try:
+                if planner.cpu_reads[index] and group is None and planner.entry(index, trace.infos, values) is not entry:
+                    self._shapes_from_data = True
+                    return False
+                started = time.perf_counter_ns() if hook is not None else 0
+                results = self.run_entry(entry, values) if group is None else self.run_partition(group, values)
+            except MemoryError:
+                raise OutOfMemoryError("not enough memory to run this node on this machine", node=planner.nodes[index]) from None
+            if not isinstance(entry, DmlNode) and not all(_as_planned(value, trace.infos[name]) for name, value in results.items()):
+                self._shapes_from_data = True
+                return False
+            for name, value in results.items():
+                if name in kept:
+                    values[name] = value
+            if hook is not None:
+                hook(index, group, entry, values, results, started)
+            for name in freed:
+                values.pop(name, None)
+        return True
+
+    def run_entry(self, entry: PlanEntry, values: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        """One entry's outputs, its inputs read from ``values``."""
+        if isinstance(entry, DmlNode):
+            result = self.run_dml(entry, values)
+            return dict(zip(entry.outputs, result)) if isinstance(result, list) else {entry.output: result}
+        return self.run_partition((self._index[id(entry.node)],), values)
+
+    def run_dml(self, entry: DmlNode, values: Mapping[str, Any]) -> np.ndarray | list[np.ndarray]:
+        """The node's output; a list of its outputs for an operator of several. A node reading
+        constants alone (a weight's DequantizeLinear that onnxruntime does not fold, run at every
+        inference by the real EP) gives the same output at every run: it is worked out once per
+        arithmetic and engine, and kept read-only."""
+        bound = self._bound(entry)
+        if not bound:
+            key = ("constant output", self.arithmetic, self.engine.name)
+            made = entry.cache.get(key)
+            if made is None:
+                made = entry.cache[key] = self._run_dml(entry, values, bound)
+                for array in made if isinstance(made, list) else [made]:
+                    array.flags.writeable = False
+            return made
+        return self._run_dml(entry, values, bound)
+
+    def _run_dml(self, entry: DmlNode, values: Mapping[str, Any], bound: list) -> np.ndarray | list[np.ndarray]:
+        constants = self._constants(entry)
+        tensors = dict(constants)
+        for field, name, planned in bound:
+            tensor = tensors[field] = values[name]
+            if planned is not None and tensor.shape != planned:
+                raise ShapeError(f"{field} ({name!r}) was planned for shape {list(planned)} and got {list(tensor.shape)}", node=entry.node)
+        try:  # prepared from its constants also when first planned at run time
+            result = run_kernel(entry.desc, tensors, self.arithmetic, self.engine, entry.cache, constants)
+        except NodeError as error:  # a parameter bound at run time, checked as it arrives
+            raise error.named(entry.node, entry.names) from None
+        if entry.more_outputs:  # an operator of several outputs gives them in order
+            shapes = (entry.output_shape, *(shape for _, shape in entry.more_outputs))
+            return [array.reshape(shape) for array, shape in zip(result, shapes)]
+        return result.reshape(entry.output_shape)  # a view where it can be: kernels may write channels last
+
+    @staticmethod
+    def _constants(entry: DmlNode) -> dict:
+        """The buffers bound at initialization (the constants), from which a kernel does its
+        once-per-node work: what is bound at execution comes with each run."""
+        constants = entry.cache.get("constants")
+        if constants is None:
+            constants = entry.cache["constants"] = {field: b for field, b in entry.inputs.items() if isinstance(b, np.ndarray)}
+        return constants
+
+    @staticmethod
+    def _bound(entry: DmlNode) -> list[tuple[str, str, tuple | None]]:
+        """The fields bound at execution: each with the value it reads and the shape planned for it."""
+        key = ("bound", entry.output)  # the cache is shared by the entries of one signature (importer): each binds its own values
+        bound = entry.cache.get(key)
+        if bound is None:
+            bound = entry.cache[key] = [(field, b, entry.input_shapes.get(field)) for field, b in entry.inputs.items() if isinstance(b, str)]
+        return bound
+
+    def run_partition(self, group: tuple[int, ...], values: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        """The outputs of fallback nodes (one, or a partition: those read after it), from one
+        onnxruntime run. Inputs that lie channels last in memory go in as they lie."""
+        inputs = self._partition_inputs(group)
+        channels_last = frozenset(name for name in inputs if is_channels_last(values[name]) and f"{name}.nhwc" not in self.planner.static)
+        session, outputs, fetched = self._partition_session(group, channels_last)
+        feeds = {name: values[name] for name in inputs if name not in channels_last}
+        feeds.update((f"{name}.nhwc", values[name].transpose(0, 2, 3, 1)) for name in channels_last)
+        try:
+            results = session.run(fetched, feeds)
+        except Exception as exc:  # onnxruntime's exception types share no base class but Exception
+            packed = [name for name, value in feeds.items() if getattr(value, "dtype", None) is not None and value.dtype.kind == "V"]
+            if packed:  # int4 or uint4 (ml_dtypes): numpy arrays onnxruntime's run() takes no type for
+                raise FallbackError(f"{packed[0]!r} is {values[packed[0]].dtype}, which onnxruntime's Python run() cannot take "
+                                    "(only OrtValues hold it): a node reading it on the CPU fallback cannot run", node=self.planner.nodes[group[0]]) from None
+            nodes = ", ".join(self.planner.nodes[i].name or self.planner.nodes[i].op_type for i in group)
+            raise FallbackError(f"onnxruntime failed running {'this fallback node' if len(group) == 1 else 'the fallback nodes ' + nodes}: "
+                                f"{ort_message(exc, with_node=False)}", node=self.planner.nodes[group[0]]) from None
+        return {name: result.transpose(0, 3, 1, 2) if fetch != name else result
+                for name, fetch, result in zip(outputs, fetched, results)}
+
+    def _partition_inputs(self, group: tuple[int, ...]) -> list[str]:
+        """The values fallback nodes are fed at each run (worked out once)."""
+        inputs = self._fed.get(group)
+        if inputs is None:
+            inputs = self._fed[group] = [name for name in self._partition_io(group)[0] if name not in self.planner.constants]
+        return inputs
+
+    def _partition_io(self, group: tuple[int, ...]) -> tuple[list[str], list[str]]:
+        """What fallback nodes read from outside (their subgraphs' outer-scope values included) and
+        what they give: a single node all its outputs; a partition those read after it, and those
+        a MAC count needs the shapes of (:func:`dml_ep.planning.plan.macs_inputs`). Worked out once."""
+        made = self._io.get(group)
+        if made is not None:
+            return made
+        nodes = self._cpu_nodes(group)
+        produced = {name for _, io in nodes for name in io.outputs if name}
+        inputs = [name for name in dict.fromkeys(n for node, io in nodes for n in node_reads(node, io.inputs)) if name not in produced]
+        made = self._io[group] = (inputs, self._partition_outputs(group, [io for _, io in nodes]))
+        return made
+
+    def _partition_outputs(self, group: tuple[int, ...], ios: list[NodeIO]) -> list[str]:
+        """What fallback nodes (``ios``: the inputs and outputs of those run for ``group``) give: a
+        single node all its outputs; a partition those read after it, and those a MAC count needs
+        the shapes of (all of them where that is none)."""
+        planner = self.planner
+        if len(group) == 1:
+            return [name for name in planner.io[group[0]].outputs if name]
+        measured = {name for index in group for name in macs_inputs(planner.nodes[index])}
+        given = [name for io in ios for name in io.outputs if name]
+        # read after it: by a node past its last member, or between its members (a value's readers come after its producer).
+        # A partition of dead nodes (nothing reads them) still gives them: onnxruntime runs a graph with outputs only
+        members = set(group)
+        between = {name for index in range(group[0], group[-1]) if index not in members for name in planner.reads[index]}
+        return [name for name in given if name in measured or name in self._graph_outputs or name in between
+                or self._last_read.get(name, -1) > group[-1]] or given
+
+    def _cpu_nodes(self, group: tuple[int, ...]) -> list[tuple[onnx.NodeProto, NodeIO]]:
+        """The ONNX nodes onnxruntime runs for these nodes (a DML-internal fused node unfused), each
+        with its inputs and outputs."""
+        planner = self.planner
+        return [(node, planner.io[index] if node is planner.nodes[index] else node_io(node))
+                for index in group for node in unfused(planner.nodes[index])]
+
+    def _to_nhwc(self, group: tuple[int, ...]) -> set[str]:
+        """The outputs of fallback nodes that leave them channels last: the 4-D ones."""
+        static = self.planner.static
+        return {name for name in self._partition_io(group)[1] if len(static[name].shape or ()) == 4 and f"{name}.nhwc" not in static}
+
+    def _small(self, names: list[str]) -> bool:
+        """Whether these values have static shapes, each of fewer than POOLED_MIN_ELEMENTS elements."""
+        constants, static = self.planner.constants, self.planner.static
+        for name in names:
+            shape = constants[name].shape if name in constants else static[name].shape
+            if shape is None or None in shape or math.prod(shape) >= POOLED_MIN_ELEMENTS:
+                return False
+        return True
+
+    def _partition_session(self, group: tuple[int, ...], channels_last: frozenset = frozenset()):
+        """The session of fallback nodes for inputs in these layouts, made once; with its outputs
+        and the names to fetch them by (4-D outputs come channels last: ``<name>.nhwc``)."""
+        key = (group, channels_last)
+        made = self._fallback_sessions.get(key)
+        if made is None:
+            planner = self.planner
+            inputs, outputs = self._partition_io(group)
+            to_nhwc = self._to_nhwc(group)
+            nodes = [node for node, _ in self._cpu_nodes(group)]
+            # as bytes: the message's copy of the nodes (3.5 MB for 10,000) is freed before onnxruntime parses its own
+            model = fallback_model(nodes, inputs, outputs, planner, channels_last, to_nhwc).SerializeToString()
+            pooled = (self._pooled < POOLED_SESSIONS and any(macs_inputs(node)[1:] or node.op_type in NORMALIZATIONS for node in nodes)
+                      and not self._small(inputs + outputs))
+            try:
+                session = fallback_session(model, planner.nodes[group[0]], optimize=len(group) == 1, pooled=pooled)
+            except FallbackError:
+                if len(group) > 1:
+                    for index in group:  # name the node onnxruntime refuses
+                        self._partition_session((index,))
+                raise
+            self._pooled += pooled
+            made = self._fallback_sessions[key] = (session, outputs, [f"{n}.nhwc" if n in to_nhwc else n for n in outputs])
+        return made
+
+
+class _Step(NamedTuple):
+    """One step of a run: a node's entry, or a partition of fallback nodes (``entry`` its first's),
+    and the values no later step reads."""
+
+    node_index: int  # a partition's first node's
+    group: tuple[int, ...] | None
+    entry: PlanEntry
+    freed: Sequence[str]
+
+
+# A step's first node index, its partition (None: one node), its entry (a partition's first's), the values of the run
+# (its inputs among them), its results and when it started (time.perf_counter_ns)
+StepHook = Callable[[int, tuple[int, ...] | None, PlanEntry, Mapping[str, Any], Mapping[str, Any], int], None]
+
+
+@dataclasses.dataclass
+class _Trace:
+    """What a run did: its steps, the plan entries and value infos of its plan (made when asked
+    for), and the infos of the feeds it was planned for."""
+
+    feeds: dict[str, ValueInfo]
+    steps: list[_Step]
+    entries: list[PlanEntry]
+    infos: dict[str, ValueInfo]
+    plan: Plan | None = None
+
+    def fits(self, feeds: Mapping[str, Any]) -> bool:
+        """Whether ``feeds`` have the names, types and shapes of this run's."""
+        return len(feeds) == len(self.feeds) and all(_as_planned(value, self.feeds.get(name)) for name, value in feeds.items())
+
+
+def _as_planned(value, info: ValueInfo | None) -> bool:
+    """Whether a value a run made has the element type and shape of ``info``, a trace's: of a run,
+    or of onnxruntime's inference, whose type strings the run's values do not carry."""
+    made = value_info_of("", value)
+    return info is not None and made.dtype == info.dtype and made.shape == info.shape and (made.dtype is not None or made.type == info.type)
+
+
+def is_channels_last(x) -> bool:
+    """Whether a 4-D array (NCHW sizes) lies in memory as NHWC, as convolution outputs do."""
+    return isinstance(x, np.ndarray) and x.ndim == 4 and not x.flags.c_contiguous and x.transpose(0, 2, 3, 1).flags.c_contiguous
+
+
+def fallback_partitions(planner: Planner) -> dict[int, tuple[int, ...]]:
+    """Groups of two or more nodes that fall back whatever their shapes, each run as one onnxruntime
+    session at its first node's step, keyed by that node's index. A node joins the open group while
+    it reads only values made before that step or by the group's nodes, so a group never waits on a
+    DirectML node that waits on it: consecutive such nodes group, connected or not, and so do the
+    independent ones of a wide graph with DirectML nodes between them (10,000 outputs, each of a
+    fallback node of its own: one session, not thousands).
+    """
+    groups: dict[int, tuple[int, ...]] = {}
+    group: list[int] = []
+    later: set[str] = set()  # what nodes outside the open group make after its first node
+    for index, reads in enumerate(planner.reads):
+        if not planner.never_maps[index]:
+            if group:
+                later.update(name for name in planner.io[index].outputs if name)
+            continue
+        if not group or not later.isdisjoint(reads):
+            if len(group) > 1:
+                groups[group[0]] = tuple(group)
+            group, later = [], set()
+        group.append(index)
+    if len(group) > 1:
+        groups[group[0]] = tuple(group)
+    return groups
+
+
+def _last_readers(planner: Planner, partitions: dict[int, tuple[int, ...]], last_read: dict[str, int]) -> dict[int, list[str]]:
+    """For each step of a run, the intermediate values no later step reads (graph outputs stay).
+    A partition runs whole at its first node's step, so its members read at that step: a value is
+    freed at the last step reading it, which for a member is its partition's (and a node between a
+    partition's members may read it later than its last reader, ``last_read``, a member)."""
+    step = list(range(len(planner.nodes)))
+    for first, group in partitions.items():
+        for member in group:
+            step[member] = first
+    last_step = {name: step[index] for name, index in last_read.items()}
+    for group in partitions.values():
+        for index in range(group[0] + 1, group[-1]):
+            for name in planner.reads[index]:
+                last_step[name] = max(last_step[name], step[index])
+    keep = set(planner.output_names)
+    readers: dict[int, list[str]] = {}
+    for name, index in last_step.items():
+        if name not in keep:
+            readers.setdefault(index, []).append(name)
+    return readers
+
+
+POOLED_SESSIONS = 8  # fallback sessions per model that get a thread pool: those with matrix products or normalizations first
+# Below this many elements in each value they read and write, fallback nodes run on one thread: waking a pool costs more than
+# it shares (a 1x16x64 LayerNormalization: 5 us on one thread, 16 us on two; a transformer block of that width runs 20 % faster;
+# a MiniLM-sized encoder block, 1x128x384 values, 2.52 ms a run against 2.88 with pools woken for its 2^15..2^17-element values).
+POOLED_MIN_ELEMENTS = 2**17
+# Ops whose onnxruntime kernels split their rows over the thread pool (a 1x128x384
+# SkipLayerNormalization: 0.22 ms on one thread, 0.15 ms on two).
+NORMALIZATIONS = {"LayerNormalization", "SkipLayerNormalization", "SimplifiedLayerNormalization", "SkipSimplifiedLayerNormalization",
+                  "Softmax", "EmbedLayerNormalization", "Attention"}
+
+
+def fallback_session(model: bytes, node: onnx.NodeProto, optimize: bool = True, pooled: bool = False):
+    """An onnxruntime session of fallback nodes (a serialized model): made once, it refuses a node
+    whose types or attributes are invalid as onnxruntime loading the model would. A ``pooled``
+    session has a thread per core that sleeps between runs (spinning pools would take the cores
+    from dml_ep's kernels); the others run on the caller's thread, so that thousands of fallback
+    sessions do not make thousands of threads. All share one memory arena.
+
+    A partition's session runs without onnxruntime's graph optimizations: they would fuse its
+    nodes (DequantizeLinear -> Mul -> QuantizeLinear into QLinearMul by the CPU EP's QDQ rules, a
+    constant Add into a Conv's bias), and the numbers would no longer be those of the nodes run
+    one by one, as the real EP runs them. A single node keeps them (its layout transposes cancel),
+    unless onnxruntime's optimizer fails on the graph it makes (an int8 DequantizeLinear-21 before
+    a layout Transpose: its QDQ propagation writes a QuantizeLinear whose types disagree): the node
+    then runs as it is, its transposes too."""
+    threads = logical_cores() if pooled else 1
+    try:
+        return cpu_session(model, threads=threads, spinning=False, optimize=optimize, shared_arena=True)
+    except Exception as exc:  # onnxruntime's InvalidGraph, Fail, ...
+        failure = exc
+    if optimize:
+        try:
+            return cpu_session(model, threads=threads, spinning=False, optimize=False, shared_arena=True)
+        except Exception as exc:  # the node itself is refused: that is the message
+            failure = exc
+    raise FallbackError(f"onnxruntime refuses this fallback node: {ort_message(failure, with_node=False)}", node=node)
+
+
+def fallback_model(nodes: list, inputs: list[str], outputs: list[str], planner: Planner,
+                   channels_last=frozenset(), to_nhwc=frozenset()) -> onnx.ModelProto:
+    """A model of just these nodes: the constant ones of ``inputs`` (the values they and their
+    subgraphs read) as initializers, the others as graph inputs of their static type with open
+    shapes; ``outputs`` as graph outputs.
+
+    An input in ``channels_last`` comes as NHWC and an output in ``to_nhwc`` leaves as NHWC
+    (``<name>.nhwc``), through Transpose nodes that onnxruntime's layout optimizer cancels
+    against its NHWC kernels (a uint8 MaxPool, 50x faster than its NCHW one), or runs itself.
+    """
+    graph_inputs, initializers, transposes = [], [], []
+    for name in inputs:
+        if name in planner.constants:
+            initializers.append(onnx.numpy_helper.from_array(planner.constants[name], name))
+        elif name in channels_last:
+            proto = type_proto(planner.static[name].type)
+            graph_inputs.append(onnx.helper.make_tensor_value_info(f"{name}.nhwc", proto.tensor_type.elem_type, None))
+            transposes.append(onnx.helper.make_node("Transpose", [f"{name}.nhwc"], [name], perm=[0, 3, 1, 2]))
+        else:
+            graph_inputs.append(onnx.helper.make_value_info(name, type_proto(planner.static[name].type)))
+    graph_outputs = []
+    for name in outputs:
+        if name in to_nhwc:
+            transposes.append(onnx.helper.make_node("Transpose", [name], [f"{name}.nhwc"], perm=[0, 2, 3, 1]))
+            name = f"{name}.nhwc"
+        graph_outputs.append(onnx.helper.make_empty_tensor_value_info(name))
+    model = onnx.ModelProto(ir_version=planner.header.ir_version, opset_import=planner.header.opset_import,
+                            functions=planner.header.functions)
+    graph = model.graph  # made in place: make_model would copy a graph of thousands of nodes once more
+    graph.name = f"fallback_{nodes[0].name or nodes[0].op_type}"
+    graph.node.extend([*nodes, *transposes])
+    graph.input.extend(graph_inputs)
+    graph.output.extend(graph_outputs)
+    graph.initializer.extend(initializers)
+    return model
