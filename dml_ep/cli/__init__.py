@@ -1,3 +1,3 @@
-"""Layer 12, the command line: its grammar (``arguments``), each command's parse, call and write (``commands``),
-and what ``--version`` says (``about``).
+"""Layer 12, the command line: its grammar (``arguments``) and each command's parse, call and write
+(``commands``); what ``--version`` says is ``dml_ep.core.about``.
 """
