@@ -130,14 +130,14 @@ class DML_OPERATOR_TYPE(enum.IntEnum):
         return f"DML_OPERATOR_{self.name}"
 
 
-class _FieldEnum(enum.IntEnum):
+class FieldEnum(enum.IntEnum):
     """A DirectML enum a desc field holds, written in full (``DML_MATRIX_TRANSFORM_NONE``)."""
 
     def __str__(self) -> str:
         return f"{type(self).__name__}_{self.name}"
 
 
-class DML_QUANTIZATION_TYPE(_FieldEnum):
+class DML_QUANTIZATION_TYPE(FieldEnum):
     """What QUANTIZE's and DEQUANTIZE's QuantizationTensors hold (DirectML.h, DML_FEATURE_LEVEL_6_3)."""
 
     NONE = 0
@@ -145,21 +145,21 @@ class DML_QUANTIZATION_TYPE(_FieldEnum):
     SCALE_ZERO_POINT = 2
 
 
-class DML_MATRIX_TRANSFORM(_FieldEnum):
+class DML_MATRIX_TRANSFORM(FieldEnum):
     """GEMM's TransA and TransB."""
 
     NONE = 0
     TRANSPOSE = 1
 
 
-class DML_CONVOLUTION_MODE(_FieldEnum):
+class DML_CONVOLUTION_MODE(FieldEnum):
     """CONVOLUTION's Mode: the filter flipped (CONVOLUTION) or not (CROSS_CORRELATION, what ONNX's Conv is)."""
 
     CONVOLUTION = 0
     CROSS_CORRELATION = 1
 
 
-class DML_CONVOLUTION_DIRECTION(_FieldEnum):
+class DML_CONVOLUTION_DIRECTION(FieldEnum):
     """CONVOLUTION's Direction: FORWARD (ONNX Conv) or BACKWARD (ONNX ConvTranspose)."""
 
     FORWARD = 0

@@ -16,16 +16,15 @@ import dataclasses
 import math
 from typing import cast
 
-from ...core.enums import (DML_CONVOLUTION_DIRECTION, DML_CONVOLUTION_MODE, DML_MATRIX_TRANSFORM, DML_OPERATOR_TYPE, DML_QUANTIZATION_TYPE,
-    DML_TENSOR_DATA_TYPE, DML_TENSOR_FLAGS)
+from ...core.enums import DML_OPERATOR_TYPE, DML_TENSOR_DATA_TYPE, DML_TENSOR_FLAGS, FieldEnum
 from ...core.errors import DxDispatchError
 from ...operators.activation import ActivationDesc
 from ...operators.base import OperatorDesc, field_kind
 from ...operators.registration import OPERATORS
 from ...core.tensor_desc import DML_BUFFER_TENSOR_DESC, calc_buffer_tensor_size, packed_strides
 
-ENUM_FIELDS = {"DML_QUANTIZATION_TYPE": DML_QUANTIZATION_TYPE, "DML_MATRIX_TRANSFORM": DML_MATRIX_TRANSFORM,  # by annotation
-               "DML_CONVOLUTION_MODE": DML_CONVOLUTION_MODE, "DML_CONVOLUTION_DIRECTION": DML_CONVOLUTION_DIRECTION}
+# DirectML's enums a desc field holds, by the annotation that names one (the field's kind): written in full.
+ENUM_FIELDS = {enum.__name__: enum for enum in FieldEnum.__subclasses__()}
 
 # The desc class of each operator dml_ep models (the operator table's).
 DESC_CLASSES = {op: entry.desc for op, entry in OPERATORS.items()}
@@ -79,7 +78,7 @@ def _fields_to_dict(desc: OperatorDesc) -> dict:
             value = [tensor_to_dict(each) for each in value]
         elif isinstance(value, OperatorDesc):  # a fused activation: its fields inline beside Type
             value = {"Type": value.OPERATOR_TYPE.name, **_fields_to_dict(value)}
-        elif field.name == "ScaleBias":
+        elif field_kind(field) == SCALE_BIAS:
             value = {"Scale": value[0], "Bias": value[1]}
         elif field_kind(field) in ENUM_FIELDS:
             value = str(value)
@@ -89,6 +88,7 @@ def _fields_to_dict(desc: OperatorDesc) -> dict:
     return out
 
 
+SCALE_BIAS = "Optional[tuple[float, float]]"  # a DML_SCALE_BIAS, written {"Scale": ..., "Bias": ...}
 FLOAT_WORDS = {"nan": float("nan"), "inf": float("inf"), "-inf": float("-inf")}  # DxDispatch's strings for floats
 
 
@@ -177,7 +177,7 @@ def _field_from_dict(kind: str, value, where: str):
         return _integers(value, where, signed=True)
     if kind == "float":
         return _float(value, where)
-    if kind.startswith("Optional[tuple[float"):  # DML_SCALE_BIAS
+    if kind == SCALE_BIAS:
         if not isinstance(value, dict) or set(value) != {"Scale", "Bias"}:
             raise DxDispatchError(f"{where}: expected {{\"Scale\": ..., \"Bias\": ...}}")
         return (_float(value["Scale"], f"{where}.Scale"), _float(value["Bias"], f"{where}.Bias"))
