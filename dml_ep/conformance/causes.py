@@ -12,12 +12,13 @@ reference's value, or DirectML's exact value to tell a tie from float32 rounding
   uint8 x int8 product pairs changes, else "other". The node's cause is that of most of its
   elements out of tolerance, so that a float output's many float32 rounding differences within
   it do not outvote the few saturated elements that fail it.
-- MatMulNBits (DirectML's DEQUANTIZE -> GEMM against onnxruntime's CPU kernel), a float output:
-  "int8 activations" where the reference is onnxruntime's value at accuracy level 4 (A quantized to
-  int8 per block, CompInt8), which DirectML never does; "float16 weights" where a float16 model's
-  dequantized weights, float16 on DirectML, are float32 on the CPU and that moves the exact
-  product; "float summation order" where the reference lies within a float32 GEMM's rounding bound
-  of the exact product it computes (``(K + 2) * 2^-24`` of the sum of magnitudes, and an ulp).
+- A DirectML graph whose output is a float product (its row's ``exact_products``: MatMulNBits'
+  DEQUANTIZE -> GEMM against onnxruntime's CPU kernel): "int8 activations" where the reference is
+  the CPU's other computation (A quantized to int8 per block at accuracy level 4, CompInt8), which
+  DirectML never does; "float16 weights" where DirectML's own product (a float16 model's
+  dequantized weights, float16 on DirectML, float32 on the CPU) moves off the exact one; "float
+  summation order" where the reference lies within a float32 GEMM's rounding bound of the exact
+  product it computes (``(K + 2) * 2^-24`` of the sum of magnitudes, and an ulp).
 - A float sum of products (GEMM, CONVOLUTION: an operator with ``exact_float``), a float output:
   "float summation order" where another arithmetic gives the reference's value, or where the
   reference lies within a float32 sum's rounding bound of the exact value (as above): DirectML
@@ -38,9 +39,9 @@ import numpy as np
 
 from ..numerics.arithmetic import Arithmetic
 from ..numerics.engines import get_engine
-from ..numerics.kernels.matmul_nbits import dequantized_weight, int8_blocks
 from ..numerics.kernels.parameters import parameter4d
 from ..operators.base import OperatorDesc
+from ..operators.dml_graph import FloatProducts
 from ..operators.registration import operator_of
 from ..operators.nodes import DmlNode
 from ..ort.reference import DML_REFERENCE
@@ -94,7 +95,7 @@ def within_float_sum(entry: DmlNode, values: Mapping, expected: np.ndarray, wher
     if exact_float is None or not where.any():
         return np.zeros(where.shape, dtype=bool)
     value, magnitude, k = exact_float(entry.desc, bound_tensors(entry, values))
-    labels = product_causes((value.reshape(expected.shape), magnitude.reshape(expected.shape)), k, expected, where)
+    labels = product_causes(FloatProducts((value.reshape(expected.shape), magnitude.reshape(expected.shape)), k), expected, where)
     return labels == CAUSES.index("float summation order")
 
 
@@ -197,44 +198,22 @@ def describe_arithmetic(arith: Arithmetic) -> str:
     return arith.mode + (" (u8s8 saturation)" if arith.onnxruntime and arith.u8s8_saturation else "")
 
 
-def matmul_nbits_causes(node, constants: dict, a: np.ndarray, result: np.ndarray, expected: np.ndarray, unexplained: np.ndarray,
-                        quantized_a: bool = False) -> np.ndarray:
-    """Each ``unexplained`` element's cause (an index into CAUSES; OTHER where none holds) for a
-    MatMulNBits ``node`` run on DirectML (``result``) against onnxruntime's CPU kernel at the node's
-    accuracy level (``expected``), both from the same A; ``quantized_a``: ``result`` quantized A at
-    level 4 as the CPU does (the "onnxruntime" arithmetic on a host with CompInt8), so the CPU's
-    int8 product is the one both sum."""
-    attributes = {attr.name: attr.i for attr in node.attribute}
-    n, k, bits, block_size = attributes["N"], attributes["K"], attributes.get("bits", 4), attributes["block_size"]
-    accuracy_level = attributes.get("accuracy_level", 0)
-    zero_points = constants.get(node.input[3]) if len(node.input) > 3 and node.input[3] else None
-    weight = dequantized_weight(constants[node.input[1]], constants[node.input[2]], zero_points, n, k, bits, block_size).T
-    a64 = np.asarray(a, np.float64)
-    cpu_a = int8_blocks(a, block_size) if accuracy_level == 4 else None
-    cpu = None if cpu_a is None else (cpu_a @ weight, np.abs(cpu_a) @ np.abs(weight))
-    on_dml = a64 @ weight.astype(np.float16).astype(np.float64) if result.dtype == np.float16 else None
-    if quantized_a and cpu is not None:
-        return product_causes(cpu, k, expected, unexplained, None, on_dml)
-    return product_causes((a64 @ weight, np.abs(a64) @ np.abs(weight)), k, expected, unexplained, cpu, on_dml)
-
-
-def product_causes(exact: tuple, k: int, expected: np.ndarray, unexplained: np.ndarray, cpu: tuple | None = None,
-                   on_dml: np.ndarray | None = None) -> np.ndarray:
-    """The causes of a float product's differences, each a value (and its sum of magnitudes) the
-    reference lies within a float32 GEMM's rounding bound of: the exact product ``exact`` ("float
-    summation order"; "float16 weights" where DirectML's own product ``on_dml`` moves off it), or
-    only the CPU's other computation ``cpu`` ("int8 activations": a host whose MLAS has no
-    CompInt8 kernel computes level 4 as level 0)."""
+def product_causes(products: FloatProducts, expected: np.ndarray, unexplained: np.ndarray) -> np.ndarray:
+    """The causes of a float product's differences (an index into CAUSES each ``unexplained``
+    element, OTHER where none holds), each a value of ``products`` the reference lies within a
+    float32 GEMM's rounding bound of: the exact product ("float summation order"; "float16 weights"
+    where DirectML's own product moves off it), or only the CPU's other computation ("int8
+    activations": a host whose MLAS has no CompInt8 kernel computes level 4 as level 0)."""
 
     def reproduces(value, magnitude):
-        bound = (k + 2) * 2.0**-24 * magnitude + np.spacing(np.abs(expected)).astype(np.float64)
+        bound = (products.terms + 2) * 2.0**-24 * magnitude + np.spacing(np.abs(expected)).astype(np.float64)
         return np.abs(np.asarray(expected, np.float64) - value) <= bound
 
     labels = np.full(expected.shape, OTHER)
-    plain = reproduces(*exact)
-    if cpu is not None:
-        labels[reproduces(*cpu) & ~plain] = CAUSES.index("int8 activations")
-    if on_dml is not None:
-        labels[plain & ~reproduces(on_dml, exact[1])] = CAUSES.index("float16 weights")
+    plain = reproduces(*products.exact)
+    if products.cpu is not None:
+        labels[reproduces(*products.cpu) & ~plain] = CAUSES.index("int8 activations")
+    if products.on_dml is not None:
+        labels[plain & ~reproduces(products.on_dml, products.exact[1])] = CAUSES.index("float16 weights")
     labels[plain & (labels == OTHER)] = CAUSES.index("float summation order")
     return np.where(unexplained, labels, NONE)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import functools
 import os
 from typing import Callable
 
@@ -30,15 +31,15 @@ import onnx
 
 from ..numerics.arithmetic import Arithmetic
 from .causes import (EXACT_PRODUCTS, FLOAT_REFERENCES, alternative_arithmetics, classify, describe_arithmetic, exact_for_any_input, first_output,
-    matmul_nbits_causes, within_float_sum)
+    product_causes, within_float_sum)
 from ..core.choices import CANDIDATES
 from ..core.errors import DmlEpError, FeedError, ModelError, ShapeError
 from ..runtime.executor import Executor
-from ..core.graph import Loaded, load_model, ort_message
+from ..core.graph import Loaded, draws_random_values, load_model, ort_message
 from ..planning.importer import DEFAULT_FEATURE_LEVEL
-from ..numerics.kernels.matmul_nbits import host_runs_sqnbit_int8
-from ..operators.registration import GRAPH_RULES
-from ..passes import CPU, DEFAULT_RELEASE
+from ..operators.dml_graph import DmlGraph
+from ..operators.registration import Registration, graph_of, row_of
+from ..passes import CPU, DEFAULT_RELEASE, relu_clip_quant
 from ..passes.qdq_util import is_dq, is_q
 from ..operators.nodes import DmlNode, PlanEntry
 from ..planning.plan import Plan
@@ -47,11 +48,6 @@ from ..ort.reference import DML_REFERENCE, cpu_session, dml_session, fused_away,
 from ..reports.report import (CAUSES, EXACT, NONE, OTHER, ModelReport, NodeComparison, ShippedComparison, Tolerance, compare_tensors, desc_summary,
     node_label)
 from ..runtime.session import InferenceSession
-
-RANDOM = {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Multinomial", "Bernoulli"}  # each run draws anew
-
-# What compare_model compares with its reference: dml_ep, or an onnxruntime configuration whose
-# QDQ fusions dml_ep reproduces node by node (so not "ort-unfused").
 
 
 @np.errstate(all="ignore")  # its nodes run in isolation on values of any kind: an overflow to inf is a result, not a warning
@@ -94,9 +90,7 @@ def compare_model(
     if reference == DML_REFERENCE:
         require_dml()
     progress = progress or (lambda *args: None)
-    # dml_ep's arithmetic mimics the reference, or in candidate mode the candidate
-    if u8s8_saturation is None and (reference if candidate == "dml_ep" else candidate) in EXACT_PRODUCTS:
-        u8s8_saturation = False
+    u8s8_saturation = _mimicked_saturation(u8s8_saturation, reference, candidate)
     proto = load_model(model)
     session = InferenceSession(
         Loaded(proto), feature_level=feature_level, arithmetic=arithmetic, u8s8_saturation=u8s8_saturation, qdq_rules=qdq_rules,
@@ -139,6 +133,13 @@ def compare_model(
         report.nodes = compare_nodes(executor, values, {**feeds, **expected}, steps, tolerance, progress,
                                      isolate=candidate == "dml_ep", against=reference)
     return report
+
+
+def _mimicked_saturation(u8s8_saturation: bool | None, reference: str, candidate: str) -> bool | None:
+    """``u8s8_saturation`` as given; by default none where the side dml_ep's arithmetic mimics (the
+    reference, or in candidate mode the candidate) has exact u8s8 products, else the host's (None)."""
+    mimicked = reference if candidate == "dml_ep" else candidate
+    return False if u8s8_saturation is None and mimicked in EXACT_PRODUCTS else u8s8_saturation
 
 
 def _reference_values(proto: onnx.ModelProto, feeds: dict, reference: str, intermediates: list[str], saved: dict | None,
@@ -211,14 +212,9 @@ def compare_nodes(executor: Executor, values: dict, reference: dict, steps: dict
     rules made are judged in isolation instead (:func:`compare_rewritten`). ``against`` names the
     reference (``REFERENCES``), which decides the causes it can have (see the module's notes).
     """
-    float_reference, real_ep = against in FLOAT_REFERENCES, against == DML_REFERENCE
-    alternatives = [(cause, executor.with_arithmetic(arith))
-                    for cause, arith in alternative_arithmetics(executor.arithmetic, saturating=against not in EXACT_PRODUCTS)]
+    isolation = Isolation(executor, reference, steps, tolerance, against, isolate)
     entries = ran_plan(executor).entries
     nodes = []
-    producers: dict[str, tuple[int, PlanEntry]] = {}
-    judged: set[int] = set()  # the entries found inexact in isolation: where their differences start
-    differing: dict[str, int] = {}  # each value compared so far: its differing elements
     for index, entry in enumerate(entries, 1):
         progress("comparing node", index, len(entries))
         shared = [n for n in entry.outputs if n in values and n in reference]
@@ -229,29 +225,56 @@ def compare_nodes(executor: Executor, values: dict, reference: dict, steps: dict
             propagated=[compare_tensors(n, values[n], reference[n], step_of(n, reference[n], steps), tolerance) for n in shared],
         )
         try:
-            if not isolate:
-                compare_rewritten(executor, entry, reference, steps, tolerance, alternatives, comparison, float_reference)
-            elif isinstance(entry, DmlNode) and entry.origin.rules and entry.origin.rules[-1] in GRAPH_RULES:
-                compare_dml_graph(executor, entry, reference, steps, tolerance, alternatives, comparison)
-            elif isinstance(entry, DmlNode) and entry.output in reference and all(n in reference for n in entry.value_inputs):
-                compare_dml_node(executor, entry, reference, steps, tolerance, alternatives, comparison, float_reference, real_ep)
-            elif entry.origin.cpu_rule:
-                compare_cpu_only_group(executor, entry, reference, steps, tolerance, comparison, real_ep)
-            elif entry.node.op_type in RANDOM and any(c.differing for c in comparison.propagated):
-                comparison.isolated = comparison.propagated[0]  # its inputs are at most a shape: the draws differ
-                comparison.causes = {"random values": comparison.isolated.differing}
-            elif isolate and starts_a_difference(entry, comparison, differing):
-                producers = producers or {name: (i, e) for i, e in enumerate(entries) for name in e.outputs}  # made once, where needed
-                compare_hidden_chain(executor, hidden_chain(entry, reference, ran_plan(executor).constants, producers), reference, steps,
-                                     tolerance, comparison, alternatives, judged, real_ep)
+            isolation.judge(entry, comparison)
         except ShapeError as error:  # the reference's inputs have other shapes than those dml_ep planned the node for
             comparison = dataclasses.replace(comparison, isolated=None, desc=None, causes={}, causes_out_of_tolerance={}, graph=None,
                                              not_isolated=f"not run in isolation: the reference's inputs have other shapes ({error.rule})")
-        if comparison.inexact_in_isolation:
-            judged.add(id(entry))
-        differing.update((c.name, c.differing) for c in comparison.propagated)
+        isolation.record(entry, comparison)
         nodes.append(comparison)
     return nodes
+
+
+class Isolation:
+    """How :func:`compare_nodes` runs each plan entry in isolation against ``against``'s values
+    (``reference``), and what the entries before it found."""
+
+    def __init__(self, executor: Executor, reference: dict, steps: dict, tolerance: Tolerance, against: str, isolate: bool):
+        self.executor, self.reference, self.steps, self.tolerance, self.isolate = executor, reference, steps, tolerance, isolate
+        self.float_reference, self.real_ep = against in FLOAT_REFERENCES, against == DML_REFERENCE
+        self.alternatives = [(cause, executor.with_arithmetic(arith))
+                             for cause, arith in alternative_arithmetics(executor.arithmetic, saturating=against not in EXACT_PRODUCTS)]
+        self.judged: set[int] = set()  # the entries found inexact in isolation: where their differences start
+        self.differing: dict[str, int] = {}  # each value compared so far: its differing elements
+
+    @functools.cached_property
+    def producers(self) -> dict[str, tuple[int, PlanEntry]]:
+        """Each value's plan index and maker (made once, where a hidden chain needs it)."""
+        return {name: (i, e) for i, e in enumerate(ran_plan(self.executor).entries) for name in e.outputs}
+
+    def judge(self, entry: PlanEntry, comparison: NodeComparison) -> None:
+        """``entry`` run in isolation as what it is, its differences' causes put down in ``comparison``."""
+        executor, reference, steps, tolerance, alternatives = self.executor, self.reference, self.steps, self.tolerance, self.alternatives
+        graph = graph_of(entry.origin) if isinstance(entry, DmlNode) else None
+        if not self.isolate:
+            compare_rewritten(executor, entry, reference, steps, tolerance, alternatives, comparison, self.float_reference)
+        elif isinstance(entry, DmlNode) and graph is not None:
+            compare_dml_graph(executor, entry, graph, reference, steps, tolerance, alternatives, comparison)
+        elif isinstance(entry, DmlNode) and entry.output in reference and all(n in reference for n in entry.value_inputs):
+            compare_dml_node(executor, entry, reference, steps, tolerance, alternatives, comparison, self.float_reference, self.real_ep)
+        elif entry.origin.cpu_rule:
+            compare_cpu_only_group(executor, entry, reference, steps, tolerance, comparison, self.real_ep)
+        elif draws_random_values(entry.node) and any(c.differing for c in comparison.propagated):
+            comparison.isolated = comparison.propagated[0]  # its inputs are at most a shape: the draws differ
+            comparison.causes = {"random values": comparison.isolated.differing}
+        elif starts_a_difference(entry, comparison, self.differing):
+            compare_hidden_chain(executor, hidden_chain(entry, reference, ran_plan(executor).constants, self.producers), reference, steps,
+                                 tolerance, comparison, alternatives, self.judged, self.real_ep)
+
+    def record(self, entry: PlanEntry, comparison: NodeComparison) -> None:
+        """What ``entry``'s comparison tells the entries after it."""
+        if comparison.inexact_in_isolation:
+            self.judged.add(id(entry))
+        self.differing.update((c.name, c.differing) for c in comparison.propagated)
 
 
 def compare_dml_node(executor: Executor, entry: DmlNode, reference: dict, steps: dict, tolerance: Tolerance, alternatives,
@@ -299,13 +322,13 @@ def compare_rewritten(executor: Executor, entry: PlanEntry, reference: dict, ste
         comparison.causes = {"graph": comparison.isolated.differing}
 
 
-def compare_dml_graph(executor: Executor, entry: DmlNode, reference: dict, steps: dict, tolerance: Tolerance, alternatives,
+def compare_dml_graph(executor: Executor, entry: DmlNode, graph: DmlGraph, reference: dict, steps: dict, tolerance: Tolerance, alternatives,
                       comparison: NodeComparison) -> None:
-    """The DirectML operators the DML EP builds for one node (a graph of its own,
-    a row of ``registration.GRAPHS``), run together on the reference's inputs of the node; at the last of
+    """The DirectML operators the DML EP builds for one node (a graph of its own, ``graph``, a row
+    of ``registration.GRAPHS``), run together on the reference's inputs of the node; at the last of
     them, whose output is the node's, compared (the values between them are dml_ep's alone).
     Differences are counted by the first alternative arithmetic that gives the reference's value;
-    a MatMulNBits' by the product's causes (:func:`~dml_ep.conformance.causes.matmul_nbits_causes`)."""
+    those of a graph with exact products by the product's causes (:func:`~dml_ep.conformance.causes.product_causes`)."""
     plan = ran_plan(executor)
     group = [e for e in plan.entries if e.origin is entry.origin]
     made = {n for e in group for n in e.outputs}
@@ -321,10 +344,9 @@ def compare_dml_graph(executor: Executor, entry: DmlNode, reference: dict, steps
     unexplained = result != expected
     labels = np.where(unexplained, OTHER, NONE)
     whole = entry.origin.whole
-    if whole is not None and whole.op_type == "MatMulNBits":  # its causes are the product's, whichever arithmetic reproduces them
-        quantized_a = executor.arithmetic.onnxruntime and host_runs_sqnbit_int8()  # level 4 as the CPU computes it
-        labels = np.where(unexplained, matmul_nbits_causes(whole, plan.constants, reference[whole.input[0]], result, expected, unexplained,
-                                                           quantized_a), labels)
+    if graph.exact_products is not None and whole is not None:  # its causes are the product's, whichever arithmetic reproduces them
+        products = graph.exact_products(whole, plan.constants, reference, result.dtype, executor.arithmetic)
+        labels = np.where(unexplained, product_causes(products, expected, unexplained), labels)
     else:
         label_by_arithmetic(group, reference, expected, unexplained, labels, alternatives)
     comparison.put_down(labels, result, expected, tolerance)
@@ -378,7 +400,7 @@ def compare_cpu_only_group(executor: Executor, entry: PlanEntry, reference: dict
         values.update(executor.run_entry(member, values))
     comparison.isolated = compare_tensors(output, values[output], reference[output], step_of(output, reference[output], steps), tolerance)
     if not real_ep:
-        kind = PRODUCT_KINDS.get(entry.node.op_type)
+        kind = float_product(entry.node)
         comparison.graph = (f"on CPU onnxruntime's QDQ rule '{entry.origin.cpu_rule}' fuses {entry.node.op_type} with its "
                             f"DQs and Q{f' (integer {kind})' if kind else ''}; on DML it runs as DequantizeLinear -> "
                             f"{entry.node.op_type} -> QuantizeLinear{f' (float {kind} then quantize)' if kind else ''}")
@@ -421,28 +443,34 @@ def compare_hidden_chain(executor: Executor, chain: list[PlanEntry] | None, refe
     comparison.put_down(labels, result, expected, tolerance)
 
 
-# The float products that the real DML EP runs between DQs and a Q, and onnxruntime's CPU EP fuses into
-# an integer operator (QLinearConv, QLinearMatMul, QGemm, QLinearConvTranspose): how causes name them.
-PRODUCT_KINDS = {"Conv": "conv", "DmlFusedConv": "conv", "ConvTranspose": "conv transpose", "DmlFusedConvTranspose": "conv transpose",
-                 "MatMul": "matmul", "Gemm": "gemm"}
+def float_product(node: onnx.NodeProto) -> str | None:
+    """The float product ``node`` is, as its row names it (``Registration.float_product``), or None."""
+    row = row_of(node)
+    return None if row is None else row.float_product
+
+
+def float_products(chain: list[PlanEntry]) -> list[tuple[DmlNode, Registration]]:
+    """The DML nodes of ``chain`` that are float products, with their rows."""
+    rows = [(entry, row_of(entry.node)) for entry in chain if isinstance(entry, DmlNode)]
+    return [(entry, row) for entry, row in rows if row is not None and row.float_product]
 
 
 def other_graph(chain: list[PlanEntry], expected: np.ndarray, constants: dict) -> str:
     """What the reference likely ran instead of ``chain``, as compare names it: a float16 chain in
     float32; a DQ -> float product -> Q as an integer product; a product of dequantized constant
     weights as MatMulNBits; else a CPU-only rewrite."""
-    products = [e for e in chain if isinstance(e, DmlNode) and e.node.op_type in PRODUCT_KINDS]
+    products = float_products(chain)
     if expected.dtype == np.float16 and not products:
         return ("the CPU EP computes float16 ops without float16 kernels in float32 across nodes, InsertCastTransformer; "
                 "on DirectML each rounds to float16")
     makers = {e.outputs[0]: e.node for e in chain if e.outputs}
     quantized = {e.node.input[0] for e in chain if is_q(e.node)}
-    for entry in products:
-        kind = PRODUCT_KINDS[entry.node.op_type]
+    for entry, row in products:
+        kind = row.float_product
         if entry.outputs[0] in quantized:
             return f"float {kind} then quantize on DirectML, integer {kind} in the reference: onnxruntime's CPU QDQ fusion, after QDQS8ToU8Transformer"
         weight = makers.get(entry.node.input[1]) if len(entry.node.input) > 1 else None
-        if entry.node.op_type in ("MatMul", "Gemm") and weight is not None and is_dq(weight) and weight.input[0] in constants:
+        if row.weight_to_matmul_nbits and weight is not None and is_dq(weight) and weight.input[0] in constants:
             return (f"float {kind} of the dequantized weight on DirectML; the reference's DQMatMulToMatMulNBits (onnxruntime 1.25+) "
                     "makes a MatMulNBits of it, which quantizes A to int8 at accuracy level 4")
     return "a CPU-only rewrite: a QDQ group fused into an integer operator, QDQS8ToU8Transformer, a fusion"
@@ -481,7 +509,8 @@ def cpu_only_group(plan: Plan, entry: PlanEntry) -> list[PlanEntry]:
     inputs, members = set(entry.value_inputs), [entry]
     outputs = set(entry.outputs)
     readers = [e for e in plan.entries if outputs & set(e.value_inputs)]
-    if len(readers) == 1 and readers[0].node.op_type in ("Relu", "Clip"):
+    # a Relu or Clip that ReluQuantFusion or ClipQuantFusion removes before a Q: onnxruntime's rewrite, as passes model it
+    if len(readers) == 1 and readers[0].node.op_type in relu_clip_quant.NAME:
         members.append(readers[0])
         outputs = set(readers[0].outputs)
     return [e for e in plan.entries if any(e is m for m in members)
@@ -522,7 +551,8 @@ def quantization_steps(plan: Plan) -> dict[str, float]:
     steps = {}
     for entry in plan.entries:
         node = entry.node
-        if node.op_type == "DequantizeLinear" and node.domain in ("", "ai.onnx") and node.input[1] in plan.constants:
+        # an ONNX DequantizeLinear's scale (input 1): a fact of the ONNX graph, not of a DirectML operator
+        if is_dq(node) and node.domain in ("", "ai.onnx") and node.input[1] in plan.constants:
             scale = plan.constants[node.input[1]]
             if scale.size == 1:
                 steps[node.output[0]] = float(scale.reshape(-1)[0])

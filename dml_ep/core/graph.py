@@ -314,6 +314,14 @@ def without_subgraphs(node: onnx.NodeProto) -> bool:
     return node.op_type not in OPS_WITH_GRAPHS and node.domain in ("", "ai.onnx", "com.microsoft.dml")
 
 
+# The ONNX ops that draw random values: each run draws anew, so two runs of one graph differ there.
+RANDOM_OPS = frozenset({"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Multinomial", "Bernoulli"})
+
+
+def draws_random_values(node: onnx.NodeProto) -> bool:
+    return node.op_type in RANDOM_OPS
+
+
 QUANTIZED_OPS = frozenset({"MatMulNBits", "MatMulBnb4", "QGemm", "QAttention", "QEmbedLayerNormalization"})
 
 

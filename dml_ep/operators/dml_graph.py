@@ -3,14 +3,14 @@ builds several DirectML operators): :class:`DmlGraph`. The planner splits each s
 plan node per DirectML operator, all standing for the user's node with one Origin named after the
 EP's class, so that the plan, ``inspect``, ``compare --per-node`` and the DxDispatch export show
 each operator; the parts are rows of their own (``registration.py``). A node is split only where
-every part runs on DirectML before a run; otherwise it stays whole. Each graph is a module of this
-package (``dynamic_quantize_matmul``, ``qlinear_sigmoid``, ``qlinear_concat``).
+every part runs on DirectML before a run; otherwise it stays whole. Each graph is a module of
+``dml_ep.operators.graphs``.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable
+from typing import Callable, Optional
 
 import numpy as np
 import onnx
@@ -32,6 +32,11 @@ class DmlGraph:
       one node, in order, the last making its outputs, and the values they make (name -> (the value
       they derive from, element type, whether of its shape or a scalar, or a shape of its own)); None where the node stays
       whole (the EP's support check, or a part ``on_dml(part, infos)`` refuses).
+    - ``exact_products``: ``exact_products(node, constants, values, output_dtype, arithmetic) ->
+      FloatProducts``, for a graph whose output is a float product: the values compare holds the
+      reference's to, on the reference's ``values``, to name the causes of a difference
+      (``dml_ep.conformance.causes.product_causes``) whichever arithmetic reproduces it; None: the
+      first alternative arithmetic that gives the reference's value is the cause.
     """
 
     domain: str
@@ -39,6 +44,7 @@ class DmlGraph:
     rule: str
     operators: tuple[str, ...]
     parts: Callable
+    exact_products: Optional[Callable[..., "FloatProducts"]] = None
 
     def split(self, graph: EditableGraph, static: dict, on_dml: Callable) -> dict[str, tuple]:
         """Split each of the graph's nodes of this op whose parts run on DirectML; the values made,
@@ -51,6 +57,24 @@ class DmlGraph:
                 _split(graph, node, nodes, self.rule)
                 derived.update(made)
         return derived
+
+
+@dataclasses.dataclass(frozen=True)
+class FloatProducts:
+    """What a float product may be on each side, each as its value and sum of magnitudes in float64,
+    against which compare holds the reference's value within a float32 GEMM's rounding bound.
+
+    - ``exact``: the exact product both sides compute ("float summation order" where the reference
+      lies within its bound); ``terms``: the most terms an output sums (K).
+    - ``cpu``: the CPU's other computation, where the reference may compute one ("int8
+      activations"), or None.
+    - ``on_dml``: DirectML's own product where it moves off the exact one ("float16 weights"), or None.
+    """
+
+    exact: tuple[np.ndarray, np.ndarray]
+    terms: int
+    cpu: Optional[tuple[np.ndarray, np.ndarray]] = None
+    on_dml: Optional[np.ndarray] = None
 
 
 def derived_infos(derived: dict[str, tuple], values: dict) -> dict[str, ValueInfo]:

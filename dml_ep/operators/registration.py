@@ -27,6 +27,7 @@ from types import ModuleType
 from typing import Callable, Optional
 
 import numpy as np
+import onnx
 
 from ..core.enums import DML_TENSOR_DATA_TYPE as DT
 from ..realep.kernel_registry import since_version
@@ -39,6 +40,7 @@ from . import (activation, convolution, convolution_integer, dequantize, dynamic
 from .graphs import dynamic_quantize_matmul, matmul_nbits, qlinear_concat, qlinear_sigmoid
 from .base import FLOAT32, FLOATS, INT32, QUANTIZED, Operator
 from .dml_graph import DmlGraph
+from ..passes.editable import Origin
 from .importing import Fallback, NodeContext
 
 # The DML EP's type masks (OperatorRegistration.cpp's SupportedTensorDataTypes names).
@@ -66,6 +68,11 @@ class Registration:
     - ``support_query``: ``query(ctx)`` raising :class:`~dml_ep.operators.importing.Fallback` for a
       node the row does not take, or None.
     - ``importer``: ``importer(ctx) -> DmlNode``; ``operator``: the DirectML operator module.
+    - ``float_product``: the float product the op is, as compare names it ("conv", "matmul"), where
+      onnxruntime's CPU QDQ fusion makes an integer operator of DQs -> it -> Q (QLinearConv,
+      QLinearMatMul, QGemm) that DirectML runs in float; ``weight_to_matmul_nbits``: where
+      onnxruntime's DQMatMulToMatMulNBits (1.25+) makes a MatMulNBits of it with a DQ of a constant
+      weight (input 1). Compare names the graph the reference ran instead by them.
     """
 
     domain: str
@@ -78,6 +85,8 @@ class Registration:
     support_query: Optional[Callable] = None
     by_version: dict = dataclasses.field(default_factory=dict)  # since-version -> (importer, operator module)
     input_types: Optional[frozenset] = None  # the numpy element types of input 0 dml_ep models, where it models fewer than the real EP
+    float_product: Optional[str] = None
+    weight_to_matmul_nbits: bool = False
 
     def import_node(self, ctx: NodeContext) -> DmlNode:
         """The node as its operator's desc: the since-version matched, required constant inputs
@@ -169,14 +178,15 @@ _ROWS = (
     # Internal: the first of the two DirectML operators the DML EP builds for DynamicQuantizeMatMul (GRAPHS).
     Registration("com.microsoft.dml", "DmlDynamicQuantizeLinear", (1,), {"T1": FLOAT32, "T2": QUANTIZED}, _dql.dynamic_quantize_linear, _dql),
     # Float convolutions: CONVOLUTION (DmlOperatorConvolution), forward and backward, and the DML EP's activation fusion of each.
-    Registration("", "Conv", (1, 11), {"T": FLOAT16_TO_32}, convolution.conv, convolution),
-    Registration("", "ConvTranspose", (1, 11), {"T": FLOAT16_TO_32}, convolution.conv_transpose, convolution),
-    Registration("com.microsoft.dml", "DmlFusedConv", (1,), {"T": FLOAT16_TO_32}, convolution.conv, convolution),
-    Registration("com.microsoft.dml", "DmlFusedConvTranspose", (1,), {"T": FLOAT16_TO_32}, convolution.conv_transpose, convolution),
+    Registration("", "Conv", (1, 11), {"T": FLOAT16_TO_32}, convolution.conv, convolution, float_product="conv"),
+    Registration("", "ConvTranspose", (1, 11), {"T": FLOAT16_TO_32}, convolution.conv_transpose, convolution, float_product="conv transpose"),
+    Registration("com.microsoft.dml", "DmlFusedConv", (1,), {"T": FLOAT16_TO_32}, convolution.conv, convolution, float_product="conv"),
+    Registration("com.microsoft.dml", "DmlFusedConvTranspose", (1,), {"T": FLOAT16_TO_32}, convolution.conv_transpose, convolution,
+                 float_product="conv transpose"),
     # Float products: GEMM (DmlOperatorMatMul, DmlOperatorFusedMatMul, DmlOperatorGemm).
-    Registration("", "MatMul", (1, 9, 13), {"T": FLOAT16_TO_32}, gemm.matmul, gemm),
+    Registration("", "MatMul", (1, 9, 13), {"T": FLOAT16_TO_32}, gemm.matmul, gemm, float_product="matmul", weight_to_matmul_nbits=True),
     Registration("com.microsoft", "FusedMatMul", (1,), {"T": FLOAT16_TO_32}, gemm.matmul, gemm),
-    Registration("", "Gemm", (7, 9, 11, 13), {"T": FLOAT16_TO_32}, gemm.gemm, gemm),
+    Registration("", "Gemm", (7, 9, 11, 13), {"T": FLOAT16_TO_32}, gemm.gemm, gemm, float_product="gemm", weight_to_matmul_nbits=True),
     # The DML EP's graph DEQUANTIZE -> GEMM (GRAPHS below splits the node into those); this row answers for a node it does not split.
     Registration("com.microsoft", "MatMulNBits", (1,), {"T1": FLOAT16_TO_32, "T2": frozenset({DT.UINT8})}, matmul_nbits.unsplit, matmul_nbits),
     # Internal: the two DirectML operators the DML EP builds for MatMulNBits (GRAPHS).
@@ -199,11 +209,22 @@ def operator_of(desc) -> Operator:
     return OPERATORS[desc.OPERATOR_TYPE]
 
 
+def row_of(node: onnx.NodeProto) -> Registration | None:
+    """The row of an ONNX node's op (its domain ``ai.onnx`` or ""), or None."""
+    return REGISTRATIONS.get(("" if node.domain == "ai.onnx" else node.domain, node.op_type))
+
+
 GRAPHS = (
     DmlGraph("com.microsoft", "DynamicQuantizeMatMul", dynamic_quantize_matmul.RULE, dynamic_quantize_matmul.DIRECTML_OPERATORS,
              dynamic_quantize_matmul.parts),
     DmlGraph("com.microsoft", "QLinearSigmoid", qlinear_sigmoid.RULE, qlinear_sigmoid.DIRECTML_OPERATORS, qlinear_sigmoid.parts),
     DmlGraph("com.microsoft", "QLinearConcat", qlinear_concat.RULE, qlinear_concat.DIRECTML_OPERATORS, qlinear_concat.parts),
-    DmlGraph("com.microsoft", "MatMulNBits", matmul_nbits.RULE, matmul_nbits.DIRECTML_OPERATORS, matmul_nbits.parts),
+    DmlGraph("com.microsoft", "MatMulNBits", matmul_nbits.RULE, matmul_nbits.DIRECTML_OPERATORS, matmul_nbits.parts,
+             exact_products=matmul_nbits.exact_products),
 )
-GRAPH_RULES = frozenset(row.rule for row in GRAPHS)  # the rule of the parts a split makes: compare runs each group as one
+GRAPH_BY_RULE = {row.rule: row for row in GRAPHS}  # the rule of the parts a split makes: compare runs each group as one
+
+
+def graph_of(origin: Origin) -> DmlGraph | None:
+    """The DirectML graph whose split made the plan entries of ``origin``, or None."""
+    return GRAPH_BY_RULE.get(origin.rules[-1]) if origin.rules else None

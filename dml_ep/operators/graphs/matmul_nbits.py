@@ -18,19 +18,23 @@ The split is made where both parts run on DirectML; otherwise the node stays who
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 import onnx
 
 from ...core.errors import RealEpError
+from ...numerics.kernels.matmul_nbits import dequantized_weight, host_runs_sqnbit_int8, int8_blocks
 from ...passes.dml_fusion import DML_DOMAIN
 from ...passes.editable import EditableGraph
 from ..nodes import DmlNode
 from ...realep.placement import ON_DML
 from ..dequantize import misread_zero_points
-from ..dml_graph import derived_infos
+from ..dml_graph import FloatProducts, derived_infos
 from ..importing import Fallback, NodeContext
+
+if TYPE_CHECKING:
+    from ...numerics.arithmetic import Arithmetic
 
 RULE = "DmlOperatorMatMulNBits"
 DEQUANTIZE, GEMM = "DmlDequantize", "DmlGemm"
@@ -80,3 +84,23 @@ def unsplit(ctx: NodeContext) -> DmlNode:
             raise Fallback(misread, ON_DML)
     raise Fallback(f"MatMulNBits is a graph of two DirectML operators ({', '.join(DIRECTML_OPERATORS)}); dml_ep plans it as "
                    "those only where its weight, scales and zero points are constants and both run on DirectML before a run", ON_DML)
+
+
+def exact_products(node: onnx.NodeProto, constants: dict, values: dict, output_dtype: np.dtype, arithmetic: Arithmetic) -> FloatProducts:
+    """The products compare holds onnxruntime's CPU kernel's value to, at the node's accuracy level,
+    from the reference's A (``values``): the exact product; at level 4 also the CPU's, of A quantized
+    to int8 per block (CompInt8), which DirectML never computes; for a float16 output DirectML's
+    product of float16 weights (float32 on the CPU). Where ``arithmetic`` quantizes A as the CPU does
+    (the "onnxruntime" arithmetic on a host with CompInt8), the CPU's product is the one both sum."""
+    attributes = {attr.name: attr.i for attr in node.attribute}
+    n, k, bits, block_size = attributes["N"], attributes["K"], attributes.get("bits", 4), attributes["block_size"]
+    zero_points = constants.get(node.input[3]) if len(node.input) > 3 and node.input[3] else None
+    weight = dequantized_weight(constants[node.input[1]], constants[node.input[2]], zero_points, n, k, bits, block_size).T
+    a = values[node.input[0]]
+    a64 = np.asarray(a, np.float64)
+    cpu_a = int8_blocks(a, block_size) if attributes.get("accuracy_level", 0) == 4 else None
+    cpu = None if cpu_a is None else (cpu_a @ weight, np.abs(cpu_a) @ np.abs(weight))
+    on_dml = a64 @ weight.astype(np.float16).astype(np.float64) if output_dtype == np.float16 else None
+    if cpu is not None and arithmetic.onnxruntime and host_runs_sqnbit_int8():
+        return FloatProducts(cpu, k, None, on_dml)
+    return FloatProducts((a64 @ weight, np.abs(a64) @ np.abs(weight)), k, cpu, on_dml)
