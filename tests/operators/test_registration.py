@@ -5,9 +5,13 @@ operator module; every operator module declares, for each of its operators, a de
 a DxDispatch export (its class in DxDispatch's desc table, and a desc that round-trips) and an
 exact value or an explicit None, and is reached by a row. Rows match nodes by their schema's
 since-version, exactly. The user guide's operator table (docs/guide.md) names what the rows register.
+Compare, its causes, the reports and DxDispatch ask the rows and entries what an operator is: they
+name no ONNX op type, so that a new operator is its module, its rows and its tests.
 """
 
+import ast
 import dataclasses
+import enum
 import importlib
 import pkgutil
 import re
@@ -18,13 +22,14 @@ import onnx
 import pytest
 from onnx import helper, numpy_helper
 
-from dml_ep.core import graph
+import dml_ep
+from dml_ep.core import enums, graph
 from dml_ep import operators
 from dml_ep.interop.dxdispatch import descs as dxdispatch
 from dml_ep.core.enums import DML_TENSOR_DATA_TYPE
 from dml_ep.planning.importer import DEFAULT_FEATURE_LEVEL, NodeImporter, opset_versions
 from dml_ep.operators import activation, registration
-from dml_ep.operators.base import Operator, OperatorDesc
+from dml_ep.operators.base import Operator, OperatorDesc, field_kind
 from dml_ep.passes import Origin
 from dml_ep.operators.nodes import DmlNode, FallbackNode
 from dml_ep.core.tensor_desc import DML_BUFFER_TENSOR_DESC
@@ -52,6 +57,12 @@ def test_registration_row_is_complete(row):
     assert callable(row.importer), "importer"
     assert row.operator in MODULES or (row.domain, row.op_type) in GRAPH_ROWS, "DirectML operator module"
     assert row.importer.__module__ == row.operator.__name__, "the importer lives in its operator's module"
+    for domain in {row.domain, "ai.onnx" if row.domain == "" else row.domain}:
+        assert registration.row_of(helper.make_node(row.op_type, [], [], domain=domain)) is row
+    # a float product compare names: its operator sums products in float
+    assert row.float_product is None or (isinstance(row.float_product, str) and row.float_product)
+    assert row.float_product is None or all(entry.exact_float is not None for entry in row.operator.OPERATORS)
+    assert not row.weight_to_matmul_nbits or row.float_product, "only a float product's weight makes a MatMulNBits"
 
 
 @pytest.mark.parametrize("module", MODULES, ids=lambda m: m.__name__.rsplit(".", 1)[-1])
@@ -205,6 +216,8 @@ def test_row_imports_a_node_whose_desc_round_trips_through_dxdispatch(row):
     assert type(entry.desc) is registration.OPERATORS[entry.desc.OPERATOR_TYPE].desc
     assert registration.OPERATORS[entry.desc.OPERATOR_TYPE] in row.operator.OPERATORS
     assert dxdispatch.from_dict(dxdispatch.to_dict(entry.desc)) == entry.desc
+    outputs = dxdispatch.output_fields(entry.desc)
+    assert outputs[0] == "OutputTensor" and set(outputs) <= set(entry.desc.tensors()), "the tensors a dispatch writes"
 
 
 def example_model(domain: str, op_type: str) -> onnx.ModelProto:
@@ -230,6 +243,16 @@ def test_graph_row_is_planned_as_directml_operators_whose_descs_round_trip(row):
         assert dxdispatch.from_dict(dxdispatch.to_dict(entry.desc)) == entry.desc
     alone = plan_one(row.domain, row.op_type)  # not split: the row says why
     assert isinstance(alone, FallbackNode) and "graph of" in alone.reason
+
+
+@pytest.mark.parametrize("graph_row", registration.GRAPHS, ids=lambda row: row.op_type)
+def test_graph_row_is_complete(graph_row):
+    module = importlib.import_module(graph_row.parts.__module__)
+    assert module.__name__.startswith("dml_ep.operators.graphs."), "a DirectML graph is a module of operators.graphs"
+    assert module.RULE == graph_row.rule and module.DIRECTML_OPERATORS == graph_row.operators
+    assert graph_row.exact_products is None or graph_row.exact_products.__module__ == module.__name__, "its hooks live in its module"
+    assert registration.graph_of(Origin(("an earlier rule", graph_row.rule), ())) is graph_row
+    assert registration.graph_of(Origin((graph_row.rule, "a later rule"), ())) is None
 
 
 @pytest.mark.parametrize("cls", activation.FUSABLE_ACTIVATIONS, ids=lambda cls: cls.__name__)
@@ -313,3 +336,56 @@ def test_readme_names_only_operators_dml_ep_has():
     assert named, "README's operator table names DirectML operators"
     modelled = {str(op).removeprefix("DML_OPERATOR_") for op in registration.OPERATORS}
     assert named <= modelled | {name.removeprefix("ELEMENT_WISE_") for name in modelled}, named - modelled
+
+
+# --- compare, its causes, the reports and DxDispatch ask the table ------------------------------
+
+
+ASKING = sorted([*(Path(dml_ep.__file__).parent / "conformance" / name for name in ("compare.py", "causes.py")),
+                 *(Path(dml_ep.__file__).parent / "reports").glob("*.py"), *(Path(dml_ep.__file__).parent / "interop" / "dxdispatch").glob("*.py")])
+
+
+def literal_strings(node: ast.AST) -> list[str]:
+    """The strings a literal holds: a str, or the items (a dict's keys) of a tuple, list, set or dict of them."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return [node.value]
+    items = node.keys if isinstance(node, ast.Dict) else node.elts if isinstance(node, (ast.Tuple, ast.List, ast.Set)) else []
+    return [text for item in items if item is not None for text in literal_strings(item)]
+
+
+def op_type_names(tree: ast.Module) -> list[tuple[int, str]]:
+    """Where a module compares an ``op_type`` with strings it names: a literal, or a module-level
+    table of them (``x.op_type in {"Relu", "Clip"}``, ``x.op_type in KINDS``), and the table rows of
+    registered op types it holds."""
+    registered = {row.op_type for row in ROWS} | {row.op_type for row in registration.GRAPHS}
+    tables = {}
+    for statement in tree.body:
+        if isinstance(statement, (ast.Assign, ast.AnnAssign)) and statement.value is not None:
+            named = [node.value for node in ast.walk(statement.value) if isinstance(node, ast.Constant) and isinstance(node.value, str)]
+            targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+            tables.update((target.id, named) for target in targets if isinstance(target, ast.Name))
+    found = [(0, f"{name}: {text}") for name, named in tables.items() for text in named if text in registered]
+    for node in ast.walk(tree):
+        sides = [node.left, *node.comparators] if isinstance(node, ast.Compare) else []
+        if any(isinstance(side, ast.Attribute) and side.attr == "op_type" for side in sides):
+            for side in sides:
+                found += [(node.lineno, text) for text in literal_strings(side)]
+                found += [(node.lineno, f"{side.id}: {text}") for text in tables.get(getattr(side, "id", None), [])]
+    return found
+
+
+@pytest.mark.parametrize("path", ASKING, ids=lambda path: f"{path.parent.name}/{path.name}")
+def test_asks_the_operator_table_rather_than_naming_op_types(path):
+    assert op_type_names(ast.parse(path.read_text())) == []
+
+
+def test_the_op_type_check_finds_what_it_looks_for():
+    found = op_type_names(ast.parse('KINDS = {"Conv": "conv"}\nRANDOM = frozenset({"RandomNormal"})\n'
+                                    'def f(node):\n    return node.op_type == "Relu" or node.op_type in ("Clip",) or node.op_type in RANDOM'))
+    assert found == [(0, "KINDS: Conv"), (4, "Relu"), (4, "Clip"), (4, "RANDOM: RandomNormal")]
+
+
+def test_dxdispatch_reads_and_writes_every_enum_a_desc_field_holds():
+    kinds = {field_kind(f) for entry in registration.OPERATORS.values() for f in dataclasses.fields(entry.desc)}
+    named = {kind for kind in kinds if isinstance(getattr(enums, kind, None), type) and issubclass(getattr(enums, kind), enum.Enum)}
+    assert named and named == set(dxdispatch.ENUM_FIELDS)
