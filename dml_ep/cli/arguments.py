@@ -91,14 +91,10 @@ def parse(parser: argparse.ArgumentParser, argv=None) -> argparse.Namespace:
     looks like, or what dml-ep has for a Polygraphy or onnxruntime option."""
     args, unknown = parser.parse_known_args(argv)
     if unknown:
-        options = [o for action in _command_parser(parser, args.command)._actions for o in action.option_strings]
+        commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        options = [o for action in commands.choices[args.command]._actions for o in action.option_strings]
         parser.error(f"unrecognized arguments: {' '.join(unknown)}{_hint(unknown, options)}")
     return args
-
-
-def _command_parser(parser: argparse.ArgumentParser, command: str) -> argparse.ArgumentParser:
-    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    return commands.choices[command]
 
 
 def _hint(unknown: list[str], options: list[str]) -> str:
@@ -193,11 +189,9 @@ def build_parser(handlers: dict[str, Callable[[argparse.Namespace], int]]) -> ar
                                 "by DequantizeLinear (default: 0, bit-exact)")
     tolerance.add_argument("--atol", action=_Extend, nargs="+", type=_tolerance, default=[], metavar="[NAME:]VALUE",
                            help="Polygraphy's absolute tolerance, in the tensor's own units, for every tensor or the one "
-                                "named (an element passes within --atol or --rtol); default 0 where a tensor has a step, "
-                                f"else {FLOAT_ATOL:g}")
+                                f"named (an element passes within --atol or --rtol); default 0 where a tensor has a step, else {FLOAT_ATOL:g}")
     tolerance.add_argument("--rtol", action=_Extend, nargs="+", type=_tolerance, default=[], metavar="[NAME:]VALUE",
-                           help="Polygraphy's relative tolerance, against |reference| (default 0 where a tensor has a step, "
-                                f"else {FLOAT_RTOL:g})")
+                           help=f"Polygraphy's relative tolerance, against |reference| (default 0 where a tensor has a step, else {FLOAT_RTOL:g})")
 
     parser = _Parser(prog="dml-ep", description="Emulate onnxruntime's DirectML EP on quantized ONNX models.",
                      epilog=EXIT_STATUS, formatter_class=_Formatter)
@@ -220,9 +214,7 @@ def build_parser(handlers: dict[str, Callable[[argparse.Namespace], int]]) -> ar
     show.add_argument("--save-rewritten", metavar="FILE", help=SAVE_REWRITTEN_HELP)
     show.add_argument("--model-explorer", metavar="DIR",
                       help="also write Model Explorer node data for the model's nodes, where each runs and its MACs, into DIR "
-                           "(must not exist, or be empty), and print the command that opens the model with them "
-                           "(needs the model-explorer extra)")
-    show.set_defaults(handler=handlers["inspect"])
+                           "(must not exist, or be empty), and print the command that opens the model with them (needs the model-explorer extra)")
 
     run = commands.add_parser("run", parents=[common, planning, *feeding, arithmetic, products, tolerance], help="run a model with dml_ep",
                               epilog=EXAMPLES["run"], formatter_class=_Formatter,
@@ -237,38 +229,29 @@ def build_parser(handlers: dict[str, Callable[[argparse.Namespace], int]]) -> ar
     run.add_argument("--load-outputs", metavar="FILE[:RUNNER]",
                      help="check the outputs against RUNNER's in a RunResults file, iteration by iteration, within --steps "
                           "(integer outputs), --atol and --rtol (default runner: its one other than dml_ep)")
-    run.set_defaults(handler=handlers["run"])
 
     compare = commands.add_parser(
-        "compare",
-        parents=[common, planning, *feeding, arithmetic, products, tolerance],
+        "compare", parents=[common, planning, *feeding, arithmetic, products, tolerance], epilog=EXAMPLES["compare"], formatter_class=_Formatter,
         help="compare dml_ep with onnxruntime's CPU EP, or with the real DML EP",
-        epilog=EXAMPLES["compare"], formatter_class=_Formatter,
-        description=(
-            "Integer outputs, and float outputs made by DequantizeLinear, compare in quantized steps "
-            "(LSB) within --steps; an element also passes within Polygraphy's --atol or --rtol, which are "
-            f"{FLOAT_ATOL:g} and {FLOAT_RTOL:g} for other float outputs unless given. "
-            "A directory laid out as the ONNX model zoo (model.onnx or one *.onnx, test_data_set_*/input_<i>.pb "
-            "and output_<i>.pb) is compared on each data set, whose shipped outputs are checked against both "
-            "sides: they fail the result only where onnxruntime matches them and dml_ep does not."
-        ),
-    )
+        description="Integer outputs, and float outputs made by DequantizeLinear, compare in quantized steps (LSB) within --steps; an "
+                    f"element also passes within Polygraphy's --atol or --rtol, which are {FLOAT_ATOL:g} and {FLOAT_RTOL:g} for other "
+                    "float outputs unless given. A directory laid out as the ONNX model zoo (model.onnx or one *.onnx, "
+                    "test_data_set_*/input_<i>.pb and output_<i>.pb) is compared on each data set, whose shipped outputs are checked "
+                    "against both sides: they fail the result only where onnxruntime matches them and dml_ep does not.")
     compare.add_argument("models", nargs="+", metavar="MODEL_OR_DIR_OR_GLOB")
     compare.add_argument("--reference", choices=REFERENCES, default="ort",
                          help="onnxruntime CPU as deployed, with exact u8s8 GEMMs, or without QDQ fusions; or dml, the real "
                               "DML EP (onnxruntime-directml and a DirectX 12 device) (default: %(default)s)")
     compare.add_argument("--candidate", choices=CANDIDATES, default="dml_ep",
                          help="what is compared with the reference: dml_ep, or another onnxruntime configuration, "
-                              "e.g. --candidate ort --reference ort-unfused says why QDQ fusion changes outputs "
-                              "(default: %(default)s)")
+                              "e.g. --candidate ort --reference ort-unfused says why QDQ fusion changes outputs (default: %(default)s)")
     compare.add_argument("--per-node", action="store_true", help="compare every intermediate value and each DML node in isolation")
     compare.add_argument("--onnx-outputs", action=_Extend, nargs="+", type=_mark_all, metavar="mark all",
                          help="Polygraphy's spelling of --per-node (only 'mark all': every intermediate value)")
     compare.add_argument("--only-differing", action="store_true",
                          help="with --per-node, list only the nodes that differ (in isolation or propagated)")
     compare.add_argument("--iterations", type=_positive, default=1, metavar="N",
-                         help="compare on N sets of random inputs, of seeds SEED, SEED+1, ... (Polygraphy's "
-                              "--iterations; default: %(default)s)")
+                         help="compare on N sets of random inputs, of seeds SEED, SEED+1, ... (Polygraphy's --iterations; default: %(default)s)")
     compare.add_argument("--json", metavar="FILE", help="also write the reports as JSON (- for stdout)")
     compare.add_argument("--html", metavar="FILE", help="also write the comparison as an HTML page (one model): the graph, each node "
                                                         "coloured by where it runs or by its largest difference; compares node by node")
@@ -287,13 +270,11 @@ def build_parser(handlers: dict[str, Callable[[argparse.Namespace], int]]) -> ar
                                  "(default: its one runner other than dml_ep; RUNNER may be a prefix of the name); "
                                  "nodes, when compared, are against --reference")
     polygraphy.add_argument("--load-inputs", metavar="FILE",
-                            help="inputs from Polygraphy's input data: one comparison per feed dict, paired with "
-                                 "--load-outputs' iterations")
+                            help="inputs from Polygraphy's input data: one comparison per feed dict, paired with --load-outputs' iterations")
     polygraphy.add_argument("--save-outputs", metavar="FILE",
                             help="write the outputs of dml_ep (runner 'dml_ep') and of the reference "
                                  "('onnxruntime-REFERENCE') as a RunResults file, one iteration per comparison")
     polygraphy.add_argument("--save-inputs", metavar="FILE", help="write the inputs as Polygraphy's input data")
-    compare.set_defaults(handler=handlers["compare"])
 
     export = commands.add_parser(
         "export", parents=[common, planning, *feeding, arithmetic, products], help="write the plan as a DxDispatch model, to run on real DirectML",
@@ -303,7 +284,6 @@ def build_parser(handlers: dict[str, Callable[[argparse.Namespace], int]]) -> ar
                     "README.txt with the DxDispatch command line. Values the CPU fallback makes are stored as resources.")
     export.add_argument("model", metavar="MODEL")
     export.add_argument("--dxdispatch", metavar="DIR", required=True, help="the directory to write (must not exist, or be empty)")
-    export.set_defaults(handler=handlers["export"])
 
     sweep = commands.add_parser(
         "sweep", parents=[common, drawn, products, tolerance], help="compare many models under many settings, on a Dask cluster",
@@ -338,7 +318,6 @@ def build_parser(handlers: dict[str, Callable[[argparse.Namespace], int]]) -> ar
     sweep.add_argument("--html-dir", metavar="DIR", help="also write each task's own HTML page into DIR (compare --html; "
                                                          "compares node by node), linked from --report's page")
     sweep.add_argument("--quiet", action="store_true", help="no progress on stderr")
-    sweep.set_defaults(handler=handlers["sweep"])
 
     report = commands.add_parser("report", help="show a sweep's database: a table, or the summary page",
                                  epilog=EXAMPLES["report"], formatter_class=_Formatter,
@@ -347,7 +326,8 @@ def build_parser(handlers: dict[str, Callable[[argparse.Namespace], int]]) -> ar
     report.add_argument("db", metavar="DB")
     report.add_argument("--html", metavar="FILE", help="write the summary page (HTML, works offline)")
     report.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show a traceback on errors")
-    report.set_defaults(handler=handlers["report"])
+    for name, command in commands.choices.items():
+        command.set_defaults(handler=handlers[name])
     return parser
 
 
