@@ -177,31 +177,10 @@ def _convolution(ctx: NodeContext, backward: bool) -> DmlNode:
     if filter_in != channels:
         raise ShapeError(f"the filter {list(w_shape)} takes {filter_in} input channels, the input has {channels}", node=ctx.node,
                          tensor=ctx.input_name(W))
-    output_padding = [0] * spatial
-    if backward:
-        if ctx.attr("output_shape") or ctx.attr("auto_pad", "NOTSET") in ("SAME_UPPER", "SAME_LOWER"):
-            raise Fallback("ConvTranspose with output_shape or auto_pad SAME_* (pads the DML EP's helper derives) is not modelled by dml_ep",
-                           ON_DML)
-        output_padding = int_list(ctx, "output_padding", [0] * spatial, spatial)
-        start, end = resolve_padding(ctx, in_spatial, kernel, strides, dilations)
-        out_spatial = tuple((i - 1) * s + (k - 1) * d + 1 - p0 - p1 + o
-                            for i, k, s, d, p0, p1, o in zip(in_spatial, kernel, strides, dilations, start, end, output_padding))
-        if min(out_spatial) < 1:
-            raise ShapeError(f"the pads leave an output of {list(out_spatial)}", node=ctx.node)
-    else:
-        start, end = resolve_padding(ctx, in_spatial, kernel, strides, dilations)
-        try:
-            out_spatial = output_sizes(in_spatial, kernel, strides, dilations, start, end)
-        except ValueError as exc:
-            span, padded = exc.args
-            raise ShapeError(f"the (dilated) kernel spans {span} but the padded input is only {padded}", node=ctx.node) from None
+    start, end, out_spatial = (_backward_sizes if backward else _forward_sizes)(ctx, in_spatial, kernel, strides, dilations)
     pad1 = (1,) * (spatial == 1)  # a 1-D convolution as 2-D: a height of 1 between C and W
     zero1 = (0,) * (spatial == 1)
-    bias = None
-    if ctx.input_name(B):
-        if ctx.shape(B) != (out_channels,):
-            raise ShapeError(f"bias must have shape [{out_channels}], not {list(ctx.shape(B))}", node=ctx.node, tensor=ctx.input_name(B))
-        bias = tensor(dtype, (1, out_channels, *(1,) * (len(pad1) + spatial)), owned=ctx.input_name(B) in ctx.constants)
+    bias = _bias(ctx, dtype, out_channels, len(pad1) + spatial)
     desc = DML_CONVOLUTION_OPERATOR_DESC(
         InputTensor=tensor(dtype, (batch, channels, *pad1, *in_spatial)),
         FilterTensor=tensor(dtype, (*w_shape[:2], *pad1, *kernel), owned=ctx.input_name(W) in ctx.constants),
@@ -214,6 +193,41 @@ def _convolution(ctx: NodeContext, backward: bool) -> DmlNode:
         FusedActivation=fused_activation(ctx) if ctx.attr("fused_activation") else None,
     )
     return ctx.dml_node(desc, ("InputTensor", "FilterTensor", "BiasTensor"), (batch, out_channels, *out_spatial))
+
+
+def _forward_sizes(ctx: NodeContext, in_spatial: list[int], kernel: list[int], strides: list[int],
+                   dilations: list[int]) -> tuple[list[int], list[int], tuple[int, ...]]:
+    """Conv's start and end padding, and its output's spatial sizes."""
+    start, end = resolve_padding(ctx, in_spatial, kernel, strides, dilations)
+    try:
+        return start, end, output_sizes(in_spatial, kernel, strides, dilations, start, end)
+    except ValueError as exc:
+        span, padded = exc.args
+        raise ShapeError(f"the (dilated) kernel spans {span} but the padded input is only {padded}", node=ctx.node) from None
+
+
+def _backward_sizes(ctx: NodeContext, in_spatial: list[int], kernel: list[int], strides: list[int],
+                    dilations: list[int]) -> tuple[list[int], list[int], tuple[int, ...]]:
+    """ConvTranspose's start and end padding, and its output's spatial sizes (with ``output_padding``)."""
+    if ctx.attr("output_shape") or ctx.attr("auto_pad", "NOTSET") in ("SAME_UPPER", "SAME_LOWER"):
+        raise Fallback("ConvTranspose with output_shape or auto_pad SAME_* (pads the DML EP's helper derives) is not modelled by dml_ep",
+                       ON_DML)
+    output_padding = int_list(ctx, "output_padding", [0] * len(in_spatial), len(in_spatial))
+    start, end = resolve_padding(ctx, in_spatial, kernel, strides, dilations)
+    out_spatial = tuple((i - 1) * s + (k - 1) * d + 1 - p0 - p1 + o
+                        for i, k, s, d, p0, p1, o in zip(in_spatial, kernel, strides, dilations, start, end, output_padding))
+    if min(out_spatial) < 1:
+        raise ShapeError(f"the pads leave an output of {list(out_spatial)}", node=ctx.node)
+    return start, end, out_spatial
+
+
+def _bias(ctx: NodeContext, dtype: np.dtype, out_channels: int, dimensions: int) -> TensorDesc | None:
+    """The bias, where given: DirectML's [1, C, 1, ...] of ``dimensions`` spatial dimensions."""
+    if not ctx.input_name(B):
+        return None
+    if ctx.shape(B) != (out_channels,):
+        raise ShapeError(f"bias must have shape [{out_channels}], not {list(ctx.shape(B))}", node=ctx.node, tensor=ctx.input_name(B))
+    return tensor(dtype, (1, out_channels, *(1,) * dimensions), owned=ctx.input_name(B) in ctx.constants)
 
 
 # --- kernel ----------------------------------------------------------------------------------
