@@ -186,27 +186,41 @@ def result_row(task: SweepTask, report: dict | None, reason: str | None, started
                                                                       errors=[{"model": task.model, "error": reason}])}
     if report is None:
         return row
-    summaries = [m["plan"] for m in report.get("models", [])] or ([report["summary"]] if "summary" in report else [])
-    if summaries:
-        row.update(dml_macs_percent=summaries[0]["dml"]["macs_percent"], dml_nodes=summaries[0]["dml"]["nodes"],
-                   model_nodes=summaries[0]["model_nodes"])
+    row.update(_plan_columns(report))
     if task.plan_only:
         row["status"] = "failed" if reason else "planned"
         return row
+    row.update(_comparison_columns(report))
+    if not reason:
+        row["status"] = "ok" if report["ok"] else "mismatch"
+    return row
+
+
+def _plan_columns(report: dict) -> dict:
+    """The plan's columns of a row, MACs and nodes on DirectML, from inspect's summary or the first comparison's plan."""
+    summaries = [m["plan"] for m in report.get("models", [])] or ([report["summary"]] if "summary" in report else [])
+    if not summaries:
+        return {}
+    return dict(dml_macs_percent=summaries[0]["dml"]["macs_percent"], dml_nodes=summaries[0]["dml"]["nodes"],
+                model_nodes=summaries[0]["model_nodes"])
+
+
+def _comparison_columns(report: dict) -> dict:
+    """The comparisons' columns of a row, over every output of every comparison: exact-match %, the
+    largest difference and its unit (where there are outputs), and the count of each cause."""
+    columns: dict = {}
     outputs = [o for m in report["models"] for o in m["outputs"]]
     if outputs:
         elements = sum(o["elements"] for o in outputs)
         worst = max(outputs, key=lambda o: o["max_diff"])
-        row.update(exact_percent=100.0 * sum(o["equal"] for o in outputs) / elements if elements else 100.0,
-                   max_diff=worst["max_diff"], max_diff_unit=worst["unit"])
+        columns.update(exact_percent=100.0 * sum(o["equal"] for o in outputs) / elements if elements else 100.0,
+                       max_diff=worst["max_diff"], max_diff_unit=worst["unit"])
     causes: dict[str, int] = {}
     for m in report["models"]:
         for cause, count in m["cause_counts"].items():
             causes[cause] = causes.get(cause, 0) + count
-    row["causes"] = causes
-    if not reason:
-        row["status"] = "ok" if report["ok"] else "mismatch"
-    return row
+    columns["causes"] = causes
+    return columns
 
 
 def failed_row(task: SweepTask, reason: str, started: float | None = None) -> dict:
