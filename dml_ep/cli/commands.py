@@ -11,30 +11,21 @@ verdict, 130 on Ctrl-C and 143 on SIGTERM (nothing partial left behind). ``--deb
 from __future__ import annotations
 
 import argparse
-import contextlib
-import functools
 import glob
 import os
-import signal
 import sys
-import threading
 import traceback
 from typing import TYPE_CHECKING
 
 from . import arguments
 from ..core import files
 from .arguments import U8S8_SATURATION
-from ..core.choices import DEFAULT_DB, DML_REFERENCE
+from ..core.choices import DML_REFERENCE
 from ..core.errors import DmlEpError
+from ..core.sigterm import Terminated, sigterm_raises
 
 if TYPE_CHECKING:
-    import numpy as np
-
-    from ..conformance.cases import Case, Compared
-    from ..planning.plan import Plan
-    from ..planning.planner import Planner
-    from ..reports.report import ModelReport, Tolerance
-    from ..reports.text import Progress
+    from ..reports.report import Tolerance
 
 # Each command imports what it needs in its handler (and helpers): --help, --version and usage errors import none of
 # numpy, onnx and onnxruntime, and no command imports another's reports, sweeps, Model Explorer or DxDispatch.
@@ -49,7 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     args = arguments.parse(build_parser(), argv)
     try:
-        with _sigterm_raises():
+        with sigterm_raises():
             if args.command != "report":
                 _import_runtime()
             return args.handler(args)
@@ -93,26 +84,6 @@ def _traceback(args) -> None:
         traceback.print_exc()
 
 
-class Terminated(BaseException):
-    """SIGTERM, raised where the command is, so that what it was writing is cleaned up as on Ctrl-C."""
-
-
-@contextlib.contextmanager
-def _sigterm_raises():
-    """While a command runs in the main thread, SIGTERM raises :class:`Terminated` (by default it
-    would end the process at once, leaving a partial file or staging folder behind)."""
-    if not hasattr(signal, "SIGTERM") or threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    def terminate(signum, frame):
-        raise Terminated
-    previous = signal.signal(signal.SIGTERM, terminate)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
 # --- inspect -------------------------------------------------------------------------------
 
 
@@ -120,28 +91,22 @@ def cmd_inspect(args) -> int:
     """A summary of the plan (:mod:`dml_ep.reports.inspect`); with ``--nodes``, every plan entry and
     the nodes onnxruntime's rewrites made; with ``--descs``, each DirectML operator's desc; then
     the files asked for: JSON, HTML, the rewritten model, Model Explorer's node data."""
-    from ..core.graph import load_model
-    from ..runtime.inputs import input_shapes
+    from ..reports import model_explorer
     from ..reports.inspect import ascii_if_needed, by_op_type, by_reason, by_reason_class, descs_text, inspect_json, inspect_summary, nodes_text
     from ..reports.node_table import plan_rows
+    from ..reports.rewritten_model import rewritten_writer
     from ..reports.text import Progress
+    from ..runtime.inspection import inspect_plan
 
-    _check_writable(args)
+    _check_outputs(args)
     _check_model_explorer(args)
     out = _text_output(args)
-    progress = Progress(args.model, enabled=not args.quiet)
-    progress("loading")
-    model = load_model(args.model)
     shapes = dict(args.shape)
-    input_shapes(model, shapes)  # checks them
-    try:
-        planner, plan = _planned(model, shapes, args, progress)
-    finally:
-        progress.clear()
+    model, planner, plan = inspect_plan(args.model, shapes, args.feature_level, args.qdq_rules, Progress(args.model, enabled=not args.quiet),
+                                        args.seed, args.input, args.input_dir, args.val_range)
     rows = plan_rows(plan)
-    summary = plan.summary()
-    op_types, reasons, classes = by_op_type(rows), by_reason(plan), by_reason_class(rows)
-    print(ascii_if_needed("\n".join(inspect_summary(plan, rows, summary, op_types, reasons, classes)), out), file=out)
+    summary = inspect_summary(plan, rows, plan.summary(), by_op_type(rows), by_reason(plan), by_reason_class(rows))
+    print(ascii_if_needed("\n".join(summary), out), file=out)
     if args.nodes:
         print(nodes_text(plan, rows), file=out)
     descs = descs_text(plan, rows) if args.descs else None
@@ -155,45 +120,13 @@ def cmd_inspect(args) -> int:
 
         writers[args.html] = files.text_writer(html_report.plan_report(plan, args.model))
     if args.save_rewritten:
-        writers[args.save_rewritten], said = _rewritten(args.save_rewritten, planner, plan)
+        writers[args.save_rewritten], said = rewritten_writer(args.save_rewritten, planner, plan)
     files.write_files(writers)
     if said:
         print(said, file=out)
     if args.model_explorer:
-        _write_model_explorer(args.model_explorer, args.model, model, plan, [], out)
+        print(model_explorer.write_with_command(args.model_explorer, args.model, model, plan), file=out)
     return 0
-
-
-def _planned(model, shapes: dict, args, progress: Progress) -> tuple[Planner, Plan]:
-    """The plan for ``shapes``; or, given ``--input`` or ``--input-dir``, from the tensors of a run
-    on those inputs, which also plans the nodes whose input shapes depend on data."""
-    from ..runtime.inputs import naming_random_inputs
-    from ..core.graph import Loaded
-    from ..runtime.inputs import make_feeds
-    from ..planning.planner import Planner
-    from ..runtime.session import InferenceSession
-
-    progress("applying onnxruntime's rewrites")
-    if not (args.input or args.input_dir):
-        planner = Planner(model, args.feature_level, qdq_rules=args.qdq_rules)
-        progress("planning")
-        return planner, planner.plan_for_shapes(shapes)
-    feeds, sources = make_feeds(model, args.seed, args.input, args.input_dir, shapes, args.val_range)
-    session = InferenceSession(Loaded(model), feature_level=args.feature_level, qdq_rules=args.qdq_rules)
-    progress("running")
-    with naming_random_inputs(sources):
-        session.run(None, feeds)
-    return session.planner, session.plan
-
-
-def _rewritten(path: str, planner, plan) -> tuple[files.Writer, str]:
-    """``--save-rewritten``'s writer, and the line that says what the file holds once written."""
-    from ..reports.rewritten_model import model_writer, rewritten_model
-
-    rewritten = rewritten_model(planner, plan)
-    said = (f"\n{'stdout' if path == '-' else path}: the rewritten model, {len(rewritten.graph.node)} node(s), "
-            "each with where it runs in its metadata (dml_ep.*)")
-    return model_writer(rewritten), said
 
 
 def _check_model_explorer(args) -> None:
@@ -205,82 +138,44 @@ def _check_model_explorer(args) -> None:
         files.check_new_directory(args.model_explorer, "--model-explorer")
 
 
-def _write_model_explorer(directory: str, model_path: str, model, plan, reports: list[ModelReport], out) -> None:
-    """Write the node data, and say how to open the model with it."""
-    from ..reports import model_explorer
-
-    names = model_explorer.write(directory, model, plan, reports)
-    paths = [os.path.join(directory, name) for name in names]
-    print(f"\nwrote {directory}: Model Explorer node data {', '.join(names)}; open the model with it:", file=out)
-    print(f"  {model_explorer.open_command(model_path, paths)}", file=out)
-
-
 # --- run -----------------------------------------------------------------------------------
 
 
 def cmd_run(args) -> int:
-    """Run with dml_ep, once per feed dict of ``--load-inputs``; outputs and files are written only
-    once every run has succeeded, all or none. With ``--load-outputs``, each run's outputs are
-    checked against the saved ones (exit status 1 when one is out of tolerance)."""
-    import numpy as np
-
-    from ..runtime.inputs import naming_random_inputs
-    from ..core.graph import Loaded, load_model
-    from ..runtime.inputs import make_feeds
-    from ..interop.polygraphy_json import inputs_json, load_inputs, run_results_json
-    from ..runtime.session import InferenceSession
-    from ..reports.text import table
+    """Run with dml_ep, once per feed dict of ``--load-inputs`` (:mod:`dml_ep.conformance.runs`);
+    outputs and files are written only once every run has succeeded, all or none. With
+    ``--load-outputs``, each run's outputs are checked against the saved ones (exit status 1 when
+    one is out of tolerance)."""
+    from ..conformance.runs import check_runs, npy_writers, outputs_table, polygraphy_files, run_each, run_feeds, saved_runs
+    from ..core.graph import load_model
 
     if args.output_dir:
         files.check_writable(args.output_dir, directory=True)
-    _check_writable(args)
+    _check_outputs(args)
     model = load_model(args.model)
-    paths = _output_dir_files(args, [o.name for o in model.graph.output]) if args.output_dir else {}
-    if args.load_inputs:
-        if args.input or args.input_dir:
-            raise DmlEpError("--load-inputs gives every input: drop --input and --input-dir")
-        iterations = [(feeds, dict.fromkeys(feeds, args.load_inputs)) for feeds in load_inputs(args.load_inputs)]
-    else:
-        iterations = [make_feeds(model, args.seed, args.input, args.input_dir, dict(args.shape), args.val_range)]
+    paths = _output_dir_files(args, [o.name for o in model.graph.output]) if args.output_dir else None
+    iterations = run_feeds(model, args)
     if args.output_dir and len(iterations) != 1:
         raise DmlEpError(f"--output-dir holds one run's outputs; {args.load_inputs} holds {len(iterations)} feed dicts")
-    saved = _saved_for_run(args, len(iterations))
-    session = InferenceSession(Loaded(model), **_arithmetic(args))
-    names = [o.name for o in session.get_outputs()]
-    runs = []
-    for feeds, sources in iterations:
-        with naming_random_inputs(sources):
-            runs.append(dict(zip(names, session.run(None, feeds))))
-    ok = True
-    if saved is not None:
-        runner, expected = saved
-        ok = _check_runs(runs, expected, runner, _tolerance(args))
-    writers = {}
-    if args.save_outputs:
-        writers[args.save_outputs] = files.text_writer(run_results_json({"dml_ep": runs}))
-    if args.save_inputs:
-        writers[args.save_inputs] = files.text_writer(inputs_json([feeds for feeds, _ in iterations]))
-    results = runs[-1]
-    if not args.output_dir:
-        if saved is None:
-            print(table(["output", "shape", "dtype"], [[n, list(r.shape), r.dtype] for n, r in results.items()]))
-        files.write_files(writers)
-        return 0 if ok else 1
-    arrays = {name: _savable(array) for name, array in results.items()}
-    print(table(["output", "shape", "dtype", "file"], [[n, list(r.shape), r.dtype if arrays[n].dtype == r.dtype else f"{r.dtype} (saved as {arrays[n].dtype})",
-                                                        os.path.basename(paths[n])] for n, r in results.items()]))
-    os.makedirs(args.output_dir, exist_ok=True)
-    writers.update({paths[name]: functools.partial(np.save, arr=array) for name, array in arrays.items()})
+    saved = saved_runs(args.load_outputs, len(iterations)) if args.load_outputs else None
+    runs = run_each(model, iterations, _arithmetic(args))
+    ok = check_runs(runs, *saved, _tolerance(args), sys.stdout) if saved else True
+    writers = polygraphy_files(runs, iterations, args.save_outputs, args.save_inputs)
+    if paths is not None or saved is None:
+        print(outputs_table(runs[-1], paths))
+    if paths is not None:
+        os.makedirs(args.output_dir, exist_ok=True)
+        writers.update(npy_writers(runs[-1], paths))
     files.write_files(writers)
     return 0 if ok else 1
 
 
 def _output_dir_files(args, names: list[str]) -> dict[str, str]:
     """``--output-dir``'s file of each output, checked as the command's other outputs are
-    (:func:`_check_writable`), before any work."""
-    from ..runtime.inputs import npy_file_names
+    (:func:`_check_outputs`), before any work."""
+    from ..runtime.inputs import output_files
 
-    paths = {name: os.path.join(args.output_dir, file) for name, file in npy_file_names(names).items()}
+    paths = output_files(args.output_dir, names)
     inputs = _inputs_read(args)
     for path in paths.values():
         files.check_not_input(path, inputs)
@@ -288,60 +183,11 @@ def _output_dir_files(args, names: list[str]) -> dict[str, str]:
     return paths
 
 
-def _saved_for_run(args, count: int) -> tuple[str, list[dict]] | None:
-    """``run --load-outputs``' runner and its iterations, one per run."""
-    from ..conformance.cases import split_runner
-    from ..interop.polygraphy_json import load_run_results, pick_runner
-
-    if not args.load_outputs:
-        return None
-    file, wanted = split_runner(args.load_outputs)
-    runners = load_run_results(file)
-    runner = pick_runner(runners, wanted, file)
-    if len(runners[runner]) != count:
-        raise DmlEpError(f"{file}: runner {runner!r} has {len(runners[runner])} iteration(s), this run makes {count}")
-    return runner, runners[runner]
-
-
-def _check_runs(runs: list[dict], expected: list[dict], runner: str, tolerance: Tolerance) -> bool:
-    """Each run's outputs against ``runner``'s, as compare judges graph outputs (an integer output
-    in steps of 1); a table per iteration, then the verdict."""
-    import numpy as np
-
-    from ..reports.report import compare_tensors
-    from ..reports.text import table
-
-    ok = True
-    for index, (outputs, saved) in enumerate(zip(runs, expected)):
-        missing = [name for name in outputs if name not in saved]
-        if missing:
-            raise DmlEpError(f"runner {runner!r}, iteration {index}: no output {missing[0]!r} (it has {', '.join(saved) or 'none'})")
-        compared = [compare_tensors(n, a, np.asarray(saved[n]), 1.0 if a.dtype.kind in "iub" else None, tolerance, sides=("dml_ep", repr(runner)))
-                    for n, a in outputs.items()]
-        ok &= all(c.within_tolerance for c in compared)
-        print(f"dml_ep against runner {runner!r}" + (f", iteration {index}" if len(runs) > 1 else "") + f", tolerance {tolerance.describe()}:")
-        print("\n".join("  " + line for line in table(["output", "dtype", "shape", "exact %", "max diff", "verdict"], [
-            [c.name, c.dtype, c.shape, f"{c.exact_percent:.2f}", "-" if c.problem else f"{c.max_diff:g}",
-             "ok" if c.within_tolerance else f"MISMATCH{': ' + c.problem if c.problem else ''}"] for c in compared]).splitlines()))
-    print(f"  result: {'OK' if ok else 'MISMATCH'}")
-    return ok
-
-
 def _tolerance(args) -> Tolerance:
     """``--steps``, ``--atol`` and ``--rtol`` (run, compare)."""
     from ..reports.report import Tolerance
 
     return Tolerance(args.steps, dict(args.atol), dict(args.rtol))
-
-
-def _savable(array: np.ndarray) -> np.ndarray:
-    """int4 and uint4 (ml_dtypes) as int8 and uint8 of the same values: np.save writes them as raw
-    bytes (|V1) that np.load reads back as no numbers."""
-    import numpy as np
-
-    if array.dtype.name in ("int4", "uint4"):
-        return array.astype(np.int8 if array.dtype.name == "int4" else np.uint8)
-    return array
 
 
 def _arithmetic(args) -> dict:
@@ -356,12 +202,11 @@ def _arithmetic(args) -> dict:
 def cmd_export(args) -> int:
     """Write the DxDispatch model, then say what it holds and how to run it. Its folder is checked
     first, as the writer will check it: a run is not wasted on a folder that cannot be written."""
-    from ..interop import dxdispatch
-    from ..runtime.inputs import naming_random_inputs
     from ..core.graph import Loaded, load_model
-    from ..runtime.inputs import make_feeds
+    from ..interop import dxdispatch
+    from ..runtime.inputs import make_feeds, naming_random_inputs
 
-    _check_writable(args)
+    _check_outputs(args)
     files.check_new_directory(args.dxdispatch, "export")
     model = load_model(args.model)
     feeds, sources = make_feeds(model, args.seed, args.input, args.input_dir, dict(args.shape), args.val_range)
@@ -379,28 +224,20 @@ def cmd_export(args) -> int:
 
 
 def cmd_compare(args) -> int:
-    """Compare each model (each data set, each Polygraphy iteration: :func:`comparison_cases`),
+    """Compare each model (each data set, each Polygraphy iteration: :func:`dml_ep.conformance.cases.compare_cases`),
     printing each report as it comes; with several, one that fails is reported and the others
     still run. Then the files asked for, and a status: 2 if any failed, 1 if any mismatched."""
-    from ..conformance.cases import compare_cases, comparison_cases
-    from ..reports.text import format_summary
+    from ..conformance.cases import compare_cases, write_comparison
 
     _check_compare(args)
     out = _text_output(args)
-    cases = comparison_cases(args)
-    if args.html and len(cases) != 1:
-        raise DmlEpError(f"--html draws one comparison; these arguments make {len(cases)} (one per model, data set or "
-                         "Polygraphy iteration)")
     options = dict(reference=args.reference, candidate=args.candidate, tolerance=_tolerance(args),
                    per_node=_per_node(args) or bool(args.html) or bool(args.model_explorer), **_arithmetic(args))
-    done, errors, model = compare_cases(cases, options, args, out)
-    reports = [c.report for c in done]
-    if len(cases) > 1:
-        print(format_summary(reports, errors), file=out)
-    _write_comparison(args, cases, done, errors, model, out)
-    if errors:
+    batch = compare_cases(args, options, out)
+    write_comparison(args, batch, out)
+    if batch.errors:
         return 2
-    return 0 if all(r.ok for r in reports) else 1
+    return 0 if all(r.ok for r in batch.reports) else 1
 
 
 def _per_node(args) -> bool:
@@ -417,42 +254,12 @@ def _check_compare(args) -> None:
         raise DmlEpError(f"--onnx-outputs {' '.join(args.onnx_outputs)}: dml_ep takes only 'mark all' (every intermediate value, as --per-node)")
     if args.only_differing and not _per_node(args):
         raise DmlEpError("--only-differing selects the rows of --per-node's table: give --per-node too")
-    _check_writable(args)
+    _check_outputs(args)
     if args.model_explorer and args.candidate != "dml_ep":
         raise DmlEpError(f"--model-explorer shows dml_ep's plan and differences: drop --candidate {args.candidate}")
     _check_model_explorer(args)
     if args.reference == DML_REFERENCE:
         require_dml()
-
-
-def _write_comparison(args, cases: list[Case], done: list[Compared], errors: list[dict], model, out) -> None:
-    """The files ``compare`` was asked for. Those that stand for every comparison (Polygraphy's,
-    Model Explorer's) are not written when any failed; the others hold the ones that ran."""
-    from ..reports import html as html_report
-    from ..conformance.cases import compare_json, polygraphy_writers
-
-    reports = [c.report for c in done]
-    if args.json:
-        files.write_files({args.json: files.json_writer(compare_json(args.seed, done, errors))})
-    if args.save_rewritten and reports:  # one model (comparison_cases): the graph of its first comparison
-        writer, said = _rewritten(args.save_rewritten, reports[0].dml_planner, reports[0].dml_plan)
-        files.write_files({args.save_rewritten: writer})
-        print(said, file=out)
-    if _writing([path for path in (args.save_outputs, args.save_inputs) if path], errors):
-        files.write_files(polygraphy_writers(args, cases, reports, [c.feeds for c in done]))
-    if args.html and reports:
-        files.write_files({args.html: files.text_writer(html_report.compare_report(reports[0]))})
-    if _writing([args.model_explorer] if args.model_explorer else [], errors):
-        _write_model_explorer(args.model_explorer, cases[0].model, model, reports[0].dml_plan, reports, out)
-
-
-def _writing(paths: list[str], errors: list[dict]) -> bool:
-    """Whether to write ``paths``: not when a comparison failed (then said on stderr), as each
-    stands for every comparison."""
-    if paths and errors:
-        print(f"dml-ep: not writing {', '.join(paths)}: {len(errors)} comparison(s) failed", file=sys.stderr)
-        return False
-    return bool(paths)
 
 
 # --- sweep, report --------------------------------------------------------------------------
@@ -461,13 +268,14 @@ def _writing(paths: list[str], errors: list[dict]) -> bool:
 def cmd_sweep(args) -> int:
     """Run the sweep (:func:`dml_ep.sweep.run.sweep`), then list its rows, write the summary page
     asked for, and a status: 2 if a task failed, else 1 if one is out of tolerance."""
-    from ..sweep.db import SweepDatabase
+    from ..sweep.db import SweepDatabase, database_path
+    from ..sweep.page import write_summary_page
     from ..sweep.run import rows_text, sweep
 
-    db = args.db or (os.path.splitext(args.report)[0] + ".db" if args.report else DEFAULT_DB)
+    db = database_path(args.db, args.report)
     outputs = [("--db" if args.db else "the database (--db's default)", db), ("--report", args.report), ("--html-dir", args.html_dir)]
     files.check_distinct([(what, path) for what, path in outputs if path])  # the page written over the database, ...
-    _check_writable(args, db, args.report)
+    _check_writable(args, db, args.report)  # and distinct, as checked above with --html-dir
     if args.html_dir:
         files.check_writable(args.html_dir, directory=True)
         files.check_not_input(args.html_dir, _inputs_read(args))
@@ -482,7 +290,7 @@ def cmd_sweep(args) -> int:
     print(f"database: {db}")
     if args.report:  # of every row of the database, not only this sweep's
         with SweepDatabase(db) as database:
-            _write_summary_page(database.rows(), db, args.report)
+            print(write_summary_page(database.rows(), db, args.report))
     statuses = {row["status"] for row in rows}
     return 2 if "failed" in statuses else 1 if "mismatch" in statuses else 0
 
@@ -490,6 +298,7 @@ def cmd_sweep(args) -> int:
 def cmd_report(args) -> int:
     """Every row of a sweep's database as a table; with ``--html``, the summary page."""
     from ..sweep.db import SweepDatabase
+    from ..sweep.page import write_summary_page
     from ..sweep.run import rows_text
 
     with SweepDatabase(args.db, readonly=True) as database:  # checked before anything is read, read with limits
@@ -498,15 +307,8 @@ def cmd_report(args) -> int:
         rows = database.rows()
     print(rows_text(rows))
     if args.html:
-        _write_summary_page(rows, args.db, args.html)
+        print(write_summary_page(rows, args.db, args.html))
     return 0
-
-
-def _write_summary_page(rows: list[dict], db: str, path: str) -> None:
-    from ..sweep.page import summary_page
-
-    files.write_files({path: files.text_writer(summary_page(rows, os.path.basename(db), path))})
-    print(f"wrote {path}: the summary page of {len(rows)} task(s)")
 
 
 # --- arguments -----------------------------------------------------------------------------
@@ -544,17 +346,22 @@ def _outputs(args, *more: str | None) -> list[tuple[str, str]]:
     return [*named, *((path, path) for path in more if path and path not in given)]
 
 
-def _check_writable(args, *more: str | None) -> None:
+def _check_outputs(args) -> None:
+    """Before any work: :func:`_check_writable`, and no two of the command's outputs are one file,
+    and none is in a folder it writes whole (:func:`dml_ep.core.files.check_distinct`)."""
+    files.check_distinct(_check_writable(args), WHOLE_FOLDERS)
+
+
+def _check_writable(args, *more: str | None) -> list[tuple[str, str]]:
     """Before any work: each file the command writes (its options', and ``more``) can be written and
-    replaces none that it reads; no two of its outputs are one file, and none is in a folder it
-    writes whole (:func:`dml_ep.core.files.check_distinct`)."""
+    replaces none that it reads; the outputs, each with its option (:func:`_outputs`)."""
     _written(args)  # one on stdout at most
     inputs = _inputs_read(args)
     outputs = _outputs(args, *more)
     for what, path in outputs:
         if what not in WHOLE_FOLDERS:
             files.check_writable(path, inputs=inputs)
-    files.check_distinct(outputs, WHOLE_FOLDERS)
+    return outputs
 
 
 def _text_output(args):

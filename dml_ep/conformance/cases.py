@@ -9,9 +9,9 @@ inputs:
 
 :func:`comparison_cases` makes them from ``compare``'s arguments; :func:`compare_cases` compares
 them one by one (a case's inputs from :func:`case_feeds`, its comparison by :func:`compare_case`),
-reporting each as it comes; :func:`compare_json` is ``--json``'s report of them (a sweep's task
-stores it too); :func:`polygraphy_writers` makes a batch's Polygraphy files
-(``--save-outputs``, ``--save-inputs``).
+reporting each as it comes, then a batch's summary; :func:`compare_json` is ``--json``'s report of
+them (a sweep's task stores it too); :func:`write_comparison` writes a batch's files, its
+Polygraphy files made by :func:`polygraphy_writers` (``--save-outputs``, ``--save-inputs``).
 """
 
 from __future__ import annotations
@@ -35,8 +35,9 @@ from ..core.graph import Loaded, graph_inputs, load_model, one_line
 from ..runtime.inputs import load_directory, load_tensor_protos, make_feeds, naming_random_inputs, zoo_layout
 from ..interop.polygraphy_json import inputs_json, load_inputs, load_run_results, pick_runner, run_results_json
 from ..reports.report import ModelReport
+from ..reports.rewritten_model import rewritten_writer
 from ..reports.meta import report_meta
-from ..reports.text import Progress, format_report
+from ..reports.text import Progress, format_report, format_summary
 
 
 
@@ -89,18 +90,11 @@ def _zoo_cases(path: str, args: argparse.Namespace) -> list[Case]:
 def polygraphy_cases(path: str, args: argparse.Namespace) -> list[Case]:
     """The comparisons of the model ``path``: one per iteration of ``--load-inputs``/``--load-outputs``, else one."""
     if args.iterations > 1:
-        if args.load_inputs or args.load_outputs or args.input or args.input_dir:
-            raise FeedError("--iterations makes random inputs: drop --load-inputs, --load-outputs, --input and --input-dir")
-        return [Case(f"{path} [iteration {i}]", path, seed=args.seed + i) for i in range(args.iterations)]
+        return _iteration_cases(path, args)
     if not (args.load_inputs or args.load_outputs):
         return [Case(path, path)]
-    if args.load_inputs and (args.input or args.input_dir):
-        raise FeedError("--load-inputs gives every input: drop --input and --input-dir")
-    feeds = load_inputs(args.load_inputs) if args.load_inputs else None
-    saved: list[dict] | None = None
-    runner: str | None = None
-    if args.load_outputs:
-        saved, runner = _saved_outputs(args, feeds)
+    feeds = loaded_inputs(args)
+    saved, runner = _saved_outputs(args, feeds) if args.load_outputs else (None, None)
     iterations = saved if saved is not None else feeds
     assert iterations is not None, "--load-inputs or --load-outputs gives them"
     count = len(iterations)
@@ -111,19 +105,41 @@ def polygraphy_cases(path: str, args: argparse.Namespace) -> list[Case]:
             for i in range(count)]
 
 
+def _iteration_cases(path: str, args: argparse.Namespace) -> list[Case]:
+    """``--iterations``: one comparison per seed, SEED, SEED+1, ..., on random inputs only."""
+    if args.load_inputs or args.load_outputs or args.input or args.input_dir:
+        raise FeedError("--iterations makes random inputs: drop --load-inputs, --load-outputs, --input and --input-dir")
+    return [Case(f"{path} [iteration {i}]", path, seed=args.seed + i) for i in range(args.iterations)]
+
+
+def loaded_inputs(args: argparse.Namespace) -> list[dict] | None:
+    """``--load-inputs``' feed dicts (``run``'s and ``compare``'s), None without it; they give every input."""
+    if not args.load_inputs:
+        return None
+    if args.input or args.input_dir:
+        raise FeedError("--load-inputs gives every input: drop --input and --input-dir")
+    return load_inputs(args.load_inputs)
+
+
 def _saved_outputs(args: argparse.Namespace, feeds: list[dict] | None) -> tuple[list[dict], str]:
     """``--load-outputs``' iterations and the runner that made them, which must pair with the
     inputs given: one per feed dict of ``--load-inputs``, or the one run on ``--input``/``--input-dir``."""
-    file, wanted = split_runner(args.load_outputs)
-    runners = load_run_results(file)
-    runner = pick_runner(runners, wanted, file)
-    saved = runners[runner]
+    file, runner, saved = load_runner(args.load_outputs)
     if feeds is None and not (args.input or args.input_dir):
         raise FeedError("--load-outputs: give the inputs its outputs were made from (--load-inputs, --input or --input-dir)")
     if len(saved) != (1 if feeds is None else len(feeds)):
         given = f"{args.load_inputs} holds {len(feeds)} feed dict(s)" if feeds is not None else "--input and --input-dir give one"
         raise FeedError(f"{file}: runner {runner!r} has {len(saved)} iteration(s), {given}")
     return saved, runner
+
+
+def load_runner(text: str) -> tuple[str, str, list[dict]]:
+    """``--load-outputs FILE[:RUNNER]`` (``run``'s and ``compare``'s): the file, the runner picked
+    in it (:func:`dml_ep.interop.polygraphy_json.pick_runner`) and that runner's iterations."""
+    file, wanted = split_runner(text)
+    runners = load_run_results(file)
+    runner = pick_runner(runners, wanted, file)
+    return file, runner, runners[runner]
 
 
 def split_runner(text: str) -> tuple[str, str | None]:
@@ -181,23 +197,44 @@ def compare_json(seed: int, done: list[Compared], errors: list[dict]) -> dict:
     return report_meta("compare", seed=seed, ok=ok, models=models, errors=errors)
 
 
-def compare_cases(cases: list[Case], options: dict, args: argparse.Namespace,
-                  out: TextIO) -> tuple[list[Compared], list[dict], onnx.ModelProto | None]:
-    """Compare ``cases`` one by one with :func:`dml_ep.conformance.compare.compare_model`'s ``options``, each
-    report printed on ``out`` once made; of several, one that fails gives its error (said on stderr)
-    for the summary, and the others still run. Progress on stderr unless ``args.quiet``. Also the
-    first model compared (every case's, for ``--model-explorer``), kept alone: a batch's loaded
-    models, weights and all, are not held to its end."""
-    done, errors, first = [], [], None
+@dataclasses.dataclass
+class Comparisons:
+    """``compare``'s batch: its cases, those that ran, the errors of those that failed (as the
+    summary lists them) and the first model compared."""
+
+    cases: list[Case]
+    done: list[Compared]
+    errors: list[dict]
+    model: onnx.ModelProto | None
+
+    @property
+    def reports(self) -> list[ModelReport]:
+        return [c.report for c in self.done]
+
+
+def compare_cases(args: argparse.Namespace, options: dict, out: TextIO) -> Comparisons:
+    """Compare the cases of ``compare``'s arguments (:func:`comparison_cases`) one by one with
+    :func:`dml_ep.conformance.compare.compare_model`'s ``options``, each report printed on ``out``
+    once made, then, of several, the summary; of several, one that fails gives its error (said on
+    stderr) for the summary, and the others still run. Progress on stderr unless ``args.quiet``.
+    The first model compared (every case's, for ``--model-explorer``) is kept alone: a batch's
+    loaded models, weights and all, are not held to its end."""
+    cases = comparison_cases(args)
+    if args.html and len(cases) != 1:
+        raise DmlEpError(f"--html draws one comparison; these arguments make {len(cases)} (one per model, data set or "
+                         "Polygraphy iteration)")
+    batch = Comparisons(cases, [], [], None)
     for index, case in enumerate(cases, 1):
         prefix = f"[{index}/{len(cases)}] {case.name}" if len(cases) > 1 else case.name
         compared = _compare_one(case, options, prefix, len(cases) > 1, args, out)
         if isinstance(compared, tuple):
-            done.append(compared[0])
-            first = compared[1] if first is None else first
+            batch.done.append(compared[0])
+            batch.model = compared[1] if batch.model is None else batch.model
         else:
-            errors.append(compared)
-    return done, errors, first
+            batch.errors.append(compared)
+    if len(cases) > 1:
+        print(format_summary(batch.reports, batch.errors), file=out)
+    return batch
 
 
 def _compare_one(case: Case, options: dict, prefix: str, several: bool, args: argparse.Namespace,
@@ -243,18 +280,50 @@ def compare_case(case: Case, model: onnx.ModelProto, feeds: dict[str, np.ndarray
     return report
 
 
-def polygraphy_writers(args: argparse.Namespace, cases: list[Case], reports: list[ModelReport],
-                       feeds: list[dict]) -> dict[str, files.Writer]:
+def write_comparison(args: argparse.Namespace, batch: Comparisons, out: TextIO) -> None:
+    """The files ``compare`` was asked for. Those that stand for every comparison (Polygraphy's,
+    Model Explorer's) are not written when any failed; the others hold the ones that ran."""
+    from ..reports import html as html_report, model_explorer
+
+    reports = batch.reports
+    if args.json:
+        files.write_files({args.json: files.json_writer(compare_json(args.seed, batch.done, batch.errors))})
+    if args.save_rewritten and reports:  # one model (comparison_cases): the graph of its first comparison
+        planner, plan = reports[0].dml_planner, reports[0].dml_plan
+        assert planner is not None and plan is not None, "compare_model keeps dml_ep's plan"
+        writer, said = rewritten_writer(args.save_rewritten, planner, plan)
+        files.write_files({args.save_rewritten: writer})
+        print(said, file=out)
+    if _writing([path for path in (args.save_outputs, args.save_inputs) if path], batch.errors):
+        files.write_files(polygraphy_writers(args, batch))
+    if args.html and reports:
+        files.write_files({args.html: files.text_writer(html_report.compare_report(reports[0]))})
+    if _writing([args.model_explorer] if args.model_explorer else [], batch.errors):
+        model, plan = batch.model, reports[0].dml_plan
+        assert model is not None and plan is not None, "every case compared, by compare_model"
+        print(model_explorer.write_with_command(args.model_explorer, batch.cases[0].model, model, plan, reports), file=out)
+
+
+def _writing(paths: list[str], errors: list[dict]) -> bool:
+    """Whether to write ``paths``: not when a comparison failed (then said on stderr), as each
+    stands for every comparison."""
+    if paths and errors:
+        print(f"dml-ep: not writing {', '.join(paths)}: {len(errors)} comparison(s) failed", file=sys.stderr)
+        return False
+    return bool(paths)
+
+
+def polygraphy_writers(args: argparse.Namespace, batch: Comparisons) -> dict[str, files.Writer]:
     """``--save-outputs`` and ``--save-inputs``' files, one iteration per comparison: the runners
     named as Polygraphy would see them (``dml_ep``, ``onnxruntime-REFERENCE`` or the runner loaded)."""
     writers = {}
     if args.save_outputs:
         candidate = "dml_ep" if args.candidate == "dml_ep" else f"onnxruntime-{args.candidate}"
-        reference = cases[0].runner or f"onnxruntime-{args.reference}"
+        reference = batch.cases[0].runner or f"onnxruntime-{args.reference}"
         if reference == candidate:
             reference += "-reference"
-        runs = {candidate: [r.candidate_outputs for r in reports], reference: [r.reference_outputs for r in reports]}
+        runs = {candidate: [r.candidate_outputs for r in batch.reports], reference: [r.reference_outputs for r in batch.reports]}
         writers[args.save_outputs] = files.text_writer(run_results_json(runs))
     if args.save_inputs:
-        writers[args.save_inputs] = files.text_writer(inputs_json(feeds))
+        writers[args.save_inputs] = files.text_writer(inputs_json([c.feeds for c in batch.done]))
     return writers

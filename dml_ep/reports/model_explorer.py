@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import shlex
 from collections.abc import Sequence
 from typing import Any
@@ -204,3 +205,11 @@ def write(directory: str, model: onnx.ModelProto, plan: Plan, reports: Sequence[
 def open_command(model_path: str, paths: Sequence[str]) -> str:
     """The shell command that opens the model in Model Explorer with the overlays."""
     return shlex.join(["model-explorer", model_path, f"--extensions={ADAPTER}", f"--node_data_paths={','.join(paths)}"])
+
+
+def write_with_command(directory: str, model_path: str, model: onnx.ModelProto, plan: Plan, reports: Sequence[ModelReport] = ()) -> str:
+    """Write the node data into ``directory`` (:func:`write`); the lines that say so and how to open the model with it."""
+    names = write(directory, model, plan, reports)
+    paths = [os.path.join(directory, name) for name in names]
+    return (f"\nwrote {directory}: Model Explorer node data {', '.join(names)}; open the model with it:\n"
+            f"  {open_command(model_path, paths)}")

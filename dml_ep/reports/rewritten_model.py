@@ -207,6 +207,14 @@ def model_writer(model: onnx.ModelProto) -> files.Writer:
     return lambda f: f.write(model.SerializeToString())
 
 
+def rewritten_writer(path: str, planner: Planner, plan: Plan) -> tuple[files.Writer, str]:
+    """``--save-rewritten PATH``'s writer (inspect's, compare's), and the line that says what the file holds once written."""
+    rewritten = rewritten_model(planner, plan)
+    said = (f"\n{'stdout' if path == '-' else path}: the rewritten model, {len(rewritten.graph.node)} node(s), "
+            "each with where it runs in its metadata (dml_ep.*)")
+    return model_writer(rewritten), said
+
+
 def _copy(node: onnx.NodeProto) -> onnx.NodeProto:
     """A copy to annotate: the planner's nodes stay as they are."""
     copy = onnx.NodeProto()

@@ -416,6 +416,11 @@ def npy_file_names(names: list[str]) -> dict[str, str]:
     return {name: stem + ".npy" for name, stem in zip(names, stems)}
 
 
+def output_files(directory: str, names: list[str]) -> dict[str, str]:
+    """``run --output-dir``'s file of each output: ``DIR/<name>.npy``, named by :func:`npy_file_names`."""
+    return {name: os.path.join(directory, file) for name, file in npy_file_names(names).items()}
+
+
 MAX_STEM_BYTES = 120  # well below a file name's 255 bytes, and of Windows' 260-character paths (DxDispatch runs there)
 
 

@@ -29,6 +29,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ..core import files
+from ..core.choices import DEFAULT_DB
 from ..core.errors import DmlEpError
 from .tasks import STATUSES
 
@@ -162,6 +163,12 @@ class SweepDatabase:
                 self.connection.execute("ROLLBACK")
         except sqlite3.Error as exc:
             raise DmlEpError(f"{self.path}: cannot write it ({exc}): a sweep writes each result there") from None
+
+
+def database_path(db: str | None, report: str | None) -> str:
+    """``sweep``'s database: ``db`` (``--db``), else beside the summary page ``report`` (with .db
+    for its extension), else :data:`dml_ep.core.choices.DEFAULT_DB`."""
+    return db or (os.path.splitext(report)[0] + ".db" if report else DEFAULT_DB)
 
 
 def _check_file(path: str, readonly: bool) -> bool:

@@ -21,9 +21,16 @@ from pathlib import Path
 import jinja2
 import markupsafe
 
+from ..core import files
 from .run import settings_label
 from .tasks import STATUSES
 from ..reports.text import counts_text
+
+
+def write_summary_page(rows: list[dict], db: str, path: str) -> str:
+    """Write the summary page of ``rows`` (of the database ``db``) to ``path``; the line that says so."""
+    files.write_files({path: files.text_writer(summary_page(rows, os.path.basename(db), path))})
+    return f"wrote {path}: the summary page of {len(rows)} task(s)"
 
 
 def summary_page(rows: list[dict], title: str, page_path: str) -> str:
