@@ -45,6 +45,7 @@ from ..core.enums import DML_TENSOR_DATA_TYPE as DT
 from ..core.errors import DescValidationError
 from ..core.graph import internal_model
 from ..numerics.kernels.float32_fma import fma32
+from .kernel_state import KernelState
 from .nodes import DmlNode
 from ..realep.placement import ASSIGNED_TO_DML, ON_CPU, ON_DML
 from ..ort.reference import cpu_session
@@ -363,7 +364,7 @@ def host_logistic_fused() -> bool:
     return bool(np.array_equal(y, mlas_logistic(_FUSION_PROBE)))
 
 
-def activation(desc: ActivationDesc, tensors: dict, arithmetic, cache: dict) -> np.ndarray:
+def activation(desc: ActivationDesc, tensors: dict, arithmetic, state: KernelState) -> np.ndarray:
     """A standalone activation operator (InputTensor to OutputTensor); ACTIVATION_RELU on
     integers is ``max(x, 0)`` in the input's type; ACTIVATION_SIGMOID in ``"onnxruntime"``
     arithmetic is MLAS's logistic kernel (:func:`mlas_logistic`)."""

@@ -46,6 +46,7 @@ from ..core.enums import DML_CONVOLUTION_MODE
 from ..core.enums import DML_FEATURE_LEVEL as FL
 from ..core.enums import DML_OPERATOR_TYPE as OP
 from ..core.errors import InvalidAttributeError, ShapeError
+from .kernel_state import KernelState
 from .nodes import DmlNode
 from ..realep.placement import ASSIGNED_TO_DML, ON_DML
 from ..core.tensor_desc import view
@@ -233,10 +234,10 @@ def _bias(ctx: NodeContext, dtype: np.dtype, out_channels: int, dimensions: int)
 # --- kernel ----------------------------------------------------------------------------------
 
 
-def convolution(desc, tensors: dict, arithmetic, cache: dict) -> np.ndarray:
+def convolution(desc, tensors: dict, arithmetic, state: KernelState) -> np.ndarray:
     """``FusedActivation(Convolve(Input, Filter) + Bias)`` in float32, rounded once to the output
     type; a 4-D output returned as an NCHW view of channels-last memory (``output_channels_last``)."""
-    out = _channels_last(desc, tensors, np.float32, cache)
+    out = _channels_last(desc, tensors, np.float32, state.derived)
     if desc.FusedActivation is not None:
         out = apply_activation(desc.FusedActivation, out)
     return np.moveaxis(out.astype(desc.OutputTensor.DataType.numpy(), copy=False), -1, 1)

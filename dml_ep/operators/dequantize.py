@@ -60,7 +60,8 @@ from ..core.enums import DML_QUANTIZATION_TYPE
 from ..core.enums import DML_TENSOR_DATA_TYPE as DT
 from ..core import nibbles
 from ..core.errors import RealEpError
-from .nodes import IMPORTED, DmlNode
+from .kernel_state import KernelState
+from .nodes import DmlNode, Imported
 from ..realep.placement import ON_CPU, ON_DML
 from ..core.tensor_desc import DML_BUFFER_TENSOR_DESC, view
 from .base import FLOATS, Operator, OperatorDesc, TensorDesc, TensorDescArray, rules
@@ -148,7 +149,7 @@ def matmul_nbits_weight(ctx: NodeContext) -> DmlNode:
         OutputTensor=tensor(float_type, (n, k)),
     )
     made = ctx.dml_node(desc, ("InputTensor", *(f"QuantizationTensors[{i}]" for i in range(len(quantization)))), (n, k))
-    made.cache[IMPORTED] = MATMUL_NBITS_WEIGHT
+    made.imported = Imported(MATMUL_NBITS_WEIGHT)
     return made
 
 
@@ -232,10 +233,10 @@ def misread_zero_points(bits: int, blocks: int) -> str | None:
     return None
 
 
-MATMUL_NBITS_WEIGHT = "MatMulNBits' weight"  # IMPORTED: the DEQUANTIZE of a MatMulNBits split
+MATMUL_NBITS_WEIGHT = "MatMulNBits' weight"  # Imported.onnxruntime: the DEQUANTIZE of a MatMulNBits split
 
 
-def dequantize_kernel(desc, tensors: dict, arithmetic, cache: dict) -> np.ndarray:
+def dequantize_kernel(desc, tensors: dict, arithmetic, state: KernelState) -> np.ndarray:
     """``(q - zp) * scale`` exactly, rounded once to the output type (every arithmetic alike); but a
     MatMulNBits' float16 weight in the "onnxruntime" arithmetic stays float32, as onnxruntime's CPU
     kernel keeps it (a float16 scale converted to float32, times a code: exact), for the GEMM
@@ -246,7 +247,7 @@ def dequantize_kernel(desc, tensors: dict, arithmetic, cache: dict) -> np.ndarra
     if desc.QuantizationType == QT.SCALE_ZERO_POINT:
         zero_point = blocks_expanded(view(tensors["QuantizationTensors[1]"], desc.QuantizationTensors[1]), codes.shape)
     exact = np.multiply(codes - zero_point, scale, dtype=np.float64)
-    if arithmetic.onnxruntime and cache.get(IMPORTED) == MATMUL_NBITS_WEIGHT:
+    if arithmetic.onnxruntime and state.imported.onnxruntime == MATMUL_NBITS_WEIGHT:
         return exact.astype(np.float32)
     return exact.astype(desc.OutputTensor.DataType.numpy())
 

@@ -40,6 +40,7 @@ import numpy as np
 from ..core.enums import DML_FEATURE_LEVEL as FL
 from ..core.enums import DML_OPERATOR_TYPE as OP
 from ..numerics.kernels import quantize
+from .kernel_state import KernelState
 from .nodes import DmlNode
 from ..realep.placement import ASSIGNED_TO_DML, ON_CPU
 from ..core.tensor_desc import left_pad, view
@@ -172,7 +173,7 @@ def _lanes_min_max(x: np.ndarray) -> tuple[np.float32, np.float32]:
     return np.float32(low), np.float32(high)
 
 
-def dynamic_quantize_linear_kernel(desc, tensors: dict, arithmetic, cache: dict,
+def dynamic_quantize_linear_kernel(desc, tensors: dict, arithmetic, state: KernelState,
                                    compiled: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     x = view(tensors["InputTensor"], desc.InputTensor).astype(np.float32, copy=False)
     dtype = desc.OutputTensor.DataType.numpy()
@@ -183,9 +184,9 @@ def dynamic_quantize_linear_kernel(desc, tensors: dict, arithmetic, cache: dict,
     return y, np.array(scale, np.float32).reshape(1, 1, 1, 1), np.array(zero_point, dtype).reshape(1, 1, 1, 1)  # np.full's cost is Python's
 
 
-def dynamic_quantize_linear_compiled(desc, tensors: dict, arithmetic, cache: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def dynamic_quantize_linear_compiled(desc, tensors: dict, arithmetic, state: KernelState) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """:func:`dynamic_quantize_linear_kernel` with its quantize step compiled (``kernels.compiled.quantize``)."""
-    return dynamic_quantize_linear_kernel(desc, tensors, arithmetic, cache, compiled=True)
+    return dynamic_quantize_linear_kernel(desc, tensors, arithmetic, state, compiled=True)
 
 
 # --- exact value (compare) -------------------------------------------------------------------

@@ -26,6 +26,7 @@ import numpy as np
 
 from ..core.enums import DML_FEATURE_LEVEL as FL
 from ..core.enums import DML_OPERATOR_TYPE as OP
+from .kernel_state import KernelState
 from .nodes import DmlNode
 from ..realep.placement import ON_DML_AS
 from ..core.tensor_desc import view
@@ -80,7 +81,7 @@ def two_inputs(ctx: NodeContext) -> None:
 # --- kernel ----------------------------------------------------------------------------------
 
 
-def element_wise_add1(desc, tensors: dict, options, cache: dict) -> np.ndarray:
+def element_wise_add1(desc, tensors: dict, options, state: KernelState) -> np.ndarray:
     """IEEE: overflow to infinity, inf - inf is NaN; silently, as its callers run kernels
     (Executor.run, compare_model, DxDispatchModel.run: np.errstate once, not per node)."""
     a = view(tensors["ATensor"], desc.ATensor)

@@ -28,6 +28,7 @@ import numpy as np
 from ..core.enums import DML_FEATURE_LEVEL as FL
 from ..core.enums import DML_OPERATOR_TYPE as OP
 from ..core.errors import ShapeError
+from .kernel_state import KernelState
 from .nodes import DmlNode
 from ..realep.placement import ON_DML_AS
 from ..core.tensor_desc import view
@@ -125,7 +126,7 @@ _UFUNCS = {
 }
 
 
-def element_wise_binary(desc, tensors: dict, options, cache: dict) -> np.ndarray:
+def element_wise_binary(desc, tensors: dict, options, state: KernelState) -> np.ndarray:
     """IEEE, silently (its callers run kernels under one np.errstate)."""
     a = view(tensors["ATensor"], desc.ATensor)
     b = view(tensors["BTensor"], desc.BTensor)

@@ -36,6 +36,7 @@ from ..core.enums import DML_FEATURE_LEVEL as FL
 from ..core.enums import DML_OPERATOR_TYPE as OP
 from ..core.enums import DML_TENSOR_DATA_TYPE as DT
 from ..numerics.kernels.float32_fma import dyadic, float32_of_dyadic
+from .kernel_state import KernelState
 from .nodes import DmlNode
 from ..realep.placement import ON_CPU, ON_DML
 from ..core.tensor_desc import broadcast_shapes, view
@@ -83,9 +84,9 @@ def dequantize_linear(ctx: NodeContext) -> DmlNode:
 _EXACT_IN_FLOAT64 = 2**29  # |x - zp| below it: (x - zp) * scale is exact in float64 (29 + 24 bits)
 
 
-def dequantize_linear_kernel(desc, tensors: dict, arithmetic, cache: dict) -> np.ndarray:
+def dequantize_linear_kernel(desc, tensors: dict, arithmetic, state: KernelState) -> np.ndarray:
     x = view(tensors["InputTensor"], desc.InputTensor)
-    scale, zero_point = parameters(desc, tensors, cache)
+    scale, zero_point = parameters(desc, tensors, state)
     scale = scale.astype(np.float32, copy=False)
     if x.dtype.itemsize == 1:  # x - zp exact in float32, so one float32 product: onnxruntime's value and the correctly rounded one
         difference = np.subtract(x, zero_point, dtype=np.float32)

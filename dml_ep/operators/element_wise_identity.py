@@ -31,6 +31,7 @@ from ..core.enums import DML_FEATURE_LEVEL as FL
 from ..core.enums import DML_OPERATOR_TYPE as OP
 from ..core.enums import DML_TENSOR_DATA_TYPE as DT
 from ..core.errors import ShapeError
+from .kernel_state import KernelState
 from .nodes import DmlNode
 from ..realep.placement import ASSIGNED_TO_DML, ON_DML
 from ..core.tensor_desc import packed_strides, view
@@ -182,7 +183,7 @@ RESHAPED = {"Reshape": _reshape, "Flatten": _flatten, "Squeeze": _squeeze, "Unsq
 # --- kernel ----------------------------------------------------------------------------------
 
 
-def identity(desc, tensors: dict, arithmetic, cache: dict) -> np.ndarray:
+def identity(desc, tensors: dict, arithmetic, state: KernelState) -> np.ndarray:
     """Input read through its desc; packed like the output: a view where Input's strides are
     packed, else one copy."""
     return np.ascontiguousarray(view(tensors["InputTensor"], desc.InputTensor))

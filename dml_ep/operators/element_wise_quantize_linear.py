@@ -47,6 +47,7 @@ from ..core.errors import QuantizationParameterError
 from ..numerics.kernels import compiled as native
 from ..numerics.kernels import quantize
 from ..numerics.kernels.parameters import checked_scale
+from .kernel_state import KernelState
 from .nodes import DmlNode
 from ..realep.placement import ON_CPU, ON_DML
 from ..core.tensor_desc import broadcast_strides, view
@@ -175,11 +176,11 @@ def element_wise_node(ctx: NodeContext, desc_class, zero_point_type, output_type
 # --- kernel ----------------------------------------------------------------------------------
 
 
-def parameters(desc, tensors: dict, cache: dict) -> tuple[np.ndarray, np.ndarray]:
+def parameters(desc, tensors: dict, state: KernelState) -> tuple[np.ndarray, np.ndarray]:
     """The scale (its values checked: one bound at run time arrives here unchecked) and the zero
     point (0 when null), read with the output's sizes; read once when both are constants
-    (OWNED_BY_DML), kept in the node's ``cache``."""
-    cached = cache.get("parameters")
+    (OWNED_BY_DML), kept in the kernel's ``state``."""
+    cached = state.derived.get("parameters")
     if cached is not None:
         return cached
     constant = all(t is None or t.Flags & DML_TENSOR_FLAGS.OWNED_BY_DML for t in (desc.ScaleTensor, desc.ZeroPointTensor))
@@ -187,7 +188,7 @@ def parameters(desc, tensors: dict, cache: dict) -> tuple[np.ndarray, np.ndarray
     scale = distinct(view(tensors["ScaleTensor"], desc.ScaleTensor))
     zero_point = 0 if desc.ZeroPointTensor is None else distinct(view(tensors["ZeroPointTensor"], desc.ZeroPointTensor))
     if constant:
-        cache["parameters"] = scale, np.asarray(zero_point)
+        state.derived["parameters"] = scale, np.asarray(zero_point)
     return scale, np.asarray(zero_point)
 
 
@@ -197,17 +198,17 @@ def distinct(x: np.ndarray) -> np.ndarray:
     return x[tuple(slice(0, 1) if stride == 0 else slice(None) for stride in x.strides)]
 
 
-def quantize_linear_kernel(desc, tensors: dict, arithmetic, cache: dict, compiled: bool = False) -> np.ndarray:
+def quantize_linear_kernel(desc, tensors: dict, arithmetic, state: KernelState, compiled: bool = False) -> np.ndarray:
     x = view(tensors["InputTensor"], desc.InputTensor).astype(np.float32, copy=False)
-    scale, zero_point = parameters(desc, tensors, cache)
+    scale, zero_point = parameters(desc, tensors, state)
     dtype = desc.OutputTensor.DataType.numpy()
     return quantize_values(x, scale, zero_point, dtype, arithmetic, compiled)
 
 
-def quantize_linear_compiled(desc, tensors: dict, arithmetic, cache: dict) -> np.ndarray:
+def quantize_linear_compiled(desc, tensors: dict, arithmetic, state: KernelState) -> np.ndarray:
     """:func:`quantize_linear_kernel` in one compiled pass (``kernels.compiled.quantize``) for a
     per-tensor scale and zero point."""
-    return quantize_linear_kernel(desc, tensors, arithmetic, cache, compiled=True)
+    return quantize_linear_kernel(desc, tensors, arithmetic, state, compiled=True)
 
 
 def quantize_values(x: np.ndarray, scale, zero_point, dtype, arithmetic, compiled: bool = False, nan_free: bool = False) -> np.ndarray:

@@ -32,6 +32,7 @@ from ..numerics.kernels import quantize
 from ..numerics.kernels.float32_fma import fma32
 from ..numerics.kernels.parameters import checked_scale, read4d, scalar
 from ..numerics.kernels.strided_rows import address, strided_rows
+from .kernel_state import KernelState
 from .nodes import DmlNode
 from ..core.tensor_desc import view
 from .base import QUANTIZED_BINARY_INPUTS, Operator, QuantizedBinaryDesc
@@ -106,10 +107,10 @@ def constant_over_span(desc_a, desc_b) -> tuple[bool, bool]:
     return True, True
 
 
-def code_table(desc, tensors: dict, options, cache: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple | None]:
+def code_table(desc, tensors: dict, options, state: KernelState) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple | None]:
     """A and B (views with the output's sizes), the output as a function of their two 8-bit codes
     (a 256 x 256 table, flat) and, in MLAS's arithmetic, its :func:`mlas_terms`; per arithmetic
-    and parameters (the node's ``cache`` keeps the last ones: parameters bound at run time may
+    and parameters (the kernel's ``state`` keeps the last ones: parameters bound at run time may
     change from run to run)."""
     a = view(tensors["ATensor"], desc.ATensor)
     b = view(tensors["BTensor"], desc.BTensor)
@@ -117,7 +118,7 @@ def code_table(desc, tensors: dict, options, cache: dict) -> tuple[np.ndarray, n
     scales = tuple(np.float32(scalar(tensors, desc, f)) for f in scale_fields)
     zero_points = tuple(scalar(tensors, desc, f) for f in ("AZeroPointTensor", "BZeroPointTensor", "OutputZeroPointTensor"))
     key = ("table", options.mode)
-    made = cache.get(key)
+    made = state.derived.get(key)
     if made is None or made[0] != (scales, zero_points):
         for field, scale in zip(scale_fields, scales):
             checked_scale(scale, tensor=field)
@@ -128,13 +129,13 @@ def code_table(desc, tensors: dict, options, cache: dict) -> tuple[np.ndarray, n
             table = _onnxruntime_add(desc, codes_a, codes_b, terms)
         else:
             terms, table = None, _directml_add(desc, codes_a, codes_b, *scales, *zero_points)
-        made = cache[key] = (scales, zero_points), table.reshape(-1), terms
+        made = state.derived[key] = (scales, zero_points), table.reshape(-1), terms
     return a, b, made[1], made[2]
 
 
-def quantized_linear_add(desc, tensors: dict, options, cache: dict) -> np.ndarray:
+def quantized_linear_add(desc, tensors: dict, options, state: KernelState) -> np.ndarray:
     """The table (:func:`code_table`), then one gather over the output, in memory order."""
-    a, b, table, _ = code_table(desc, tensors, options, cache)
+    a, b, table, _ = code_table(desc, tensors, options, state)
     axes = memory_axes(a if 0 not in a.strides else b)  # work in memory order: the output keeps the layout
     a, b = a.transpose(axes), b.transpose(axes)
     index = np.left_shift(a.view(np.uint8), 8, dtype=np.uint16)  # (a's byte << 8) | b's byte
@@ -142,21 +143,21 @@ def quantized_linear_add(desc, tensors: dict, options, cache: dict) -> np.ndarra
     return table.take(index, mode="wrap").transpose(np.argsort(axes))
 
 
-def quantized_linear_add_compiled(desc, tensors: dict, options, cache: dict) -> np.ndarray:
+def quantized_linear_add_compiled(desc, tensors: dict, options, state: KernelState) -> np.ndarray:
     """:func:`quantized_linear_add` compiled: one pass reading A and B through their strides, no
     index array; the walk over them is worked out once per layout. In MLAS's arithmetic, where the
     build has a hardware FMA, the values are computed (``kernels.compiled.quantized_add``), else
     looked up in the table (``kernels.compiled.table_lookup``). Inputs with negative strides take
     the twin."""
-    a, b, table, terms = code_table(desc, tensors, options, cache)
+    a, b, table, terms = code_table(desc, tensors, options, state)
     if native.table_lookup is None or any(s < 0 for s in a.strides + b.strides):
-        return quantized_linear_add(desc, tensors, options, cache)
+        return quantized_linear_add(desc, tensors, options, state)
     layout = (a.shape, a.strides, b.strides)
-    walk = cache.get(layout)
+    walk = state.derived.get(layout)
     if walk is None:
         axes = memory_axes(a if 0 not in a.strides else b)
         moved = (a.transpose(axes), b.transpose(axes))  # 8-bit: strides in bytes are in elements
-        walk = cache[layout] = axes, np.argsort(axes), strided_rows(moved[0].shape, *(x.strides for x in moved))
+        walk = state.derived[layout] = axes, np.argsort(axes), strided_rows(moved[0].shape, *(x.strides for x in moved))
     axes, back, (span, (a_step, b_step), (a_rows, b_rows)) = walk
     out_dtype = desc.OutputTensor.DataType.numpy()
     out = np.empty([a.shape[axis] for axis in axes], out_dtype)

@@ -25,6 +25,7 @@ from ..core.enums import DML_FEATURE_LEVEL as FL
 from ..core.enums import DML_OPERATOR_TYPE as OP
 from ..core.enums import DML_TENSOR_DATA_TYPE as DT
 from ..core.errors import ShapeError
+from .kernel_state import KernelState
 from .nodes import DmlNode
 from ..core.tensor_desc import left_pad, view
 from .base import Operator, OperatorDesc, TensorDesc, rules
@@ -87,7 +88,7 @@ def gather(ctx: NodeContext) -> DmlNode:
 # --- kernel ----------------------------------------------------------------------------------
 
 
-def gather_kernel(desc, tensors: dict, arithmetic, cache: dict) -> np.ndarray:
+def gather_kernel(desc, tensors: dict, arithmetic, state: KernelState) -> np.ndarray:
     x = view(tensors["InputTensor"], desc.InputTensor)
     rank = desc.OutputTensor.DimensionCount
     indices = view(tensors["IndicesTensor"], desc.IndicesTensor).reshape(desc.IndicesTensor.Sizes[rank - desc.IndexDimensions:])

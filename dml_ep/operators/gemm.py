@@ -45,7 +45,8 @@ from ..core.enums import DML_TENSOR_DATA_TYPE as DT
 from ..core.errors import ShapeError
 from ..numerics.kernels.matmul_nbits import host_runs_sqnbit_int8, int8_blocks
 from ..numerics.kernels.mlas_sgemm import GemmCall, host_runs_sqnbit_fp32, host_sgemm, packed_panels, panel_sum, sgemm_batch
-from .nodes import IMPORTED, DmlNode
+from .kernel_state import KernelState
+from .nodes import DmlNode, Imported
 from ..realep.placement import ASSIGNED_TO_DML, ON_DML
 from ..core.tensor_desc import broadcast_shapes, broadcast_strides, view
 from .activation import ActivationDesc, apply_activation, validate_fused_activation
@@ -123,7 +124,7 @@ def matmul_nbits_product(ctx: NodeContext) -> DmlNode:
         TransA=DML_MATRIX_TRANSFORM.NONE, TransB=DML_MATRIX_TRANSFORM.TRANSPOSE, Alpha=1.0, Beta=0.0)
     made = ctx.dml_node(desc, ("ATensor", "BTensor"), output_shape)
     if ctx.attr("bits", 4) == 4:
-        made.cache[IMPORTED] = SQNBIT_FP32 if ctx.attr("accuracy_level", 0) < 4 else (SQNBIT_INT8, ctx.attr("block_size", 0))
+        made.imported = Imported(SQNBIT_FP32) if ctx.attr("accuracy_level", 0) < 4 else Imported(SQNBIT_INT8, ctx.attr("block_size", 0))
     return made
 
 
@@ -167,14 +168,14 @@ def gemm(ctx: NodeContext) -> DmlNode:
     return _onnxruntime_sgemm(ctx.dml_node(desc, ("ATensor", "BTensor", "CTensor"), sizes))
 
 
-# What onnxruntime's CPU EP computes a GEMM with (the DmlNode's IMPORTED): MatMul, FusedMatMul and Gemm
+# What onnxruntime's CPU EP computes a GEMM with (the DmlNode's ``imported``): MatMul, FusedMatMul and Gemm
 # with MLAS's SGEMM; a 4-bit MatMulNBits at accuracy levels 0 to 3 with MLAS's SQNBitGemm CompFp32.
 MLAS, SQNBIT_FP32, SQNBIT_INT8 = "MLAS SGEMM", "MLAS SQNBitGemm CompFp32", "MLAS SQNBitGemm CompInt8"
 SQNBIT_ROWS = 128  # SQNBitGemm's rows per thread's part (StrideM)
 
 
 def _onnxruntime_sgemm(node: DmlNode) -> DmlNode:
-    node.cache[IMPORTED] = MLAS
+    node.imported = Imported(MLAS)
     return node
 
 
@@ -191,17 +192,17 @@ def _operand(dtype, shape, batch, matrix=None):
 # --- kernel ----------------------------------------------------------------------------------
 
 
-def gemm_kernel(desc, tensors: dict, arithmetic, cache: dict, compiled: bool = False) -> np.ndarray:
+def gemm_kernel(desc, tensors: dict, arithmetic, state: KernelState, compiled: bool = False) -> np.ndarray:
     """``Alpha * A x B + Beta * C`` in float64 rounded once (directml), or in float32 (onnxruntime:
     as onnxruntime's CPU EP computes the node where dml_ep knows how, :func:`onnxruntime_gemm`;
     ``compiled``: MLAS's panels summed by ``kernels.compiled.sgemm``)."""
     if arithmetic.onnxruntime:
-        computed = onnxruntime_gemm(desc, tensors, cache, compiled)
+        computed = onnxruntime_gemm(desc, tensors, state, compiled)
         if computed is not None:
             return computed
     wide = np.float32 if arithmetic.onnxruntime else np.float64
     a = _matrices(view(tensors["ATensor"], desc.ATensor), desc.TransA, wide)
-    b = _weight(tensors, desc, wide, cache, as_described=not arithmetic.onnxruntime)
+    b = _weight(tensors, desc, wide, state, as_described=not arithmetic.onnxruntime)
     if b.ndim == 2:  # one matrix for every batch: one product of all of A's rows
         y = (a.reshape(-1, a.shape[-1]) @ b).reshape(*a.shape[:-1], b.shape[-1])
     else:
@@ -215,20 +216,20 @@ def gemm_kernel(desc, tensors: dict, arithmetic, cache: dict, compiled: bool = F
     return y.astype(desc.OutputTensor.DataType.numpy())
 
 
-def onnxruntime_gemm(desc, tensors: dict, cache: dict, compiled: bool = False) -> np.ndarray | None:
+def onnxruntime_gemm(desc, tensors: dict, state: KernelState, compiled: bool = False) -> np.ndarray | None:
     """The node as onnxruntime's CPU EP computes it on this host, where dml_ep knows how (what the
-    importer noted, ``IMPORTED``: :data:`MLAS`, :data:`SQNBIT_FP32`, :data:`SQNBIT_INT8`); else None."""
-    imported = cache.get(IMPORTED)
+    importer noted, ``state.imported``: :data:`MLAS`, :data:`SQNBIT_FP32`, :data:`SQNBIT_INT8`); else None."""
+    imported = state.imported.onnxruntime
     if imported == MLAS and desc.OutputTensor.DataType == DT.FLOAT32:
-        return mlas_gemm(desc, tensors, cache, compiled)
+        return mlas_gemm(desc, tensors, state, compiled)
     if imported == SQNBIT_FP32 and host_runs_sqnbit_fp32():
-        return sqnbit_fp32_gemm(desc, tensors, cache, compiled)
-    if isinstance(imported, tuple) and imported[0] == SQNBIT_INT8 and host_runs_sqnbit_int8():
-        return sqnbit_int8_gemm(desc, tensors, cache, imported[1])
+        return sqnbit_fp32_gemm(desc, tensors, state, compiled)
+    if imported == SQNBIT_INT8 and host_runs_sqnbit_int8():
+        return sqnbit_int8_gemm(desc, tensors, state, state.imported.block_size)
     return None
 
 
-def mlas_gemm(desc, tensors: dict, cache: dict, compiled: bool = False) -> np.ndarray:
+def mlas_gemm(desc, tensors: dict, state: KernelState, compiled: bool = False) -> np.ndarray:
     """onnxruntime's MatMul, FusedMatMul or Gemm on this host (``kernels.mlas_sgemm``): one GEMM
     of all of A's rows where B has no batch and A is not transposed (``MatMulComputeHelper``),
     else one per batch; B (as :func:`_weight` reads it, once per buffer) packed where it is a
@@ -236,8 +237,8 @@ def mlas_gemm(desc, tensors: dict, cache: dict, compiled: bool = False) -> np.nd
     trans_a, trans_b = desc.TransA == DML_MATRIX_TRANSFORM.TRANSPOSE, desc.TransB == DML_MATRIX_TRANSFORM.TRANSPOSE
     a = view(tensors["ATensor"], desc.ATensor)
     a = np.swapaxes(a, -1, -2) if trans_a else a
-    b = _weight(tensors, desc, np.float32, cache)
-    constant_b = cache.get("constants", {}).get("BTensor")
+    b = _weight(tensors, desc, np.float32, state)
+    constant_b = state.constants.get("BTensor")
     with_c = desc.CTensor is not None and desc.Beta != 0.0
     call = GemmCall(trans_a, trans_b, desc.Alpha, desc.Beta if with_c else 0.0, constant_b is not None and constant_b.ndim == 2)
     m, n = a.shape[-2], b.shape[-1]
@@ -250,7 +251,7 @@ def mlas_gemm(desc, tensors: dict, cache: dict, compiled: bool = False) -> np.nd
     return y.reshape(desc.OutputTensor.Sizes)
 
 
-def sqnbit_fp32_gemm(desc, tensors: dict, cache: dict, compiled: bool = False) -> np.ndarray:
+def sqnbit_fp32_gemm(desc, tensors: dict, state: KernelState, compiled: bool = False) -> np.ndarray:
     """onnxruntime's 4-bit MatMulNBits at accuracy levels 0 to 3 (``SQ4BitGemm_CompFp32``,
     qnbitgemm.cpp): A's rows in parts of 128, each part against the weight dequantized to float32
     by MLAS's SGEMM kernel over all of K at once (one panel, k in order from zero). A float16 node
@@ -262,8 +263,8 @@ def sqnbit_fp32_gemm(desc, tensors: dict, cache: dict, compiled: bool = False) -
     in numpy's order stands in for all."""
     a = view(tensors["ATensor"], desc.ATensor)
     rows = a.reshape(-1, a.shape[-1]).astype(np.float32, copy=False)
-    b = _weight(tensors, desc, np.float32, cache)[None]
-    panels = _packed(b, tensors, cache) if compiled and rows.shape[0] > 1 else None
+    b = _weight(tensors, desc, np.float32, state)[None]
+    panels = _packed(b, tensors, state) if compiled and rows.shape[0] > 1 else None
     out = np.empty((rows.shape[0], b.shape[-1]), np.float32)
     fused = host_sgemm().fused
     for start in range(0, rows.shape[0], SQNBIT_ROWS):
@@ -272,7 +273,7 @@ def sqnbit_fp32_gemm(desc, tensors: dict, cache: dict, compiled: bool = False) -
     return out.reshape(desc.OutputTensor.Sizes).astype(desc.OutputTensor.DataType.numpy(), copy=False)
 
 
-def sqnbit_int8_gemm(desc, tensors: dict, cache: dict, block_size: int) -> np.ndarray:
+def sqnbit_int8_gemm(desc, tensors: dict, state: KernelState, block_size: int) -> np.ndarray:
     """onnxruntime's 4-bit MatMulNBits at accuracy level 4 (``SQ4BitGemm_CompInt8``): A's rows
     quantized to int8 per block of ``block_size`` along K as MLAS quantizes them
     (``kernels.matmul_nbits.int8_blocks``, exact), then their product with the weight rounded once;
@@ -280,13 +281,13 @@ def sqnbit_int8_gemm(desc, tensors: dict, cache: dict, block_size: int) -> np.nd
     summation order differs (compare: "float summation order")."""
     a = view(tensors["ATensor"], desc.ATensor)
     rows = int8_blocks(a.reshape(-1, a.shape[-1]), block_size)
-    y = rows @ _weight(tensors, desc, np.float64, cache)
+    y = rows @ _weight(tensors, desc, np.float64, state)
     return y.reshape(desc.OutputTensor.Sizes).astype(desc.OutputTensor.DataType.numpy())
 
 
-def compiled_gemm_kernel(desc, tensors: dict, arithmetic, cache: dict) -> np.ndarray:
+def compiled_gemm_kernel(desc, tensors: dict, arithmetic, state: KernelState) -> np.ndarray:
     """:func:`gemm_kernel` with MLAS's panels summed by ``kernels.compiled.sgemm``."""
-    return gemm_kernel(desc, tensors, arithmetic, cache, compiled=True)
+    return gemm_kernel(desc, tensors, arithmetic, state, compiled=True)
 
 
 def exact_product(desc, tensors: dict) -> tuple[np.ndarray, np.ndarray, int]:
@@ -310,7 +311,7 @@ def _matrices(x: np.ndarray, transform: DML_MATRIX_TRANSFORM, dtype) -> np.ndarr
     return np.swapaxes(x, -1, -2) if transform == DML_MATRIX_TRANSFORM.TRANSPOSE else x
 
 
-def _weight(tensors: dict, desc, dtype, cache: dict, as_described: bool = False) -> np.ndarray:
+def _weight(tensors: dict, desc, dtype, state: KernelState, as_described: bool = False) -> np.ndarray:
     """B after its transform, in the arithmetic's type, C-contiguous; one matrix where B's batch
     strides are 0 (a weight), converted once per buffer (:func:`_per_buffer`). ``as_described``:
     read as BTensor's DataType first, as DirectML reads it (a float16 MatMulNBits' weight comes
@@ -323,22 +324,22 @@ def _weight(tensors: dict, desc, dtype, cache: dict, as_described: bool = False)
             b = b.astype(desc.BTensor.DataType.numpy(), copy=False)
         return np.ascontiguousarray(_matrices(b, desc.TransB, dtype))
 
-    return _per_buffer(tensors, cache, ("B", np.dtype(dtype).str, as_described), converted)
+    return _per_buffer(tensors, state, ("B", np.dtype(dtype).str, as_described), converted)
 
 
-def _packed(b: np.ndarray, tensors: dict, cache: dict) -> np.ndarray | None:
+def _packed(b: np.ndarray, tensors: dict, state: KernelState) -> np.ndarray | None:
     """B ({1, K, N}, from :func:`_weight`) packed for the compiled panels, once per buffer (a
     constant weight's: onnxruntime packs it once too)."""
-    return _per_buffer(tensors, cache, "B panels", lambda _: packed_panels(b))
+    return _per_buffer(tensors, state, "B panels", lambda _: packed_panels(b))
 
 
-def _per_buffer(tensors: dict, cache: dict, key, make):
-    """``make(buffer)`` of BTensor's buffer, kept in the node's ``cache`` under ``key`` while the
+def _per_buffer(tensors: dict, state: KernelState, key, make):
+    """``make(buffer)`` of BTensor's buffer, kept in the kernel's ``state`` under ``key`` while the
     buffer stays the same (a constant weight's is the same every run)."""
     buffer = tensors["BTensor"]
-    made = cache.get(key)
+    made = state.derived.get(key)
     if made is None or made[0] is not buffer:
-        made = cache[key] = (buffer, make(buffer))
+        made = state.derived[key] = (buffer, make(buffer))
     return made[1]
 
 

@@ -23,6 +23,7 @@ from ..core.enums import DML_FEATURE_LEVEL as FL
 from ..core.enums import DML_OPERATOR_TYPE as OP
 from ..core.enums import DML_TENSOR_DATA_TYPE as DT
 from ..core.errors import ShapeError
+from .kernel_state import KernelState
 from .nodes import DmlNode
 from ..core.tensor_desc import left_pad, view
 from .base import Operator, OperatorDesc, TensorDesc, TensorDescArray, rules
@@ -104,7 +105,7 @@ def joined(ctx: NodeContext, dtype) -> DmlNode:
 # --- kernel ----------------------------------------------------------------------------------
 
 
-def join(desc, tensors: dict, arithmetic, cache: dict) -> np.ndarray:
+def join(desc, tensors: dict, arithmetic, state: KernelState) -> np.ndarray:
     parts = [view(tensors[f"InputTensors[{i}]"], each) for i, each in enumerate(desc.InputTensors)]
     return np.concatenate(parts, axis=desc.Axis)
 

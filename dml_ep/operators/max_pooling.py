@@ -31,6 +31,7 @@ from ..core.enums import DML_FEATURE_LEVEL as FL
 from ..core.enums import DML_OPERATOR_TYPE as OP
 from ..core.enums import DML_TENSOR_DATA_TYPE as DT
 from ..core.errors import InvalidAttributeError, ShapeError
+from .kernel_state import KernelState
 from .nodes import DmlNode
 from ..realep.placement import ASSIGNED_TO_DML, ON_CPU, ON_DML
 from ..core.tensor_desc import view
@@ -236,7 +237,7 @@ def _windows(desc, padded: np.ndarray, out_spatial) -> np.ndarray:
     return windows[(Ellipsis,) + picks]
 
 
-def max_pooling(desc, tensors: dict, arithmetic, cache: dict):
+def max_pooling(desc, tensors: dict, arithmetic, state: KernelState):
     """``Output[n, c, o] = max over the window of Input`` (padding at the type's lowest value), and
     for MAX_POOLING2 with OutputIndicesTensor the flat offset in Input of the first maximum."""
     x = view(tensors["InputTensor"], desc.InputTensor)

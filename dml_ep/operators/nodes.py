@@ -19,9 +19,15 @@ from ..passes.editable import Origin
 from .base import OperatorDesc
 
 
-# The key of a DmlNode's cache under which its importer notes what the kernel cannot read from the
-# desc (which onnxruntime CPU kernel the "onnxruntime" arithmetic reproduces); entries sharing the desc share it.
-IMPORTED = "imported"
+@dataclasses.dataclass(frozen=True, eq=False, slots=True)
+class Imported:
+    """What an import made of a node that its desc does not say: which onnxruntime CPU kernel the
+    "onnxruntime" arithmetic reproduces (None: the desc tells). One per import, shared by the
+    entries of its signature (the same desc on the same constants), so it also stands for the
+    signature: the executor keeps one kernel state per ``Imported`` (compared by identity)."""
+
+    onnxruntime: str | None = None  # the kernel, as its operator module names it (``gemm.MLAS``, ...)
+    block_size: int = 0  # ``gemm.SQNBIT_INT8``'s block of A's quantization along K
 
 
 @dataclasses.dataclass(slots=True)  # slots: a plan has an entry per node
@@ -39,7 +45,7 @@ class DmlNode:
     names: dict[str, str] = dataclasses.field(default_factory=dict)  # the graph value bound to each field of ``inputs``
     input_index: dict[str, int] = dataclasses.field(default_factory=dict)  # the node input bound to each field, by position
     input_shapes: dict[str, tuple | None] = dataclasses.field(default_factory=dict)  # of the values bound, set by the planner
-    cache: dict = dataclasses.field(default_factory=dict, repr=False)  # the kernel's, shared by the entries of one signature
+    imported: Imported = dataclasses.field(default_factory=Imported, repr=False, compare=False)  # shared by the entries of one signature
     more_outputs: tuple[tuple[str, tuple], ...] = ()  # (name, shape) of the outputs after the first (DYNAMIC_QUANTIZE_LINEAR's scale, zero point)
 
     @property

@@ -30,6 +30,7 @@ import numpy as np
 
 from ..core.enums import DML_OPERATOR_TYPE as OP
 from ..numerics.kernels.parameters import checked_scale
+from .kernel_state import KernelState
 from .nodes import DmlNode
 from ..realep.placement import ON_CPU, ON_DML
 from ..core.tensor_desc import view
@@ -72,16 +73,16 @@ def quantize_linear_21(ctx: NodeContext) -> DmlNode:
 # --- kernel ----------------------------------------------------------------------------------
 
 
-def quantize_kernel(desc, tensors: dict, arithmetic, cache: dict, compiled: bool = False) -> np.ndarray:
+def quantize_kernel(desc, tensors: dict, arithmetic, state: KernelState, compiled: bool = False) -> np.ndarray:
     x = view(tensors["InputTensor"], desc.InputTensor).astype(np.float32, copy=False)
     scale, zero_point = _parameters(desc, tensors, x.shape)
     return quantize_values(x, scale, zero_point, desc.OutputTensor.DataType.numpy(), arithmetic, compiled)
 
 
-def quantize_compiled(desc, tensors: dict, arithmetic, cache: dict) -> np.ndarray:
+def quantize_compiled(desc, tensors: dict, arithmetic, state: KernelState) -> np.ndarray:
     """:func:`quantize_kernel` in one compiled pass (``kernels.compiled.quantize``) for a per-tensor
     scale and zero point."""
-    return quantize_kernel(desc, tensors, arithmetic, cache, compiled=True)
+    return quantize_kernel(desc, tensors, arithmetic, state, compiled=True)
 
 
 def _parameters(desc, tensors: dict, shape: tuple) -> tuple[np.ndarray, np.ndarray | int]:

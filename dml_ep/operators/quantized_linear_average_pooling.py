@@ -42,8 +42,8 @@ and qlinear_global_average_pool.cc with MLAS's qlgavgpool.cpp), which take two d
 Both round the float32 value, not the exact one, so they differ from DirectML's definition by one
 step where the exact value lies within their float32 error of a half-integer, exact ties included
 (tests/operators/test_quantized_linear_average_pooling.py pins such cases). Which route onnxruntime takes depends on the ONNX
-node (a 1-D node's desc has a leading dummy dimension), so the importer records it in the node's
-cache; without it (a desc from elsewhere) the global route is taken when every window is the whole
+node (a 1-D node's desc has a leading dummy dimension), so the importer notes it in the node's
+``imported``; without it (a desc from elsewhere) the global route is taken when every window is the whole
 image with no padding.
 """
 
@@ -61,7 +61,8 @@ from ..core.enums import DML_OPERATOR_TYPE as OP
 from ..core.errors import InvalidAttributeError, ShapeError
 from ..numerics.kernels import quantize
 from ..numerics.kernels.parameters import checked_scale, scalar
-from .nodes import DmlNode
+from .kernel_state import KernelState
+from .nodes import DmlNode, Imported
 from ..realep.placement import ASSIGNED_TO_DML, ON_DML
 from ..core.tensor_desc import left_pad, packed_strides, view
 from .base import FLOAT32, QUANTIZED, Operator, OperatorDesc, TensorDesc, rules
@@ -143,7 +144,7 @@ class DML_QUANTIZED_LINEAR_AVERAGE_POOLING_OPERATOR_DESC(OperatorDesc):
 # --- import from ONNX ------------------------------------------------------------------------
 
 X, X_SCALE, X_ZP, Y_SCALE, Y_ZP = range(5)
-ONNXRUNTIME_ROUTE = "onnxruntime route"  # the node cache's key: "global" or "pool" (see the module docstring)
+GLOBAL, POOL = "global", "pool"  # onnxruntime's routes (see the module docstring), as the importer notes them (Imported.onnxruntime)
 
 
 def qlinear_average_pool(ctx: NodeContext) -> DmlNode:
@@ -253,7 +254,7 @@ def _import(ctx: NodeContext, global_pooling: bool) -> DmlNode:
     )
     entry = ctx.dml_node(desc, FIELDS[:5], output_shape)
     whole_image = list(kernel) == list(spatial) and not any(start) and not any(end)
-    entry.cache[ONNXRUNTIME_ROUTE] = "global" if global_pooling or whole_image else "pool"
+    entry.imported = Imported(GLOBAL if global_pooling or whole_image else POOL)
     return entry
 
 
@@ -304,10 +305,10 @@ class Windows:
         return total
 
 
-def _windows(desc, cache: dict) -> Windows:
-    made = cache.get("windows")
+def _windows(desc, state: KernelState) -> Windows:
+    made = state.derived.get("windows")
     if made is None or made[0] is not desc:
-        made = cache["windows"] = (desc, Windows.of(desc))
+        made = state.derived["windows"] = (desc, Windows.of(desc))
     return made[1]
 
 
@@ -329,23 +330,23 @@ def to_buffer(values: np.ndarray, desc) -> np.ndarray:
     return buffer
 
 
-def global_route(desc, cache: dict) -> bool:
+def global_route(desc, state: KernelState) -> bool:
     """Whether onnxruntime computes this node with MLAS's global average pool (module docstring)."""
-    route = cache.get(ONNXRUNTIME_ROUTE)
+    route = state.imported.onnxruntime
     if route is not None:
-        return route == "global"
+        return route == GLOBAL
     dims = desc.DimensionCount
     return tuple(desc.WindowSize) == tuple(desc.InputTensor.Sizes[-dims:]) and not any(desc.StartPadding) and not any(desc.EndPadding)
 
 
-def quantized_linear_average_pooling(desc, tensors: dict, arithmetic, cache: dict) -> np.ndarray:
+def quantized_linear_average_pooling(desc, tensors: dict, arithmetic, state: KernelState) -> np.ndarray:
     x = view(tensors["InputTensor"], desc.InputTensor)
     sx, zx, sy, zy = _parameters(desc, tensors)
-    windows = _windows(desc, cache)
+    windows = _windows(desc, state)
     out_dtype = desc.OutputTensor.DataType.numpy()
     if not arithmetic.onnxruntime:
         result = _directml(windows.sums(x.astype(np.int64) - zx, np.int64), windows.count, sx, sy, zy, out_dtype)
-    elif global_route(desc, cache):
+    elif global_route(desc, state):
         acc = windows.sums(x, np.int64) - zx * windows.count  # MLAS's int32 sum, biased by -zx * N
         with np.errstate(over="ignore", divide="ignore"):
             scale = sx / (sy * np.float32(windows.count.reshape(-1)[0]))

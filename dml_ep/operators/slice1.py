@@ -23,6 +23,7 @@ import numpy as np
 from ..core.enums import DML_FEATURE_LEVEL as FL
 from ..core.enums import DML_OPERATOR_TYPE as OP
 from ..core.errors import ShapeError
+from .kernel_state import KernelState
 from .nodes import DmlNode
 from ..realep.placement import ON_CPU
 from ..core.tensor_desc import view
@@ -115,7 +116,7 @@ def _window(size: int, start: int, end: int, step: int) -> tuple[int, int, int]:
 # --- kernel ----------------------------------------------------------------------------------
 
 
-def slice1(desc, tensors: dict, arithmetic, cache: dict) -> np.ndarray:
+def slice1(desc, tensors: dict, arithmetic, state: KernelState) -> np.ndarray:
     """``Output[c] = Input[start + stride * c]``, start at the window's end for a negative stride."""
     x = view(tensors["InputTensor"], desc.InputTensor)
     index = tuple(slice(offset + length - 1 if stride < 0 else offset, None, stride)

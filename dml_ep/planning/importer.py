@@ -128,11 +128,12 @@ class NodeImporter:
 
     def _rebound(self, made: DmlNode, node: onnx.NodeProto, io: NodeIO, origin: Origin) -> DmlNode:
         """``made``, the entry of a node of the same signature, for ``node``: its fields bound to
-        ``node``'s inputs, its desc and cache shared. The same desc on the same constants, so one
-        prepared kernel (a weight several nodes read), and what the importer noted (``IMPORTED``)."""
+        ``node``'s inputs, its desc and ``imported`` shared. The same desc on the same constants, so one
+        prepared kernel (a weight several nodes read: the executor keeps one per ``imported``), and
+        what the importer noted."""
         entry = bound(node, made.desc, made.input_index, (made.output_shape, *(shape for _, shape in made.more_outputs)), self.constants,
                       origin, io)
-        entry.cache = made.cache
+        entry.imported = made.imported
         # one signature reads the same constants: they are bound as the importer bound them (4-bit codes packed, a zero it made)
         entry.inputs.update((field, value) for field, value in made.inputs.items() if isinstance(value, np.ndarray))
         return entry

@@ -29,10 +29,11 @@ from ..core.graph import NodeIO, ValueInfo, node_io, node_reads, ort_message, va
 from ..numerics.kernels.mlas_sgemm import logical_cores
 from ..core.memory import paused_gc, reuse_freed_memory
 from ..operators.dispatch import prepare_kernel, run_kernel
+from ..operators.kernel_state import KernelState
 from ..operators.registration import operator_of
 from ..ort.inference import type_proto
 from ..passes.dml_fusion import unfused
-from ..operators.nodes import DmlNode, PlanEntry
+from ..operators.nodes import DmlNode, Imported, PlanEntry
 from ..planning.plan import Plan, macs_inputs
 from ..planning.planner import Planner
 from ..ort.reference import cpu_session
@@ -65,6 +66,8 @@ class Executor:
         self._graph_outputs = set(planner.output_names)
         self._kept = self._graph_outputs | self._last_read.keys()  # the results a run keeps (until their last reader)
         self._constant_outputs = {name: planner.constants[name] for name in self._graph_outputs if name in planner.constants}
+        self._kernels: dict[Imported, KernelState] = {}  # one per signature: its entries share their ``imported``
+        self._bound: dict[int, _Bound] = {}  # by the id of the DML entry
         # Profiling's (dml_ep.runtime.profiling): called after each step with the time it started; None, a test per step and no clock read
         self.step_hook: StepHook | None = None
 
@@ -83,7 +86,7 @@ class Executor:
         self._last_run = plan
 
     def with_arithmetic(self, arithmetic: Arithmetic) -> "Executor":
-        """The same model under another arithmetic, sharing the plans and fallback sessions made."""
+        """The same model under another arithmetic, sharing the plans, kernel states and fallback sessions made."""
         other = copy.copy(self)
         other.arithmetic = arithmetic
         return other
@@ -93,7 +96,7 @@ class Executor:
         engine sessions for their weights, and the fallback sessions (refusing a node whose types
         or attributes are invalid before the first run)."""
         for dml_node in plan.dml_nodes:
-            prepare_kernel(dml_node.desc, self._constants(dml_node), self.arithmetic, self.engine, dml_node.cache)
+            prepare_kernel(dml_node.desc, self.arithmetic, self.engine, self.kernel_state(dml_node))
         channels_last: set[str] = set()  # the values expected to lie channels last: the sessions are made for them
         made: set[int] = set()
         for entry in plan.entries:
@@ -242,26 +245,27 @@ class Executor:
         constants alone (a weight's DequantizeLinear that onnxruntime does not fold, run at every
         inference by the real EP) gives the same output at every run: it is worked out once per
         arithmetic and engine, and kept read-only."""
-        bound = self._bound(entry)
-        if not bound:
-            key = ("constant output", self.arithmetic, self.engine.name)
-            made = entry.cache.get(key)
+        bound = self._bound.get(id(entry)) or self._binding(entry)
+        if not bound.inputs:
+            key = (self.arithmetic, self.engine.name)
+            made = bound.state.outputs.get(key)
             if made is None:
-                made = entry.cache[key] = self._run_dml(entry, values, bound)
+                made = bound.state.outputs[key] = self._run_dml(bound, values)
                 for array in made if isinstance(made, list) else [made]:
                     array.flags.writeable = False
             return made
-        return self._run_dml(entry, values, bound)
+        return self._run_dml(bound, values)
 
-    def _run_dml(self, entry: DmlNode, values: Mapping[str, Any], bound: list) -> np.ndarray | list[np.ndarray]:
-        constants = self._constants(entry)
+    def _run_dml(self, bound: _Bound, values: Mapping[str, Any]) -> np.ndarray | list[np.ndarray]:
+        entry, state, inputs = bound
+        constants = state.constants
         tensors = dict(constants)
-        for field, name, planned in bound:
+        for field, name, planned in inputs:
             tensor = tensors[field] = values[name]
             if planned is not None and tensor.shape != planned:
                 raise ShapeError(f"{field} ({name!r}) was planned for shape {list(planned)} and got {list(tensor.shape)}", node=entry.node)
         try:  # prepared from its constants also when first planned at run time
-            result = run_kernel(entry.desc, tensors, self.arithmetic, self.engine, entry.cache, constants)
+            result = run_kernel(entry.desc, tensors, self.arithmetic, self.engine, state, constants)
         except NodeError as error:  # a parameter bound at run time, checked as it arrives
             raise error.named(entry.node, entry.names) from None
         if entry.more_outputs:  # an operator of several outputs gives them in order
@@ -269,22 +273,21 @@ class Executor:
             return [array.reshape(shape) for array, shape in zip(result, shapes)]
         return result.reshape(entry.output_shape)  # a view where it can be: kernels may write channels last
 
-    @staticmethod
-    def _constants(entry: DmlNode) -> dict:
-        """The buffers bound at initialization (the constants), from which a kernel does its
-        once-per-node work: what is bound at execution comes with each run."""
-        constants = entry.cache.get("constants")
-        if constants is None:
-            constants = entry.cache["constants"] = {field: b for field, b in entry.inputs.items() if isinstance(b, np.ndarray)}
-        return constants
+    def kernel_state(self, entry: DmlNode) -> KernelState:
+        """The state of the entry's kernel, which the entries of its signature share: made with the
+        buffers bound at initialization, from which a kernel does its once-per-node work."""
+        state = self._kernels.get(entry.imported)
+        if state is None:
+            constants = {field: b for field, b in entry.inputs.items() if isinstance(b, np.ndarray)}
+            state = self._kernels[entry.imported] = KernelState(entry.imported, constants)
+        return state
 
-    @staticmethod
-    def _bound(entry: DmlNode) -> list[tuple[str, str, tuple | None]]:
-        """The fields bound at execution: each with the value it reads and the shape planned for it."""
-        key = ("bound", entry.output)  # the cache is shared by the entries of one signature (importer): each binds its own values
-        bound = entry.cache.get(key)
+    def _binding(self, entry: DmlNode) -> _Bound:
+        """The entry as it runs, worked out once: its kernel state, and the fields bound at execution."""
+        bound = self._bound.get(id(entry))
         if bound is None:
-            bound = entry.cache[key] = [(field, b, entry.input_shapes.get(field)) for field, b in entry.inputs.items() if isinstance(b, str)]
+            inputs = [(field, b, entry.input_shapes.get(field)) for field, b in entry.inputs.items() if isinstance(b, str)]
+            bound = self._bound[id(entry)] = _Bound(entry, self.kernel_state(entry), inputs)
         return bound
 
     def run_partition(self, group: tuple[int, ...], values: Mapping[str, Any]) -> dict[str, np.ndarray]:
@@ -389,6 +392,14 @@ class Executor:
             self._pooled += pooled
             made = self._fallback_sessions[key] = (session, outputs, [f"{n}.nhwc" if n in to_nhwc else n for n in outputs])
         return made
+
+
+class _Bound(NamedTuple):
+    """A DML entry as the executor runs it (held: it is keyed by its id)."""
+
+    entry: DmlNode
+    state: KernelState
+    inputs: list[tuple[str, str, tuple | None]]  # the fields bound at execution: each with the value it reads and the shape planned for it
 
 
 class _Step(NamedTuple):

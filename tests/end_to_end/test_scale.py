@@ -146,7 +146,7 @@ def test_onnxruntime_loads_a_model_again_only_when_a_pass_edited_it(monkeypatch)
 @pytest.mark.host_sensitive  # onnxruntime's u8s8 products saturate on AVX2 hosts: the arithmetic follows the host
 def test_nodes_reading_one_weight_share_one_prepared_kernel(monkeypatch):
     """Entries of one signature (the same desc on the same constants: every QLinearConv of
-    shared_dq reads the one weight) share their kernel cache, so the weight's product and the
+    shared_dq reads the one weight) share their kernel state, so the weight's product and the
     requantize step are made once, not once per node; each node still reads its own input."""
     import onnxruntime
 
@@ -157,7 +157,8 @@ def test_nodes_reading_one_weight_share_one_prepared_kernel(monkeypatch):
     monkeypatch.setattr(quantized_product.PreparedQuantizedProduct, "__init__", lambda self, *a: made.append(self) or init(self, *a))
     session = dml_ep.InferenceSession(scale_bench.shared_dq(15), arithmetic="onnxruntime")
     convs = [e for e in session.plan.dml_nodes if e.operator == "DML_OPERATOR_QUANTIZED_LINEAR_CONVOLUTION"]
-    assert len(convs) == 4 and len(made) == 1 and all(e.cache is convs[0].cache for e in convs)
+    states = [session.executor.kernel_state(e) for e in convs]
+    assert len(convs) == 4 and len(made) == 1 and all(state is states[0] for state in states)
 
     x = np.random.default_rng(1).standard_normal((1, 4, 4, 4)).astype(np.float32)
     expected = onnxruntime.InferenceSession(scale_bench.shared_dq(15).SerializeToString(), providers=["CPUExecutionProvider"])

@@ -19,6 +19,7 @@ from dml_ep.numerics.arithmetic import Arithmetic
 from dml_ep.numerics.engines import get_engine
 from dml_ep.core.enums import DML_TENSOR_DATA_TYPE
 from dml_ep.operators.dispatch import run_kernel
+from dml_ep.operators.kernel_state import KernelState
 from dml_ep.operators import activation as od
 from dml_ep.operators.activation import apply_activation
 from dml_ep.ort.reference import cpu_session
@@ -102,7 +103,7 @@ def test_standalone_operator(desc, formula, dtype, data_type, rtol):
         OutputTensor=DML_BUFFER_TENSOR_DESC.create(data_type, (1, 1, 2, X.size)),
     )
     standalone.validate()
-    actual = run_kernel(standalone, {"InputTensor": X.astype(dtype)}, Arithmetic("directml"), get_engine(), {})
+    actual = run_kernel(standalone, {"InputTensor": X.astype(dtype)}, Arithmetic("directml"), get_engine(), KernelState())
     assert actual.dtype == dtype and actual.shape == (1, 1, 2, X.size)
     np.testing.assert_allclose(actual, np.broadcast_to(expected(formula, X.astype(dtype)), actual.shape), rtol=rtol)
 

@@ -175,7 +175,7 @@ def test_row_blocks_are_taken_where_the_sums_exceed_a_block():
 def prepared_convolution(session):
     """The prepared kernel of a session's single DML node (a convolution), as its runs use it."""
     (node,) = session.plan.dml_nodes
-    (prepared,) = [value for key, value in node.cache.items() if key[0] == "prepared"]
+    (prepared,) = session.executor.kernel_state(node).prepared.values()
     return prepared
 
 

@@ -25,6 +25,7 @@ from ...numerics.engines import get_engine
 from ...core.enums import DML_FEATURE_LEVEL, DML_TENSOR_DATA_TYPE
 from ...core.errors import DescValidationError, DxDispatchError
 from ...operators.dispatch import run_kernel
+from ...operators.kernel_state import KernelState
 from ...operators.base import OperatorDesc
 from .descs import FLOAT_WORDS, NotModelled, data_type_of, from_dict, output_fields
 
@@ -53,7 +54,7 @@ class Dispatchable:
     desc: OperatorDesc | None
     bindings: dict
     not_modelled: DxDispatchError | None = None
-    cache: dict = dataclasses.field(default_factory=dict, repr=False)
+    state: KernelState = dataclasses.field(default_factory=KernelState, repr=False)  # its kernel's, kept from dispatch to dispatch
 
 
 @dataclasses.dataclass
@@ -110,7 +111,7 @@ class DxDispatchModel:
                                       f"less than its TotalTensorSizeInBytes {tensor.TotalTensorSizeInBytes}")
             arrays[field] = np.frombuffer(buffer, dtype=tensor.DataType.numpy(), count=len(buffer) // tensor.DataType.element_size)
         outputs = output_fields(desc)
-        results = run_kernel(desc, {f: a for f, a in arrays.items() if f not in outputs}, arithmetic, engine, dispatchable.cache)
+        results = run_kernel(desc, {f: a for f, a in arrays.items() if f not in outputs}, arithmetic, engine, dispatchable.state)
         for field, result in zip(outputs, results if len(outputs) > 1 else (results,)):
             output, target = tensors[field], arrays[field]
             itemsize = target.itemsize

@@ -25,7 +25,7 @@ class PreparedQuantizedProduct:
     """What one quantized product desc needs at each run, worked out once per node, engine and
     arithmetic: its parameters (:meth:`prepare`), B as the engine's product when B is bound at
     initialization (OWNED_BY_DML), and the step after the integer core (:meth:`finish`). Engine products are shared by the
-    node's arithmetics (``products``, the node's cache).
+    node's arithmetics (``products``, its kernel state's).
 
     ``A_FIELD`` and ``B_FIELD`` name the desc's activation and weight tensors.
     """
@@ -76,7 +76,7 @@ class PreparedQuantizedProduct:
         return self.products[key]
 
     def product_key(self, *key) -> tuple:
-        """The node cache's key for an engine product; ``key`` is what else tells products apart."""
+        """An engine product's key in ``products``; ``key`` is what else tells products apart."""
         return ("product", self.engine.name, self.native_saturation, *key)
 
     def __call__(self, tensors: dict) -> np.ndarray:

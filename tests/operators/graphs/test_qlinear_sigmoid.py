@@ -172,6 +172,7 @@ def test_the_logistic_probe_tells_the_two_mlas_kernels_apart():
 
 def test_directml_sigmoid_is_the_documented_formula():
     from dml_ep.operators.dispatch import run_kernel
+    from dml_ep.operators.kernel_state import KernelState
     from dml_ep.operators.activation import DML_ACTIVATION_SIGMOID_OPERATOR_DESC
     from dml_ep.core.tensor_desc import DML_BUFFER_TENSOR_DESC
     from dml_ep.core.enums import DML_TENSOR_DATA_TYPE
@@ -180,8 +181,8 @@ def test_directml_sigmoid_is_the_documented_formula():
     tensor = DML_BUFFER_TENSOR_DESC.create(DML_TENSOR_DATA_TYPE.FLOAT32, x.shape)
     desc = DML_ACTIVATION_SIGMOID_OPERATOR_DESC(InputTensor=tensor, OutputTensor=tensor)
     with np.errstate(over="ignore"):
-        np.testing.assert_array_equal(run_kernel(desc, {"InputTensor": x}, Arithmetic("directml"), get_engine(), {}), 1 / (1 + np.exp(-x)))
-    np.testing.assert_array_equal(run_kernel(desc, {"InputTensor": x}, Arithmetic("onnxruntime"), get_engine(), {}), mlas_logistic(x))
+        np.testing.assert_array_equal(run_kernel(desc, {"InputTensor": x}, Arithmetic("directml"), get_engine(), KernelState()), 1 / (1 + np.exp(-x)))
+    np.testing.assert_array_equal(run_kernel(desc, {"InputTensor": x}, Arithmetic("onnxruntime"), get_engine(), KernelState()), mlas_logistic(x))
 
 
 @pytest.mark.host_sensitive
