@@ -13,7 +13,7 @@ session, the executor, the CLI and compare all plan through this module.
 from __future__ import annotations
 
 from collections import ChainMap
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import onnx
@@ -113,7 +113,7 @@ class Planner:
                 infos[name] = ValueInfo(name, info.dtype, tuple(1 if d is None else d for d in info.shape))
         return self._importer.maps(node, node_values(graph_module.node_io(node), infos, known))
 
-    def entry(self, index: int, values: Mapping[str, ValueInfo], data: dict | None = None) -> PlanEntry:
+    def entry(self, index: int, values: Mapping[str, ValueInfo], data: Mapping[str, Any] | None = None) -> PlanEntry:
         """Node ``index`` planned for the types and shapes of its inputs (``values`` holds at least
         every name in ``reads[index]``) and, where a run gives them in ``data``, the values of its
         required CPU inputs (a Reshape's computed shape); made once per distinct signature."""

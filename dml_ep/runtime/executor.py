@@ -1,11 +1,11 @@
-"""Runs a model: each node planned for the tensors that reach it, DirectML descs on dml_ep's
-kernels, fallback nodes on onnxruntime's CPU EP.
+"""Runs a model: the steps planning makes (``dml_ep.planning.steps``: each node planned for the
+tensors that reach it), DirectML descs on dml_ep's kernels, fallback nodes on onnxruntime's CPU EP.
 
 Fallback nodes run in onnxruntime sessions made when first needed, with their constant inputs as
 initializers and their other inputs' shapes left open, so every model onnxruntime runs, dml_ep
 runs, whatever shapes reach it. Nodes that fall back whatever their shapes (no DirectML operator
 is modelled for their op) share one session while each reads only values made before the first
-of them or by them (:func:`fallback_partitions`); a run that keeps every value (compare's
+of them or by them (:func:`dml_ep.planning.steps.fallback_partitions`); a run that keeps every value (compare's
 node-by-node view) runs each node on its own. The sessions share one memory arena, and few of them get a thread pool
 (:func:`fallback_session`).
 """
@@ -13,11 +13,9 @@ node-by-node view) runs each node on its own. The sessions share one memory aren
 from __future__ import annotations
 
 import copy
-import dataclasses
 import math
 import time
-from collections import ChainMap
-from typing import Any, Callable, Iterable, Mapping, NamedTuple, Sequence
+from typing import Any, Callable, Mapping, NamedTuple
 
 import numpy as np
 import onnx
@@ -25,7 +23,7 @@ import onnx
 from ..numerics.arithmetic import Arithmetic
 from ..numerics.engines import get_engine
 from ..core.errors import FallbackError, NodeError, OutOfMemoryError, ShapeError
-from ..core.graph import NodeIO, ValueInfo, node_io, node_reads, ort_message, value_info_of
+from ..core.graph import NodeIO, node_io, node_reads, ort_message
 from ..numerics.kernels.mlas_sgemm import logical_cores
 from ..core.memory import paused_gc, reuse_freed_memory
 from ..operators.dispatch import prepare_kernel, run_kernel
@@ -36,6 +34,7 @@ from ..passes.dml_fusion import unfused
 from ..operators.nodes import DmlNode, Imported, PlanEntry
 from ..planning.plan import Plan, macs_inputs
 from ..planning.planner import Planner
+from ..planning.steps import Schedule, ShapesFollowData, Trace, Tracing
 from ..ort.reference import cpu_session
 
 
@@ -48,24 +47,18 @@ class Executor:
         self.planner = planner
         self.arithmetic = arithmetic
         self.engine = get_engine(engine)
-        self._last_run: Plan | _Trace | None = None
-        self._trace: _Trace | None = None  # the last run's steps, replayed while the feeds' shapes stay the same
+        self._schedule = Schedule(planner)
+        self._last_run: Plan | Trace | None = None
+        self._trace: Trace | None = None  # the last run's steps, replayed while the feeds' shapes stay the same
         self._shapes_from_data = False  # a run's shapes differed from the last run's on feeds of the same shapes: plan every run
         self._fallback_sessions: dict[tuple[tuple[int, ...], frozenset[str]], tuple[Any, list[str], list[str]]] = {}
         self._fed: dict[tuple[int, ...], list[str]] = {}
-        self._partitions = fallback_partitions(planner)
-        self._last_read: dict[str, int] = {}  # value name -> the index of the last node reading it
-        for index, reads in enumerate(planner.reads):
-            for name in reads:
-                self._last_read[name] = index
-        self._last_readers = _last_readers(planner, self._partitions, self._last_read)
-        self._partition_of = {id(planner.nodes[i]): group for group in self._partitions.values() for i in group}
+        self._partition_of = {id(planner.nodes[i]): group for group in self._schedule.partitions.values() for i in group}
         self._io: dict[tuple[int, ...], tuple[list[str], list[str]]] = {}
         self._pooled = 0  # fallback sessions made with a thread pool
         self._index = {id(node): index for index, node in enumerate(planner.nodes)}
-        self._graph_outputs = set(planner.output_names)
-        self._kept = self._graph_outputs | self._last_read.keys()  # the results a run keeps (until their last reader)
-        self._constant_outputs = {name: planner.constants[name] for name in self._graph_outputs if name in planner.constants}
+        graph_outputs = self._schedule.graph_outputs
+        self._constant_outputs = {name: planner.constants[name] for name in graph_outputs if name in planner.constants}
         self._kernels: dict[Imported, KernelState] = {}  # one per signature: its entries share their ``imported``
         self._bound: dict[int, _Bound] = {}  # by the id of the DML entry
         # Profiling's (dml_ep.runtime.profiling): called after each step with the time it started; None, a test per step and no clock read
@@ -112,36 +105,7 @@ class Executor:
             self._partition_session(group, inputs)
             channels_last.update(self._to_nhwc(group))
         if self._trace is None:
-            self._trace = self._trace_of(plan)
-
-    def _trace_of(self, plan: Plan) -> _Trace | None:
-        """The steps a run on feeds of ``plan``'s input shapes takes, read from ``plan`` (made at load
-        for the declared shapes), so that the first run replays them instead of planning every node
-        again. None where a run may plan otherwise: shapes pending or assumed, a node planned from
-        data the run computes, an output whose shape onnxruntime's inference leaves open."""
-        planner = self.planner
-        if plan.pending or plan.assumed or len(plan.entries) != len(planner.nodes) or any(planner.cpu_reads):
-            return None
-        if not all(value.known for value in plan.inputs):  # a sequence fed, say: planned at the run
-            return None
-        for entry, io in zip(plan.entries, planner.io):  # the shapes the run makes are those every reader was planned for
-            made: Iterable[tuple[str, tuple | None]]
-            if isinstance(entry, DmlNode):
-                made = zip(entry.outputs, (entry.output_shape, *(shape for _, shape in entry.more_outputs)))
-            else:  # a fallback's: as onnxruntime's inference knows it (a replay checks it)
-                made = ((name, None) for name in io.outputs if name)
-            for name, shape in made:
-                info = plan.values.get(name)
-                if info is None or not info.known or shape is not None and info.shape != shape:
-                    return None
-        steps: list[_Step] = []
-        done: set[int] = set()
-        for index, entry in enumerate(plan.entries):
-            if index not in done:
-                group = self._partitions.get(index)
-                done.update(group or ())
-                steps.append(_Step(index, group, entry, self._last_readers.get(index, ())))
-        return _Trace({value.name: value for value in plan.inputs}, steps, plan.entries, plan.values, plan)
+            self._trace = self._schedule.trace_of(plan)
 
     @paused_gc  # a run makes objects by the thousand too, and the collections they trigger walk the whole plan: 35 % of a 10,000-node run
     @np.errstate(all="ignore")  # IEEE results (an overflow to inf, NaN from NaN) are the answer, not a numpy warning
@@ -152,86 +116,61 @@ class Executor:
 
         Without ``keep_all`` each intermediate is dropped after the last node that reads it, as a
         runtime's allocation planner would, so peak memory follows the live tensors only. Feeds of
-        the shapes of the last run's replay its steps (:meth:`_replay`), without planning.
+        the shapes of the last run's replay its steps (``dml_ep.planning.steps``), without planning.
         """
-        trace = None if keep_all or self._shapes_from_data else self._trace
         values = {**feeds, **self._constant_outputs}
-        if trace is not None and trace.fits(feeds) and self._replay(trace, values):
-            self._last_run = trace
-        else:
-            values = {**feeds, **self._constant_outputs}  # afresh: a replay that stopped part way left its values
-            self._last_run = self._run_planned(feeds, values, keep_all)
-            if not keep_all:
-                self._trace = self._last_run
-        for name in self._graph_outputs & values.keys():  # as onnxruntime returns them
+        try:
+            ran = self._run_steps(self._replayed(feeds, keep_all) or self._schedule.tracing(feeds, values, keep_all), values, keep_all)
+        except ShapesFollowData:  # a replay's: this run and the later ones are planned as they go
+            self._shapes_from_data = True
+            values = {**feeds, **self._constant_outputs}  # afresh: the replay stopped part way
+            ran = self._run_steps(self._schedule.tracing(feeds, values, keep_all), values, keep_all)
+        self._last_run = ran
+        if not keep_all:
+            self._trace = ran
+        for name in self._schedule.graph_outputs & values.keys():  # as onnxruntime returns them
             value = values[name]
             if isinstance(value, np.ndarray) and not (value.flags.c_contiguous and value.flags.writeable):
                 values[name] = value.copy()
         return values
 
-    def _run_planned(self, feeds: Mapping[str, Any], values: dict[str, Any], keep_all: bool) -> _Trace:
-        """Each node planned for the tensors that reach it, then run; ``values`` (the feeds and the
-        constant graph outputs) ends holding the values kept (all of them with ``keep_all``). The
-        steps taken, to replay."""
-        planner = self.planner
-        infos = {name: value_info_of(name, value) for name, value in values.items()}
-        fed = {name: infos[name] for name in feeds}
-        entries: dict[int, PlanEntry] = {}  # by node index: a partition runs before the nodes between its members
-        steps: list[_Step] = []
-        done: set[int] = set()
-        hook = self.step_hook
-        for index in range(len(planner.nodes)):
-            if index in done:
-                continue
-            group = None if keep_all else self._partitions.get(index)
-            freed = () if keep_all else self._last_readers.get(index, ())
-            try:
-                if group is None:
-                    step = [planner.entry(index, infos, values)]
-                started = time.perf_counter_ns() if hook is not None else 0  # after planning: a node's time is its run's
-                results = self.run_entry(step[0], values) if group is None else self.run_partition(group, values)
-            except MemoryError:
-                raise OutOfMemoryError("not enough memory to run this node on this machine", node=planner.nodes[index]) from None
-            values.update((name, value) for name, value in results.items() if keep_all or name in self._kept)
-            infos.update((name, value_info_of(name, value)) for name, value in results.items())
-            if group is not None:  # its members' inner values are not fetched: their static types stand in
-                known = ChainMap(infos, planner.static)
-                step = [planner.entry(member, known) for member in group]
-                done.update(group)
-            entries.update(zip(group or (index,), step))
-            steps.append(_Step(index, group, step[0], freed))
-            if hook is not None:
-                hook(index, group, step[0], values, results, started)
-            for name in freed:
-                values.pop(name, None)
-        return _Trace(fed, steps, [entries[index] for index in sorted(entries)], infos)
+    def _replayed(self, feeds: Mapping[str, Any], keep_all: bool) -> Trace | None:
+        """The last run's trace where this run replays it: on feeds of its shapes, keeping what it
+        kept, while no shape has followed the data."""
+        trace = self._trace
+        if keep_all or self._shapes_from_data or trace is None or not trace.fits(feeds):
+            return None
+        return trace
 
-    def _replay(self, trace: _Trace, values: dict[str, Any]) -> bool:
-        """The steps of ``trace`` run again on ``values`` (feeds of its shapes), with its entries:
-        every value then has the shape it had, unless a fallback node's output shape or a CPU input
-        a node is planned from (a Reshape's computed shape) depends on data. False as soon as one
-        differs: then this and later runs are planned afresh."""
-        planner, kept, hook = self.planner, self._kept, self.step_hook
-        for index, group, entry, freed in trace.steps:
+    def _run_steps(self, tracing: Trace | Tracing, values: dict[str, Any], keep_all: bool) -> Trace:
+        """Run the steps of a trace, replayed, or of a run planned as it goes (``tracing``) on
+        ``values`` (the feeds and the constant graph outputs), which end holding the values kept
+        (every value with ``keep_all``); ``tracing`` plans, or checks, a late step as the run
+        reaches it (``dml_ep.planning.steps``). The run's trace."""
+        kept, hook, nodes = self._schedule.kept, self.step_hook, self.planner.nodes
+        for step in tracing.steps:
+            index, group, entry, freed, late = step
             try:
-                if planner.cpu_reads[index] and group is None and planner.entry(index, trace.infos, values) is not entry:
-                    self._shapes_from_data = True
-                    return False
-                started = time.perf_counter_ns() if hook is not None else 0
+                if late:
+                    entry = tracing.entry(step, values)
+                assert entry is not None, "a step's entry is its trace's, or planned as the run reaches it"
+                started = time.perf_counter_ns() if hook is not None else 0  # after planning: a node's time is its run's
                 results = self.run_entry(entry, values) if group is None else self.run_partition(group, values)
             except MemoryError:
-                raise OutOfMemoryError("not enough memory to run this node on this machine", node=planner.nodes[index]) from None
-            if not isinstance(entry, DmlNode) and not all(_as_planned(value, trace.infos[name]) for name, value in results.items()):
-                self._shapes_from_data = True
-                return False
-            for name, value in results.items():
-                if name in kept:
-                    values[name] = value
+                raise OutOfMemoryError("not enough memory to run this node on this machine", node=nodes[index]) from None
+            if late:
+                entry = tracing.ran(step, entry, results)
+            if keep_all:
+                values.update(results)
+            else:
+                for name, value in results.items():
+                    if name in kept:
+                        values[name] = value
             if hook is not None:
                 hook(index, group, entry, values, results, started)
             for name in freed:
                 values.pop(name, None)
-        return True
+        return tracing.traced()
 
     def run_entry(self, entry: PlanEntry, values: Mapping[str, Any]) -> dict[str, np.ndarray]:
         """One entry's outputs, its inputs read from ``values``."""
@@ -333,19 +272,10 @@ class Executor:
 
     def _partition_outputs(self, group: tuple[int, ...], ios: list[NodeIO]) -> list[str]:
         """What fallback nodes (``ios``: the inputs and outputs of those run for ``group``) give: a
-        single node all its outputs; a partition those read after it, and those a MAC count needs
-        the shapes of (all of them where that is none)."""
-        planner = self.planner
+        single node all its outputs; a partition those read after it (``Schedule.read_after``)."""
         if len(group) == 1:
-            return [name for name in planner.io[group[0]].outputs if name]
-        measured = {name for index in group for name in macs_inputs(planner.nodes[index])}
-        given = [name for io in ios for name in io.outputs if name]
-        # read after it: by a node past its last member, or between its members (a value's readers come after its producer).
-        # A partition of dead nodes (nothing reads them) still gives them: onnxruntime runs a graph with outputs only
-        members = set(group)
-        between = {name for index in range(group[0], group[-1]) if index not in members for name in planner.reads[index]}
-        return [name for name in given if name in measured or name in self._graph_outputs or name in between
-                or self._last_read.get(name, -1) > group[-1]] or given
+            return [name for name in self.planner.io[group[0]].outputs if name]
+        return self._schedule.read_after(group, [name for io in ios for name in io.outputs if name])
 
     def _cpu_nodes(self, group: tuple[int, ...]) -> list[tuple[onnx.NodeProto, NodeIO]]:
         """The ONNX nodes onnxruntime runs for these nodes (a DML-internal fused node unfused), each
@@ -402,95 +332,14 @@ class _Bound(NamedTuple):
     inputs: list[tuple[str, str, tuple | None]]  # the fields bound at execution: each with the value it reads and the shape planned for it
 
 
-class _Step(NamedTuple):
-    """One step of a run: a node's entry, or a partition of fallback nodes (``entry`` its first's),
-    and the values no later step reads."""
-
-    node_index: int  # a partition's first node's
-    group: tuple[int, ...] | None
-    entry: PlanEntry
-    freed: Sequence[str]
-
-
 # A step's first node index, its partition (None: one node), its entry (a partition's first's), the values of the run
 # (its inputs among them), its results and when it started (time.perf_counter_ns)
 StepHook = Callable[[int, tuple[int, ...] | None, PlanEntry, Mapping[str, Any], Mapping[str, Any], int], None]
 
 
-@dataclasses.dataclass
-class _Trace:
-    """What a run did: its steps, the plan entries and value infos of its plan (made when asked
-    for), and the infos of the feeds it was planned for."""
-
-    feeds: dict[str, ValueInfo]
-    steps: list[_Step]
-    entries: list[PlanEntry]
-    infos: dict[str, ValueInfo]
-    plan: Plan | None = None
-
-    def fits(self, feeds: Mapping[str, Any]) -> bool:
-        """Whether ``feeds`` have the names, types and shapes of this run's."""
-        return len(feeds) == len(self.feeds) and all(_as_planned(value, self.feeds.get(name)) for name, value in feeds.items())
-
-
-def _as_planned(value, info: ValueInfo | None) -> bool:
-    """Whether a value a run made has the element type and shape of ``info``, a trace's: of a run,
-    or of onnxruntime's inference, whose type strings the run's values do not carry."""
-    made = value_info_of("", value)
-    return info is not None and made.dtype == info.dtype and made.shape == info.shape and (made.dtype is not None or made.type == info.type)
-
-
 def is_channels_last(x) -> bool:
     """Whether a 4-D array (NCHW sizes) lies in memory as NHWC, as convolution outputs do."""
     return isinstance(x, np.ndarray) and x.ndim == 4 and not x.flags.c_contiguous and x.transpose(0, 2, 3, 1).flags.c_contiguous
-
-
-def fallback_partitions(planner: Planner) -> dict[int, tuple[int, ...]]:
-    """Groups of two or more nodes that fall back whatever their shapes, each run as one onnxruntime
-    session at its first node's step, keyed by that node's index. A node joins the open group while
-    it reads only values made before that step or by the group's nodes, so a group never waits on a
-    DirectML node that waits on it: consecutive such nodes group, connected or not, and so do the
-    independent ones of a wide graph with DirectML nodes between them (10,000 outputs, each of a
-    fallback node of its own: one session, not thousands).
-    """
-    groups: dict[int, tuple[int, ...]] = {}
-    group: list[int] = []
-    later: set[str] = set()  # what nodes outside the open group make after its first node
-    for index, reads in enumerate(planner.reads):
-        if not planner.never_maps[index]:
-            if group:
-                later.update(name for name in planner.io[index].outputs if name)
-            continue
-        if not group or not later.isdisjoint(reads):
-            if len(group) > 1:
-                groups[group[0]] = tuple(group)
-            group, later = [], set()
-        group.append(index)
-    if len(group) > 1:
-        groups[group[0]] = tuple(group)
-    return groups
-
-
-def _last_readers(planner: Planner, partitions: dict[int, tuple[int, ...]], last_read: dict[str, int]) -> dict[int, list[str]]:
-    """For each step of a run, the intermediate values no later step reads (graph outputs stay).
-    A partition runs whole at its first node's step, so its members read at that step: a value is
-    freed at the last step reading it, which for a member is its partition's (and a node between a
-    partition's members may read it later than its last reader, ``last_read``, a member)."""
-    step = list(range(len(planner.nodes)))
-    for first, group in partitions.items():
-        for member in group:
-            step[member] = first
-    last_step = {name: step[index] for name, index in last_read.items()}
-    for group in partitions.values():
-        for index in range(group[0] + 1, group[-1]):
-            for name in planner.reads[index]:
-                last_step[name] = max(last_step[name], step[index])
-    keep = set(planner.output_names)
-    readers: dict[int, list[str]] = {}
-    for name, index in last_step.items():
-        if name not in keep:
-            readers.setdefault(index, []).append(name)
-    return readers
 
 
 POOLED_SESSIONS = 8  # fallback sessions per model that get a thread pool: those with matrix products or normalizations first

@@ -9,7 +9,7 @@ plan (``<node name>_kernel_time``) has onnxruntime's args ``op_name``, ``provide
 operator (``dml_operator``, ``dml_fused_activation``, ``feature_level``) and the model's nodes it
 stands for, or the fallback's ``fallback_reason``. onnxruntime's arena and thread-pool statistics
 have no counterpart in dml_ep and are left out. Fallback nodes that run as one onnxruntime
-session (:func:`dml_ep.runtime.executor.fallback_partitions`) are one event, their nodes listed.
+session (:func:`dml_ep.planning.steps.fallback_partitions`) are one event, their nodes listed.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A run on feeds of the last run's shapes replays its steps without planning (Executor._replay):
+"""A run on feeds of the last run's shapes replays its steps without planning (dml_ep.planning.steps):
 the same outputs, errors and plan as a run planned afresh, and values freed as early."""
 
 from __future__ import annotations
