@@ -261,9 +261,11 @@ class Operator:
     (:data:`dml_ep.operators.registration.OPERATORS`).
 
     - ``desc``: the desc class (DxDispatch reads and writes it: ``dml_ep.interop.dxdispatch.descs``).
-    - ``kernel``: ``kernel(desc, tensors, arithmetic, cache) -> array``; or ``prepared``: a class
-      made once per node, engine and arithmetic (``cls(desc, tensors, arithmetic, engine, cache)``),
-      then called with each run's tensors, whose ``accumulate`` is the integer core alone.
+    - ``kernel``: ``kernel(desc, tensors, arithmetic, state) -> array`` (``state``: what it keeps
+      between runs, ``dml_ep.operators.kernel_state.KernelState``); or ``prepared``: a class made
+      once per node, engine and arithmetic (``cls(desc, tensors, arithmetic, engine, products)``,
+      ``products`` the engine products of the kernel state), then called with each run's tensors,
+      whose ``accumulate`` is the integer core alone.
     - ``compiled_kernel``: the kernel with its loops compiled (``dml_ep.numerics.kernels.compiled``), which
       the ``"onnxruntime"`` engine runs; ``kernel`` is its numpy twin, which the ``"numpy"``
       engine runs, and the tests hold the two to the same bits.
