@@ -17,12 +17,12 @@ import sys
 import traceback
 from typing import TYPE_CHECKING
 
-from . import arguments
 from ..core import files
-from .arguments import U8S8_SATURATION
 from ..core.choices import DML_REFERENCE
 from ..core.errors import DmlEpError
 from ..core.sigterm import Terminated, sigterm_raises
+from . import arguments
+from .arguments import U8S8_SATURATION
 
 if TYPE_CHECKING:
     from ..reports.report import Tolerance

@@ -29,15 +29,15 @@ import numpy as np
 import onnx
 
 from ..core import files
-from .compare import compare_model, compare_shipped
 from ..core.errors import DmlEpError, FeedError
 from ..core.graph import Loaded, graph_inputs, load_model, one_line
-from ..runtime.inputs import load_directory, load_tensor_protos, make_feeds, naming_random_inputs, zoo_layout
 from ..interop.polygraphy_json import inputs_json, load_inputs, load_run_results, pick_runner, run_results_json
+from ..reports.meta import report_meta
 from ..reports.report import ModelReport
 from ..reports.rewritten_model import rewritten_writer
-from ..reports.meta import report_meta
 from ..reports.text import Progress, format_report, format_summary
+from ..runtime.inputs import load_directory, load_tensor_protos, make_feeds, naming_random_inputs, zoo_layout
+from .compare import compare_model, compare_shipped
 
 
 

@@ -37,16 +37,16 @@ from typing import Mapping
 
 import numpy as np
 
+from ..core.tensor_desc import left_pad
 from ..numerics.arithmetic import Arithmetic
 from ..numerics.engines import get_engine
 from ..numerics.kernels.parameters import parameter4d
 from ..operators.base import OperatorDesc
 from ..operators.dml_graph import FloatProducts
-from ..operators.registration import operator_of
 from ..operators.nodes import DmlNode
+from ..operators.registration import operator_of
 from ..ort.reference import DML_REFERENCE
 from ..reports.report import CAUSES, NONE, OTHER
-from ..core.tensor_desc import left_pad
 
 # References whose uint8 x int8 products are exact: no u8s8 saturation to mimic, nor to blame.
 EXACT_PRODUCTS = ("ort-exact", DML_REFERENCE)

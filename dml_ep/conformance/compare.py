@@ -29,25 +29,25 @@ from typing import Callable
 import numpy as np
 import onnx
 
-from ..numerics.arithmetic import Arithmetic
-from .causes import (EXACT_PRODUCTS, FLOAT_REFERENCES, alternative_arithmetics, classify, describe_arithmetic, exact_for_any_input, first_output,
-    product_causes, within_float_sum)
 from ..core.choices import CANDIDATES
 from ..core.errors import DmlEpError, FeedError, ModelError, ShapeError
-from ..runtime.executor import Executor
 from ..core.graph import Loaded, draws_random_values, load_model, ort_message
-from ..planning.importer import DEFAULT_FEATURE_LEVEL
+from ..numerics.arithmetic import Arithmetic
 from ..operators.dml_graph import DmlGraph
+from ..operators.nodes import DmlNode, PlanEntry
 from ..operators.registration import Registration, graph_of, row_of
+from ..ort.reference import DML_REFERENCE, cpu_session, dml_session, fused_away, require_dml
 from ..passes import CPU, DEFAULT_RELEASE, relu_clip_quant
 from ..passes.qdq_util import is_dq, is_q
-from ..operators.nodes import DmlNode, PlanEntry
+from ..planning.importer import DEFAULT_FEATURE_LEVEL
 from ..planning.plan import Plan
 from ..planning.planner import Planner
-from ..ort.reference import DML_REFERENCE, cpu_session, dml_session, fused_away, require_dml
 from ..reports.report import (CAUSES, EXACT, NONE, OTHER, ModelReport, NodeComparison, ShippedComparison, Tolerance, compare_tensors, desc_summary,
-    node_label)
+                              node_label)
+from ..runtime.executor import Executor
 from ..runtime.session import InferenceSession
+from .causes import (EXACT_PRODUCTS, FLOAT_REFERENCES, alternative_arithmetics, classify, describe_arithmetic, exact_for_any_input, first_output,
+                     product_causes, within_float_sum)
 
 
 @np.errstate(all="ignore")  # its nodes run in isolation on values of any kind: an overflow to inf is a result, not a warning

@@ -17,8 +17,8 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-from .errors import missing_runtime
 from ..version import __version__
+from .errors import missing_runtime
 
 COMPILED = "dml_ep.numerics.kernels.compiled"
 KERNELS = ("direct_convolution", "im2col", "quantize", "quantized_add", "requantize", "scale_bias", "sgemm", "table_lookup")

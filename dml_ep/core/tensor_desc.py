@@ -14,8 +14,8 @@ from typing import Sequence
 
 import numpy as np
 
-from . import nibbles
 from .enums import DML_TENSOR_DATA_TYPE, DML_TENSOR_FLAGS
+from . import nibbles
 
 MAX_ELEMENTS = 2**32 - 1
 

@@ -22,8 +22,8 @@ from ..core.choices import ARITHMETICS
 from ..core.enums import DML_TENSOR_DATA_TYPE
 from ..core.errors import DmlEpError
 from ..core.graph import internal_model
-from .kernels.u8s8 import matmul_correction
 from ..ort.reference import cpu_session
+from .kernels.u8s8 import matmul_correction
 
 
 

@@ -47,11 +47,11 @@ import numpy as np
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
-from .arithmetic import host_saturates_u8s8
 from ..core.choices import ENGINES
 from ..core.errors import DmlEpError
 from ..core.graph import internal_model
 from ..ort.reference import cpu_session
+from .arithmetic import host_saturates_u8s8
 from .kernels.integer_gemm import FLOAT32_EXACT, exact_matmul, weight_blocks
 from .kernels.mlas_sgemm import logical_cores
 

@@ -44,14 +44,14 @@ from ..core.enums import DML_OPERATOR_TYPE as OP
 from ..core.enums import DML_TENSOR_DATA_TYPE as DT
 from ..core.errors import DescValidationError
 from ..core.graph import internal_model
-from ..numerics.kernels.float32_fma import fma32
-from .kernel_state import KernelState
-from .nodes import DmlNode
-from ..realep.placement import ASSIGNED_TO_DML, ON_CPU, ON_DML
-from ..ort.reference import cpu_session
 from ..core.tensor_desc import left_pad, view
+from ..numerics.kernels.float32_fma import fma32
+from ..ort.reference import cpu_session
+from ..realep.placement import ASSIGNED_TO_DML, ON_CPU, ON_DML
 from .base import FLOATS, Operator, OperatorDesc, TensorDesc, rules
 from .importing import MAX_DIMENSIONS, Fallback, NodeContext, broadcast, tensor
+from .kernel_state import KernelState
+from .nodes import DmlNode
 
 # --- descs -----------------------------------------------------------------------------------
 

@@ -46,13 +46,13 @@ from ..core.enums import DML_CONVOLUTION_MODE
 from ..core.enums import DML_FEATURE_LEVEL as FL
 from ..core.enums import DML_OPERATOR_TYPE as OP
 from ..core.errors import InvalidAttributeError, ShapeError
-from .kernel_state import KernelState
-from .nodes import DmlNode
-from ..realep.placement import ASSIGNED_TO_DML, ON_DML
 from ..core.tensor_desc import view
+from ..realep.placement import ASSIGNED_TO_DML, ON_DML
 from .activation import ActivationDesc, apply_activation, fused_activation, validate_fused_activation
 from .base import FLOATS, Operator, OperatorDesc, TensorDesc, rules
 from .importing import Fallback, NodeContext, tensor
+from .kernel_state import KernelState
+from .nodes import DmlNode
 from .windows import int_list, output_sizes, positive, resolve_padding
 
 # --- desc ------------------------------------------------------------------------------------

@@ -46,9 +46,9 @@ from ..core.enums import DML_OPERATOR_TYPE as OP
 from ..numerics.kernels import u8s8
 from ..numerics.kernels.parameters import read4d
 from ..numerics.kernels.quantized_product import PreparedQuantizedProduct
-from .nodes import DmlNode
 from .base import INT32, QUANTIZED, Operator, OperatorDesc, TensorDesc, rules
 from .importing import NodeContext, check_zero_point, parameter_tensor, quantized_type, tensor
+from .nodes import DmlNode
 from .quantized_linear_convolution import PreparedConvolution, convolution_geometry, validate_convolution
 
 

@@ -54,18 +54,18 @@ import dataclasses
 
 import numpy as np
 
+from ..core import nibbles
 from ..core.enums import DML_FEATURE_LEVEL as FL
 from ..core.enums import DML_OPERATOR_TYPE as OP
 from ..core.enums import DML_QUANTIZATION_TYPE
 from ..core.enums import DML_TENSOR_DATA_TYPE as DT
-from ..core import nibbles
 from ..core.errors import RealEpError
-from .kernel_state import KernelState
-from .nodes import DmlNode, Imported
-from ..realep.placement import ON_CPU, ON_DML
 from ..core.tensor_desc import DML_BUFFER_TENSOR_DESC, view
+from ..realep.placement import ON_CPU, ON_DML
 from .base import FLOATS, Operator, OperatorDesc, TensorDesc, TensorDescArray, rules
 from .importing import Fallback, NodeContext, data_type, owned, tensor
+from .kernel_state import KernelState
+from .nodes import DmlNode, Imported
 
 # --- desc ------------------------------------------------------------------------------------
 

@@ -39,14 +39,14 @@ import numpy as np
 
 from ..core.enums import DML_FEATURE_LEVEL as FL
 from ..core.enums import DML_OPERATOR_TYPE as OP
-from ..numerics.kernels import quantize
-from .kernel_state import KernelState
-from .nodes import DmlNode
-from ..realep.placement import ASSIGNED_TO_DML, ON_CPU
 from ..core.tensor_desc import left_pad, view
+from ..numerics.kernels import quantize
+from ..realep.placement import ASSIGNED_TO_DML, ON_CPU
 from .base import FLOAT32, FLOATS, QUANTIZED, Operator, OperatorDesc, TensorDesc, rules
 from .element_wise_quantize_linear import quantize_values
 from .importing import Fallback, NodeContext, tensor
+from .kernel_state import KernelState
+from .nodes import DmlNode
 
 # --- desc ------------------------------------------------------------------------------------
 

@@ -26,14 +26,14 @@ import numpy as np
 
 from ..core.enums import DML_FEATURE_LEVEL as FL
 from ..core.enums import DML_OPERATOR_TYPE as OP
-from .kernel_state import KernelState
-from .nodes import DmlNode
-from ..realep.placement import ON_DML_AS
 from ..core.tensor_desc import view
+from ..realep.placement import ON_DML_AS
 from .activation import ActivationDesc, apply_activation, fused_activation, validate_fused_activation
 from .base import FLOATS, Operator, rules
 from .element_wise_arithmetic import BinaryDesc, binary
 from .importing import Fallback, NodeContext
+from .kernel_state import KernelState
+from .nodes import DmlNode
 
 # --- desc ------------------------------------------------------------------------------------
 

@@ -28,12 +28,12 @@ import numpy as np
 from ..core.enums import DML_FEATURE_LEVEL as FL
 from ..core.enums import DML_OPERATOR_TYPE as OP
 from ..core.errors import ShapeError
-from .kernel_state import KernelState
-from .nodes import DmlNode
-from ..realep.placement import ON_DML_AS
 from ..core.tensor_desc import view
+from ..realep.placement import ON_DML_AS
 from .base import FLOATS, Operator, OperatorDesc, TensorDesc, rules
 from .importing import Fallback, NodeContext, broadcast, operand, tensor
+from .kernel_state import KernelState
+from .nodes import DmlNode
 
 # --- descs -----------------------------------------------------------------------------------
 

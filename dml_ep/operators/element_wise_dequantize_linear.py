@@ -35,14 +35,14 @@ import numpy as np
 from ..core.enums import DML_FEATURE_LEVEL as FL
 from ..core.enums import DML_OPERATOR_TYPE as OP
 from ..core.enums import DML_TENSOR_DATA_TYPE as DT
-from ..numerics.kernels.float32_fma import dyadic, float32_of_dyadic
-from .kernel_state import KernelState
-from .nodes import DmlNode
-from ..realep.placement import ON_CPU, ON_DML
 from ..core.tensor_desc import broadcast_shapes, view
+from ..numerics.kernels.float32_fma import dyadic, float32_of_dyadic
+from ..realep.placement import ON_CPU, ON_DML
 from .base import Operator
 from .element_wise_quantize_linear import ElementWiseQuantizationDesc, element_wise_node, parameters
 from .importing import Fallback, NodeContext
+from .kernel_state import KernelState
+from .nodes import DmlNode
 
 # --- desc ------------------------------------------------------------------------------------
 

@@ -31,12 +31,12 @@ from ..core.enums import DML_FEATURE_LEVEL as FL
 from ..core.enums import DML_OPERATOR_TYPE as OP
 from ..core.enums import DML_TENSOR_DATA_TYPE as DT
 from ..core.errors import ShapeError
-from .kernel_state import KernelState
-from .nodes import DmlNode
-from ..realep.placement import ASSIGNED_TO_DML, ON_DML
 from ..core.tensor_desc import packed_strides, view
+from ..realep.placement import ASSIGNED_TO_DML, ON_DML
 from .base import FLOATS, Operator, OperatorDesc, TensorDesc, rules
 from .importing import MAX_DIMENSIONS, Fallback, NodeContext, tensor
+from .kernel_state import KernelState
+from .nodes import DmlNode
 
 # --- desc ------------------------------------------------------------------------------------
 

@@ -44,15 +44,15 @@ from ..core.enums import DML_OPERATOR_TYPE as OP
 from ..core.enums import DML_TENSOR_DATA_TYPE as DT
 from ..core.enums import DML_TENSOR_FLAGS
 from ..core.errors import QuantizationParameterError
+from ..core.tensor_desc import broadcast_strides, view
 from ..numerics.kernels import compiled as native
 from ..numerics.kernels import quantize
 from ..numerics.kernels.parameters import checked_scale
-from .kernel_state import KernelState
-from .nodes import DmlNode
 from ..realep.placement import ON_CPU, ON_DML
-from ..core.tensor_desc import broadcast_strides, view
 from .base import INT32, Operator, OperatorDesc, TensorDesc, rules
 from .importing import Fallback, NodeContext, broadcast, check_scale, check_zero_point, owned, parameter_shape, parameter_tensor, tensor
+from .kernel_state import KernelState
+from .nodes import DmlNode
 
 # --- desc ------------------------------------------------------------------------------------
 

@@ -27,16 +27,16 @@ import numpy as np
 
 from ..core.enums import DML_FEATURE_LEVEL as FL
 from ..core.enums import DML_OPERATOR_TYPE as OP
+from ..core.tensor_desc import view
 from ..numerics.kernels import compiled as native
 from ..numerics.kernels import quantize
 from ..numerics.kernels.float32_fma import fma32
 from ..numerics.kernels.parameters import checked_scale, read4d, scalar
 from ..numerics.kernels.strided_rows import address, strided_rows
-from .kernel_state import KernelState
-from .nodes import DmlNode
-from ..core.tensor_desc import view
 from .base import QUANTIZED_BINARY_INPUTS, Operator, QuantizedBinaryDesc
 from .importing import NodeContext, broadcast, check_scale, check_zero_point, operand, output_type, quantized_type, tensor
+from .kernel_state import KernelState
+from .nodes import DmlNode
 
 # --- desc ------------------------------------------------------------------------------------
 

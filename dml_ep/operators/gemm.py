@@ -43,15 +43,15 @@ from ..core.enums import DML_MATRIX_TRANSFORM
 from ..core.enums import DML_OPERATOR_TYPE as OP
 from ..core.enums import DML_TENSOR_DATA_TYPE as DT
 from ..core.errors import ShapeError
+from ..core.tensor_desc import broadcast_shapes, broadcast_strides, view
 from ..numerics.kernels.matmul_nbits import host_runs_sqnbit_int8, int8_blocks
 from ..numerics.kernels.mlas_sgemm import GemmCall, host_runs_sqnbit_fp32, host_sgemm, packed_panels, panel_sum, sgemm_batch
-from .kernel_state import KernelState
-from .nodes import DmlNode, Imported
 from ..realep.placement import ASSIGNED_TO_DML, ON_DML
-from ..core.tensor_desc import broadcast_shapes, broadcast_strides, view
 from .activation import ActivationDesc, apply_activation, validate_fused_activation
 from .base import FLOATS, Operator, OperatorDesc, TensorDesc, rules
 from .importing import Fallback, NodeContext, tensor
+from .kernel_state import KernelState
+from .nodes import DmlNode, Imported
 
 # --- desc ------------------------------------------------------------------------------------
 

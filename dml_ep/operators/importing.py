@@ -17,11 +17,11 @@ import onnx
 from ..core.enums import DML_FEATURE_LEVEL, DML_TENSOR_DATA_TYPE, DML_TENSOR_FLAGS
 from ..core.errors import QuantizationParameterError, ShapeError
 from ..core.graph import NodeIO, ValueInfo, attributes, node_io
+from ..core.tensor_desc import DML_BUFFER_TENSOR_DESC, broadcast_shapes, broadcast_strides, left_pad
 from ..numerics.kernels.parameters import checked_scale
 from ..passes.editable import Origin
-from .nodes import DmlNode
 from ..realep.placement import ASSIGNED_TO_DML, ON_CPU
-from ..core.tensor_desc import DML_BUFFER_TENSOR_DESC, broadcast_shapes, broadcast_strides, left_pad
+from .nodes import DmlNode
 
 MAX_DIMENSIONS = 8  # DML_TENSOR_DIMENSION_COUNT_MAX1
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1

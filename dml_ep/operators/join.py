@@ -23,12 +23,12 @@ from ..core.enums import DML_FEATURE_LEVEL as FL
 from ..core.enums import DML_OPERATOR_TYPE as OP
 from ..core.enums import DML_TENSOR_DATA_TYPE as DT
 from ..core.errors import ShapeError
-from .kernel_state import KernelState
-from .nodes import DmlNode
 from ..core.tensor_desc import left_pad, view
 from .base import Operator, OperatorDesc, TensorDesc, TensorDescArray, rules
 from .element_wise_identity import dims_of, eight_bit
 from .importing import NodeContext, bound, tensor
+from .kernel_state import KernelState
+from .nodes import DmlNode
 
 # --- desc ------------------------------------------------------------------------------------
 

@@ -29,9 +29,9 @@ import numpy as np
 
 from ..core.enums import DML_FEATURE_LEVEL as FL
 from ..core.enums import DML_OPERATOR_TYPE as OP
-from .nodes import DmlNode
 from .base import INT32, QUANTIZED, Operator, OperatorDesc, TensorDesc, rules
 from .importing import NodeContext, check_zero_point, one_matrix, optional_parameter, quantized_type, tensor
+from .nodes import DmlNode
 from .quantized_linear_matrix_multiply import PreparedMatrixMultiply, matrix_shapes, per_column_parameter, validate_matrix_sizes
 
 # --- desc ------------------------------------------------------------------------------------

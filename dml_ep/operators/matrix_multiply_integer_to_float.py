@@ -51,16 +51,16 @@ from ..core.enums import DML_FEATURE_LEVEL as FL
 from ..core.enums import DML_OPERATOR_TYPE as OP
 from ..core.enums import DML_TENSOR_DATA_TYPE as DT
 from ..core.errors import ShapeError
+from ..core.tensor_desc import broadcast_shapes, broadcast_strides
 from ..numerics.kernels import compiled as native
 from ..numerics.kernels.float32_fma import BELOW_FLOAT32, HALFWAY, float32_of_dyadic
 from ..numerics.kernels.parameters import checked_scale, read4d
 from ..numerics.kernels.quantize import per_column
-from .nodes import DmlNode
 from ..realep.placement import ON_DML
-from ..core.tensor_desc import broadcast_shapes, broadcast_strides
 from .base import FLOATS, Operator, OperatorDesc, TensorDesc, rules
 from .importing import Fallback, NodeContext, check_scale, one_matrix, owned, parameter_shape, placed_parameter, quantized_type, tensor
 from .matrix_multiply_integer import PreparedMatrixMultiplyInteger, same_dimension_count, zero_points
+from .nodes import DmlNode
 from .quantized_linear_matrix_multiply import matrix_shapes, per_column_parameter, validate_matrix_sizes
 
 F32 = np.float32

@@ -31,12 +31,12 @@ from ..core.enums import DML_FEATURE_LEVEL as FL
 from ..core.enums import DML_OPERATOR_TYPE as OP
 from ..core.enums import DML_TENSOR_DATA_TYPE as DT
 from ..core.errors import InvalidAttributeError, ShapeError
-from .kernel_state import KernelState
-from .nodes import DmlNode
-from ..realep.placement import ASSIGNED_TO_DML, ON_CPU, ON_DML
 from ..core.tensor_desc import view
+from ..realep.placement import ASSIGNED_TO_DML, ON_CPU, ON_DML
 from .base import FLOATS, QUANTIZED, Operator, OperatorDesc, TensorDesc, rules
 from .importing import Fallback, NodeContext, tensor
+from .kernel_state import KernelState
+from .nodes import DmlNode
 from .windows import int_list, output_sizes, positive, resolve_padding
 
 # --- descs -----------------------------------------------------------------------------------

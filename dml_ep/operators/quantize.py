@@ -29,15 +29,15 @@ import dataclasses
 import numpy as np
 
 from ..core.enums import DML_OPERATOR_TYPE as OP
-from ..numerics.kernels.parameters import checked_scale
-from .kernel_state import KernelState
-from .nodes import DmlNode
-from ..realep.placement import ON_CPU, ON_DML
 from ..core.tensor_desc import view
+from ..numerics.kernels.parameters import checked_scale
+from ..realep.placement import ON_CPU, ON_DML
 from .base import FLOATS, Operator, TensorDesc, rules
 from .dequantize import CODES, DIMS, FOUR_BIT, QT, SCALE, X, QuantizationDesc, blocks_expanded, default_zero_point, quantization_21
 from .element_wise_quantize_linear import quantize_values
 from .importing import Fallback, NodeContext, data_type
+from .kernel_state import KernelState
+from .nodes import DmlNode
 
 # --- desc ------------------------------------------------------------------------------------
 

@@ -59,14 +59,14 @@ from numpy.lib.stride_tricks import as_strided
 from ..core.enums import DML_FEATURE_LEVEL as FL
 from ..core.enums import DML_OPERATOR_TYPE as OP
 from ..core.errors import InvalidAttributeError, ShapeError
+from ..core.tensor_desc import left_pad, packed_strides, view
 from ..numerics.kernels import quantize
 from ..numerics.kernels.parameters import checked_scale, scalar
-from .kernel_state import KernelState
-from .nodes import DmlNode, Imported
 from ..realep.placement import ASSIGNED_TO_DML, ON_DML
-from ..core.tensor_desc import left_pad, packed_strides, view
 from .base import FLOAT32, QUANTIZED, Operator, OperatorDesc, TensorDesc, rules
 from .importing import Fallback, NodeContext, check_scale, check_zero_point, output_type, quantized_type, tensor
+from .kernel_state import KernelState
+from .nodes import DmlNode, Imported
 from .windows import int_list, output_sizes
 
 # --- desc ------------------------------------------------------------------------------------

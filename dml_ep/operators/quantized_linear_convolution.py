@@ -35,10 +35,10 @@ from ..numerics.kernels import u8s8
 from ..numerics.kernels.im2col import im2col
 from ..numerics.kernels.parameters import parameter4d, read4d, scalar
 from ..numerics.kernels.quantized_product import PreparedQuantizedProduct
-from .nodes import DmlNode
 from ..realep.placement import ASSIGNED_TO_DML
 from .base import FLOAT32, INT32, QUANTIZED, Operator, OperatorDesc, TensorDesc, rules
 from .importing import Fallback, NodeContext, check_scale, check_zero_point, optional_parameter, output_type, placed_parameter, quantized_type, tensor
+from .nodes import DmlNode
 from .windows import output_sizes, positive, resolve_padding
 
 # --- desc ------------------------------------------------------------------------------------

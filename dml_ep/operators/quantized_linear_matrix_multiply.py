@@ -26,15 +26,15 @@ import numpy as np
 from ..core.enums import DML_FEATURE_LEVEL as FL
 from ..core.enums import DML_OPERATOR_TYPE as OP
 from ..core.errors import ShapeError
+from ..core.tensor_desc import DML_BUFFER_TENSOR_DESC, broadcast_shapes, broadcast_strides, view
 from ..numerics.kernels import u8s8
 from ..numerics.kernels.parameters import as4d, parameter4d, scalar
 from ..numerics.kernels.quantized_product import PreparedQuantizedProduct
-from .nodes import DmlNode
 from ..realep.placement import ASSIGNED_TO_DML
-from ..core.tensor_desc import DML_BUFFER_TENSOR_DESC, broadcast_shapes, broadcast_strides, view
 from .base import QUANTIZED_BINARY_INPUTS, Operator, QuantizedBinaryDesc
 from .importing import (Fallback, NodeContext, check_scale, check_zero_point, one_matrix, optional_parameter, output_type, placed_parameter,
-    quantized_type, tensor)
+                        quantized_type, tensor)
+from .nodes import DmlNode
 
 # --- desc ------------------------------------------------------------------------------------
 

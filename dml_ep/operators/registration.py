@@ -30,18 +30,18 @@ import numpy as np
 import onnx
 
 from ..core.enums import DML_TENSOR_DATA_TYPE as DT
+from ..passes.editable import Origin
 from ..realep.kernel_registry import since_version
-from .nodes import DmlNode
 from ..realep.placement import ON_CPU
 from . import (activation, convolution, convolution_integer, dequantize, dynamic_quantize_linear, element_wise_add1, element_wise_arithmetic,
-    element_wise_dequantize_linear, element_wise_identity, element_wise_quantize_linear, element_wise_quantized_linear_add, gather, gemm,
-    join, matrix_multiply_integer, matrix_multiply_integer_to_float, max_pooling, quantize, quantized_linear_average_pooling,
-    quantized_linear_convolution, quantized_linear_matrix_multiply, slice1)
-from .graphs import dynamic_quantize_matmul, matmul_nbits, qlinear_concat, qlinear_sigmoid
+               element_wise_dequantize_linear, element_wise_identity, element_wise_quantize_linear, element_wise_quantized_linear_add, gather, gemm,
+               join, matrix_multiply_integer, matrix_multiply_integer_to_float, max_pooling, quantize, quantized_linear_average_pooling,
+               quantized_linear_convolution, quantized_linear_matrix_multiply, slice1)
 from .base import FLOAT32, FLOATS, INT32, QUANTIZED, Operator
 from .dml_graph import DmlGraph
-from ..passes.editable import Origin
+from .graphs import dynamic_quantize_matmul, matmul_nbits, qlinear_concat, qlinear_sigmoid
 from .importing import Fallback, NodeContext
+from .nodes import DmlNode
 
 # The DML EP's type masks (OperatorRegistration.cpp's SupportedTensorDataTypes names).
 INTS_8_TO_64 = frozenset({DT.INT8, DT.UINT8, DT.INT16, DT.UINT16, DT.INT32, DT.UINT32, DT.INT64, DT.UINT64})

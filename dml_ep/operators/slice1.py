@@ -23,13 +23,13 @@ import numpy as np
 from ..core.enums import DML_FEATURE_LEVEL as FL
 from ..core.enums import DML_OPERATOR_TYPE as OP
 from ..core.errors import ShapeError
-from .kernel_state import KernelState
-from .nodes import DmlNode
-from ..realep.placement import ON_CPU
 from ..core.tensor_desc import view
+from ..realep.placement import ON_CPU
 from .base import FLOATS, Operator, OperatorDesc, SignedIntegers, TensorDesc, rules
 from .element_wise_identity import INTS_32, INTS_64, dims_of, eight_bit
 from .importing import Fallback, NodeContext, as_int32, tensor
+from .kernel_state import KernelState
+from .nodes import DmlNode
 
 # --- desc ------------------------------------------------------------------------------------
 

@@ -15,16 +15,16 @@ DirectML operators read).
 
 from __future__ import annotations
 
+from ..core.releases import DEFAULT_RELEASE, RELEASE_NAMES, RELEASES
 from .constant_folding import constant_folding, constant_nodes_to_initializers
 from .dml_fusion import dml_operator_fusion
 from .editable import EditableGraph, Origin
+from .ensure_unique_dq import ensure_unique_dq_for_node_unit
 from .matmul_integer_to_float import matmul_integer_to_float_fusion
 from .onnxruntime_fusions import onnxruntime_fusions
-from .ensure_unique_dq import ensure_unique_dq_for_node_unit
 from .qdq_actions import MATMUL_NBITS_ACCURACY_LEVEL, set_matmul_nbits_accuracy_level
 from .qdq_final_cleanup import qdq_final_cleanup
 from .qdq_rules import CPU, DEFAULT_RULE_SET, DML, RULE_SETS, qdq_selector_action_transformer
-from ..core.releases import DEFAULT_RELEASE, RELEASE_NAMES, RELEASES
 from .relu_clip_quant import relu_clip_quant_fusion
 from .weight_bias_quantization import weight_bias_quantization
 

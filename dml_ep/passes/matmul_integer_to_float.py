@@ -16,10 +16,10 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
+from ..core.releases import Release
 from .editable import EditableGraph
 from .qdq_actions import MS_DOMAIN
 from .qdq_rules import DML
-from ..core.releases import Release
 
 NAME = "MatMulIntegerToFloatFusion"
 UINT32_MAX = 2**32 - 1

@@ -25,9 +25,9 @@ from typing import Callable
 
 import onnx
 
+from .editable import EditableGraph
 from . import qdq_actions as actions
 from . import qdq_selectors as selectors
-from .editable import EditableGraph
 from .relu_clip_quant import made_redundant
 
 CPU, DML = "CPUExecutionProvider", "DmlExecutionProvider"

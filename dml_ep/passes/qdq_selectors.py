@@ -14,7 +14,7 @@ import onnx
 
 from .editable import EditableGraph
 from .qdq_util import (input_type, is_4bit, is_dq, is_positive_scalar_scale, is_q, is_qdq_pair_supported, narrow_type_problem, output_type,
-    scalar_constant)
+                       scalar_constant)
 
 INT8, INT32 = np.dtype(np.int8), np.dtype(np.int32)
 INT8_NOT_ALLOWED = "int8 activations are fused only where session.qdqisint8allowed is 1 (default 0 on x86-64)"

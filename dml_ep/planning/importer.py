@@ -19,13 +19,13 @@ import onnx
 from ..core.enums import DML_FEATURE_LEVEL
 from ..core.errors import DescValidationError, NodeError
 from ..core.feature_levels import DEFAULT_FEATURE_LEVEL
-from ..passes.editable import Origin
 from ..core.graph import NodeIO, ValueInfo, attributes, node_io
 from ..operators.base import validated
 from ..operators.importing import Fallback, NodeContext, bound
-from ..realep.kernel_registry import since_version
-from ..operators.registration import REGISTRATIONS
 from ..operators.nodes import DmlNode, FallbackNode, PlanEntry
+from ..operators.registration import REGISTRATIONS
+from ..passes.editable import Origin
+from ..realep.kernel_registry import since_version
 from ..realep.placement import ASSIGNED_TO_DML, fallback_kind, not_modelled_reason
 
 

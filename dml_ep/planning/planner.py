@@ -21,17 +21,17 @@ import onnx
 from ..core import graph as graph_module
 from ..core.enums import DML_FEATURE_LEVEL
 from ..core.errors import DmlEpError, InferenceRefusedError, NodeError, RealEpError
-from .importer import DEFAULT_FEATURE_LEVEL, NodeImporter, opset_versions
-from ..operators.dml_graph import derived_infos
-from ..operators.registration import GRAPHS
-from ..core.memory import paused_gc
-from ..passes import (DEFAULT_RELEASE, DML, MATMUL_NBITS_ACCURACY_LEVEL, RELEASE_NAMES, RELEASES, EditableGraph, constant_folding,
-    constant_nodes_to_initializers, dml_operator_fusion, matmul_integer_to_float_fusion, onnxruntime_fusions, qdq_transformer)
 from ..core.graph import ValueInfo, value_info_of
-from ..ort.inference import static_values
+from ..core.memory import paused_gc
+from ..operators.dml_graph import derived_infos
 from ..operators.nodes import DmlNode, FallbackNode, PlanEntry
-from .plan import Plan
+from ..operators.registration import GRAPHS
+from ..ort.inference import static_values
+from ..passes import (DEFAULT_RELEASE, DML, MATMUL_NBITS_ACCURACY_LEVEL, RELEASE_NAMES, RELEASES, EditableGraph, constant_folding,
+                      constant_nodes_to_initializers, dml_operator_fusion, matmul_integer_to_float_fusion, onnxruntime_fusions, qdq_transformer)
 from ..realep.placement import CPU_CLASSES, ON_CPU, Placement, place_nodes
+from .importer import DEFAULT_FEATURE_LEVEL, NodeImporter, opset_versions
+from .plan import Plan
 
 
 ALL_OPTIMIZATIONS = 99  # onnxruntime's GraphOptimizationLevel.ORT_ENABLE_ALL; 0 DISABLE_ALL, 1 BASIC, 2 EXTENDED

@@ -20,8 +20,8 @@ import numpy as np
 import onnx
 
 from ..core.graph import NodeIO, ValueInfo
-from .kernel_registry import Kernel, KernelMatch, find_kernel, type_name
 from ..passes.editable import Origin
+from .kernel_registry import Kernel, KernelMatch, find_kernel, type_name
 from .support_queries import QueryContext, declined
 
 # What the real EP does with a node dml_ep leaves to the CPU fallback: every fallback reason ends with one.

@@ -21,12 +21,12 @@ import jinja2
 import markupsafe
 import numpy as np
 
-from .report import ModelReport, TensorComparison, differences, node_label, ulp
 from ..core.graph import node_reads
-from .node_table import PENDING, PENDING_REASON, counted, node_differences, plan_rows
 from ..operators.nodes import DmlNode
 from ..planning.plan import Plan
 from ..realep.placement import PLACEMENTS
+from .node_table import PENDING, PENDING_REASON, counted, node_differences, plan_rows
+from .report import ModelReport, TensorComparison, differences, node_label, ulp
 
 PLACEMENT_TEXT = {
     "modelled": "on DirectML, modelled by dml_ep",

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import textwrap
 
-from .node_table import counted
-from ..passes.dml_fusion import NAME as DML_FUSION
 from ..operators.nodes import DmlNode
+from ..passes.dml_fusion import NAME as DML_FUSION
 from ..planning.plan import Plan, node_macs
 from ..realep.placement import CPU_CLASSES, REASON_CLASSES
-from .report import node_label
 from .meta import report_meta
+from .node_table import counted
+from .report import node_label
 from .text import printable, rules_text, table
 
 INSPECT_WIDTH = 160  # the longest line of inspect's summary (--nodes, --descs and the JSON keep whole names)

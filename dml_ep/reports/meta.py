@@ -23,9 +23,9 @@ import numpy as np
 import onnx
 import onnxruntime
 
-from ..version import __version__
 from ..numerics.arithmetic import cpu_flags, host_saturates_u8s8
 from ..numerics.kernels import compiled
+from ..version import __version__
 
 SCHEMA_VERSION = 2
 SCHEMA_IDS = {command: f"https://github.com/dml-ep/dml_ep/schemas/{command}_report.schema.json" for command in ("inspect", "compare")}

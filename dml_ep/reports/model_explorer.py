@@ -32,11 +32,11 @@ from typing import Any
 import onnx
 
 from ..core import files
-from .report import ModelReport, NodeComparison
 from ..core.errors import DmlEpError, import_extra
-from .node_table import comparisons_in_unit, placement
 from ..planning.plan import CONV_WEIGHT_INPUT, ELEMENT_WISE, MATMUL_A_INPUT, Plan, node_macs
 from ..realep.placement import PLACEMENTS
+from .node_table import comparisons_in_unit, placement
+from .report import ModelReport, NodeComparison
 
 EXTRA = "model-explorer"
 ADAPTER = "model_explorer_onnx"  # the ONNX adapter's module, which Model Explorer loads with --extensions

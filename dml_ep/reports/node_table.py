@@ -8,10 +8,10 @@ stands for. :func:`node_differences` adds, after ``compare``, each node's larges
 
 from __future__ import annotations
 
-from .report import ModelReport, NodeComparison, TensorComparison, node_label
 from ..operators.nodes import DmlNode, PlanEntry
 from ..planning.plan import Plan, node_macs
 from ..realep.placement import CPU_CLASSES
+from .report import ModelReport, NodeComparison, TensorComparison, node_label
 
 # A node the plan has not placed yet: its input shapes come with the data (Plan.pending).
 PENDING = "pending"

@@ -23,10 +23,10 @@ import numpy as np
 import onnx
 
 from ..core.choices import FLOAT_ATOL, FLOAT_RTOL
+from ..core.tensor_desc import DML_BUFFER_TENSOR_DESC
 from ..operators.base import OperatorDesc
 from ..planning.plan import Plan
 from ..planning.planner import Planner
-from ..core.tensor_desc import DML_BUFFER_TENSOR_DESC
 
 HISTOGRAM_STEPS = (-2, -1, 1, 2)
 CAUSES = ("tie rounding", "float32 rounding", "u8s8 saturation", "int8 activations", "float16 weights", "float summation order", "graph",

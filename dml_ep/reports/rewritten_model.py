@@ -42,17 +42,17 @@ import onnx
 from onnx.checker import MAXIMUM_PROTOBUF
 
 from ..core import files
-from .report import node_label
 from ..core.errors import DmlEpError
 from ..core.graph import ValueInfo, copy_without, node_reads
 from ..ort.inference import type_proto
-from .node_table import PENDING, PENDING_REASON, plan_rows
 from ..passes.dml_fusion import DML_DOMAIN, FUSED_OP_TYPES, unfused
 from ..passes.editable import Origin
 from ..planning.plan import Plan
 from ..planning.planner import Planner
 from ..realep.placement import PLACEMENTS
 from ..version import __version__
+from .node_table import PENDING, PENDING_REASON, plan_rows
+from .report import node_label
 
 # The metadata of each node (NodeProto.metadata_props, which Netron shows):
 PLACEMENT = "dml_ep.placement"  # node_table.placement: modelled, real-ep-dml or cpu; PENDING if planned only when run

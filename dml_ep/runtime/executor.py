@@ -20,22 +20,22 @@ from typing import Any, Callable, Mapping, NamedTuple
 import numpy as np
 import onnx
 
-from ..numerics.arithmetic import Arithmetic
-from ..numerics.engines import get_engine
 from ..core.errors import FallbackError, NodeError, OutOfMemoryError, ShapeError
 from ..core.graph import NodeIO, node_io, node_reads, ort_message
-from ..numerics.kernels.mlas_sgemm import logical_cores
 from ..core.memory import paused_gc, reuse_freed_memory
+from ..numerics.arithmetic import Arithmetic
+from ..numerics.engines import get_engine
+from ..numerics.kernels.mlas_sgemm import logical_cores
 from ..operators.dispatch import prepare_kernel, run_kernel
 from ..operators.kernel_state import KernelState
+from ..operators.nodes import DmlNode, Imported, PlanEntry
 from ..operators.registration import operator_of
 from ..ort.inference import type_proto
+from ..ort.reference import cpu_session
 from ..passes.dml_fusion import unfused
-from ..operators.nodes import DmlNode, Imported, PlanEntry
 from ..planning.plan import Plan, macs_inputs
 from ..planning.planner import Planner
 from ..planning.steps import Schedule, ShapesFollowData, Trace, Tracing
-from ..ort.reference import cpu_session
 
 
 class Executor:

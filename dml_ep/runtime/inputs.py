@@ -27,8 +27,8 @@ from onnx import numpy_helper
 
 from ..core import graph
 from ..core.errors import FeedError, NodeError
-from .session import MAX_FEED_BYTES
 from ..core.tensor_desc import MAX_ELEMENTS
+from .session import MAX_FEED_BYTES
 
 
 def input_shapes(model: onnx.ModelProto, shapes: dict[str, tuple[int, ...]] | None = None) -> dict[str, tuple[int, ...]]:

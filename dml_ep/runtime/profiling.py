@@ -23,9 +23,9 @@ from typing import Any, Mapping
 import numpy as np
 
 from ..core import files
-from .executor import StepHook
 from ..operators.nodes import DmlNode, PlanEntry
 from ..planning.planner import Planner
+from .executor import StepHook
 
 # The providers a node runs on, as onnxruntime names them (here, below the session, for the profile's events to name them too)
 DML_PROVIDER, CPU_PROVIDER = "DmlExecutionProvider", "CPUExecutionProvider"

@@ -23,22 +23,22 @@ import numpy as np
 import onnx
 
 from ..core import files, graph
-from . import profiling
-from ..numerics.arithmetic import Arithmetic
 from ..core.errors import DmlEpError, FeedError
-from .executor import Executor
-from ..planning.importer import DEFAULT_FEATURE_LEVEL
-from .io_binding import IOBinding
 from ..core.memory import paused_gc
+from ..core.tensor_desc import MAX_ELEMENTS
+from ..numerics.arithmetic import Arithmetic
+from ..operators.nodes import FallbackNode
+from ..ort.reference import cpu_session
 from ..passes import DEFAULT_RELEASE, MATMUL_NBITS_ACCURACY_LEVEL
 from ..passes import Origin
-from ..operators.nodes import FallbackNode
+from ..planning.importer import DEFAULT_FEATURE_LEVEL
 from ..planning.plan import Plan
 from ..planning.planner import ALL_OPTIMIZATIONS, Planner
-from .profiling import CPU_PROVIDER, DML_PROVIDER, Profile
-from ..ort.reference import cpu_session
 from ..reports.rewritten_model import model_writer, rewritten_model
-from ..core.tensor_desc import MAX_ELEMENTS
+from .executor import Executor
+from .io_binding import IOBinding
+from . import profiling
+from .profiling import CPU_PROVIDER, DML_PROVIDER, Profile
 
 _ORT_TYPE_NAMES = {
     np.dtype(np.float32): "tensor(float)",

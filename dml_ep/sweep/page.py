@@ -22,9 +22,9 @@ import jinja2
 import markupsafe
 
 from ..core import files
+from ..reports.text import counts_text
 from .run import settings_label
 from .tasks import STATUSES
-from ..reports.text import counts_text
 
 
 def write_summary_page(rows: list[dict], db: str, path: str) -> str:

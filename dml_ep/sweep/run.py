@@ -32,15 +32,15 @@ from typing import Callable
 import rich.console
 import rich.progress
 
-from ..core.choices import DEFAULT_DB
 from ..core import files
+from ..core.choices import DEFAULT_DB
 from ..core.errors import DmlEpError, import_extra
 from ..core.graph import one_line
-from ..planning.importer import DEFAULT_FEATURE_LEVEL
 from ..passes import DEFAULT_RELEASE
+from ..planning.importer import DEFAULT_FEATURE_LEVEL
+from ..reports.text import counts_text, table
 from .db import SweepDatabase
 from .tasks import STATUSES, SweepTask, failed_row, run_task, sweep_tasks
-from ..reports.text import counts_text, table
 
 EVENT_TOPIC = "dml-ep-sweep-started"  # a task's start, from its worker: its key and the worker's address
 AGAIN = ("lost", "pending")  # a future's states once its result is lost with its worker: not done, whatever as_completed said

@@ -20,20 +20,20 @@ import platform
 import socket
 import time
 
-from ..core import files
-from ..reports import html as html_report
 from ..conformance.cases import Compared, case_feeds, compare_case, compare_json, comparison_cases, expand_models
+from ..core import files
 from ..core.enums import DML_FEATURE_LEVEL
 from ..core.errors import DmlEpError
 from ..core.graph import graph_inputs, load_model, one_line
-from ..planning.importer import DEFAULT_FEATURE_LEVEL
-from ..runtime.inputs import input_shapes, naming_random_inputs, parse_val_range
-from ..reports.inspect import inspect_json
-from ..reports.node_table import plan_rows
 from ..passes import DEFAULT_RELEASE
+from ..planning.importer import DEFAULT_FEATURE_LEVEL
 from ..planning.planner import Planner
-from ..reports.report import Tolerance
+from ..reports import html as html_report
+from ..reports.inspect import inspect_json
 from ..reports.meta import report_meta, versions
+from ..reports.node_table import plan_rows
+from ..reports.report import Tolerance
+from ..runtime.inputs import input_shapes, naming_random_inputs, parse_val_range
 
 STATUSES = ("ok", "mismatch", "planned", "failed")  # compare within tolerance, out of it; inspect done; no report
 

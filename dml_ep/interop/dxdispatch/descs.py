@@ -18,10 +18,10 @@ from typing import cast
 
 from ...core.enums import DML_OPERATOR_TYPE, DML_TENSOR_DATA_TYPE, DML_TENSOR_FLAGS, FieldEnum
 from ...core.errors import DxDispatchError
+from ...core.tensor_desc import DML_BUFFER_TENSOR_DESC, calc_buffer_tensor_size, packed_strides
 from ...operators.activation import ActivationDesc
 from ...operators.base import OperatorDesc, field_kind
 from ...operators.registration import OPERATORS
-from ...core.tensor_desc import DML_BUFFER_TENSOR_DESC, calc_buffer_tensor_size, packed_strides
 
 # DirectML's enums a desc field holds, by the annotation that names one (the field's kind): written in full.
 ENUM_FIELDS = {enum.__name__: enum for enum in FieldEnum.__subclasses__()}

@@ -23,16 +23,16 @@ from typing import Any
 
 import numpy as np
 
+from ...core import files
 from ...core.enums import DML_TENSOR_DATA_TYPE, DML_TENSOR_FLAGS
 from ...core.errors import DxDispatchError
-from ...core import files
 from ...core.graph import Loaded, load_model
-from ...planning.importer import DEFAULT_FEATURE_LEVEL
-from ...runtime.inputs import distinct_names, npy_file_names, random_inputs
-from ...passes import DEFAULT_RELEASE
 from ...operators.nodes import DmlNode
+from ...passes import DEFAULT_RELEASE
+from ...planning.importer import DEFAULT_FEATURE_LEVEL
 from ...planning.plan import Plan
 from ...reports.meta import versions
+from ...runtime.inputs import distinct_names, npy_file_names, random_inputs
 from ...runtime.session import InferenceSession
 from . import descs
 

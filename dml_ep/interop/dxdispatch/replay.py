@@ -20,13 +20,13 @@ import os
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from ...numerics.arithmetic import Arithmetic
-from ...numerics.engines import get_engine
 from ...core.enums import DML_FEATURE_LEVEL, DML_TENSOR_DATA_TYPE
 from ...core.errors import DescValidationError, DxDispatchError
+from ...numerics.arithmetic import Arithmetic
+from ...numerics.engines import get_engine
+from ...operators.base import OperatorDesc
 from ...operators.dispatch import run_kernel
 from ...operators.kernel_state import KernelState
-from ...operators.base import OperatorDesc
 from .descs import FLOAT_WORDS, NotModelled, data_type_of, from_dict, output_fields
 
 

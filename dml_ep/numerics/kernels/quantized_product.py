@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..arithmetic import Arithmetic
 from ...core.enums import DML_TENSOR_FLAGS
-from . import quantize
+from ..arithmetic import Arithmetic
 from .parameters import checked_scale, read4d
+from . import quantize
 
 
 class PreparedQuantizedProduct:

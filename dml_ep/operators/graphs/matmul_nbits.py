@@ -27,11 +27,11 @@ from ...core.errors import RealEpError
 from ...numerics.kernels.matmul_nbits import dequantized_weight, host_runs_sqnbit_int8, int8_blocks
 from ...passes.dml_fusion import DML_DOMAIN
 from ...passes.editable import EditableGraph
-from ..nodes import DmlNode
 from ...realep.placement import ON_DML
 from ..dequantize import misread_zero_points
 from ..dml_graph import FloatProducts, derived_infos
 from ..importing import Fallback, NodeContext
+from ..nodes import DmlNode
 
 if TYPE_CHECKING:
     from ...numerics.arithmetic import Arithmetic

@@ -25,10 +25,10 @@ from ...core.graph import ValueInfo
 from ...passes.dml_fusion import DML_DOMAIN
 from ...passes.editable import EditableGraph
 from ...passes.qdq_actions import MS_DOMAIN
-from ..nodes import DmlNode
 from ...realep.placement import ASSIGNED_TO_DML, ON_CPU, ON_DML
 from ..dml_graph import FLOAT32, derived_infos
 from ..importing import Fallback, NodeContext, quantized_type
+from ..nodes import DmlNode
 
 RULE = "DmlOperatorQLinearSigmoid"
 SIGMOID = "DmlSigmoid"
