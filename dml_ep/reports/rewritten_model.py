@@ -19,7 +19,7 @@ com.microsoft ops instead, saying in the metadata what the DML EP runs:
   op and its activation (with the model's names), both marked ``dml_ep.fused`` with the fused op
   and carrying its one DirectML operator;
 - the parts dml_ep plans for a node the DML EP runs as a small DirectML graph of its own
-  (``registration.GRAPHS``: DynamicQuantizeMatMul, QLinearSigmoid, QLinearConcat) are written as
+  (``registration.GRAPHS``: DynamicQuantizeMatMul, QLinearSigmoid, QLinearConcat, MatMulNBits) are written as
   that node, as onnxruntime's graph has it, with ``dml_ep.parts`` naming the parts and
   ``dml_ep.operator`` their DirectML operators in order;
 - every other node as planned. The Memcpy nodes onnxruntime adds between DML and CPU nodes are
