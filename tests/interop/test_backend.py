@@ -1,4 +1,4 @@
-"""ONNX's official node test cases through :mod:`dml_ep.interop.backend`, run by ONNX's own test runner.
+"""ONNX's official node test cases through :mod:`dml_ep.backend` (the public name of :mod:`dml_ep.interop.backend`), run by ONNX's own test runner.
 
 Covered: QLinearConv, QLinearMatMul, MaxPool (the 8-bit case rerun at opset 12 on DirectML), Add (float Add maps to ELEMENT_WISE_ADD1, integer adds run on
 fallback), Sum, and QuantizeLinear / DequantizeLinear (fallback). In the official cases every
@@ -19,14 +19,14 @@ from onnx import helper, numpy_helper
 from onnx.backend.test.loader import load_model_tests
 from onnx.backend.test.runner import _normalize_tensor
 
-import dml_ep.interop.backend
+import dml_ep.backend
 from dml_ep.core.enums import DML_FEATURE_LEVEL
 from dml_ep.core.errors import DmlEpError, ModelError
 from dml_ep.operators.nodes import DmlNode
 
 OPS = r"^test_(qlinearconv|qlinearmatmul|add|sum|quantizelinear|dequantizelinear)_"
 
-backend_test = onnx.backend.test.BackendTest(dml_ep.interop.backend, __name__).include(OPS)
+backend_test = onnx.backend.test.BackendTest(dml_ep.backend, __name__).include(OPS)
 # The Q/DQ cases are all written at ai.onnx opset 28: they run on the fallback, and onnxruntime
 # 1.32 has no QuantizeLinear or DequantizeLinear kernel at that opset (NOT_IMPLEMENTED). Expected
 # failures, so that a newer onnxruntime that runs them is noticed.
@@ -60,7 +60,7 @@ def test_official_quantized_cases_with_run_time_parameters_on_directml(case):
     each quantized node runs on DirectML (float16 scales excepted: the real EP fails creating the
     operator); the _expanded cases' float nodes are float DirectML operators dml_ep does not model."""
     inputs, expected = ([_normalize_tensor(t) for t in tensors] for tensors in case.data_sets[0])
-    session = dml_ep.interop.backend.prepare(case.model, arithmetic="onnxruntime").session
+    session = dml_ep.backend.prepare(case.model, arithmetic="onnxruntime").session
     outputs = session.run(None, dict(zip((i.name for i in case.model.graph.input), inputs)))
     for entry in session.executor.plan.entries:
         if entry.node.op_type in ("QLinearConv", "QLinearMatMul", "MatMulInteger", "ConvInteger", "DynamicQuantizeLinear", "QuantizeLinear"):
@@ -73,7 +73,7 @@ def test_official_quantized_cases_with_run_time_parameters_on_directml(case):
 def test_official_quantized_cases_on_directml(case):
     """With constant parameters the node runs on DirectML; float16 scales (QLinearMatMul-21) fall back."""
     model, x, expected = _with_constant_parameters(case)
-    rep = dml_ep.interop.backend.prepare(model)
+    rep = dml_ep.backend.prepare(model)
     (entry,) = rep.session.plan.entries
     if "float16" in case.name:  # DirectML's quantized operators take FLOAT32 scales only
         assert "float16" in entry.reason
@@ -90,7 +90,7 @@ def test_official_8_bit_maxpool_cases_at_opset_12_on_directml(case):
     model = onnx.ModelProto()
     model.CopyFrom(case.model)
     model.opset_import[0].version = 12
-    rep = dml_ep.interop.backend.prepare(model)
+    rep = dml_ep.backend.prepare(model)
     (entry,) = rep.session.plan.entries
     assert isinstance(entry, DmlNode), entry.summary()
     inputs, expected = ([_normalize_tensor(t) for t in tensors] for tensors in case.data_sets[0])
@@ -136,10 +136,10 @@ def test_official_data_movement_cases_on_uint8_codes_run_on_directml(case):
 
 
 def test_supports_cpu_only():
-    assert dml_ep.interop.backend.supports_device("CPU")
-    assert not dml_ep.interop.backend.supports_device("CUDA")
+    assert dml_ep.backend.supports_device("CPU")
+    assert not dml_ep.backend.supports_device("CUDA")
     with pytest.raises(RuntimeError, match="CPU only"):
-        dml_ep.interop.backend.prepare(helper.make_model(helper.make_graph([], "g", [], [])), "CUDA")
+        dml_ep.backend.prepare(helper.make_model(helper.make_graph([], "g", [], [])), "CUDA")
 
 
 def test_run_node_infers_output_types():
@@ -147,7 +147,7 @@ def test_run_node_infers_output_types():
     node = helper.make_node("Add", ["a", "b"], ["c"])
     a = np.array([[1, 2, 3], [4, 5, 6]], np.float32)
     b = np.array([10, 20, 30], np.float32)
-    (c,) = dml_ep.interop.backend.run_node(node, [a, b])
+    (c,) = dml_ep.backend.run_node(node, [a, b])
     np.testing.assert_array_equal(c, [[11, 22, 33], [14, 25, 36]])
 
 
@@ -156,7 +156,7 @@ def test_run_node_qlinearmatmul():
     node = helper.make_node("QLinearMatMul", ["a", "as", "az", "b", "bs", "bz", "ys", "yz"], ["y"])
     a = np.array([[1, 2], [3, 4]], np.uint8)
     scale, zero = np.array(0.5, np.float32), np.array(0, np.uint8)
-    outputs = dml_ep.interop.backend.run_node(node, [a, scale, zero, a, scale, zero, scale, zero])
+    outputs = dml_ep.backend.run_node(node, [a, scale, zero, a, scale, zero, scale, zero])
     np.testing.assert_array_equal(outputs.y, [[4, 5], [8, 11]])
 
 
@@ -169,14 +169,14 @@ def test_run_node_contrib_op_needs_outputs_info():
     a = np.array([[1, 2], [3, 4]], np.uint8)
     scale, zero = np.array(0.5, np.float32), np.array(0, np.uint8)
     with pytest.raises(ModelError, match="pass outputs_info"):
-        dml_ep.interop.backend.run_node(_QLINEAR_ADD, [a, scale, zero, a, scale, zero, scale, zero])
+        dml_ep.backend.run_node(_QLINEAR_ADD, [a, scale, zero, a, scale, zero, scale, zero])
 
 
 def test_run_node_qlinear_add_with_scalar_scales():
     """(a * 0.5 + a * 0.5) / 0.5 = 2a."""
     a = np.array([[1, 2], [3, 4]], np.uint8)
     scale, zero = np.array(0.5, np.float32), np.array(0, np.uint8)
-    (y,) = dml_ep.interop.backend.run_node(
+    (y,) = dml_ep.backend.run_node(
         _QLINEAR_ADD, [a, scale, zero, a, scale, zero, scale, zero], outputs_info=[(np.uint8, (2, 2))]
     )
     np.testing.assert_array_equal(y, [[2, 4], [6, 8]])
@@ -189,22 +189,22 @@ def test_prepare_passes_session_options_through():
                           [helper.make_tensor_value_info("c", onnx.TensorProto.FLOAT, [2])]),
         opset_imports=[helper.make_opsetid("", 13)],
     )
-    rep = dml_ep.interop.backend.prepare(model, feature_level="3_0", arithmetic="onnxruntime")
+    rep = dml_ep.backend.prepare(model, feature_level="3_0", arithmetic="onnxruntime")
     assert rep.session.plan.feature_level == DML_FEATURE_LEVEL.FL_3_0
     assert rep.session.arithmetic.mode == "onnxruntime"
     x = np.ones((1, 1, 2, 2), np.float32)
     with pytest.raises(DmlEpError, match="feature level"):
-        dml_ep.interop.backend.run_node(node, [x, x], feature_level="9_9")
+        dml_ep.backend.run_node(node, [x, x], feature_level="9_9")
     with pytest.raises(DmlEpError, match="arithmetic"):
-        dml_ep.interop.backend.run_node(node, [x, x], arithmetic="fast")
+        dml_ep.backend.run_node(node, [x, x], arithmetic="fast")
     with pytest.raises(TypeError, match="unknown option"):
-        dml_ep.interop.backend.run_node(node, [x, x], device_id=1)
+        dml_ep.backend.run_node(node, [x, x], device_id=1)
 
 
 def test_run_counts_inputs():
     node = helper.make_node("Add", ["a", "b"], ["c"])
     with pytest.raises(DmlEpError, match="1 inputs given"):
-        dml_ep.interop.backend.run_node(node, [np.ones(2, np.float32)])
+        dml_ep.backend.run_node(node, [np.ones(2, np.float32)])
 
 
 # --- the issue-9 sweep: every official node case of these ops that onnxruntime's backend passes ---
@@ -237,4 +237,4 @@ def test_official_cases_pass_where_onnxruntime_passes(case):
         _passes(onnxruntime.backend, case)
     except Exception as exc:  # onnxruntime's failure, whatever its type: the case says nothing of dml_ep
         pytest.xfail(f"onnxruntime's backend fails it too: {str(exc).splitlines()[0][:200]}")
-    _passes(dml_ep.interop.backend, case, **({"arithmetic": "onnxruntime"} if case.name in ONNXRUNTIME_ARITHMETIC_ONLY else {}))
+    _passes(dml_ep.backend, case, **({"arithmetic": "onnxruntime"} if case.name in ONNXRUNTIME_ARITHMETIC_ONLY else {}))

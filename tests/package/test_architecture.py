@@ -3,7 +3,8 @@ importing only from itself and the packages below it (:data:`LAYERS`, which docs
 describes in the same order), with no import circle between modules, top-level or inside a
 function; at most eight modules outside the layers; no function over cyclomatic complexity 20
 (radon's count); no module over 600 lines but the few listed with their reason; the ``cli``
-package only parses and dispatches; and the tests in folders that mirror the packages."""
+package only parses and dispatches; the tests in folders that mirror the packages; and no test
+module imported by another module of the tests."""
 
 from __future__ import annotations
 
@@ -22,7 +23,8 @@ LAYERS = ("core", "ort", "numerics", "passes", "realep", "operators", "planning"
           "conformance", "sweep", "cli")
 # The package's face, outside the layers: the API (``dml_ep``), ``python -m dml_ep`` and the version, which every
 # layer may read (it imports nothing).
-FACE = {"dml_ep": "the API", "dml_ep.__main__": "python -m dml_ep", "dml_ep.version": "the version"}
+FACE = {"dml_ep": "the API", "dml_ep.__main__": "python -m dml_ep", "dml_ep.version": "the version",
+        "dml_ep.backend": "the ONNX backend under the name onnx's backend tests import"}
 LEAVES = {"dml_ep.version"}
 MAX_COMPLEXITY = 20
 MAX_LINES = 600
@@ -58,6 +60,25 @@ def imports(name: str, path: Path, known: set[str]) -> set[str]:
             for alias in node.names:
                 found.add(f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base)
     return {module for module in found if module in known and module != name}
+
+
+def imported_test_modules(path: Path) -> set[str]:
+    """The test modules (``test_*``) a module of tests/ imports anywhere in its body: ``import
+    a.test_b``, ``from a.test_b import c`` and ``from a import test_b``."""
+    def is_test(name: str) -> bool:
+        return any(part.startswith("test_") for part in name.split("."))
+
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names if is_test(alias.name))
+        elif isinstance(node, ast.ImportFrom):
+            base = "." * node.level + (node.module or "")
+            if is_test(base):
+                found.add(base)
+            else:
+                found.update(f"{base}.{alias.name}" if node.module else base + alias.name for alias in node.names if is_test(alias.name))
+    return found
 
 
 def import_graph() -> dict[str, set[str]]:
@@ -183,3 +204,11 @@ def test_tests_mirror_the_packages():
     assert not [p.name for p in TESTS.glob("test_*.py")], "a test module belongs in its package's folder"
     for folder in folders - CROSS_CUTTING:
         assert (PACKAGE / folder).is_dir()
+
+
+def test_no_test_module_imports_another():
+    """What several tests share lives in a helper module of tests/ (``onnx_builders``,
+    ``exact_values``, ``operator_cases``, ``cli_runs``, ``dxdispatch_replays``), never in a test
+    module: no module of tests/ imports one, at the top or inside a function."""
+    importing = {str(path.relative_to(TESTS)): sorted(found) for path in sorted(TESTS.rglob("*.py")) if (found := imported_test_modules(path))}
+    assert importing == {}
