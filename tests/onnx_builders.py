@@ -7,22 +7,28 @@ The exactness helpers follow DirectML's definition, "dequantize, compute, quanti
 rational arithmetic: a quantized output is ``clamp(round_half_even(num / den) + zp)`` with Python
 integers ``num`` and ``den``, so no float rounding is involved in the reference.
 
-The last section builds small QDQ graphs for the tests of the graph rewrites (``dml_ep.passes``) and
-runs onnxruntime's QDQ passes on them, as dml_ep emulates them.
+A section builds small QDQ graphs for the tests of the graph rewrites (``dml_ep.passes``) and
+runs onnxruntime's QDQ passes on them, as dml_ep emulates them. The last builds the other models
+tests share: graphs of several nodes, QuantizeLinear/DequantizeLinear-21's parameters, ConvInteger,
+the com.microsoft QLinearConcat, QLinearSigmoid, DynamicQuantizeMatMul and MatMulNBits, and
+scripts/scale_bench.py's graphs of N nodes.
 """
 
 from __future__ import annotations
 
 import collections
 import dataclasses
+import importlib.util
 from fractions import Fraction
+from pathlib import Path
 
 import numpy as np
 import onnx
-from onnx import helper, numpy_helper
+from onnx import TensorProto, helper, numpy_helper
 
 import dml_ep
 import dml_ep.numerics.arithmetic
+from dml_ep.core import nibbles
 from dml_ep.passes import DML, EditableGraph, qdq_transformer
 from dml_ep.ort.reference import cpu_session
 
@@ -470,3 +476,137 @@ def unfused(graph, op_type) -> bool:
     """The target is still there, between its DQs and Q."""
     kinds = {op for op, _ in ops(graph)}
     return op_type in kinds and {"DequantizeLinear", "QuantizeLinear"} <= kinds
+
+
+# --- other models: several nodes, Q/DQ-21, the integer and contrib ops, scripts/scale_bench.py's graphs ---------
+
+
+def make(nodes, inputs, outputs, initializers=(), value_info=(), opset=17):
+    graph = helper.make_graph(nodes, "g", inputs, outputs, list(initializers), value_info=list(value_info))
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def symbolic_conv():
+    """A QLinearConv 3x3 (no padding) on an input [N, 2, H, W]."""
+    model, _ = qlinear_conv(x=Feed(np.zeros((1, 2, 5, 5), np.uint8)), x_scale=np.float32(0.1), x_zp=np.uint8(128),
+                            w=(np.arange(72).reshape(4, 2, 3, 3) % 7 - 3).astype(np.int8), w_scale=np.float32(0.05),
+                            w_zp=np.int8(0), y_scale=np.float32(0.2), y_zp=np.uint8(128), bias=np.arange(4, dtype=np.int32))
+    dims = model.graph.input[0].type.tensor_type.shape.dim
+    for dim, name in zip(dims, ("N", None, "H", "W")):
+        if name:
+            dim.dim_param = name
+    model.graph.output[0].type.tensor_type.ClearField("shape")
+    return model
+
+
+def parameters(code_type, scale, zero_point, axis, block_size) -> tuple[list, dict]:
+    """A Q/DQ-21's zero point initializer ``z`` (none where ``zero_point`` is None) and attributes."""
+    zero_points = [] if zero_point is None else [helper.make_tensor("z", code_type, list(np.shape(zero_point)), np.reshape(zero_point, -1).tolist())]
+    attributes = {"axis": axis} if np.size(scale) > 1 else {}
+    if block_size:
+        attributes["block_size"] = block_size
+    return zero_points, attributes
+
+
+def conv_integer(x, w, x_zp=None, w_zp=None, **attributes):
+    """A ConvInteger model: x fed, w and the zero points initializers unless wrapped in Feed."""
+    return single_node_model("ConvInteger", [Feed(x), w, x_zp, w_zp], np.int32, np.ndim(x), **attributes)
+
+
+def qlinear_concat(dtype, parameters, shapes, axis, output=(0.05, 3), shape_known=True):
+    """QLinearConcat of fed inputs ``x<i>`` of ``shapes``, each with its (scale, zero point)."""
+    tensor_type = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    names, initializers = ["ys", "yz"], [numpy_helper.from_array(np.float32(output[0]), "ys"), numpy_helper.from_array(dtype(output[1]), "yz")]
+    for index, (scale, zero_point) in enumerate(parameters):
+        names += [f"x{index}", f"s{index}", f"z{index}"]
+        initializers += [numpy_helper.from_array(np.float32(scale), f"s{index}"), numpy_helper.from_array(dtype(zero_point), f"z{index}")]
+    inputs = [helper.make_tensor_value_info(f"x{i}", tensor_type, shape) for i, shape in enumerate(shapes)]
+    nodes = [helper.make_node("QLinearConcat", names, ["y"], domain="com.microsoft", axis=axis, name="concat")]
+    if not shape_known:  # each input reshaped by a shape fed at run time: its rank is unknown before a run
+        inputs.append(helper.make_tensor_value_info("shape", TensorProto.INT64, [None]))
+        nodes[:0] = [helper.make_node("Reshape", [f"x{i}", "shape"], [f"r{i}"]) for i in range(len(shapes))]
+        nodes[-1].input[2::3] = [f"r{i}" for i in range(len(shapes))]
+    graph = helper.make_graph(nodes, "qconcat", inputs, [helper.make_tensor_value_info("y", tensor_type, None)], initializers)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)], ir_version=8)
+    info = np.iinfo(dtype)
+    rng = np.random.default_rng(7)
+    return model, {f"x{i}": rng.integers(info.min, info.max + 1, shape).astype(dtype) for i, shape in enumerate(shapes)}
+
+
+def qlinear_sigmoid(dtype, x_scale, x_zero_point, y_scale, y_zero_point, shape=(4, 64), inputs=5, feed_scales=False):
+    """A one-node QLinearSigmoid model; parameters constant, or graph inputs with ``feed_scales``."""
+    element = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    parameters = [("xs", np.array(x_scale, np.float32)), ("xz", np.array(x_zero_point, dtype)),
+                  ("ys", np.array(y_scale, np.float32)), ("yz", np.array(y_zero_point, dtype))]
+    parameters = [parameters[i] for i in ((0, 1, 2, 3) if inputs == 5 else (0, 1, 2))]
+    node = helper.make_node("QLinearSigmoid", ["x", *(name for name, _ in parameters)], ["y"], domain="com.microsoft", name="qsig")
+    graph_inputs = [helper.make_tensor_value_info("x", element, shape)]
+    initializers = []
+    for name, value in parameters:
+        if feed_scales:
+            graph_inputs.append(helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(value.dtype), value.shape))
+        else:
+            initializers.append(numpy_helper.from_array(value, name))
+    graph = helper.make_graph([node], "qlinear_sigmoid", graph_inputs, [helper.make_tensor_value_info("y", element, shape)], initializers)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid("com.microsoft", 1)], ir_version=8)
+    return model, {name: value for name, value in parameters} if feed_scales else {}
+
+
+K, N = 8, 6  # DynamicQuantizeMatMul's weight is [K, N]
+
+
+def dynamic_quantize_matmul(b_type=np.uint8):
+    rng = np.random.default_rng(1)
+    b = rng.integers(0, 256, (K, N)).astype(np.uint8) if b_type == np.uint8 else rng.integers(-128, 128, (K, N)).astype(np.int8)
+    initializers = [numpy_helper.from_array(b, "b"), numpy_helper.from_array(np.array(0.03, np.float32), "b_scale"),
+                    numpy_helper.from_array(np.array(7, b_type), "b_zp"), numpy_helper.from_array(rng.standard_normal(N).astype(np.float32), "bias")]
+    node = helper.make_node("DynamicQuantizeMatMul", ["x", "b", "b_scale", "b_zp", "bias"], ["y"], domain="com.microsoft", name="dqmm")
+    graph = helper.make_graph([node], "dqmm", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4, K])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], initializers)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid("com.microsoft", 1)], ir_version=8)
+
+
+def matmul_nbits(k, n, block_size, bits=4, zero_points=True, float_type=F32, accuracy_level=0, seed=0, bias=False, a_shape=None):
+    """A MatMulNBits node's model, B and zero points random codes, scales random and positive."""
+    rng = np.random.default_rng(seed)
+    blocks = -(-k // block_size)
+    codes = rng.integers(0, 1 << bits, (n, blocks * block_size))
+    b = (nibbles.pack(codes) if bits == 4 else codes.astype(np.uint8)).reshape(n, blocks, block_size * bits // 8)
+    inits = [numpy_helper.from_array(b, "b"), numpy_helper.from_array((rng.random((n, blocks)) * 0.1 + 0.01).astype(float_type), "s")]
+    inputs = ["a", "b", "s"]
+    if zero_points:
+        zp = rng.integers(0, 1 << bits, (n, blocks))
+        zp = nibbles.pack(zp) if bits == 4 else zp.astype(np.uint8)
+        inits.append(numpy_helper.from_array(zp, "z"))
+        inputs.append("z")
+    if bias:  # input 5, after the zero points and g_idx (omitted where absent)
+        inputs += [""] * (5 - len(inputs)) + ["bias"]
+        inits.append(numpy_helper.from_array(np.zeros(n, float_type), "bias"))
+    element = helper.np_dtype_to_tensor_dtype(np.dtype(float_type))
+    node = helper.make_node("MatMulNBits", inputs, ["y"], domain="com.microsoft", K=k, N=n, bits=bits, block_size=block_size,
+                            accuracy_level=accuracy_level)
+    graph = helper.make_graph([node], "matmul_nbits", [helper.make_tensor_value_info("a", element, a_shape or ["m", k])],
+                              [helper.make_tensor_value_info("y", element, None)], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid("com.microsoft", 1)], ir_version=10)
+
+
+def with_accuracy_level(model, level):
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    for attribute in copy.graph.node[0].attribute:
+        if attribute.name == "accuracy_level":
+            attribute.i = level
+    return copy
+
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _scale_bench():
+    spec = importlib.util.spec_from_file_location("scale_bench", ROOT / "scripts" / "scale_bench.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+scale_bench = _scale_bench()  # its graphs of N nodes: shared_dq, fallback_chain, fallback_wide, dml_chain

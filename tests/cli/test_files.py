@@ -27,35 +27,10 @@ from dml_ep.core.errors import FeedError, ModelError
 from dml_ep.numerics.kernels import compiled
 from dml_ep.core.graph import load_model
 from dml_ep.runtime.inputs import load_array, random_inputs
+from cli_runs import POSIX, one_line_error, run_cli, unary_model
 
 MODELS = Path(__file__).resolve().parents[2] / "models"
 DML_EP = [sys.executable, "-m", "dml_ep"]  # the CLI as it runs on any OS
-POSIX = pytest.mark.skipif(os.name != "posix", reason="FIFOs, /dev/, modes, signals and unprivileged symbolic links are POSIX")
-
-
-def run_cli(capsys, *argv):
-    """``cli.main`` in process; argparse's own exits (usage errors, --help) count as statuses too."""
-    try:
-        status = cli.main([str(a) for a in argv])
-    except SystemExit as exc:
-        status = exc.code
-    out, err = capsys.readouterr()
-    return status, out, err
-
-
-def one_line_error(err: str) -> bool:
-    return err.startswith("dml-ep: error: ") and err.count("\n") == 1 and "Traceback" not in err
-
-
-def unary_model(path, ops_and_outputs, shape=(3,), dtype=TensorProto.FLOAT):
-    """Input x of ``shape``, and one output per (op type, output name), each op applied to x."""
-    graph = helper.make_graph(
-        [helper.make_node(op, ["x"], [name]) for op, name in ops_and_outputs], "g",
-        [helper.make_tensor_value_info("x", dtype, list(shape))],
-        [helper.make_tensor_value_info(name, dtype, list(shape)) for _, name in ops_and_outputs],
-    )
-    onnx.save(helper.make_model(graph), path)
-    return path
 
 
 def external_tensor(array, name, location):

@@ -19,7 +19,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from dml_ep.cli import commands as cli
 from dml_ep.interop.polygraphy_json import inputs_json, run_results_json
-from cli.test_files import POSIX, one_line_error, run_cli, unary_model
+from cli_runs import POSIX, one_line_error, run_cli, unary_model
 
 MODELS = Path(__file__).resolve().parents[2] / "models"
 MLP = MODELS / "mlp.onnx"

@@ -24,7 +24,7 @@ from dml_ep.ort.reference import cpu_session
 from dml_ep.reports.report import Tolerance, compare_tensors, out_of_tolerance
 from dml_ep.runtime.session import InferenceSession
 import onnx_builders
-from onnx_builders import qlinear_conv, qlinear_matmul
+from onnx_builders import conv_integer, qlinear_conv, qlinear_matmul
 
 MODELS = Path(__file__).resolve().parents[2] / "models"
 
@@ -464,8 +464,6 @@ def test_only_uint8_by_int8_products_can_have_u8s8_saturation_as_cause():
     """An alternative arithmetic that also turns saturation on explains a QLinearAdd's difference
     by its rounding, never by u8s8 saturation (seen against ort-unfused on a QDQ OCR model); the
     operands are onnxruntime's GEMM's (ConvInteger's A is the filter)."""
-    from operators.test_convolution_integer import conv_integer
-
     f32, u8, s8 = np.float32(0.1), np.uint8(3), np.int8(0)
     x, w = np.zeros((1, 2, 3, 3), np.uint8), np.ones((2, 2, 1, 1), np.int8)
     models = {

@@ -17,12 +17,7 @@ from dml_ep.core import graph as graph_module
 from dml_ep.core.errors import ModelError, ShapeError
 from dml_ep.operators.nodes import DmlNode
 from dml_ep.ort.reference import cpu_session
-from onnx_builders import qlinear_conv, Feed
-
-
-def make(nodes, inputs, outputs, initializers=(), value_info=(), opset=17):
-    graph = helper.make_graph(nodes, "g", inputs, outputs, list(initializers), value_info=list(value_info))
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+from onnx_builders import make, symbolic_conv
 
 
 def both(model, feeds):
@@ -76,19 +71,6 @@ def test_value_info_that_disagrees_with_the_real_shape():
                  value_info=[helper.make_tensor_value_info("r", TensorProto.FLOAT, [2, 6])])
     out = assert_same(model, {"x": np.arange(-6, 6, dtype=np.float32).reshape(3, 4)})
     assert out[0].shape == (3, 4)
-
-
-def symbolic_conv():
-    """A QLinearConv 3x3 (no padding) on an input [N, 2, H, W]."""
-    model, _ = qlinear_conv(x=Feed(np.zeros((1, 2, 5, 5), np.uint8)), x_scale=np.float32(0.1), x_zp=np.uint8(128),
-                            w=(np.arange(72).reshape(4, 2, 3, 3) % 7 - 3).astype(np.int8), w_scale=np.float32(0.05),
-                            w_zp=np.int8(0), y_scale=np.float32(0.2), y_zp=np.uint8(128), bias=np.arange(4, dtype=np.int32))
-    dims = model.graph.input[0].type.tensor_type.shape.dim
-    for dim, name in zip(dims, ("N", None, "H", "W")):
-        if name:
-            dim.dim_param = name
-    model.graph.output[0].type.tensor_type.ClearField("shape")
-    return model
 
 
 @pytest.mark.host_sensitive

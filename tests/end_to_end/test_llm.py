@@ -84,7 +84,7 @@ def test_the_cpu_variant_quantizes_activations_where_the_host_does(tmp_path):
     report = compare_model(model, feeds(np.float32, 8, 0), per_node=True)
     causes = set().union(*(node.causes for node in report.nodes if node.op_type == "DmlGemm"))
     assert causes <= FLOAT_CAUSES | {"int8 activations"}
-    from operators.graphs.test_matmul_nbits import host_quantizes_activations
+    from operator_cases import host_quantizes_activations
     assert ("int8 activations" in causes) == host_quantizes_activations()
 
 
@@ -105,7 +105,7 @@ def test_the_dxdispatch_export_replays_bit_for_bit(tmp_path, sequence, past):
     """The DEQUANTIZE dispatchables read the weights' bytes as UINT4 (their .npy resources are
     uint8) and bind their one quantization tensor as a list of one; the export, read back and run
     with dml_ep's kernels, gives what dml_ep gave (validated against DxDispatch's schema)."""
-    from interop.test_dxdispatch import export_and_replay
+    from dxdispatch_replays import export_and_replay
 
     made, _ = export_and_replay(onnx.load(SHIPPED), tmp_path / "out", feeds(np.float16, sequence, past))
     dequantize = [d for d in made.model["dispatchables"].values() if d["type"] == "DML_OPERATOR_DEQUANTIZE"]

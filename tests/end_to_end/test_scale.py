@@ -5,9 +5,7 @@ takes about 4 times as long, quadratic code about 16. The bound of 8 tells them 
 machine, where an absolute time would not.
 """
 
-import importlib.util
 import time
-from pathlib import Path
 
 import numpy as np
 import onnx
@@ -15,19 +13,9 @@ import pytest
 
 import dml_ep
 from dml_ep.planning.planner import Planner
+from onnx_builders import scale_bench
 
-ROOT = Path(__file__).resolve().parents[2]
 LINEAR = 8  # largest time ratio accepted for 4x the nodes
-
-
-def _scale_bench():
-    spec = importlib.util.spec_from_file_location("scale_bench", ROOT / "scripts" / "scale_bench.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-scale_bench = _scale_bench()
 
 
 def _wall_time(work):

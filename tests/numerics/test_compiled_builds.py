@@ -21,7 +21,7 @@ from onnx import TensorProto, helper
 from onnx.backend.test.loader import load_model_tests
 from onnx.backend.test.runner import _normalize_tensor
 from onnx_builders import Feed, qlinear_add, qlinear_conv, qlinear_matmul, single_node_model
-from operators.test_element_wise_quantize_ops import exact_quantize
+from exact_values import exact_quantize
 
 import dml_ep
 import dml_ep.interop.backend

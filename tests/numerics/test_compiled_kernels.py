@@ -9,8 +9,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from end_to_end.test_properties import conv_params, product_scales, seeds, zero_point
-from operators.test_quantized_linear_convolution import conv_case, prepared_convolution
+from operator_cases import conv_case, conv_params, prepared_convolution, product_scales, seeds, zero_point
 
 import dml_ep
 from dml_ep.numerics.arithmetic import Arithmetic

@@ -18,7 +18,7 @@ from dml_ep.numerics.kernels.u8s8 import matmul_correction
 from dml_ep.core.errors import DmlEpError
 from dml_ep.runtime.inputs import random_inputs
 from dml_ep.ort.reference import cpu_session
-from onnx_builders import qlinear_conv
+from onnx_builders import qlinear_conv, scale_bench
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = sorted((ROOT / "models").glob("*.onnx"))
@@ -209,8 +209,6 @@ def test_a_shared_weight_makes_one_session(handed_to_onnxruntime):
     """End to end: scripts/scale_bench.py's shared-dq graph (one weight DQ read by 30 QDQ Conv
     groups, each one QUANTIZED_LINEAR_CONVOLUTION) makes one integer_product session, and the
     products still give onnxruntime's numbers."""
-    from end_to_end.test_scale import scale_bench
-
     model = scale_bench.shared_dq(93)
     feeds = {"x": np.random.default_rng(0).standard_normal((1, 4, 4, 4)).astype(np.float32)}
     got = dml_ep.InferenceSession(model, engine="onnxruntime").run(None, feeds)[0]

@@ -19,15 +19,10 @@ from dml_ep.numerics.arithmetic import host_saturates_u8s8
 from dml_ep.operators.convolution_integer import DML_CONVOLUTION_INTEGER_OPERATOR_DESC
 from dml_ep.operators.nodes import DmlNode, FallbackNode
 from dml_ep.realep.placement import ASSIGNED_TO_DML
-from onnx_builders import Feed, run_ort, single_node_model
-from operators.test_quantized_linear_convolution import exact_accumulator, resolve_pads
+from exact_values import exact_accumulator, resolve_pads
+from onnx_builders import Feed, conv_integer, run_ort
 
 ENGINES = ("onnxruntime", "numpy")
-
-
-def conv_integer(x, w, x_zp=None, w_zp=None, **attributes):
-    """A ConvInteger model: x fed, w and the zero points initializers unless wrapped in Feed."""
-    return single_node_model("ConvInteger", [Feed(x), w, x_zp, w_zp], np.int32, np.ndim(x), **attributes)
 
 
 def session(model, arithmetic="onnxruntime", engine="onnxruntime", **options):

@@ -15,20 +15,12 @@ from dml_ep.core.errors import RealEpError
 from dml_ep.operators.nodes import DmlNode
 from dml_ep.planning.planner import plan_model
 from dml_ep.ort.reference import cpu_session
+from onnx_builders import parameters
 
 pytestmark = pytest.mark.host_sensitive  # compared with onnxruntime's CPU kernels
 
 RNG_SEED = 21
 CODES = {TensorProto.INT4: (-8, 8), TensorProto.UINT4: (0, 16), TensorProto.INT8: (-128, 128), TensorProto.UINT8: (0, 256)}
-
-
-def parameters(code_type, scale, zero_point, axis, block_size) -> tuple[list, dict]:
-    """A Q/DQ-21's zero point initializer ``z`` (none where ``zero_point`` is None) and attributes."""
-    zero_points = [] if zero_point is None else [helper.make_tensor("z", code_type, list(np.shape(zero_point)), np.reshape(zero_point, -1).tolist())]
-    attributes = {"axis": axis} if np.size(scale) > 1 else {}
-    if block_size:
-        attributes["block_size"] = block_size
-    return zero_points, attributes
 
 
 def dequantize_model(code_type, shape, scale, zero_point=None, axis=1, constant=True, block_size=0):
@@ -130,7 +122,7 @@ def test_opset_19_keeps_element_wise_dequantize_linear():
 def test_the_dxdispatch_export_replays_bit_for_bit(tmp_path, name):
     """4-bit codes and zero points go out as the bytes DirectML reads, the filled zero as a
     resource of its own; the export, read back and run, gives what dml_ep gave."""
-    from interop.test_dxdispatch import export_and_replay
+    from dxdispatch_replays import export_and_replay
 
     code_type, shape, scale, zero_point, axis = CASES[name]
     model, _ = dequantize_model(code_type, shape, scale, zero_point, axis)

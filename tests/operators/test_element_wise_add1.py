@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from onnx_builders import Feed, add, run_dml, run_ort, single_node_model
+from onnx_builders import Feed, add, run_ort, single_node_model
+from operator_cases import check_both_modes, operands
 
 import dml_ep
 from dml_ep.operators.nodes import DmlNode
@@ -34,24 +35,6 @@ ACTIVATIONS = [
     pytest.param("LeakyRelu", {}, id="leakyrelu-default"),
     pytest.param("LeakyRelu", {"alpha": 0.3}, id="leakyrelu-0.3"),
 ]
-
-
-def operands(a_shape, b_shape, dtype, seed=0):
-    """Random values of both signs spanning several binades, so sums round and cancel."""
-    rng = np.random.default_rng(seed)
-
-    def draw(shape):
-        return (rng.standard_normal(shape) * 2.0 ** rng.integers(-8, 9, shape)).astype(dtype)
-
-    return draw(a_shape), draw(b_shape)
-
-
-def check_both_modes(model, feeds):
-    for arithmetic, reference in (("onnxruntime", "ort"), ("directml", "ort-exact")):
-        expected = run_ort(model, feeds, reference)
-        actual = run_dml(model, feeds, arithmetic)
-        assert actual.dtype == expected.dtype and actual.shape == expected.shape
-        np.testing.assert_array_equal(actual, expected, err_msg=f"arithmetic={arithmetic}", strict=True)
 
 
 @pytest.mark.host_sensitive

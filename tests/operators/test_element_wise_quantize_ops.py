@@ -22,6 +22,7 @@ from dml_ep.interop.dxdispatch import load as dxdispatch_load
 from dml_ep.core.errors import QuantizationParameterError
 from dml_ep.operators.nodes import DmlNode
 from dml_ep.ort.reference import cpu_session
+from exact_values import exact_quantize
 
 rng = np.random.default_rng(7)
 F32 = np.float32
@@ -73,22 +74,6 @@ def adversarial(scale: float, shape, zero_point=0) -> np.ndarray:
 
 
 # --- QuantizeLinear ----------------------------------------------------------------------------
-
-
-def exact_quantize(x, scale, zero_point, dtype) -> np.ndarray:
-    """``clamp(round_half_even(x / scale) + zp)`` in Fractions; NaN -> qmin."""
-    info = np.iinfo(dtype)
-    out = []
-    x, scale, zero_point = np.broadcast_arrays(x, scale, zero_point)
-    for v, s, z in zip(x.reshape(-1), scale.reshape(-1), zero_point.reshape(-1)):
-        if np.isnan(v):
-            out.append(info.min)
-        elif np.isinf(v):
-            out.append(info.max if v > 0 else info.min)
-        else:
-            q = round(Fraction(float(v)) / Fraction(float(s)))  # Python's round: halves to even
-            out.append(min(max(q + int(z), info.min), info.max))
-    return np.array(out, dtype).reshape(x.shape)
 
 
 @pytest.mark.host_sensitive

@@ -10,26 +10,10 @@ import pytest
 
 import dml_ep
 from dml_ep.core import about
-from onnx_builders import assert_onnxruntime_mode_exact, check_directml_mode, objects, qlinear_add, ratio
+from onnx_builders import assert_onnxruntime_mode_exact, check_directml_mode
+from operator_cases import add_case
 
 pytestmark = pytest.mark.host_sensitive  # every test compares with the host's onnxruntime (tests/host_sensitivity.py)
-
-# onnxruntime's float32 error (rounded ratios sa/sc and sb/sc, a rounded fixed part, two FMAs) is
-# a few float32 ulps of the largest term; 2^-21 of the sum of the terms' magnitudes covers it.
-FLOAT32_RELATIVE_ERROR = 2.0**-21
-
-
-def add_case(a, b, scales, zero_points):
-    """The model, feeds and exact ideal output of QLinearAdd on these codes."""
-    (sa, sb, sc), (za, zb, zc) = (np.float32(s) for s in scales), zero_points
-    dtype = a.dtype.type
-    model, feeds = qlinear_add(a, sa, dtype(za), b, sb, dtype(zb), sc, dtype(zc))
-    (pa, qa), (pb, qb), (pc, qc) = ratio(sa), ratio(sb), ratio(sc)
-    num = ((objects(a) - za) * pa * qb + (objects(b) - zb) * pb * qa) * qc
-    den = qa * qb * pc
-    r_ac, r_bc = float(sa) / float(sc), float(sb) / float(sc)
-    terms = (np.abs(a.astype(float)) + abs(za)) * r_ac + (np.abs(b.astype(float)) + abs(zb)) * r_bc + abs(zc)
-    return model, feeds, num, den, zc, terms * FLOAT32_RELATIVE_ERROR
 
 
 def random_case(a_shape, b_shape, dtype, seed):

@@ -17,7 +17,7 @@ from dml_ep.core.errors import QuantizationParameterError
 from dml_ep.operators.nodes import DmlNode, FallbackNode
 from dml_ep.planning.planner import plan_model
 from dml_ep.ort.reference import cpu_session
-from operators.test_dequantize import parameters
+from onnx_builders import parameters
 
 pytestmark = pytest.mark.host_sensitive  # compared with onnxruntime's CPU kernels
 
@@ -87,7 +87,7 @@ def test_four_bit_codes_stay_with_onnxruntime_and_say_why():
 
 
 def test_the_dxdispatch_export_replays_bit_for_bit(tmp_path):
-    from interop.test_dxdispatch import export_and_replay
+    from dxdispatch_replays import export_and_replay
 
     code_type, shape, scale, zero_point, axis, block_size = CASES["uint8 no zero point (the real EP's filled zero)"]
     made, _ = export_and_replay(quantize_model(code_type, shape, scale, zero_point, axis, block_size), tmp_path / "out", inputs(shape))

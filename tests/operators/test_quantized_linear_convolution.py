@@ -1,13 +1,10 @@
 """QLinearConv: dml_ep against onnxruntime's CPU EP, and "directml" against the exact ideal value.
 
-The exact accumulator is an int64 tap-by-tap convolution written here, independent of dml_ep's
-im2col; the ideal value ``(acc + bias) * xs * ws / ys`` is a ratio of Python integers.
+The exact accumulator is an int64 tap-by-tap convolution (tests/exact_values.py), independent of
+dml_ep's im2col; the ideal value ``(acc + bias) * xs * ws / ys`` is a ratio of Python integers.
 """
 
 from __future__ import annotations
-
-import math
-from fractions import Fraction
 
 import numpy as np
 import onnx
@@ -18,92 +15,9 @@ from dml_ep.cli import commands as cli
 from dml_ep.operators.nodes import FallbackNode
 from dml_ep.realep.placement import ASSIGNED_TO_DML
 from dml_ep.ort.reference import cpu_session
-from onnx_builders import assert_onnxruntime_mode_exact, check_directml_mode, objects, qlinear_conv, run_ort
-
-# onnxruntime's float32 requantization (two rounded scale operations, one rounded product) is
-# within 3 float32 ulps of the ideal value; 2^-21 relative leaves a margin of 2.
-FLOAT32_RELATIVE_ERROR = 2.0**-21
-
-
-def resolve_pads(in_spatial, kernel, strides, dilations, pads, auto_pad):
-    """ONNX's start and end padding per spatial axis."""
-    rank = len(in_spatial)
-    if auto_pad in (None, "NOTSET"):
-        pads = pads or [0] * 2 * rank
-        return pads[:rank], pads[rank:]
-    if auto_pad == "VALID":
-        return [0] * rank, [0] * rank
-    starts, ends = [], []
-    for size, k, s, d in zip(in_spatial, kernel, strides, dilations):
-        total = max(0, (math.ceil(size / s) - 1) * s + (k - 1) * d + 1 - size)
-        start = total // 2 if auto_pad == "SAME_UPPER" else (total + 1) // 2
-        starts.append(start)
-        ends.append(total - start)
-    return starts, ends
-
-
-def exact_accumulator(x, x_zp, w, w_zp, group, strides, dilations, starts, ends) -> np.ndarray:
-    """``sum((x - x_zp) * (w - w_zp))`` per output element in int64; padding contributes 0."""
-    centred = np.pad(x.astype(np.int64) - int(x_zp), [(0, 0), (0, 0), *zip(starts, ends)])
-    filters = w.astype(np.int64) - np.asarray(w_zp, dtype=np.int64).reshape(-1, *[1] * (w.ndim - 1))
-    batch, channels = x.shape[:2]
-    out_channels, group_channels, *kernel = w.shape
-    out_sizes = [(centred.shape[2 + i] - (k - 1) * d - 1) // s + 1 for i, (k, d, s) in enumerate(zip(kernel, dilations, strides))]
-    filters = filters.reshape(group, out_channels // group, group_channels, *kernel)
-    acc = np.zeros((batch, group, out_channels // group, *out_sizes), dtype=np.int64)
-    for tap in np.ndindex(*kernel):
-        window = tuple(slice(t * d, t * d + (o - 1) * s + 1, s) for t, d, o, s in zip(tap, dilations, out_sizes, strides))
-        pixels = centred[(slice(None), slice(None), *window)].reshape(batch, group, group_channels, -1)
-        acc += np.einsum("ngcp,gmc->ngmp", pixels, filters[(..., *tap)]).reshape(acc.shape)
-    return acc.reshape(batch, out_channels, *out_sizes)
-
-
-def conv_case(x_shape, w_shape, x_dtype=np.uint8, w_dtype=np.int8, group=1, strides=None, dilations=None, pads=None,
-              auto_pad=None, per_channel=False, bias=False, scales=None, w_zp=None, y_zp=None, seed=0):
-    """A QLinearConv model with random full-range codes, and its exact ideal output.
-
-    ``scales`` = (xs, ws, ys) fixes the scales (else ys is chosen so the outputs spread over the
-    range); ``w_zp`` and ``y_zp`` fix the filter and output zero points (else random, per-channel
-    filter ones all equal as onnxruntime requires, and y_zp mid-range). Returns (model, feeds, num,
-    den, y_zp, error bound, y dtype).
-    """
-    rng = np.random.default_rng(seed)
-    x_info, w_info = np.iinfo(x_dtype), np.iinfo(w_dtype)
-    x = rng.integers(x_info.min, x_info.max + 1, x_shape).astype(x_dtype)
-    w = rng.integers(w_info.min, w_info.max + 1, w_shape).astype(w_dtype)
-    spatial = len(x_shape) - 2
-    strides, dilations = strides or [1] * spatial, dilations or [1] * spatial
-    starts, ends = resolve_pads(x_shape[2:], w_shape[2:], strides, dilations, pads, auto_pad)
-    out_channels = w_shape[0]
-    x_zp = x_dtype(rng.integers(x_info.min, x_info.max + 1))
-    w_zp = w_dtype(rng.integers(w_info.min, w_info.max + 1) if w_zp is None else w_zp)
-    w_zps = np.full(out_channels, w_zp, dtype=w_dtype) if per_channel else np.array(w_zp)
-    acc = exact_accumulator(x, x_zp, w, w_zps, group, strides, dilations, starts, ends)
-    bias_values = rng.integers(-50000, 50000, out_channels).astype(np.int32) if bias else None
-    if bias:
-        acc = acc + bias_values.reshape(1, -1, *[1] * spatial)
-    xs, ws, ys = scales or (np.float32(0.02), np.float32(0.005), None)
-    w_scales = (ws * rng.uniform(0.5, 2.0, out_channels)).astype(np.float32) if per_channel else np.float32(ws)
-    if ys is None:
-        ys = np.float32(xs * ws * max(acc.std(), 1.0) / 40)
-    if y_zp is None:
-        y_zp = rng.integers(x_info.min // 2 + x_info.max // 4, x_info.max // 2 + x_info.max // 4 + 1)
-    y_zp = x_dtype(y_zp)
-
-    attributes = dict(strides=strides, dilations=dilations)
-    if auto_pad:
-        attributes["auto_pad"] = auto_pad
-    else:
-        attributes["pads"] = starts + ends
-    if group > 1:
-        attributes["group"] = group
-    model, feeds = qlinear_conv(x, np.float32(xs), x_zp, w, w_scales, w_zps, np.float32(ys), y_zp, bias_values, **attributes)
-
-    multipliers = [Fraction(float(xs)) * Fraction(float(s)) / Fraction(float(ys)) for s in np.atleast_1d(w_scales)]
-    num = objects(acc) * np.array([m.numerator for m in multipliers], dtype=object).reshape(1, -1, *[1] * spatial)
-    den = np.array([m.denominator for m in multipliers], dtype=object).reshape(1, -1, *[1] * spatial)
-    bound = np.abs(acc.astype(np.float64) * np.float64(xs) * np.atleast_1d(w_scales).reshape(1, -1, *[1] * spatial) / np.float64(ys))
-    return model, feeds, num, den, y_zp, bound * FLOAT32_RELATIVE_ERROR + 2.0**-30, np.dtype(x_dtype)
+from exact_values import exact_reference
+from onnx_builders import assert_onnxruntime_mode_exact, check_directml_mode, qlinear_conv, run_ort
+from operator_cases import TYPES, conv_case, prepared_convolution
 
 
 CASES = {
@@ -130,23 +44,11 @@ CASES = {
     # int32 sums beyond SUMS_BLOCK_BYTES: made and requantized in blocks of rows (compiled kernels)
     "row-blocks": dict(x_shape=(1, 8, 64, 64), w_shape=(96, 8, 3, 3), pads=[1, 1, 1, 1], per_channel=True, bias=True),
 }
-# onnxruntime registers QLinearConv for (uint8, uint8), (uint8, int8) and (int8, int8) only.
-TYPES = {"u8s8": (np.uint8, np.int8), "u8u8": (np.uint8, np.uint8), "s8s8": (np.int8, np.int8)}
 GRID = [
     pytest.param(dict(CASES[name], x_dtype=x_dtype, w_dtype=w_dtype), id=f"{name}-{types}")
     for name in CASES
     for types, (x_dtype, w_dtype) in TYPES.items()
 ]
-
-
-def exact_reference(x_dtype) -> str:
-    """onnxruntime with exact integer GEMMs for this activation type.
-
-    "ort-exact" converts int8 weights to uint8, and onnxruntime has no QLinearConv kernel for
-    int8 activations with uint8 weights (NOT_IMPLEMENTED); int8 activations use exact kernels on
-    x86 anyway, so plain "ort" is exact for them.
-    """
-    return "ort" if np.dtype(x_dtype) == np.int8 else "ort-exact"
 
 
 def _assert_mapped(model):
@@ -170,13 +72,6 @@ def test_row_blocks_are_taken_where_the_sums_exceed_a_block():
     model, *_ = conv_case(**CASES["row-blocks"])
     prepared = prepared_convolution(dml_ep.InferenceSession(model, engine="onnxruntime"))
     assert 4096 * 96 * 4 > SUMS_BLOCK_BYTES and prepared.block_rows == 2048
-
-
-def prepared_convolution(session):
-    """The prepared kernel of a session's single DML node (a convolution), as its runs use it."""
-    (node,) = session.plan.dml_nodes
-    (prepared,) = session.executor.kernel_state(node).prepared.values()
-    return prepared
 
 
 @pytest.mark.host_sensitive

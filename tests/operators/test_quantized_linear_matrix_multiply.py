@@ -6,52 +6,15 @@ The exact accumulator is numpy's int64 matmul of the centred codes; the ideal va
 
 from __future__ import annotations
 
-from fractions import Fraction
-
 import numpy as np
 import pytest
 
 import dml_ep
-from onnx_builders import Feed, assert_onnxruntime_mode_exact, check_directml_mode, objects, qlinear_matmul, run_dml, run_ort
+from exact_values import exact_reference
+from onnx_builders import assert_onnxruntime_mode_exact, check_directml_mode, qlinear_matmul, run_dml, run_ort
+from operator_cases import TYPES, matmul_case
 
 pytestmark = pytest.mark.host_sensitive  # every test compares with the host's onnxruntime (tests/host_sensitivity.py)
-
-# Two rounded scale operations and one rounded product: within 3 float32 ulps; 2^-21 leaves a margin.
-FLOAT32_RELATIVE_ERROR = 2.0**-21
-
-
-def matmul_case(a_shape, b_shape, a_dtype=np.uint8, b_dtype=np.int8, per_column=False, b_constant=True, scales=None, y_zp=None, seed=0):
-    """A QLinearMatMul model with random full-range codes, and its exact ideal output.
-
-    Returns (model, feeds, num, den, y_zp, error bound, y dtype); the output type is A's.
-    """
-    rng = np.random.default_rng(seed)
-    a_info, b_info = np.iinfo(a_dtype), np.iinfo(b_dtype)
-    a = rng.integers(a_info.min, a_info.max + 1, a_shape).astype(a_dtype)
-    b = rng.integers(b_info.min, b_info.max + 1, b_shape).astype(b_dtype)
-    n = b_shape[-1] if len(b_shape) > 1 else 1
-    a_zp = a_dtype(rng.integers(a_info.min, a_info.max + 1))
-    # onnxruntime takes per-column parameters as B's shape with K = 1 (the same for every batch here)
-    per_column_shape = tuple(b_shape[:-2]) + (1, n)
-    b_zp = rng.integers(b_info.min, b_info.max + 1, (1, n) if per_column else ()).astype(b_dtype)
-    b_zp = np.ascontiguousarray(np.broadcast_to(b_zp, per_column_shape)) if per_column else b_zp
-    acc = np.matmul(a.astype(np.int64) - int(a_zp), b.astype(np.int64) - b_zp.astype(np.int64))
-    a_scale, b_scale, y_scale = scales or (np.float32(0.03), np.float32(0.007), None)
-    b_scales = (b_scale * rng.uniform(0.5, 2.0, (1, n))).astype(np.float32) if per_column else np.float32(b_scale)
-    b_scales = np.ascontiguousarray(np.broadcast_to(b_scales, per_column_shape)) if per_column else b_scales
-    if y_scale is None:
-        y_scale = np.float32(a_scale * b_scale * max(np.std(acc), 1.0) / 40)
-    if y_zp is None:
-        y_zp = rng.integers(a_info.min // 2 + a_info.max // 4, a_info.max // 2 + a_info.max // 4 + 1)
-    y_zp = a_dtype(y_zp)
-    model, feeds = qlinear_matmul(a, np.float32(a_scale), a_zp, b if b_constant else Feed(b), b_scales, b_zp, np.float32(y_scale), y_zp)
-
-    multipliers = [Fraction(float(a_scale)) * Fraction(float(s)) / Fraction(float(y_scale)) for s in np.reshape(b_scales, -1)[:n]]
-    column = (-1,) if len(b_shape) > 1 else ()
-    num = objects(acc) * np.array([m.numerator for m in multipliers], dtype=object).reshape(column)
-    den = np.array([m.denominator for m in multipliers], dtype=object).reshape(column)
-    ideal = np.abs(acc * np.float64(a_scale) * np.reshape(b_scales, -1)[:n].reshape(column).astype(np.float64) / np.float64(y_scale))
-    return model, feeds, num, den, y_zp, ideal * FLOAT32_RELATIVE_ERROR + 2.0**-30, np.dtype(a_dtype)
 
 
 SHAPES = {
@@ -66,8 +29,6 @@ SHAPES = {
     "1d-both": ((20,), (20,)),
     "long-k": ((3, 1000), (1000, 4)),
 }
-# onnxruntime registers QLinearMatMul for uint8 A with uint8 or int8 B, and int8 A with int8 B.
-TYPES = {"u8s8": (np.uint8, np.int8), "u8u8": (np.uint8, np.uint8), "s8s8": (np.int8, np.int8)}
 GRID = [
     pytest.param(dict(a_shape=a, b_shape=b, a_dtype=ta, b_dtype=tb, per_column=per_column), id=f"{name}-{types}{'-per-column' if per_column else ''}")
     for name, (a, b) in SHAPES.items()
@@ -79,11 +40,6 @@ GRID += [
     pytest.param(dict(a_shape=(2, 3, 8), b_shape=(2, 8, 4), a_dtype=ta, b_dtype=tb, b_constant=False), id=f"runtime-b-{types}")
     for types, (ta, tb) in TYPES.items()
 ]
-
-
-def exact_reference(a_dtype) -> str:
-    """onnxruntime with exact integer GEMMs (see test_qlinear_conv.exact_reference)."""
-    return "ort" if np.dtype(a_dtype) == np.int8 else "ort-exact"
 
 
 @pytest.mark.parametrize("case", GRID)

@@ -17,8 +17,7 @@ import dml_ep
 
 from dml_ep.passes import CPU, DML, RELEASES, EditableGraph, matmul_integer_to_float_fusion
 from dml_ep.planning.planner import Planner, plan_model
-
-K, N = 8, 6
+from onnx_builders import K, N, dynamic_quantize_matmul
 
 
 def dynamic_matmul(bias_shape=(N,), a_shape=("batch", 4, K), b_input=False, bias_first=False, cast_readers=1, dtype=TensorProto.FLOAT):
@@ -222,17 +221,6 @@ def test_optimization_level_1_runs_level_1_fusions_only():
         assert signature(Planner(model, optimization_level=1).nodes) == signature(expected.graph.node)
     assert "LayerNormalization" in {n.op_type for n in expected.graph.node}
     assert "MatMulIntegerToFloat" not in {n.op_type for n in Planner(dynamic_matmul(), optimization_level=1).nodes}
-
-
-def dynamic_quantize_matmul(b_type=np.uint8):
-    rng = np.random.default_rng(1)
-    b = rng.integers(0, 256, (K, N)).astype(np.uint8) if b_type == np.uint8 else rng.integers(-128, 128, (K, N)).astype(np.int8)
-    initializers = [numpy_helper.from_array(b, "b"), numpy_helper.from_array(np.array(0.03, np.float32), "b_scale"),
-                    numpy_helper.from_array(np.array(7, b_type), "b_zp"), numpy_helper.from_array(rng.standard_normal(N).astype(np.float32), "bias")]
-    node = helper.make_node("DynamicQuantizeMatMul", ["x", "b", "b_scale", "b_zp", "bias"], ["y"], domain="com.microsoft", name="dqmm")
-    graph = helper.make_graph([node], "dqmm", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4, K])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], initializers)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid("com.microsoft", 1)], ir_version=8)
 
 
 @pytest.mark.host_sensitive

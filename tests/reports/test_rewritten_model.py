@@ -27,11 +27,9 @@ from dml_ep.passes import DEFAULT_RELEASE
 from dml_ep.passes.dml_fusion import DML_DOMAIN, FUSED_OP_TYPES
 from dml_ep.planning.planner import Planner
 from dml_ep.realep.placement import PLACEMENTS
-from onnx_builders import S8, U8, add, binary_model, conv_model, matmul_model
-from cli.test_files import one_line_error, run_cli
-from operators.graphs.test_qlinear_concat import qlinear_concat
-from operators.graphs.test_qlinear_sigmoid import qlinear_sigmoid
-from passes.test_real_ep_graph import K, dynamic_quantize_matmul
+from onnx_builders import (K, S8, U8, add, binary_model, conv_model, dynamic_quantize_matmul, matmul_model, qlinear_concat,
+                           qlinear_sigmoid)
+from cli_runs import one_line_error, run_cli
 
 MODELS = sorted((Path(__file__).resolve().parents[2] / "models").glob("*.onnx"))
 ALL, NONE = ort.GraphOptimizationLevel.ORT_ENABLE_ALL, ort.GraphOptimizationLevel.ORT_DISABLE_ALL

@@ -11,7 +11,7 @@ import dml_ep
 from dml_ep.core.errors import ShapeError
 from dml_ep.operators.nodes import DmlNode
 from dml_ep.ort.reference import cpu_session
-from end_to_end.test_any_model import make, symbolic_conv
+from onnx_builders import make, symbolic_conv
 
 
 def run_both(model, session, feeds):

@@ -7,7 +7,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from dml_ep.runtime.inputs import make_feeds, random_inputs
-from cli.test_files import one_line_error, run_cli
+from cli_runs import one_line_error, run_cli
 
 VOCAB, TYPES, HIDDEN = 100, 2, 8
 

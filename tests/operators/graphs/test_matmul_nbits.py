@@ -11,12 +11,10 @@ quantized to int8 per block (level 4), the causes compare names.
 from __future__ import annotations
 
 import numpy as np
-import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import dml_ep
-from dml_ep.core import nibbles
 from dml_ep.conformance.compare import compare_model
 from dml_ep.core.errors import RealEpError
 from dml_ep.numerics.kernels.matmul_nbits import int8_blocks
@@ -24,43 +22,12 @@ from dml_ep.numerics.kernels.mlas_sgemm import host_runs_sqnbit_fp32
 from dml_ep.operators.nodes import DmlNode, FallbackNode
 from dml_ep.planning.planner import plan_model
 from dml_ep.ort.reference import cpu_session
+from onnx_builders import matmul_nbits, with_accuracy_level
+from operator_cases import host_quantizes_activations, rows
 
 pytestmark = pytest.mark.host_sensitive  # the CPU's MatMulNBits kernels are MLAS's per host: CompInt8 needs AVX2 or later
 
 F16, F32 = np.float16, np.float32
-
-
-def matmul_nbits(k, n, block_size, bits=4, zero_points=True, float_type=F32, accuracy_level=0, seed=0, bias=False, a_shape=None):
-    """A MatMulNBits node's model, B and zero points random codes, scales random and positive."""
-    rng = np.random.default_rng(seed)
-    blocks = -(-k // block_size)
-    codes = rng.integers(0, 1 << bits, (n, blocks * block_size))
-    b = (nibbles.pack(codes) if bits == 4 else codes.astype(np.uint8)).reshape(n, blocks, block_size * bits // 8)
-    inits = [numpy_helper.from_array(b, "b"), numpy_helper.from_array((rng.random((n, blocks)) * 0.1 + 0.01).astype(float_type), "s")]
-    inputs = ["a", "b", "s"]
-    if zero_points:
-        zp = rng.integers(0, 1 << bits, (n, blocks))
-        zp = nibbles.pack(zp) if bits == 4 else zp.astype(np.uint8)
-        inits.append(numpy_helper.from_array(zp, "z"))
-        inputs.append("z")
-    if bias:  # input 5, after the zero points and g_idx (omitted where absent)
-        inputs += [""] * (5 - len(inputs)) + ["bias"]
-        inits.append(numpy_helper.from_array(np.zeros(n, float_type), "bias"))
-    element = helper.np_dtype_to_tensor_dtype(np.dtype(float_type))
-    node = helper.make_node("MatMulNBits", inputs, ["y"], domain="com.microsoft", K=k, N=n, bits=bits, block_size=block_size,
-                            accuracy_level=accuracy_level)
-    graph = helper.make_graph([node], "matmul_nbits", [helper.make_tensor_value_info("a", element, a_shape or ["m", k])],
-                              [helper.make_tensor_value_info("y", element, None)], inits)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid("com.microsoft", 1)], ir_version=10)
-
-
-def with_accuracy_level(model, level):
-    copy = onnx.ModelProto()
-    copy.CopyFrom(model)
-    for attribute in copy.graph.node[0].attribute:
-        if attribute.name == "accuracy_level":
-            attribute.i = level
-    return copy
 
 
 def onnxruntime_weight(model) -> np.ndarray:
@@ -70,12 +37,6 @@ def onnxruntime_weight(model) -> np.ndarray:
     a = model.graph.input[0].type.tensor_type
     identity = np.eye(k, dtype=helper.tensor_dtype_to_np_dtype(a.elem_type)).reshape((1,) * (len(a.shape.dim) - 2) + (k, k))
     return cpu_session(level0).run(None, {"a": identity})[0].astype(np.float64).reshape(k, -1)
-
-
-def rows(model, m, seed=1):
-    k = next(a.i for a in model.graph.node[0].attribute if a.name == "K")
-    dtype = helper.tensor_dtype_to_np_dtype(model.graph.input[0].type.tensor_type.elem_type)
-    return np.random.default_rng(seed).standard_normal((m, k)).astype(dtype)
 
 
 CASES = [  # K, N, block_size, bits, zero points
@@ -137,14 +98,6 @@ def test_the_onnxruntime_arithmetic_gives_the_cpus_compfp32_bits(engine):
         assert session.plan.entries[-1].operator == "DML_OPERATOR_GEMM"
         assert y.dtype == expected.dtype and np.array_equal(y[:exact_rows], expected[:exact_rows]), (k, n, block_size, float_type)
         np.testing.assert_allclose(y[exact_rows:], expected[exact_rows:], rtol=1e-3 if float_type == F16 else 1e-5, atol=1e-5)
-
-
-def host_quantizes_activations() -> bool:
-    """Whether the host's onnxruntime runs accuracy level 4 as CompInt8 (MLAS has the kernel from
-    AVX2 on; without it, level 4 computes as level 0)."""
-    model = matmul_nbits(64, 4, 32, accuracy_level=4)
-    a = rows(model, 2)
-    return not np.array_equal(cpu_session(model).run(None, {"a": a})[0], cpu_session(with_accuracy_level(model, 0)).run(None, {"a": a})[0])
 
 
 @pytest.mark.parametrize("level", [0, 4])

@@ -4,37 +4,17 @@ DEQUANTIZE_LINEAR per input, JOIN on float32, QUANTIZE_LINEAR; against onnxrunti
 
 import numpy as np
 import pytest
-from onnx import TensorProto, helper, numpy_helper
 
 import dml_ep
 from dml_ep.conformance.compare import compare_model
 from dml_ep.operators.nodes import DmlNode
 from dml_ep.ort.reference import cpu_session
+from onnx_builders import qlinear_concat
 
 pytestmark = pytest.mark.host_sensitive  # every test compares with the host's onnxruntime (tests/host_sensitivity.py)
 
 OPERATORS = ["DML_OPERATOR_ELEMENT_WISE_DEQUANTIZE_LINEAR", "DML_OPERATOR_ELEMENT_WISE_DEQUANTIZE_LINEAR", "DML_OPERATOR_JOIN",
              "DML_OPERATOR_ELEMENT_WISE_QUANTIZE_LINEAR"]
-
-
-def qlinear_concat(dtype, parameters, shapes, axis, output=(0.05, 3), shape_known=True):
-    """QLinearConcat of fed inputs ``x<i>`` of ``shapes``, each with its (scale, zero point)."""
-    tensor_type = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
-    names, initializers = ["ys", "yz"], [numpy_helper.from_array(np.float32(output[0]), "ys"), numpy_helper.from_array(dtype(output[1]), "yz")]
-    for index, (scale, zero_point) in enumerate(parameters):
-        names += [f"x{index}", f"s{index}", f"z{index}"]
-        initializers += [numpy_helper.from_array(np.float32(scale), f"s{index}"), numpy_helper.from_array(dtype(zero_point), f"z{index}")]
-    inputs = [helper.make_tensor_value_info(f"x{i}", tensor_type, shape) for i, shape in enumerate(shapes)]
-    nodes = [helper.make_node("QLinearConcat", names, ["y"], domain="com.microsoft", axis=axis, name="concat")]
-    if not shape_known:  # each input reshaped by a shape fed at run time: its rank is unknown before a run
-        inputs.append(helper.make_tensor_value_info("shape", TensorProto.INT64, [None]))
-        nodes[:0] = [helper.make_node("Reshape", [f"x{i}", "shape"], [f"r{i}"]) for i in range(len(shapes))]
-        nodes[-1].input[2::3] = [f"r{i}" for i in range(len(shapes))]
-    graph = helper.make_graph(nodes, "qconcat", inputs, [helper.make_tensor_value_info("y", tensor_type, None)], initializers)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)], ir_version=8)
-    info = np.iinfo(dtype)
-    rng = np.random.default_rng(7)
-    return model, {f"x{i}": rng.integers(info.min, info.max + 1, shape).astype(dtype) for i, shape in enumerate(shapes)}
 
 
 @pytest.mark.host_sensitive

@@ -22,28 +22,10 @@ from dml_ep.operators.activation import host_logistic_fused, mlas_logistic
 from dml_ep.operators.nodes import DmlNode, FallbackNode
 from dml_ep.planning.planner import plan_model
 from dml_ep.ort.reference import cpu_session
+from onnx_builders import qlinear_sigmoid
 
 OPERATORS = ["DML_OPERATOR_ELEMENT_WISE_DEQUANTIZE_LINEAR", "DML_OPERATOR_ACTIVATION_SIGMOID",
              "DML_OPERATOR_ELEMENT_WISE_QUANTIZE_LINEAR"]
-
-
-def qlinear_sigmoid(dtype, x_scale, x_zero_point, y_scale, y_zero_point, shape=(4, 64), inputs=5, feed_scales=False):
-    """A one-node QLinearSigmoid model; parameters constant, or graph inputs with ``feed_scales``."""
-    element = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
-    parameters = [("xs", np.array(x_scale, np.float32)), ("xz", np.array(x_zero_point, dtype)),
-                  ("ys", np.array(y_scale, np.float32)), ("yz", np.array(y_zero_point, dtype))]
-    parameters = [parameters[i] for i in ((0, 1, 2, 3) if inputs == 5 else (0, 1, 2))]
-    node = helper.make_node("QLinearSigmoid", ["x", *(name for name, _ in parameters)], ["y"], domain="com.microsoft", name="qsig")
-    graph_inputs = [helper.make_tensor_value_info("x", element, shape)]
-    initializers = []
-    for name, value in parameters:
-        if feed_scales:
-            graph_inputs.append(helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(value.dtype), value.shape))
-        else:
-            initializers.append(numpy_helper.from_array(value, name))
-    graph = helper.make_graph([node], "qlinear_sigmoid", graph_inputs, [helper.make_tensor_value_info("y", element, shape)], initializers)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid("com.microsoft", 1)], ir_version=8)
-    return model, {name: value for name, value in parameters} if feed_scales else {}
 
 
 def every_code(dtype, shape=(4, 64)) -> np.ndarray:
