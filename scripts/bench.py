@@ -38,9 +38,9 @@ from onnx import TensorProto, helper
 
 import dml_ep
 from dml_ep.numerics.engines import ENGINES, default_engine
-from dml_ep.runtime.inputs import random_inputs
 from dml_ep.ort.reference import cpu_session
 from dml_ep.reports.meta import host_kind
+from dml_ep.runtime.inputs import random_inputs
 
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED = sorted((ROOT / "models").glob("*.onnx"))

@@ -16,8 +16,8 @@ from onnxruntime.capi import _pybind_state
 from browser import launch, missing
 
 from dml_ep.numerics import arithmetic, engines
-from dml_ep.runtime.executor import Executor
 from dml_ep.numerics.kernels import compiled as native
+from dml_ep.runtime.executor import Executor
 # An unmarked test comparing with the host's onnxruntime fails (tests/host_sensitivity.py).
 from host_sensitivity import (pytest_configure, pytest_fixture_setup, pytest_runtest_makereport,  # noqa: F401
                               pytest_runtest_protocol, pytest_terminal_summary, pytest_unconfigure)

@@ -29,8 +29,8 @@ from onnx import TensorProto, helper, numpy_helper
 import dml_ep
 import dml_ep.numerics.arithmetic
 from dml_ep.core import nibbles
-from dml_ep.passes import DML, EditableGraph, qdq_transformer
 from dml_ep.ort.reference import cpu_session
+from dml_ep.passes import DML, EditableGraph, qdq_transformer
 
 # Opset 19 keeps QLinearMatMul at version 10, which session.x64quantprecision covers.
 OPSET = 19

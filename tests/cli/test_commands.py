@@ -14,13 +14,13 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from dml_ep.numerics.arithmetic import host_saturates_u8s8
+from dml_ep.cli.arguments import EXAMPLES
 from dml_ep.cli.commands import main
+from dml_ep.numerics.arithmetic import host_saturates_u8s8
+from dml_ep.ort.reference import cpu_session
+from dml_ep.reports.text import Progress
 from dml_ep.runtime.executor import Executor
 from dml_ep.runtime.inputs import load_directory, random_inputs
-from dml_ep.ort.reference import cpu_session
-from dml_ep.cli.arguments import EXAMPLES
-from dml_ep.reports.text import Progress
 from onnx_builders import qlinear_matmul
 
 MODELS = Path(__file__).resolve().parents[2] / "models"

@@ -22,10 +22,10 @@ from onnx.external_data_helper import set_external_data
 
 import dml_ep
 from dml_ep.cli import commands as cli
-from dml_ep.numerics.arithmetic import host_saturates_u8s8
 from dml_ep.core.errors import FeedError, ModelError
-from dml_ep.numerics.kernels import compiled
 from dml_ep.core.graph import load_model
+from dml_ep.numerics.arithmetic import host_saturates_u8s8
+from dml_ep.numerics.kernels import compiled
 from dml_ep.runtime.inputs import load_array, random_inputs
 from cli_runs import POSIX, one_line_error, run_cli, unary_model
 

@@ -12,10 +12,10 @@ from onnx import numpy_helper
 
 from dml_ep.cli.commands import main
 from dml_ep.conformance.compare import compare_shipped
-from dml_ep.reports.report import ModelReport, Tolerance, compare_tensors
-from dml_ep.runtime.inputs import random_inputs
 from dml_ep.interop.polygraphy_json import load_run_results
 from dml_ep.ort.reference import cpu_session
+from dml_ep.reports.report import ModelReport, Tolerance, compare_tensors
+from dml_ep.runtime.inputs import random_inputs
 
 MODELS = Path(__file__).resolve().parents[2] / "models"
 MODEL = MODELS / "small_cnn.qdq.onnx"

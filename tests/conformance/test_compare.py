@@ -13,15 +13,15 @@ from onnx import TensorProto, helper, numpy_helper
 
 import dml_ep.conformance.causes
 import dml_ep.conformance.compare
-from dml_ep.numerics.arithmetic import Arithmetic
-from dml_ep.conformance.causes import alternative_arithmetics, exact_ties
 from dml_ep.cli.commands import main
+from dml_ep.conformance.causes import alternative_arithmetics, exact_ties
 from dml_ep.conformance.compare import compare_model
-from dml_ep.runtime.executor import Executor
 from dml_ep.core.graph import load_model
-from dml_ep.runtime.inputs import random_inputs
+from dml_ep.numerics.arithmetic import Arithmetic
 from dml_ep.ort.reference import cpu_session
 from dml_ep.reports.report import Tolerance, compare_tensors, out_of_tolerance
+from dml_ep.runtime.executor import Executor
+from dml_ep.runtime.inputs import random_inputs
 from dml_ep.runtime.session import InferenceSession
 import onnx_builders
 from onnx_builders import conv_integer, qlinear_conv, qlinear_matmul

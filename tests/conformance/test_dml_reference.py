@@ -12,15 +12,15 @@ import numpy as np
 import onnxruntime
 import pytest
 
-from dml_ep.numerics import arithmetic
-from dml_ep.conformance import cases
 from dml_ep.cli import commands as cli
-from dml_ep.ort import reference
-from dml_ep.numerics.arithmetic import Arithmetic, host_saturates_u8s8
+from dml_ep.conformance import cases
 from dml_ep.conformance.causes import alternative_arithmetics
 from dml_ep.conformance.compare import compare_model
 from dml_ep.core.errors import ReferenceUnavailableError
 from dml_ep.core.graph import load_model
+from dml_ep.numerics import arithmetic
+from dml_ep.numerics.arithmetic import Arithmetic, host_saturates_u8s8
+from dml_ep.ort import reference
 from dml_ep.runtime.inputs import random_inputs
 from onnx_builders import qlinear_matmul
 

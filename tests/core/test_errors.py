@@ -18,14 +18,14 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import dml_ep
-from dml_ep.core import graph
 from dml_ep.conformance.compare import compare_model
+from dml_ep.core import graph
 from dml_ep.core.errors import (DmlEpError, FallbackError, FeatureLevelError, FeedError, InvalidAttributeError, ModelError,
     QuantizationParameterError, ShapeError)
-from dml_ep.planning.importer import DEFAULT_FEATURE_LEVEL, NodeImporter, opset_versions
-from dml_ep.passes import Origin
 from dml_ep.operators.nodes import DmlNode
 from dml_ep.ort.reference import cpu_session
+from dml_ep.passes import Origin
+from dml_ep.planning.importer import DEFAULT_FEATURE_LEVEL, NodeImporter, opset_versions
 from onnx_builders import Feed, qlinear_conv, single_node_model
 
 MODELS = Path(__file__).resolve().parents[2] / "models"

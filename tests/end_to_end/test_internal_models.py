@@ -22,9 +22,9 @@ from onnx import helper
 
 import dml_ep
 import dml_ep.interop.backend
-from dml_ep.numerics import arithmetic, engines
-from dml_ep.core import graph
 from dml_ep.conformance.compare import compare_model
+from dml_ep.core import graph
+from dml_ep.numerics import arithmetic, engines
 from dml_ep.runtime.inputs import random_inputs
 
 SHIPPED = sorted((Path(__file__).resolve().parents[2] / "models").glob("*.onnx"))

@@ -13,8 +13,8 @@ import onnx
 import pytest
 
 import dml_ep
-from dml_ep.runtime.inputs import random_inputs
 from dml_ep.ort.reference import cpu_session
+from dml_ep.runtime.inputs import random_inputs
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = sorted((ROOT / "models").glob("*.onnx"))

@@ -13,9 +13,9 @@ import onnx
 import pytest
 
 from dml_ep.conformance.compare import compare_model
-from dml_ep.runtime.inputs import random_inputs
 from dml_ep.operators.nodes import DmlNode
 from dml_ep.planning.planner import plan_model
+from dml_ep.runtime.inputs import random_inputs
 
 MODELS = ["mlp", "small_cnn", "transformer_block", "squeezenet", "shufflenet", pytest.param("resnet50", marks=pytest.mark.slow)]
 OPERATOR = {

@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
 
 import dml_ep
-from dml_ep.core import graph as graph_module
 from dml_ep.conformance.compare import compare_model
+from dml_ep.core import graph as graph_module
 from dml_ep.core.errors import RealEpError
 from dml_ep.passes import DML, RELEASES, EditableGraph, dml_operator_fusion
 from dml_ep.planning.planner import ALL_OPTIMIZATIONS, onnxruntime_rewrites

@@ -24,11 +24,11 @@ from dxdispatch_replays import MISSING_SHARED, SHARED, export_and_replay, schema
 from onnx_builders import Feed, add, qlinear_add, qlinear_conv, qlinear_matmul
 
 import dml_ep
+from dml_ep.core.errors import DxDispatchError
 from dml_ep.interop import dxdispatch
 from dml_ep.interop.dxdispatch import descs
-from dml_ep.core.errors import DxDispatchError
-from dml_ep.runtime.inputs import random_inputs
 from dml_ep.ort.reference import cpu_session
+from dml_ep.runtime.inputs import random_inputs
 
 EXAMPLES = ["dml_convolution_2d.json", "dml_element_wise_add1.json", "dml_owned_tensors.json"]
 BUILT = ["mlp", "small_cnn", "transformer_block", "squeezenet", "shufflenet", "resnet50"]

@@ -14,8 +14,8 @@ import onnx
 import pytest
 
 import dml_ep
-from dml_ep.conformance.cases import split_runner
 from dml_ep.cli.commands import main
+from dml_ep.conformance.cases import split_runner
 from dml_ep.core.errors import FeedError
 from dml_ep.interop.polygraphy_json import inputs_json, load_inputs, load_run_results, run_results_json
 

@@ -12,12 +12,12 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import dml_ep
+from dml_ep.core.errors import DmlEpError
 from dml_ep.numerics.arithmetic import host_saturates_u8s8
 from dml_ep.numerics.engines import ENGINES, get_engine
 from dml_ep.numerics.kernels.u8s8 import matmul_correction
-from dml_ep.core.errors import DmlEpError
-from dml_ep.runtime.inputs import random_inputs
 from dml_ep.ort.reference import cpu_session
+from dml_ep.runtime.inputs import random_inputs
 from onnx_builders import qlinear_conv, scale_bench
 
 ROOT = Path(__file__).resolve().parents[2]

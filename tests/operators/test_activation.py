@@ -15,15 +15,15 @@ import math
 import numpy as np
 import pytest
 
+from dml_ep.core.enums import DML_TENSOR_DATA_TYPE
+from dml_ep.core.tensor_desc import DML_BUFFER_TENSOR_DESC
 from dml_ep.numerics.arithmetic import Arithmetic
 from dml_ep.numerics.engines import get_engine
-from dml_ep.core.enums import DML_TENSOR_DATA_TYPE
-from dml_ep.operators.dispatch import run_kernel
-from dml_ep.operators.kernel_state import KernelState
 from dml_ep.operators import activation as od
 from dml_ep.operators.activation import apply_activation
+from dml_ep.operators.dispatch import run_kernel
+from dml_ep.operators.kernel_state import KernelState
 from dml_ep.ort.reference import cpu_session
-from dml_ep.core.tensor_desc import DML_BUFFER_TENSOR_DESC
 from onnx_builders import Feed, single_node_model
 
 # Negative (large and small), zero, positive, large; each exact in float16 as well as float32.

@@ -33,17 +33,17 @@ from onnx_builders import Feed, single_node_model
 import dml_ep
 import dml_ep.conformance.compare
 from dml_ep.cli import commands as cli
-from dml_ep.interop import dxdispatch
-from dml_ep.interop.dxdispatch import descs
 from dml_ep.core.enums import DML_CONVOLUTION_DIRECTION, DML_CONVOLUTION_MODE
 from dml_ep.core.enums import DML_TENSOR_DATA_TYPE as DT
 from dml_ep.core.errors import DescValidationError
+from dml_ep.core.tensor_desc import DML_BUFFER_TENSOR_DESC
+from dml_ep.interop import dxdispatch
+from dml_ep.interop.dxdispatch import descs
 from dml_ep.operators.activation import DML_ACTIVATION_LEAKY_RELU_OPERATOR_DESC, DML_ACTIVATION_RELU_OPERATOR_DESC
 from dml_ep.operators.convolution import DML_CONVOLUTION_OPERATOR_DESC
 from dml_ep.operators.nodes import DmlNode
 from dml_ep.planning.plan import node_macs
 from dml_ep.reports.report import CAUSES
-from dml_ep.core.tensor_desc import DML_BUFFER_TENSOR_DESC
 
 ARITHMETICS = ["directml", "onnxruntime"]
 OPSET = 19

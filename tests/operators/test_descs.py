@@ -12,13 +12,13 @@ from dml_ep.core.enums import DML_FEATURE_LEVEL as FL
 from dml_ep.core.enums import DML_OPERATOR_TYPE as OP
 from dml_ep.core.enums import DML_TENSOR_DATA_TYPE as DT
 from dml_ep.core.errors import DmlEpError, DescValidationError, FeatureLevelError
+from dml_ep.core.tensor_desc import DML_BUFFER_TENSOR_DESC
 from dml_ep.operators.activation import (DML_ACTIVATION_CELU_OPERATOR_DESC, DML_ACTIVATION_RELU_OPERATOR_DESC, DML_ACTIVATION_SHRINK_OPERATOR_DESC,
     DML_ELEMENT_WISE_CLIP_OPERATOR_DESC, FUSABLE_ACTIVATIONS)
 from dml_ep.operators.element_wise_add1 import DML_ELEMENT_WISE_ADD1_OPERATOR_DESC
 from dml_ep.operators.element_wise_quantized_linear_add import DML_ELEMENT_WISE_QUANTIZED_LINEAR_ADD_OPERATOR_DESC
 from dml_ep.operators.quantized_linear_convolution import DML_QUANTIZED_LINEAR_CONVOLUTION_OPERATOR_DESC
 from dml_ep.operators.quantized_linear_matrix_multiply import DML_QUANTIZED_LINEAR_MATRIX_MULTIPLY_OPERATOR_DESC
-from dml_ep.core.tensor_desc import DML_BUFFER_TENSOR_DESC
 
 U8, I8, I32, F32, F16 = DT.UINT8, DT.INT8, DT.INT32, DT.FLOAT32, DT.FLOAT16
 SCALAR4 = (1, 1, 1, 1)

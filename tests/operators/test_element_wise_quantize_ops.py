@@ -17,9 +17,9 @@ from onnx.backend.test.runner import _normalize_tensor
 
 import dml_ep
 import dml_ep.interop.backend
+from dml_ep.core.errors import QuantizationParameterError
 from dml_ep.interop.dxdispatch import export as dxdispatch_export
 from dml_ep.interop.dxdispatch import load as dxdispatch_load
-from dml_ep.core.errors import QuantizationParameterError
 from dml_ep.operators.nodes import DmlNode
 from dml_ep.ort.reference import cpu_session
 from exact_values import exact_quantize

@@ -16,10 +16,10 @@ from onnx.backend.test.runner import _normalize_tensor
 
 import dml_ep
 import dml_ep.interop.backend
-from dml_ep.numerics.arithmetic import host_saturates_u8s8
 from dml_ep.conformance.compare import compare_model
-from dml_ep.numerics.kernels.u8s8 import matmul_correction
 from dml_ep.core.errors import QuantizationParameterError
+from dml_ep.numerics.arithmetic import host_saturates_u8s8
+from dml_ep.numerics.kernels.u8s8 import matmul_correction
 from dml_ep.operators.matrix_multiply_integer_to_float import scale_bias_directml
 from dml_ep.operators.nodes import DmlNode
 from onnx_builders import Feed, run_ort, single_node_model

@@ -11,12 +11,12 @@ from onnx import helper, numpy_helper
 
 import dml_ep
 from dml_ep.core import graph
-from dml_ep.planning.importer import DEFAULT_FEATURE_LEVEL, NodeImporter
-from dml_ep.passes import Origin
 from dml_ep.core.enums import DML_OPERATOR_TYPE as OP
 from dml_ep.operators.nodes import DmlNode, FallbackNode
-from dml_ep.realep.placement import ASSIGNED_TO_DML, ON_CPU, ON_DML
 from dml_ep.ort.reference import cpu_session
+from dml_ep.passes import Origin
+from dml_ep.planning.importer import DEFAULT_FEATURE_LEVEL, NodeImporter
+from dml_ep.realep.placement import ASSIGNED_TO_DML, ON_CPU, ON_DML
 
 
 def one_node(op_type, x_dtype, x_shape, opset=12, indices=False, **attributes):

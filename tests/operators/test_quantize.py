@@ -15,8 +15,8 @@ from onnx import TensorProto, helper, numpy_helper
 import dml_ep
 from dml_ep.core.errors import QuantizationParameterError
 from dml_ep.operators.nodes import DmlNode, FallbackNode
-from dml_ep.planning.planner import plan_model
 from dml_ep.ort.reference import cpu_session
+from dml_ep.planning.planner import plan_model
 from onnx_builders import parameters
 
 pytestmark = pytest.mark.host_sensitive  # compared with onnxruntime's CPU kernels

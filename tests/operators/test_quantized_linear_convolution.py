@@ -13,8 +13,8 @@ import pytest
 import dml_ep
 from dml_ep.cli import commands as cli
 from dml_ep.operators.nodes import FallbackNode
-from dml_ep.realep.placement import ASSIGNED_TO_DML
 from dml_ep.ort.reference import cpu_session
+from dml_ep.realep.placement import ASSIGNED_TO_DML
 from exact_values import exact_reference
 from onnx_builders import assert_onnxruntime_mode_exact, check_directml_mode, qlinear_conv, run_ort
 from operator_cases import TYPES, conv_case, prepared_convolution

@@ -23,16 +23,16 @@ import pytest
 from onnx import helper, numpy_helper
 
 import dml_ep
-from dml_ep.core import enums, graph
 from dml_ep import operators
-from dml_ep.interop.dxdispatch import descs as dxdispatch
+from dml_ep.core import enums, graph
 from dml_ep.core.enums import DML_TENSOR_DATA_TYPE
-from dml_ep.planning.importer import DEFAULT_FEATURE_LEVEL, NodeImporter, opset_versions
+from dml_ep.core.tensor_desc import DML_BUFFER_TENSOR_DESC
+from dml_ep.interop.dxdispatch import descs as dxdispatch
 from dml_ep.operators import activation, registration
 from dml_ep.operators.base import Operator, OperatorDesc, field_kind
-from dml_ep.passes import Origin
 from dml_ep.operators.nodes import DmlNode, FallbackNode
-from dml_ep.core.tensor_desc import DML_BUFFER_TENSOR_DESC
+from dml_ep.passes import Origin
+from dml_ep.planning.importer import DEFAULT_FEATURE_LEVEL, NodeImporter, opset_versions
 
 ROWS = list(registration.REGISTRATIONS.values())
 PACKAGE_MODULES = [importlib.import_module(f"dml_ep.operators.{info.name}") for info in pkgutil.iter_modules(operators.__path__)]

@@ -17,10 +17,10 @@ from onnx import helper
 
 import dml_ep
 from dml_ep.core.errors import RealEpError
-from dml_ep.passes import CPU
 from dml_ep.operators.nodes import DmlNode
-from dml_ep.planning.planner import plan_model
 from dml_ep.ort.reference import cpu_session
+from dml_ep.passes import CPU
+from dml_ep.planning.planner import plan_model
 from onnx_builders import (ALL_RULE_SETS, CONV_WEIGHT, F32, MS, S8, U8, U16, Graph, binary_model, concat_model,
                            conv_model, gemm_model, matmul_model, names, node, ops, rewrite, unary_model, unfused)
 

@@ -14,11 +14,11 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from dml_ep.realep import kernel_registry
 from dml_ep.core.graph import ValueInfo, node_io
-from dml_ep.operators.registration import REGISTRATIONS
 from dml_ep.operators.nodes import DmlNode, FallbackNode
+from dml_ep.operators.registration import REGISTRATIONS
 from dml_ep.planning.planner import plan_model
+from dml_ep.realep import kernel_registry
 from dml_ep.realep.placement import place_nodes
 
 F, I64, F16 = TensorProto.FLOAT, TensorProto.INT64, TensorProto.FLOAT16

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from dml_ep.planning.planner import plan_model
 from dml_ep.operators.nodes import FallbackNode
+from dml_ep.planning.planner import plan_model
 
 F = TensorProto.FLOAT
 

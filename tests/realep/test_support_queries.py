@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from dml_ep.core.errors import RealEpError
 from dml_ep.operators.nodes import FallbackNode
 from dml_ep.planning.planner import plan_model
-from dml_ep.core.errors import RealEpError
 from dml_ep.realep.support_queries import QUERIES, QueryContext, declined
 
 

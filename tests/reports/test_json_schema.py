@@ -19,17 +19,17 @@ from onnx import numpy_helper
 from referencing import Registry
 from referencing.jsonschema import DRAFT202012
 
-from dml_ep.numerics.arithmetic import ARITHMETICS, Arithmetic
-from dml_ep.conformance.causes import describe_arithmetic
 from dml_ep.cli.commands import main
+from dml_ep.conformance.causes import describe_arithmetic
 from dml_ep.conformance.compare import CANDIDATES
 from dml_ep.core.enums import DML_FEATURE_LEVEL, DML_OPERATOR_TYPE, DML_TENSOR_DATA_TYPE, DML_TENSOR_FLAGS
-from dml_ep.runtime.inputs import random_inputs
+from dml_ep.numerics.arithmetic import ARITHMETICS, Arithmetic
+from dml_ep.ort.reference import REFERENCES, cpu_session
 from dml_ep.passes import RELEASES
 from dml_ep.realep.placement import CPU_CLASSES, PLACEMENTS, REASON_CLASSES
-from dml_ep.ort.reference import REFERENCES, cpu_session
-from dml_ep.reports.report import CAUSES, HISTOGRAM_STEPS, compare_tensors
 from dml_ep.reports.meta import SCHEMA_IDS, SCHEMA_VERSION
+from dml_ep.reports.report import CAUSES, HISTOGRAM_STEPS, compare_tensors
+from dml_ep.runtime.inputs import random_inputs
 
 MODELS = Path(__file__).resolve().parents[2] / "models"
 LLM = MODELS / "llm" / "tiny_llm.int4.dml.onnx"

@@ -24,14 +24,14 @@ from model_explorer.extension_manager import ExtensionManager
 from onnx import TensorProto, helper, numpy_helper
 
 from dml_ep.cli import commands as cli
-from dml_ep.reports import model_explorer
 from dml_ep.conformance.compare import compare_model
-from dml_ep.reports.report import node_label
 from dml_ep.core.graph import load_model
-from dml_ep.runtime.inputs import random_inputs
-from dml_ep.reports.node_table import plan_rows
 from dml_ep.planning.planner import plan_model
 from dml_ep.realep.placement import PLACEMENTS
+from dml_ep.reports import model_explorer
+from dml_ep.reports.node_table import plan_rows
+from dml_ep.reports.report import node_label
+from dml_ep.runtime.inputs import random_inputs
 
 MODELS = Path(__file__).resolve().parents[2] / "models"
 SHIPPED = sorted(MODELS.glob("*.onnx"))

@@ -20,13 +20,13 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import dml_ep
-from dml_ep.reports import rewritten_model as rm
-from dml_ep.runtime.inputs import random_inputs
-from dml_ep.reports.node_table import plan_rows
 from dml_ep.passes import DEFAULT_RELEASE
 from dml_ep.passes.dml_fusion import DML_DOMAIN, FUSED_OP_TYPES
 from dml_ep.planning.planner import Planner
 from dml_ep.realep.placement import PLACEMENTS
+from dml_ep.reports import rewritten_model as rm
+from dml_ep.reports.node_table import plan_rows
+from dml_ep.runtime.inputs import random_inputs
 from onnx_builders import (K, S8, U8, add, binary_model, conv_model, dynamic_quantize_matmul, matmul_model, qlinear_concat,
                            qlinear_sigmoid)
 from cli_runs import one_line_error, run_cli

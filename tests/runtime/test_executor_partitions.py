@@ -7,11 +7,11 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import dml_ep
+from dml_ep.operators.nodes import DmlNode, FallbackNode
+from dml_ep.ort.reference import cpu_session
+from dml_ep.planning.planner import Planner
 from dml_ep.planning.steps import fallback_partitions
 from dml_ep.runtime.inputs import random_inputs
-from dml_ep.operators.nodes import DmlNode, FallbackNode
-from dml_ep.planning.planner import Planner
-from dml_ep.ort.reference import cpu_session
 
 
 def const(name, value):

@@ -23,9 +23,9 @@ from pathlib import Path
 
 import pytest
 
-from dml_ep.sweep import run as sweep_run
 from dml_ep.cli.commands import main
 from dml_ep.core.errors import DmlEpError
+from dml_ep.sweep import run as sweep_run
 from dml_ep.sweep.db import APPLICATION_ID, COLUMNS, SCHEMA_VERSION, SweepDatabase
 from dml_ep.sweep.tasks import SweepTask, failed_row
 

@@ -20,8 +20,8 @@ from dml_ep.core.errors import RealEpError
 from dml_ep.numerics.kernels.matmul_nbits import int8_blocks
 from dml_ep.numerics.kernels.mlas_sgemm import host_runs_sqnbit_fp32
 from dml_ep.operators.nodes import DmlNode, FallbackNode
-from dml_ep.planning.planner import plan_model
 from dml_ep.ort.reference import cpu_session
+from dml_ep.planning.planner import plan_model
 from onnx_builders import matmul_nbits, with_accuracy_level
 from operator_cases import host_quantizes_activations, rows
 

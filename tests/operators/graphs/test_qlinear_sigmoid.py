@@ -20,8 +20,8 @@ from dml_ep.numerics.arithmetic import Arithmetic
 from dml_ep.numerics.engines import get_engine
 from dml_ep.operators.activation import host_logistic_fused, mlas_logistic
 from dml_ep.operators.nodes import DmlNode, FallbackNode
-from dml_ep.planning.planner import plan_model
 from dml_ep.ort.reference import cpu_session
+from dml_ep.planning.planner import plan_model
 from onnx_builders import qlinear_sigmoid
 
 OPERATORS = ["DML_OPERATOR_ELEMENT_WISE_DEQUANTIZE_LINEAR", "DML_OPERATOR_ACTIVATION_SIGMOID",
