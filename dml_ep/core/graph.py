@@ -40,6 +40,12 @@ class ValueInfo(NamedTuple):
         return self.dtype is not None and self.shape is not None and None not in self.shape
 
 
+def op_domain(domain: str) -> str:
+    """An op's domain as onnxruntime keys its schemas and kernels: ai.onnx's is "" whichever way a
+    model spells it ("" or "ai.onnx")."""
+    return "" if domain == "ai.onnx" else domain
+
+
 def value_info_of(name: str, value) -> ValueInfo:
     """The ValueInfo of a value a run made (an array, or a list for a sequence)."""
     if isinstance(value, np.ndarray):

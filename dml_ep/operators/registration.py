@@ -30,6 +30,7 @@ import numpy as np
 import onnx
 
 from ..core.enums import DML_TENSOR_DATA_TYPE as DT
+from ..core.graph import op_domain
 from ..passes.editable import Origin
 from ..realep.kernel_registry import since_version
 from ..realep.placement import ON_CPU
@@ -211,7 +212,7 @@ def operator_of(desc) -> Operator:
 
 def row_of(node: onnx.NodeProto) -> Registration | None:
     """The row of an ONNX node's op (its domain ``ai.onnx`` or ""), or None."""
-    return REGISTRATIONS.get(("" if node.domain == "ai.onnx" else node.domain, node.op_type))
+    return REGISTRATIONS.get((op_domain(node.domain), node.op_type))
 
 
 GRAPHS = (

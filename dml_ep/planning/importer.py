@@ -19,11 +19,11 @@ import onnx
 from ..core.enums import DML_FEATURE_LEVEL
 from ..core.errors import DescValidationError, NodeError
 from ..core.feature_levels import DEFAULT_FEATURE_LEVEL
-from ..core.graph import NodeIO, ValueInfo, attributes, node_io
+from ..core.graph import NodeIO, ValueInfo, attributes, node_io, op_domain
 from ..operators.base import validated
 from ..operators.importing import Fallback, NodeContext, bound
 from ..operators.nodes import DmlNode, FallbackNode, PlanEntry
-from ..operators.registration import REGISTRATIONS
+from ..operators.registration import REGISTRATIONS, row_of
 from ..passes.editable import Origin
 from ..realep.kernel_registry import since_version
 from ..realep.placement import ASSIGNED_TO_DML, fallback_kind, not_modelled_reason
@@ -64,7 +64,7 @@ def verify_output_shapes(entry: DmlNode, values: Mapping[str, ValueInfo]) -> Non
 
 
 def opset_versions(model: onnx.ModelProto) -> dict[str, int]:
-    return {("" if o.domain == "ai.onnx" else o.domain): o.version for o in model.opset_import}
+    return {op_domain(o.domain): o.version for o in model.opset_import}
 
 
 @dataclasses.dataclass
@@ -79,7 +79,7 @@ class NodeImporter:
     def cpu_inputs(self, node: onnx.NodeProto) -> tuple[str, ...]:
         """The node's required CPU inputs (its row's ``constant_cpu_inputs``) that are not constants:
         values computed at run time, whose data the node is planned from."""
-        row = REGISTRATIONS.get(("" if node.domain == "ai.onnx" else node.domain, node.op_type))
+        row = row_of(node)
         indices = row.constant_cpu_inputs if row is not None else ()
         if not indices:
             return ()
@@ -88,14 +88,14 @@ class NodeImporter:
     @staticmethod
     def registered(node: onnx.NodeProto) -> bool:
         """Whether dml_ep imports this op: else its entry is a FallbackNode whatever its inputs' shapes."""
-        return ("" if node.domain == "ai.onnx" else node.domain, node.op_type) in REGISTRATIONS
+        return row_of(node) is not None
 
     def plan_node(self, node: onnx.NodeProto, origin: Origin, values: Mapping[str, ValueInfo], run_data: dict | None = None,
                   io: NodeIO | None = None) -> PlanEntry:
         """The node's entry, ``values`` giving the types and shapes of its inputs and the type of its
         output; ``run_data`` the values of its required CPU inputs computed in this run; ``io`` its
         inputs and outputs, where read already."""
-        domain = "" if node.domain == "ai.onnx" else node.domain
+        domain = op_domain(node.domain)
         row = REGISTRATIONS.get((domain, node.op_type))
         if row is None:
             out = values.get(node.output[0]) if node.output else None
@@ -141,7 +141,7 @@ class NodeImporter:
     def never_maps(self, node: onnx.NodeProto, values: Mapping[str, ValueInfo]) -> bool:
         """Whether ``node`` falls back whatever its shapes: no DirectML operator is modelled for its op,
         its version, or (``values``' static types) the element type of its first input."""
-        domain = "" if node.domain == "ai.onnx" else node.domain
+        domain = op_domain(node.domain)
         row = REGISTRATIONS.get((domain, node.op_type))
         if row is None or since_version(domain, node.op_type, self.opsets.get(domain, 1)) not in row.versions:
             return True

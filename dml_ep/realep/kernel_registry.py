@@ -21,7 +21,7 @@ from typing import Mapping
 import numpy as np
 import onnx
 
-from ..core.graph import ValueInfo
+from ..core.graph import ValueInfo, op_domain
 
 TABLE = "data/dml_kernels.json"
 DATA = Path(__file__).parent  # where TABLE and SINCE_VERSIONS are (importlib.resources took 2 ms to find them)
@@ -146,7 +146,7 @@ def find_kernel(node: onnx.NodeProto, opset: int, input_types: tuple, output_typ
     key = (release, node.domain, node.op_type, opset, input_types, output_types)
     found = _MATCHES.get(key)
     if found is None:
-        found = _MATCHES[key] = _match("" if node.domain == "ai.onnx" else node.domain, node.op_type, opset, input_types, output_types,
+        found = _MATCHES[key] = _match(op_domain(node.domain), node.op_type, opset, input_types, output_types,
                                        release)
     if isinstance(found, KernelMatch):
         return found

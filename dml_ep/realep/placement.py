@@ -19,7 +19,7 @@ from typing import Collection, Mapping
 import numpy as np
 import onnx
 
-from ..core.graph import NodeIO, ValueInfo
+from ..core.graph import NodeIO, ValueInfo, op_domain
 from ..passes.editable import Origin
 from .kernel_registry import Kernel, KernelMatch, find_kernel, type_name
 from .support_queries import QueryContext, declined
@@ -83,7 +83,7 @@ def place_nodes(nodes: list[onnx.NodeProto], ios: list[NodeIO], values: Mapping[
     types.update((name, type_name(ValueInfo(name, array.dtype, array.shape))) for name, array in constants.items())
     # read once for find_kernel and _unsupported_value; an omitted value ("", never a value's name) gets None
     signatures = [(tuple(map(types.get, io.inputs)), tuple(map(types.get, io.outputs))) for io in ios]
-    matches = [find_kernel(n, opsets.get("" if n.domain == "ai.onnx" else n.domain, 1), *signature, release)
+    matches = [find_kernel(n, opsets.get(op_domain(n.domain), 1), *signature, release)
                for n, signature in zip(nodes, signatures)]
     preferred = cpu_preferred(nodes, ios, matches, types, constants, graph_inputs)
     placements = []
