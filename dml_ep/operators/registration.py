@@ -35,8 +35,8 @@ from ..passes.editable import Origin
 from ..realep.kernel_registry import since_version
 from ..realep.placement import ON_CPU
 from . import (activation, convolution, convolution_integer, dequantize, dynamic_quantize_linear, element_wise_add1, element_wise_arithmetic,
-               element_wise_dequantize_linear, element_wise_identity, element_wise_quantize_linear, element_wise_quantized_linear_add, gather, gemm,
-               join, matrix_multiply_integer, matrix_multiply_integer_to_float, max_pooling, quantize, quantized_linear_average_pooling,
+               element_wise_dequantize_linear, element_wise_identity, element_wise_quantize_linear, element_wise_quantized_linear_add,
+               element_wise_sqrt, gather, gemm, join, matrix_multiply_integer, matrix_multiply_integer_to_float, max_pooling, quantize, quantized_linear_average_pooling,
                quantized_linear_convolution, quantized_linear_matrix_multiply, slice1)
 from .base import FLOAT32, FLOATS, INT32, QUANTIZED, Operator
 from .dml_graph import DmlGraph
@@ -137,6 +137,7 @@ _ROWS = (
     Registration("", "Sub", (7, 13, 14), {"T": FLOAT16_TO_32 | INTS_8_TO_64}, element_wise_arithmetic.sub, element_wise_arithmetic),
     Registration("", "Mul", (7, 13, 14), {"T": FLOAT16_TO_32 | INTS_8_TO_64}, element_wise_arithmetic.mul, element_wise_arithmetic),
     Registration("", "Div", (7, 13, 14), {"T": FLOAT16_TO_32 | INTS_8_TO_64}, element_wise_arithmetic.div, element_wise_arithmetic),
+    Registration("", "Sqrt", (6, 13), {"T": FLOAT16_TO_32}, element_wise_sqrt.sqrt, element_wise_sqrt),
     # The real EP also registers Sum-6 (its "7") and runs 1 or 3+ inputs as a loop of adds; dml_ep
     # maps the two-input Sum, the one its fusion takes.
     Registration("", "Sum", (8, 13), {"T": FLOAT16_TO_32}, _add1.add, _add1, support_query=_add1.two_inputs),

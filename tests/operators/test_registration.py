@@ -136,6 +136,7 @@ NODES = {  # row -> (inputs as (name, array, constant)), attributes, output type
     ("", "Sub"): ([("a", np.zeros((2, 3), np.float32), False), ("b", np.zeros(3, np.float32), True)], {}, np.float32),
     ("", "Mul"): ([("a", np.zeros((2, 3), np.float16), False), ("b", np.zeros((2, 1), np.float16), False)], {}, np.float16),
     ("", "Div"): ([("a", np.zeros(3, np.float32), True), ("b", np.zeros((2, 3), np.float32), False)], {}, np.float32),
+    ("", "Sqrt"): ([("x", np.zeros((2, 3), np.float32), False)], {}, np.float32),
     ("", "Conv"): ([("x", np.zeros((1, 4, 5, 5), np.float32), False), ("w", np.ones((6, 2, 3, 3), np.float32), True),
                    ("b", np.zeros(6, np.float32), True)], {"pads": [1, 0, 1, 2], "group": 2, "strides": [2, 1]}, np.float32),
     ("", "ConvTranspose"): ([("x", np.zeros((1, 2, 4), np.float16), False), ("w", np.ones((2, 3, 3), np.float16), True)],
