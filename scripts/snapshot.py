@@ -12,6 +12,7 @@ SHAPES is ``name=d0,d1;name2=...`` for a model with symbolic sizes."""
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
 import os
@@ -64,7 +65,13 @@ def products(model: str, shapes: list[str]) -> dict[str, object]:
 
 
 def main() -> None:
-    out, *models = sys.argv[1:]
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("out", metavar="OUT.json", help="the digests to write (a new file)")
+    parser.add_argument("models", nargs="*", metavar="MODEL[:SHAPES]", help="default: the shipped models")
+    args = parser.parse_args()
+    if Path(args.out).exists():
+        parser.error(f"{args.out} exists: give a new file")
+    out, models = args.out, args.models
     snapshot = {}
     for spec in models or SHIPPED:
         model, _, shapes = spec.partition(":")
