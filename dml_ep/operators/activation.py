@@ -44,12 +44,12 @@ from ..core.enums import DML_OPERATOR_TYPE as OP
 from ..core.enums import DML_TENSOR_DATA_TYPE as DT
 from ..core.errors import DescValidationError
 from ..core.graph import internal_model
-from ..core.tensor_desc import left_pad, view
+from ..core.tensor_desc import view
 from ..numerics.kernels.float32_fma import fma32
 from ..ort.reference import cpu_session
-from ..realep.placement import ASSIGNED_TO_DML, ON_CPU, ON_DML
+from ..realep.placement import ON_CPU, ON_DML
 from .base import FLOATS, Operator, OperatorDesc, TensorDesc, rules
-from .importing import MAX_DIMENSIONS, Fallback, NodeContext, broadcast, tensor
+from .importing import Fallback, NodeContext, broadcast, padded_sizes, tensor
 from .kernel_state import KernelState
 from .nodes import DmlNode
 
@@ -246,9 +246,7 @@ def relu(ctx: NodeContext) -> DmlNode:
     if dtype != np.dtype(np.int8):
         raise Fallback(f"{dtype} Relu: the DML EP registers Relu-14 for float16, float32, int8, int16, int32", ON_CPU)
     shape = ctx.shape(0)
-    if len(shape) > MAX_DIMENSIONS:
-        raise Fallback(f"{len(shape)} dimensions (DirectML supports at most {MAX_DIMENSIONS})", ASSIGNED_TO_DML)
-    sizes = left_pad(shape, max(4, len(shape)))
+    sizes = padded_sizes(shape)
     desc = DML_ACTIVATION_RELU_OPERATOR_DESC(InputTensor=tensor(dtype, sizes), OutputTensor=tensor(dtype, sizes))
     return ctx.dml_node(desc, ("InputTensor",), shape)
 

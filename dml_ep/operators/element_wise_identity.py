@@ -32,9 +32,9 @@ from ..core.enums import DML_OPERATOR_TYPE as OP
 from ..core.enums import DML_TENSOR_DATA_TYPE as DT
 from ..core.errors import ShapeError
 from ..core.tensor_desc import packed_strides, view
-from ..realep.placement import ASSIGNED_TO_DML, ON_DML
+from ..realep.placement import ON_DML
 from .base import FLOATS, Operator, OperatorDesc, TensorDesc, rules
-from .importing import MAX_DIMENSIONS, Fallback, NodeContext, tensor
+from .importing import Fallback, NodeContext, tensor, within_dimensions
 from .kernel_state import KernelState
 from .nodes import DmlNode
 
@@ -85,9 +85,7 @@ def eight_bit(ctx: NodeContext, index: int = 0) -> np.dtype:
 
 def dims_of(ctx: NodeContext, shape) -> tuple[int, ...]:
     """A tensor's DirectML sizes at its ONNX rank (a scalar as {1}); Fallback beyond 8 dimensions."""
-    if len(shape) > MAX_DIMENSIONS:
-        raise Fallback(f"{len(shape)} dimensions (DirectML supports at most {MAX_DIMENSIONS})", ASSIGNED_TO_DML)
-    return tuple(shape) or (1,)
+    return tuple(within_dimensions(shape)) or (1,)
 
 
 def transpose(ctx: NodeContext) -> DmlNode:

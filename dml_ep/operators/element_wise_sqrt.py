@@ -25,10 +25,10 @@ import numpy as np
 
 from ..core.enums import DML_FEATURE_LEVEL as FL
 from ..core.enums import DML_OPERATOR_TYPE as OP
-from ..core.tensor_desc import left_pad, view
-from ..realep.placement import ASSIGNED_TO_DML, ON_DML_AS
+from ..core.tensor_desc import view
+from ..realep.placement import ON_DML_AS
 from .base import FLOATS, Operator, OperatorDesc, TensorDesc, rules
-from .importing import MAX_DIMENSIONS, Fallback, NodeContext, tensor
+from .importing import Fallback, NodeContext, padded_sizes, tensor
 from .kernel_state import KernelState
 from .nodes import DmlNode
 
@@ -66,9 +66,7 @@ def sqrt(ctx: NodeContext) -> DmlNode:
     if dtype not in (np.dtype(np.float32), np.dtype(np.float16)):
         raise Fallback(f"element type {dtype} is not supported by ELEMENT_WISE_SQRT (FLOAT32, FLOAT16)", ON_DML_AS.format("ELEMENT_WISE_SQRT"))
     shape = ctx.shape(0)
-    if len(shape) > MAX_DIMENSIONS:
-        raise Fallback(f"{len(shape)} dimensions (DirectML supports at most {MAX_DIMENSIONS})", ASSIGNED_TO_DML)
-    sizes = left_pad(shape, max(4, len(shape)))
+    sizes = padded_sizes(shape)
     desc = DML_ELEMENT_WISE_SQRT_OPERATOR_DESC(InputTensor=tensor(dtype, sizes), OutputTensor=tensor(dtype, sizes))
     return ctx.dml_node(desc, ("InputTensor",), shape)
 

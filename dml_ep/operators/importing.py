@@ -213,9 +213,20 @@ def broadcast(ctx: NodeContext, a_shape, b_shape) -> tuple[tuple[int, ...], tupl
         out_shape = broadcast_shapes(a_shape, b_shape)
     except ValueError:
         raise ShapeError(f"input shapes {list(a_shape)} and {list(b_shape)} do not broadcast", node=ctx.node) from None
-    if len(out_shape) > MAX_DIMENSIONS:
-        raise Fallback(f"{len(out_shape)} dimensions (DirectML supports at most {MAX_DIMENSIONS})", ASSIGNED_TO_DML)
-    return out_shape, left_pad(out_shape, max(4, len(out_shape)))
+    return out_shape, padded_sizes(out_shape)
+
+
+def within_dimensions(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """``shape``, whose rank DirectML takes: Fallback beyond 8 dimensions."""
+    if len(shape) > MAX_DIMENSIONS:
+        raise Fallback(f"{len(shape)} dimensions (DirectML supports at most {MAX_DIMENSIONS})", ASSIGNED_TO_DML)
+    return shape
+
+
+def padded_sizes(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """An element-wise tensor's DirectML sizes: ``shape`` right-aligned to at least 4 dimensions;
+    Fallback beyond 8."""
+    return left_pad(within_dimensions(shape), max(4, len(shape)))
 
 
 def operand(dtype, shape, sizes, owned=False) -> DML_BUFFER_TENSOR_DESC:

@@ -222,11 +222,10 @@ class Executor:
         return state
 
     def _binding(self, entry: DmlNode) -> _Bound:
-        """The entry as it runs, worked out once: its kernel state, and the fields bound at execution."""
-        bound = self._bound.get(id(entry))
-        if bound is None:
-            inputs = [(field, b, entry.input_shapes.get(field)) for field, b in entry.inputs.items() if isinstance(b, str)]
-            bound = self._bound[id(entry)] = _Bound(entry, self.kernel_state(entry), inputs)
+        """The entry as it runs, worked out once (:meth:`run_dml` looks it up first): its kernel
+        state, and the fields bound at execution."""
+        inputs = [(field, b, entry.input_shapes.get(field)) for field, b in entry.inputs.items() if isinstance(b, str)]
+        bound = self._bound[id(entry)] = _Bound(entry, self.kernel_state(entry), inputs)
         return bound
 
     def run_partition(self, group: tuple[int, ...], values: Mapping[str, Any]) -> dict[str, np.ndarray]:

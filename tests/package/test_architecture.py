@@ -9,6 +9,7 @@ module imported by another module of the tests."""
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from pathlib import Path
 
@@ -39,6 +40,7 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
+@functools.cache  # read once for every test here
 def modules() -> dict[str, Path]:
     return {module_name(path): path for path in PACKAGE.rglob("*.py") if "build" not in path.parts}
 
@@ -81,6 +83,7 @@ def imported_test_modules(path: Path) -> set[str]:
     return found
 
 
+@functools.cache
 def import_graph() -> dict[str, set[str]]:
     found = modules()
     return {name: imports(name, path, set(found)) for name, path in found.items()}
