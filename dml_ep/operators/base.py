@@ -256,6 +256,20 @@ class QuantizedBinaryDesc(OperatorDesc):
 
 
 @dataclasses.dataclass(frozen=True)
+class DevicePrecision:
+    """The envelope a Direct3D 12 device may compute a float operator's output within: a value
+    within ``ulp`` units in the last place of the point value (ULP distance as WebNN's conformance
+    tests count it: the difference of the bit patterns) or within ``atol`` of it, per tensor type;
+    ``rule`` names the source (the D3D11.3 functional spec's section, WebNN's tolerance)."""
+
+    rule: str
+    ulp32: float = 0
+    ulp16: float = 0
+    atol32: float = 0.0
+    atol16: float = 0.0
+
+
+@dataclasses.dataclass(frozen=True)
 class Operator:
     """What dml_ep knows of one DirectML operator, as its module declares it for the operator table
     (:data:`dml_ep.operators.registration.OPERATORS`).
@@ -281,6 +295,9 @@ class Operator:
     - ``exact_for_any_input``: every arithmetic gives the same output for one input (data
       movement, a max), or ``f(desc)`` says whether this desc's does; compare then puts a
       difference in isolation down to the reference's graph (``dml_ep.conformance.causes``).
+    - ``device_precision``: how far a Direct3D 12 device may put a float operator's output from
+      dml_ep's "directml" point value (a :class:`DevicePrecision`, or ``f(desc)`` giving one), which
+      compare names "DirectML device precision"; None where the output is exact (data movement).
     """
 
     desc: type
@@ -291,3 +308,4 @@ class Operator:
     exact_float: Optional[Callable] = None
     output_channels_last: bool = False
     exact_for_any_input: bool | Callable[[Any], bool] = False
+    device_precision: "DevicePrecision | Callable[[Any], DevicePrecision] | None" = None
