@@ -5,8 +5,8 @@ DirectML documents ``Output = Input`` (``Input * Scale + Bias`` with a ScaleBias
 of one data type, DimensionCount and Sizes; their strides may differ, which is how a layout change
 is expressed.
 
-Import, as the DML EP does (the real EP runs every scalar type; dml_ep models int8 and uint8, the
-tensors a quantized model moves after onnxruntime's QDQ rules drop the Q/DQ pairs around them):
+Import, as the DML EP does, for every element type its rows take (float16/32/64, the 8- to 64-bit
+integers, and bool, which the DML EP describes to DirectML as UINT8: GetDmlDataTypeFromMlDataType):
 - Transpose (DmlOperatorTranspose.cpp L14-55): Input's sizes are the permuted sizes, its strides
   the packed strides permuted alike; Output packed; both keep the ONNX rank (no 4-D padding).
 - Reshape, Flatten, Squeeze, Unsqueeze, Identity (DmlOperatorCopy.cpp, REG_INFO_COPY rows): the
@@ -15,6 +15,9 @@ tensors a quantized model moves after onnxruntime's QDQ rules drop the Q/DQ pair
   IDENTITY (the operator a DxDispatch export can run) and its kernel returns a view: no copy. The
   shape inputs (Reshape's ``shape``, Squeeze's and Unsqueeze's ``axes`` from opset 13) are
   required CPU inputs: a constant, or a value computed on the CPU whose data the plan is made for.
+- Expand 8, 13 (DmlOperatorExpand.cpp): the input broadcast to ONNX's shape of input and ``shape``
+  (a required CPU input), both right-aligned to at least 4 dimensions, a stride of 0 on each
+  broadcast dimension.
 
 No exact value: nothing is quantized; every element is moved exactly.
 """
@@ -32,9 +35,9 @@ from ..core.enums import DML_OPERATOR_TYPE as OP
 from ..core.enums import DML_TENSOR_DATA_TYPE as DT
 from ..core.errors import ShapeError
 from ..core.tensor_desc import packed_strides, view
-from ..realep.placement import ON_DML
+from ..realep.placement import ON_CPU
 from .base import FLOATS, Operator, OperatorDesc, TensorDesc, rules
-from .importing import Fallback, NodeContext, tensor, within_dimensions
+from .importing import Fallback, NodeContext, broadcast, operand, tensor, within_dimensions
 from .kernel_state import KernelState
 from .nodes import DmlNode
 
@@ -45,7 +48,11 @@ INTS_64 = frozenset({DT.FLOAT64, DT.INT64, DT.UINT64})
 ALL_TYPES = FLOATS | INTS_32 | INTS_64
 TYPES_BY_LEVEL = {FL.FL_1_0: FLOATS, FL.FL_2_1: INTS_32, FL.FL_4_1: INTS_64}  # JOIN, SLICE1, GATHER and IDENTITY share it
 DIMS = {FL.FL_1_0: (4, 5), FL.FL_3_0: (1, 8)}
-EIGHT_BIT = frozenset({np.dtype(np.int8), np.dtype(np.uint8)})  # what dml_ep models of data movement (and of MaxPool)
+EIGHT_BIT = frozenset({np.dtype(np.int8), np.dtype(np.uint8)})  # what dml_ep models of MaxPool
+BOOL = np.dtype(np.bool_)
+# The element types of the DML EP's data movement rows (the ONNX tensor types DirectML has a data type for, bool as UINT8).
+MOVED = frozenset({np.dtype(t) for t in (np.float16, np.float32, np.float64, np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32,
+                                         np.int64, np.uint64, np.bool_)})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,13 +81,19 @@ class DML_ELEMENT_WISE_IDENTITY_OPERATOR_DESC(OperatorDesc):
 # --- import from ONNX ------------------------------------------------------------------------
 
 
-def eight_bit(ctx: NodeContext, index: int = 0) -> np.dtype:
-    """The element type of the tensor a data-movement node moves: int8 or uint8, else Fallback
-    (the real EP moves every scalar type on DirectML; dml_ep models the 8-bit tensors)."""
+def moved_type(ctx: NodeContext, index: int = 0) -> np.dtype:
+    """The element type of the tensor a data-movement node moves: one of the DML EP's row, else
+    Fallback (the CPU EP's, as the real EP's kernel lookup leaves it)."""
     dtype = ctx.info(index).dtype
-    if dtype not in EIGHT_BIT:
-        raise Fallback(f"{ctx.node.op_type} of {dtype} data: dml_ep models data movement of int8 and uint8 tensors", ON_DML)
+    if dtype not in MOVED:
+        raise Fallback(f"{ctx.node.op_type} of {dtype} data: the DML EP's row takes no such type", ON_CPU)
     return dtype
+
+
+def dml_type(dtype) -> np.dtype:
+    """The numpy type of a tensor's DirectML data type: bool is UINT8 (the DML EP's bool tensors are
+    bytes holding 0 or 1); the kernels move the arrays as they come, bool included."""
+    return np.dtype(np.uint8) if np.dtype(dtype) == BOOL else np.dtype(dtype)
 
 
 def dims_of(ctx: NodeContext, shape) -> tuple[int, ...]:
@@ -89,7 +102,7 @@ def dims_of(ctx: NodeContext, shape) -> tuple[int, ...]:
 
 
 def transpose(ctx: NodeContext) -> DmlNode:
-    dtype = eight_bit(ctx)
+    dtype = dml_type(moved_type(ctx))
     shape = ctx.shape(0)
     perm = ctx.attr("perm")
     perm = list(range(len(shape)))[::-1] if perm is None else [int(p) for p in perm]
@@ -107,13 +120,23 @@ def transpose(ctx: NodeContext) -> DmlNode:
 
 def copy(ctx: NodeContext) -> DmlNode:
     """Reshape, Flatten, Squeeze, Unsqueeze and Identity: the input read with the output's sizes."""
-    dtype = eight_bit(ctx)
+    dtype = dml_type(moved_type(ctx))
     shape = ctx.shape(0)
     out_shape = RESHAPED[ctx.node.op_type](ctx, shape)
     if math.prod(out_shape) != math.prod(shape):
         raise ShapeError(f"{ctx.node.op_type} of {list(shape)} to {list(out_shape)} changes the element count", node=ctx.node)
     sizes = dims_of(ctx, out_shape)
     desc = DML_ELEMENT_WISE_IDENTITY_OPERATOR_DESC(InputTensor=tensor(dtype, sizes), OutputTensor=tensor(dtype, sizes))
+    return ctx.dml_node(desc, ("InputTensor",), out_shape)
+
+
+def expand(ctx: NodeContext) -> DmlNode:
+    """Expand: the input read with the broadcast output's sizes, zero strides where it repeats."""
+    dtype = dml_type(moved_type(ctx))
+    shape = ctx.shape(0)
+    target = tuple(int(d) for d in ctx.constants[ctx.input_name(1)].reshape(-1))
+    out_shape, sizes = broadcast(ctx, shape, target)
+    desc = DML_ELEMENT_WISE_IDENTITY_OPERATOR_DESC(InputTensor=operand(dtype, shape, sizes), OutputTensor=tensor(dtype, sizes))
     return ctx.dml_node(desc, ("InputTensor",), out_shape)
 
 

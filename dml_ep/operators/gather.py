@@ -5,9 +5,9 @@ the Axis coordinate; Input, Indices and Output of one DimensionCount; negative i
 the end of Axis from DML_FEATURE_LEVEL_3_0 (signed index types; 4-D UINT32 indices before).
 
 Import, as DmlOperatorGather.cpp (L12-43): data, indices and output right-aligned to the largest
-of their ranks (not to 4); Axis shifted by data's padding; IndexDimensions = rank(indices). The
-real EP gathers every scalar type; dml_ep models int8 and uint8 data (a quantized embedding table
-after onnxruntime's QDQ rules drop the DQ/Q around the Gather).
+of their ranks (not to 4); Axis shifted by data's padding; IndexDimensions = rank(indices). Every
+data type of the DML EP's row (bool as UINT8): an LLM's float16 embedding table stays float16, a
+quantized one is int8/uint8 after onnxruntime's QDQ rules drop the DQ/Q around the Gather.
 
 Kernel: out-of-range indices give DirectML's "wrong values but no error"; dml_ep refuses them with
 a typed error, as onnxruntime's CPU kernel does, rather than invent values.
@@ -27,7 +27,7 @@ from ..core.enums import DML_TENSOR_DATA_TYPE as DT
 from ..core.errors import ShapeError
 from ..core.tensor_desc import left_pad, view
 from .base import Operator, OperatorDesc, TensorDesc, rules
-from .element_wise_identity import TYPES_BY_LEVEL, dims_of, eight_bit
+from .element_wise_identity import TYPES_BY_LEVEL, dims_of, dml_type, moved_type
 from .importing import NodeContext, tensor
 from .kernel_state import KernelState
 from .nodes import DmlNode
@@ -67,7 +67,7 @@ class DML_GATHER_OPERATOR_DESC(OperatorDesc):
 
 
 def gather(ctx: NodeContext) -> DmlNode:
-    dtype = eight_bit(ctx)
+    dtype = dml_type(moved_type(ctx))
     shape, index_shape = ctx.shape(0), ctx.shape(1)
     axis = ctx.attr("axis", 0)
     if not shape or not -len(shape) <= axis < len(shape):

@@ -6,9 +6,8 @@ dimension but ``Axis``, whose Axis sizes add up to Output's; one data type and D
 Import, as DmlOperatorConcat.cpp (L14-62; the EP drops empty inputs, which dml_ep leaves to the CPU EP
 with every empty tensor): every tensor
 right-aligned to at least 4 dimensions, and ``Axis`` the ONNX axis (negatives resolved) shifted
-by the padding (``GetDmlAdjustedAxis``). The real EP joins every scalar type; dml_ep models the
-int8 and uint8 tensors of quantized models, and the float32 join of QLinearConcat's DirectML
-graph (``qlinear_concat.py``).
+by the padding (``GetDmlAdjustedAxis``). Every type of the DML EP's row (bool as UINT8), and the
+float32 join of QLinearConcat's DirectML graph (``qlinear_concat.py``).
 
 No exact value: nothing is quantized.
 """
@@ -25,7 +24,7 @@ from ..core.enums import DML_TENSOR_DATA_TYPE as DT
 from ..core.errors import ShapeError
 from ..core.tensor_desc import left_pad, view
 from .base import Operator, OperatorDesc, TensorDesc, TensorDescArray, rules
-from .element_wise_identity import dims_of, eight_bit
+from .element_wise_identity import dims_of, dml_type, moved_type
 from .importing import NodeContext, bound, tensor
 from .kernel_state import KernelState
 from .nodes import DmlNode
@@ -72,7 +71,7 @@ class DML_JOIN_OPERATOR_DESC(OperatorDesc):
 
 
 def concat(ctx: NodeContext) -> DmlNode:
-    return joined(ctx, eight_bit(ctx))
+    return joined(ctx, moved_type(ctx))
 
 
 def float_join(ctx: NodeContext) -> DmlNode:
@@ -95,8 +94,9 @@ def joined(ctx: NodeContext, dtype) -> DmlNode:
             raise ShapeError(f"input shapes {[list(s) for s in shapes]} do not concatenate on axis {axis}", node=ctx.node)
     out_shape = tuple(sum(shape[axis] for shape in shapes) if d == axis else size for d, size in enumerate(first))
     padded = max(4, len(dims_of(ctx, out_shape)))
-    inputs = tuple(tensor(dtype, left_pad(shape, padded)) for shape in shapes)
-    desc = DML_JOIN_OPERATOR_DESC(InputCount=len(inputs), InputTensors=inputs, OutputTensor=tensor(dtype, left_pad(out_shape, padded)),
+    dml = dml_type(dtype)
+    inputs = tuple(tensor(dml, left_pad(shape, padded)) for shape in shapes)
+    desc = DML_JOIN_OPERATOR_DESC(InputCount=len(inputs), InputTensors=inputs, OutputTensor=tensor(dml, left_pad(out_shape, padded)),
                                   Axis=axis + padded - rank)
     return bound(ctx.node, desc, {f"InputTensors[{index}]": index for index in range(len(shapes))}, (out_shape,), ctx.constants,
                  ctx.origin)

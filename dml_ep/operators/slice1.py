@@ -8,8 +8,7 @@ Import, as DmlOperatorSlice.cpp (L12-41) and ``SliceHelper::Initialize`` (Operat
 L1005-1097): starts, ends, axes and steps are required CPU inputs (attributes at Slice-1);
 negative starts and ends add the dimension's size; for a negative step the window [end + 1,
 start + 1) is walked backwards; both clamped to [0, size]; the output size is ceil(window /
-|step|). Tensors keep the ONNX rank (at least 1). The real EP slices every scalar type; dml_ep
-models int8 and uint8.
+|step|). Tensors keep the ONNX rank (at least 1). Every type of the DML EP's row (bool as UINT8).
 
 No exact value: nothing is quantized.
 """
@@ -26,7 +25,7 @@ from ..core.errors import ShapeError
 from ..core.tensor_desc import view
 from ..realep.placement import ON_CPU
 from .base import FLOATS, Operator, OperatorDesc, SignedIntegers, TensorDesc, rules
-from .element_wise_identity import INTS_32, INTS_64, dims_of, eight_bit
+from .element_wise_identity import INTS_32, INTS_64, dims_of, dml_type, moved_type
 from .importing import Fallback, NodeContext, as_int32, tensor
 from .kernel_state import KernelState
 from .nodes import DmlNode
@@ -68,7 +67,7 @@ class DML_SLICE1_OPERATOR_DESC(OperatorDesc):
 
 
 def slice_(ctx: NodeContext) -> DmlNode:
-    dtype = eight_bit(ctx)
+    dtype = dml_type(moved_type(ctx))
     shape = ctx.shape(0)
     rank = len(shape)
     if ctx.opset < 10:  # Slice-1: attributes
