@@ -30,7 +30,7 @@ from ..core.tensor_desc import view
 from ..realep.placement import ON_DML_AS
 from .activation import ActivationDesc, apply_activation, fused_activation, validate_fused_activation
 from .base import FLOATS, Operator, rules
-from .element_wise_arithmetic import BinaryDesc, binary
+from .element_wise_arithmetic import FLOAT_TYPES, INTEGERS, ROUNDED, BinaryDesc, binary, integer_add
 from .importing import Fallback, NodeContext
 from .kernel_state import KernelState
 from .nodes import DmlNode
@@ -60,8 +60,11 @@ class DML_ELEMENT_WISE_ADD1_OPERATOR_DESC(BinaryDesc):
 
 
 def add(ctx: NodeContext) -> DmlNode:
-    """Add, or a two-input Sum (the registration row matches the since-version and the input count)."""
-    return binary(ctx, DML_ELEMENT_WISE_ADD1_OPERATOR_DESC, "ELEMENT_WISE_ADD")
+    """Add, or a two-input Sum (the registration row matches the since-version and the input count);
+    an integer one is ELEMENT_WISE_ADD's."""
+    if ctx.info(0).dtype in INTEGERS and ctx.node.op_type == "Add":
+        return integer_add(ctx)
+    return binary(ctx, DML_ELEMENT_WISE_ADD1_OPERATOR_DESC, "ELEMENT_WISE_ADD", types=FLOAT_TYPES)
 
 
 def fused_add(ctx: NodeContext) -> DmlNode:
@@ -92,4 +95,10 @@ def element_wise_add1(desc, tensors: dict, options, state: KernelState) -> np.nd
     return out.astype(a.dtype, copy=False)
 
 
-OPERATORS = (Operator(desc=DML_ELEMENT_WISE_ADD1_OPERATOR_DESC, kernel=element_wise_add1, exact_value=None),)
+def device_precision(desc: DML_ELEMENT_WISE_ADD1_OPERATOR_DESC):
+    """The addition's envelope (Direct3D's 0.5 ULP, WebNN's 1 ULP); with a fused activation, None:
+    the activation's envelope is activation.py's to state."""
+    return ROUNDED if desc.FusedActivation is None else None
+
+
+OPERATORS = (Operator(desc=DML_ELEMENT_WISE_ADD1_OPERATOR_DESC, kernel=element_wise_add1, exact_value=None, device_precision=device_precision),)
