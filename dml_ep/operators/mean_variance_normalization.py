@@ -1,0 +1,217 @@
+"""DML_OPERATOR_MEAN_VARIANCE_NORMALIZATION2 (ONNX LayerNormalization 17, onnxruntime's ai.onnx
+LayerNormalization 1 and SimplifiedLayerNormalization 1, and the normalization of SkipLayerNormalization's
+DirectML graph, com.microsoft.dml ``DmlMeanVarianceNormalization``): desc, import, kernel.
+
+Import, as DmlOperatorLayerNormalization.cpp builds it (one class, ``simplified`` for RMS norm):
+input, scale and bias at the input's rank, padded with trailing 1s to at least 4 dimensions (scale
+and bias right-aligned to the input first: ONNX broadcasting); ``Axes`` = ``[axis, rank')`` of the
+padded rank; ``UseMean`` = not simplified, ``UseVariance`` = 1, ``Epsilon`` the attribute;
+``stash_type`` is never read. The query takes a node with one output only (a LayerNormalization that
+also makes Mean or InvStdDev runs on the CPU). Types: scale, bias and output share a type; a float16
+input with float32 scale is CAST up first (exact: dml_ep folds that CAST into the node, whose
+tensors are then all FLOAT32); a float32 input with float16 scale CASTs scale and bias up and the
+output down, a DirectML graph dml_ep does not model (:class:`Fallback`). Releases before 1.18 built
+MVN1 (``NormalizeVariance``, no RMS form): for a layer norm the same math.
+
+Support: DirectML.h declares MVN2 under DML_TARGET_VERSION 0x6300 (DML_FEATURE_LEVEL_6_3); its page
+is "TBD", so the tensor table is MVN1's at 5_2 and later: 1 to 8 dimensions, FLOAT32 and FLOAT16,
+Scale and Bias optional and broadcast (size 1 or the input's in each dimension).
+
+Kernel, per normalization (the elements that differ only in ``Axes``):
+- ``"directml"``: the page's ``Scale * (x - mean) / sqrt(variance + Epsilon) + Bias`` (``mean`` 0
+  without UseMean, so the variance is the mean square; no division without UseVariance), evaluated in
+  float64 from the float32 (or widened float16) values and rounded once to the output type: the mean
+  and variance of float32 values are near-exact in float64 whatever the order, so this is the point
+  every device's order of summation scatters around. WebNN holds layerNormalization to an absolute
+  1/1024 (float32), 1/512 (float16), which ``device_precision`` gives.
+- ``"onnxruntime"``: onnxruntime's CPU kernels as measured on 1.32 (their source in the index is
+  older). RMS norm (UseMean 0: SimplifiedLayerNormalization, SkipSimplifiedLayerNormalization) is
+  contrib_ops/cpu/skip_layer_norm.cc's and layer_norm_impl.cc's loop: a sequential float32 sum of
+  ``x * x``, ``sqrt(sum / n + epsilon)``, then ``x / that * scale`` in float32 (float16 widened, the
+  result rounded to float16): bit for bit. Layer norm (UseMean 1): 1.32 computes the mean and the
+  mean square in float64 (its Mean output is the correctly rounded mean), and the output as
+  ``fma((x - mean) * inv_std, scale, bias)`` in float32 (measured: exact when fed 1.32's own mean and
+  inv_std). Its inv_std is 1 or 2 float32 ULP off every float64 formula tried in 20-35 % of rows;
+  dml_ep takes ``1 / sqrt(float(variance) + epsilon)`` in float32, the closest found, so a float32
+  layer norm is within 2 ULP of onnxruntime, not bit for bit (tests pin it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional
+
+import numpy as np
+
+from ..core.enums import DML_FEATURE_LEVEL as FL
+from ..core.enums import DML_OPERATOR_TYPE as OP
+from ..core.errors import InvalidAttributeError
+from ..core.tensor_desc import view
+from ..numerics.kernels.float32_fma import fma32
+from ..realep.placement import ON_DML_AS
+from .activation import ActivationDesc, apply_activation
+from .base import FLOATS, DevicePrecision, Operator, OperatorDesc, TensorDesc, rules
+from .importing import Fallback, NodeContext, tensor
+from .kernel_state import KernelState
+from .nodes import DmlNode
+
+# --- desc ------------------------------------------------------------------------------------
+
+_DIMS = {FL.FL_6_3: (1, 8)}
+_FIELDS = ("InputTensor", "ScaleTensor", "BiasTensor", "OutputTensor")
+F32, F16 = np.dtype(np.float32), np.dtype(np.float16)
+
+
+@dataclasses.dataclass(frozen=True)
+class DML_MEAN_VARIANCE_NORMALIZATION2_OPERATOR_DESC(OperatorDesc):
+    """MEAN_VARIANCE_NORMALIZATION2: ``FusedActivation(Scale * (Input - Mean) / sqrt(Variance + Epsilon) + Bias)``
+    over ``Axes``; ``UseMean`` and ``UseVariance`` are DirectML BOOLs (0 or 1)."""
+
+    InputTensor: TensorDesc
+    ScaleTensor: TensorDesc | None
+    BiasTensor: TensorDesc | None
+    OutputTensor: TensorDesc
+    AxisCount: int
+    Axes: tuple[int, ...]
+    UseMean: int
+    UseVariance: int
+    Epsilon: float
+    FusedActivation: Optional[ActivationDesc] = None
+
+    OPERATOR_TYPE = OP.MEAN_VARIANCE_NORMALIZATION2
+    INTRODUCED = FL.FL_6_3
+    TENSOR_RULES = rules({f: (f in ("ScaleTensor", "BiasTensor"), _DIMS) for f in _FIELDS}, {f: FLOATS for f in _FIELDS})
+    SAME_TYPE = (_FIELDS,)
+
+    def validate_shapes(self, feature_level: FL) -> None:
+        sizes = self.InputTensor.Sizes
+        if self.OutputTensor.Sizes != sizes:
+            self.fail(f"sizes {list(self.OutputTensor.Sizes)} must equal InputTensor's {list(sizes)}", "OutputTensor")
+        for field in ("ScaleTensor", "BiasTensor"):
+            other = getattr(self, field)
+            if other is not None and (len(other.Sizes) != len(sizes) or any(s not in (1, n) for s, n in zip(other.Sizes, sizes))):
+                self.fail(f"sizes {list(other.Sizes)} must broadcast to InputTensor's {list(sizes)} (each 1 or equal)", field)
+        if self.AxisCount != len(self.Axes) or not self.Axes:
+            self.fail(f"AxisCount {self.AxisCount} must be the number of Axes {list(self.Axes)}, at least 1", "Axes")
+        if len(set(self.Axes)) != len(self.Axes) or not all(0 <= axis < len(sizes) for axis in self.Axes):
+            self.fail(f"axes {list(self.Axes)} must be distinct and in [0, {len(sizes) - 1}]", "Axes")
+        if self.UseMean not in (0, 1) or self.UseVariance not in (0, 1):
+            self.fail("UseMean and UseVariance are BOOLs (0 or 1)", "UseMean")
+
+
+# --- import from ONNX ------------------------------------------------------------------------
+
+
+def one_output(ctx: NodeContext) -> None:
+    """QueryLayerNormalization: one output only (Mean and InvStdDev are not supported)."""
+    if len([name for name in ctx.node.output if name]) > 1 or len(ctx.node.output) > 1 and not ctx.node.output[0]:
+        raise Fallback(f"QueryLayerNormalization declines {len(ctx.node.output)} outputs (it takes Y alone)", "on the CPU in the real EP too")
+
+
+def layer_normalization(ctx: NodeContext) -> DmlNode:
+    """LayerNormalization (17, or onnxruntime's 1) and SimplifiedLayerNormalization (1)."""
+    return _normalization(ctx, ctx.node.op_type == "SimplifiedLayerNormalization")
+
+
+def graph_normalization(ctx: NodeContext) -> DmlNode:
+    """com.microsoft.dml DmlMeanVarianceNormalization: SkipLayerNormalization's MVN2 over the last
+    axis (inputs: the sum, gamma, and the post-normalization bias)."""
+    return _normalization(ctx, bool(ctx.attr("simplified", 0)))
+
+
+def _normalization(ctx: NodeContext, simplified: bool) -> DmlNode:
+    dtype, scale_dtype = ctx.info(0).dtype, ctx.info(1).dtype
+    for what in (dtype, scale_dtype):
+        if what not in (F32, F16):
+            raise Fallback(f"element type {what} is not supported by MEAN_VARIANCE_NORMALIZATION2 (FLOAT32, FLOAT16)",
+                           ON_DML_AS.format("MEAN_VARIANCE_NORMALIZATION2"))
+    if dtype == F32 and scale_dtype == F16:
+        raise Fallback("a float32 input with float16 scale is a DirectML graph of CASTs (scale, bias up, the output down) around "
+                       "MEAN_VARIANCE_NORMALIZATION2, not modelled", ON_DML_AS.format("CAST and MEAN_VARIANCE_NORMALIZATION2"))
+    shape = ctx.shape(0)
+    rank = len(shape)
+    axis = int(ctx.attr("axis", -1))
+    if not -rank <= axis < rank:
+        raise InvalidAttributeError(f"axis {axis} is outside [-{rank}, {rank - 1}]", node=ctx.node)
+    axis %= rank
+    sizes = tuple(shape) + (1,) * (4 - rank)
+    parameters = {}
+    for index, field in ((1, "ScaleTensor"), (2, "BiasTensor")):
+        if not ctx.input_name(index):
+            continue
+        own = ctx.shape(index)
+        if len(own) > rank:
+            raise InvalidAttributeError(f"input {index} has rank {len(own)}, above the input's {rank}", node=ctx.node)
+        parameters[field] = tensor(scale_dtype, (1,) * (rank - len(own)) + tuple(own) + (1,) * (4 - rank))
+    desc = DML_MEAN_VARIANCE_NORMALIZATION2_OPERATOR_DESC(
+        InputTensor=tensor(scale_dtype, sizes), ScaleTensor=parameters.get("ScaleTensor"), BiasTensor=parameters.get("BiasTensor"),
+        OutputTensor=tensor(scale_dtype, sizes), AxisCount=len(sizes) - axis, Axes=tuple(range(axis, len(sizes))),
+        UseMean=int(not simplified), UseVariance=1, Epsilon=float(np.float32(ctx.attr("epsilon", 1e-5))))
+    return ctx.dml_node(desc, ("InputTensor", "ScaleTensor", "BiasTensor"), shape)
+
+
+# --- kernel ----------------------------------------------------------------------------------
+
+
+def mean_variance_normalization2(desc: DML_MEAN_VARIANCE_NORMALIZATION2_OPERATOR_DESC, tensors: dict, options,
+                                 state: KernelState) -> np.ndarray:
+    """Rows of the normalized elements, then the session's arithmetic (module docstring)."""
+    sizes = desc.InputTensor.Sizes
+    x = view(tensors["InputTensor"], desc.InputTensor)
+    out_dtype = F16 if desc.OutputTensor.DataType.name == "FLOAT16" else F32
+    others = tuple(axis for axis in range(len(sizes)) if axis not in desc.Axes)
+    order = others + tuple(desc.Axes)
+    n = int(np.prod([sizes[axis] for axis in desc.Axes]))
+
+    def rows(array):
+        return np.ascontiguousarray(np.transpose(np.broadcast_to(array, sizes), order).astype(np.float32)).reshape(-1, n)
+
+    scale = None if desc.ScaleTensor is None else rows(view(tensors["ScaleTensor"], desc.ScaleTensor))
+    bias = None if desc.BiasTensor is None else rows(view(tensors["BiasTensor"], desc.BiasTensor))
+    values = rows(x)
+    normalize = _onnxruntime if options.onnxruntime and desc.UseVariance else _directml
+    y = normalize(values, scale, bias, desc)
+    if desc.FusedActivation is not None:
+        y = apply_activation(desc.FusedActivation, np.asarray(y, np.float32))
+    shaped = np.asarray(y).reshape([sizes[axis] for axis in order]).transpose(np.argsort(order))
+    return np.ascontiguousarray(shaped.astype(out_dtype))
+
+
+def _directml(x: np.ndarray, scale, bias, desc) -> np.ndarray:
+    """The page's formula in float64, rounded once (to float32 for an activation, else to the output)."""
+    x64 = x.astype(np.float64)
+    centred = x64 - x64.mean(axis=1, keepdims=True) if desc.UseMean else x64
+    if desc.UseVariance:
+        centred = centred / np.sqrt((centred * centred).mean(axis=1, keepdims=True) + float(np.float32(desc.Epsilon)))
+    y = centred if scale is None else centred * scale
+    return y if bias is None else y + bias
+
+
+def _onnxruntime(x: np.ndarray, scale, bias, desc) -> np.ndarray:
+    """onnxruntime 1.32's CPU layer norm and RMS norm in float32 (module docstring)."""
+    n, epsilon = x.shape[1], np.float32(desc.Epsilon)
+    one = np.ones_like(x[:1])
+    scale = one if scale is None else scale
+    if not desc.UseMean:
+        mean_square = np.cumsum(x * x, axis=1, dtype=np.float32)[:, -1:]
+        root = np.sqrt(mean_square / np.float32(n) + epsilon, dtype=np.float32)
+        y = x / root * scale
+        return y if bias is None else y + bias  # the DML graph's post-normalization bias (SkipSimplifiedLayerNormalization's input 3)
+    x64 = x.astype(np.float64)
+    total, squares = np.cumsum(x64, axis=1)[:, -1:], np.cumsum(x64 * x64, axis=1)[:, -1:]
+    mean = total / n
+    variance = (squares / n - mean * mean).astype(np.float32)
+    inv_std = np.float32(1) / np.sqrt(variance + epsilon, dtype=np.float32)
+    centred = (x - mean.astype(np.float32)) * inv_std
+    return fma32(centred, np.broadcast_to(scale, x.shape), np.zeros_like(x) if bias is None else np.broadcast_to(bias, x.shape))
+
+
+def _precision(desc) -> DevicePrecision:
+    return DevicePrecision(rule="WebNN layerNormalization: absolute 1/1024 (float32), 1/512 (float16) (wpt webnn/resources/utils.js)",
+                           atol32=1 / 1024, atol16=1 / 512)
+
+
+OPERATORS = (Operator(desc=DML_MEAN_VARIANCE_NORMALIZATION2_OPERATOR_DESC, kernel=mean_variance_normalization2, exact_value=None,
+                      device_precision=_precision(None)),)
+"""LayerNormalization, SimplifiedLayerNormalization and SkipLayerNormalization's normalization on
+DML_OPERATOR_MEAN_VARIANCE_NORMALIZATION2 (``dml_ep/operators/mean_variance_normalization.py``)."""
