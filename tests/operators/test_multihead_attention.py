@@ -1,0 +1,210 @@
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper
+
+import dml_ep
+from dml_ep.core.errors import RealEpError
+from dml_ep.operators.multihead_attention import device_precision
+from dml_ep.ort.reference import cpu_session
+
+PROMPT = dict(batch=1, sequence=5, heads=4, kv_heads=2, head=16, past=8, total=5)  # a buffer longer than the prompt
+DECODE = dict(batch=2, sequence=1, heads=4, kv_heads=2, head=16, past=6, total=7)
+SHARED = dict(batch=1, sequence=1, heads=4, kv_heads=1, head=8, past=9, total=6)  # genai's DML layout: past = present = the whole buffer
+
+
+def gqa_model(batch, sequence, heads, kv_heads, head, past, total, dtype, total_constant=True, inputs=("q", "k", "v", "pk", "pv", "sl", "tot"),
+              **attributes):
+    """One GroupQueryAttention with its three outputs; total_sequence_length an initializer or a feed."""
+    elem = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    shapes = {"q": [batch, sequence, heads * head], "k": [batch, sequence, kv_heads * head], "v": [batch, sequence, kv_heads * head],
+              "pk": [batch, kv_heads, past, head], "pv": [batch, kv_heads, past, head]}
+    declared = [helper.make_tensor_value_info(name, elem, shape) for name, shape in shapes.items() if name in inputs]
+    declared.append(helper.make_tensor_value_info("sl", TensorProto.INT32, [batch]))
+    initializers = [helper.make_tensor("tot", TensorProto.INT32, [], [total])] if total_constant else []
+    if not total_constant:
+        declared.append(helper.make_tensor_value_info("tot", TensorProto.INT32, []))
+    node = helper.make_node("GroupQueryAttention", list(inputs), ["o", "present_key", "present_value"], domain="com.microsoft",
+                            num_heads=heads, kv_num_heads=kv_heads, **attributes)
+    outputs = [helper.make_tensor_value_info(name, elem, None) for name in ("o", "present_key", "present_value")]
+    graph = helper.make_graph([node], "gqa", declared, outputs, initializers)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid("com.microsoft", 1)], ir_version=10)
+
+
+def gqa_feeds(batch, sequence, heads, kv_heads, head, past, total, dtype, seed=0, total_constant=True):
+    rng = np.random.default_rng(seed)
+    feeds = {"q": rng.standard_normal((batch, sequence, heads * head)), "k": rng.standard_normal((batch, sequence, kv_heads * head)),
+             "v": rng.standard_normal((batch, sequence, kv_heads * head)), "pk": rng.standard_normal((batch, kv_heads, past, head)),
+             "pv": rng.standard_normal((batch, kv_heads, past, head))}
+    feeds = {name: (2 * value).astype(dtype) for name, value in feeds.items()}
+    feeds["sl"] = np.full(batch, total - 1, np.int32)
+    if not total_constant:
+        feeds["tot"] = np.array(total, np.int32)
+    return feeds
+
+
+def exact_attention(feeds, heads, kv_heads, pasts, rows, scale=None):
+    """Causal grouped attention in float64 on the present buffers (the past, grown to ``rows``, with the
+    new rows at ``pasts[b]``): query i of batch b sees rows 0 .. pasts[b] + i. Returns output, presents."""
+    q, k, v = feeds["q"], feeds["k"], feeds["v"]
+    batch, sequence, hidden = q.shape
+    head = hidden // heads
+    presents = []
+    for name, new in (("pk", k), ("pv", v)):
+        present = np.zeros((batch, kv_heads, rows, head), q.dtype)
+        if name in feeds:
+            present[:, :, :feeds[name].shape[2]] = feeds[name][:, :, :rows]
+        for b in range(batch):
+            present[b, :, pasts[b]:pasts[b] + sequence] = new[b].reshape(sequence, kv_heads, head).transpose(1, 0, 2)
+        presents.append(present)
+    out = np.zeros((batch, sequence, heads, head))
+    scale = 1 / np.sqrt(head) if scale is None else scale
+    for b in range(batch):
+        seen = pasts[b] + sequence
+        for n in range(heads):
+            keys = presents[0][b, n // (heads // kv_heads), :seen].astype(np.float64)
+            values = presents[1][b, n // (heads // kv_heads), :seen].astype(np.float64)
+            scores = q[b, :, n * head:(n + 1) * head].astype(np.float64) @ keys.T * scale
+            scores[np.arange(seen)[None, :] > pasts[b] + np.arange(sequence)[:, None]] = -np.inf
+            p = np.exp(scores - scores.max(axis=1, keepdims=True))
+            out[b, :, n] = (p / p.sum(axis=1, keepdims=True)) @ values
+    return out.reshape(batch, sequence, hidden), presents[0], presents[1]
+
+
+def ulps(a: np.ndarray, b: np.ndarray) -> float:
+    """The largest difference in units in the last place of the largest magnitude of ``b`` in ``a``'s
+    type (an attention output sums products of many magnitudes: its error scales with the tensor's)."""
+    unit = np.spacing(np.abs(b).max().astype(a.dtype))
+    return float(np.abs(a.astype(np.float64) - b.astype(np.float64)).max() / unit)
+
+
+def planned(model, **options) -> list[str]:
+    session = dml_ep.InferenceSession(model.SerializeToString(), **options)
+    return session, [getattr(entry, "operator", None) or entry.reason for entry in session.plan.entries]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("shape", [PROMPT, DECODE, SHARED], ids=["prompt", "decode", "shared-buffer"])
+def test_directml_is_causal_grouped_attention_within_float_rounding(shape, dtype):
+    """"directml": float64 sums each rounded once to float32, then once to the tensor type: within
+    4 float32 ULP (of the output's largest magnitude) of the exact value, within 1 in float16 (measured: 1 and 0)."""
+    model, feeds = gqa_model(**shape, dtype=dtype), gqa_feeds(**shape, dtype=dtype)
+    session, operators = planned(model)
+    assert operators == ["DML_OPERATOR_MULTIHEAD_ATTENTION1"]
+    out, key, value = session.run(None, feeds)
+    pasts = [shape["total"] - 1 if shape["sequence"] == 1 else 0] * shape["batch"]
+    exact, exact_key, exact_value = exact_attention(feeds, shape["heads"], shape["kv_heads"], pasts, max(shape["past"], shape["total"]))
+    assert out.dtype == dtype and ulps(out, exact.astype(dtype)) <= (1 if dtype == np.float16 else 4)
+    np.testing.assert_array_equal(key, exact_key)
+    np.testing.assert_array_equal(value, exact_value)
+
+
+@pytest.mark.host_sensitive
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("shape", [PROMPT, DECODE, dict(PROMPT, sequence=24, past=32, total=24, head=64)], ids=["prompt", "decode", "prompt-24"])
+def test_onnxruntime_arithmetic_is_within_its_pinned_ulps_of_the_cpu_kernel(shape, dtype):
+    """Not bit for bit (onnxruntime's flash kernel and MLAS's exp): float32 within 24 ULP of the
+    output's largest magnitude (measured up to 19 at T = 24; onnxruntime is itself 16 from the exact
+    value there), float16 within 1 (measured 0.25, 99.8% of elements equal); the presents, rows
+    0 .. total - 1, bit for bit."""
+    model, feeds = gqa_model(**shape, dtype=dtype), gqa_feeds(**shape, dtype=dtype)
+    expected = cpu_session(model, threads=1).run(None, feeds)
+    out, key, value = dml_ep.InferenceSession(model.SerializeToString(), arithmetic="onnxruntime").run(None, feeds)
+    assert ulps(out, expected[0]) <= (1 if dtype == np.float16 else 24)
+    total = shape["total"]
+    np.testing.assert_array_equal(key[:, :, :total], expected[1][:, :, :total])
+    np.testing.assert_array_equal(value[:, :, :total], expected[2][:, :, :total])
+
+
+@pytest.mark.host_sensitive
+def test_the_shared_buffer_keeps_the_past_beyond_the_total_where_the_cpu_writes_zeros():
+    """The real EP aliases past to present: rows after the new one keep the buffer's content."""
+    model, feeds = gqa_model(**SHARED, dtype=np.float16), gqa_feeds(**SHARED, dtype=np.float16)
+    key = dml_ep.InferenceSession(model.SerializeToString()).run(None, feeds)[1]
+    cpu_key = cpu_session(model, threads=1).run(None, feeds)[1]
+    total = SHARED["total"]
+    np.testing.assert_array_equal(key[:, :, total:], feeds["pk"][:, :, total:])
+    np.testing.assert_array_equal(key[:, :, :total], cpu_key[:, :, :total])
+    assert not np.array_equal(key, cpu_key)
+
+
+@pytest.mark.host_sensitive
+def test_a_prompt_with_a_past_attends_as_if_there_were_none():
+    """S > 1: PastSequenceLengths is FILL_VALUE_CONSTANT's zeros, whatever seqlens_k says; onnxruntime's
+    CPU attends to the past (a chunked prefill)."""
+    shape = dict(batch=1, sequence=3, heads=2, kv_heads=1, head=8, past=4, total=7)
+    model, feeds = gqa_model(**shape, dtype=np.float32), gqa_feeds(**shape, dtype=np.float32)
+    session, _ = planned(model)
+    assert np.array_equal(session.plan.entries[0].inputs["PastSequenceLengthsTensor"], [0])
+    out, key, _ = session.run(None, feeds)
+    exact, exact_key, _ = exact_attention(feeds, 2, 1, [0], 7)
+    assert ulps(out, exact.astype(np.float32)) <= 4
+    np.testing.assert_array_equal(key, exact_key)  # the new rows at 0 .. 2, over the past's
+    cpu = cpu_session(model, threads=1).run(None, feeds)[0]
+    assert np.abs(cpu - out).max() > 1e-3
+
+
+@pytest.mark.host_sensitive
+def test_without_a_past_the_present_holds_the_new_rows():
+    model = gqa_model(**PROMPT, dtype=np.float16, inputs=("q", "k", "v", "", "", "sl", "tot"))
+    feeds = {name: value for name, value in gqa_feeds(**PROMPT, dtype=np.float16).items() if name not in ("pk", "pv")}
+    out, key, value = dml_ep.InferenceSession(model.SerializeToString()).run(None, feeds)
+    expected = cpu_session(model, threads=1).run(None, feeds)
+    assert ulps(out, expected[0]) <= 1
+    np.testing.assert_array_equal(key, expected[1])
+    np.testing.assert_array_equal(value, expected[2])
+
+
+def test_scale_and_the_ignored_attributes():
+    """``scale`` is MULTIHEAD_ATTENTION1's Scale; softcap and local_window_size the real EP never reads."""
+    feeds = gqa_feeds(**DECODE, dtype=np.float32)
+    plain = dml_ep.InferenceSession(gqa_model(**DECODE, dtype=np.float32, scale=0.5).SerializeToString())
+    ignored = dml_ep.InferenceSession(gqa_model(**DECODE, dtype=np.float32, scale=0.5, softcap=2.0, local_window_size=2).SerializeToString())
+    assert plain.plan.entries[0].desc.Scale == 0.5
+    np.testing.assert_array_equal(plain.run(None, feeds)[0], ignored.run(None, feeds)[0])
+    exact = exact_attention(feeds, 4, 2, [6, 6], 7, scale=0.5)[0]
+    assert ulps(plain.run(None, feeds)[0], exact.astype(np.float32)) <= 8
+
+
+@pytest.mark.host_sensitive
+def test_a_total_computed_at_run_time_is_planned_when_run():
+    """The real EP reads a required CPU input that is not an initializer when it runs the node;
+    dml_ep plans the node then: the present keeps the buffer past the total, as the CPU's does not."""
+    model, feeds = gqa_model(**SHARED, dtype=np.float16, total_constant=False), gqa_feeds(**SHARED, dtype=np.float16, total_constant=False)
+    session, [reason] = planned(model)
+    assert "input 6 'tot' is computed at run time" in reason
+    key = session.run(None, feeds)[1]
+    np.testing.assert_array_equal(key[:, :, SHARED["total"]:], feeds["pk"][:, :, SHARED["total"]:])
+    assert not np.array_equal(key, cpu_session(model, threads=1).run(None, feeds)[1])
+
+
+def test_a_constant_total_is_planned_at_load_and_sizes_the_present():
+    shape = dict(SHARED, total=4)
+    session, operators = planned(gqa_model(**shape, dtype=np.float16))
+    assert operators == ["DML_OPERATOR_MULTIHEAD_ATTENTION1"]
+    [entry] = session.plan.entries
+    assert entry.desc.OutputPresentKeyTensor.Sizes == (1, 1, 9, 8) and entry.desc.QueryHeadCount == 4 and entry.desc.KeyValueHeadCount == 1
+    assert entry.desc.Scale == np.float32(1 / np.sqrt(8)) and entry.desc.MaskFilterValue == -10000.0
+    assert session.plan.summary()["dml"]["macs"] == 2 * 32 * 9  # Q.K^T and P.V over the present's 9 rows
+
+
+def test_below_feature_level_6_3_it_falls_back():
+    _, [reason] = planned(gqa_model(**DECODE, dtype=np.float16, total_constant=True), feature_level="6_2")
+    assert "DML_FEATURE_LEVEL_6_3" in reason
+
+
+@pytest.mark.parametrize("change", ["causal", "packed"])
+def test_what_the_real_ep_refuses_is_an_error(change):
+    if change == "causal":
+        model = gqa_model(**DECODE, dtype=np.float16, total_constant=True, causal=0)
+    else:
+        model = gqa_model(**DECODE, dtype=np.float16, total_constant=True, inputs=("q", "", "", "pk", "pv", "sl", "tot"))
+    with pytest.raises(RealEpError):
+        dml_ep.InferenceSession(model.SerializeToString())
+
+
+def test_device_precision_sums_webnn_matmul_and_softmax_tolerances():
+    session, _ = planned(gqa_model(**SHARED, dtype=np.float16, total_constant=True))
+    precision = device_precision(session.plan.entries[0].desc)
+    assert precision.ulp16 == precision.ulp32 == 2 * 8 + 3 * 9 + 3 + 2 * 9
