@@ -1,6 +1,9 @@
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
+import onnx
 import pytest
 from onnx import TensorProto, helper
 
@@ -208,3 +211,34 @@ def test_device_precision_sums_webnn_matmul_and_softmax_tolerances():
     session, _ = planned(gqa_model(**SHARED, dtype=np.float16, total_constant=True))
     precision = device_precision(session.plan.entries[0].desc)
     assert precision.ulp16 == precision.ulp32 == 2 * 8 + 3 * 9 + 3 + 2 * 9
+
+
+LLM = Path(__file__).resolve().parents[2] / "models" / "llm" / "tiny_llm.int4.dml.onnx"
+
+
+def llm_feeds(sequence: int, past: int, total: int) -> dict:
+    """The shipped LLM's inputs: ``total`` tokens seen, ``sequence`` of them new, a cache of ``past`` rows."""
+    rng = np.random.default_rng(0)
+    feeds = {"input_ids": rng.integers(0, 256, (1, sequence)), "attention_mask": np.ones((1, total), np.int64),
+             "position_ids": np.arange(total - sequence, total).reshape(1, sequence)}
+    for layer in range(2):
+        for kind in ("key", "value"):
+            feeds[f"past_key_values.{layer}.{kind}"] = (rng.standard_normal((1, 2, past, 16)) * 0.5).astype(np.float16)
+    return feeds
+
+
+@pytest.mark.host_sensitive
+@pytest.mark.parametrize("sequence, past, total", [(8, 16, 8), (1, 8, 9)], ids=["prompt-in-a-buffer", "decode"])
+def test_the_shipped_llm_runs_its_attention_on_multihead_attention1(sequence, past, total):
+    """genai's DML LLM: total_sequence_length computed at run time (Shape -> Gather -> Cast), so both
+    GroupQueryAttention nodes are planned when run; the outputs within 2 float16 ULP of the largest
+    magnitude of onnxruntime's (as the LLM's other float16 nodes), the presents' first ``total`` rows too."""
+    feeds = llm_feeds(sequence, past, total)
+    session = dml_ep.InferenceSession(str(LLM))
+    ours = session.run(None, feeds)
+    attention = [entry for entry in session.plan.entries if entry.node.op_type == "GroupQueryAttention"]
+    assert [getattr(entry, "operator", None) for entry in attention] == ["DML_OPERATOR_MULTIHEAD_ATTENTION1"] * 2
+    theirs = cpu_session(onnx.load(LLM)).run(None, feeds)
+    for mine, reference in zip(ours, theirs):
+        rows = mine if mine.ndim == 3 else mine[:, :, :total]
+        assert mine.shape == reference.shape and ulps(rows, (reference if mine.ndim == 3 else reference[:, :, :total])) <= 2
