@@ -50,30 +50,43 @@ def post_normalization_bias(node: onnx.NodeProto) -> str:
     return _input(node, 3)
 
 
-def parts(graph: EditableGraph, node: onnx.NodeProto, static: dict, on_dml: Callable) -> tuple[tuple, dict] | None:
-    """ADD (input, skip), ADD of input 4, MVN2, where all run on DirectML: a 2-D or 3-D input whose skip
-    has its shape (the DML EP reads skip at the input's sizes), and neither mean nor inv_std_var used."""
+def _splittable(node: onnx.NodeProto, static: dict):
+    """The input's ValueInfo where the split applies (2-D or 3-D, skip of its shape, no statistics used), else None."""
     if any(len(node.output) > index and node.output[index] for index in (1, 2)):
         return None
     source, skip = static.get(node.input[0]), static.get(node.input[1])
     if source is None or skip is None or source.shape is None or len(source.shape) not in (2, 3) or skip.shape != source.shape:
         return None
+    return source
+
+
+def _adds(graph: EditableGraph, node: onnx.NodeProto, dtype, bias: str) -> tuple[list, str, dict]:
+    """The ADD (input, skip) and ADD of the bias, the value the last makes (output 3 where used), the values they make."""
+    total = node.output[SUM_OUTPUT] if len(node.output) > SUM_OUTPUT else ""
+    first = total if total and not bias else graph.unique_name(f"{node.output[0]}.input_skip")
+    made = {} if first == total else {first: (node.input[0], dtype, True)}
+    name = node.name
+    adds = [onnx.helper.make_node("Add", [node.input[0], node.input[1]], [first], name=f"{name}.add" if name else "")]
+    if not bias:
+        return adds, first, made
+    summed = total or graph.unique_name(f"{node.output[0]}.input_skip_bias")
+    made.update({} if total else {summed: (node.input[0], dtype, True)})
+    adds.append(onnx.helper.make_node("Add", [first, bias], [summed], name=f"{name}.add_bias" if name else ""))
+    return adds, summed, made
+
+
+def parts(graph: EditableGraph, node: onnx.NodeProto, static: dict, on_dml: Callable) -> tuple[tuple, dict] | None:
+    """ADD (input, skip), ADD of input 4, MVN2, where all run on DirectML: a 2-D or 3-D input whose skip
+    has its shape (the DML EP reads skip at the input's sizes), and neither mean nor inv_std_var used."""
+    source = _splittable(node, static)
+    if source is None:
+        return None
     simplified = node.op_type == "SkipSimplifiedLayerNormalization"
     epsilon = next((a.f for a in node.attribute if a.name == "epsilon"), 1e-12)
-    total = node.output[SUM_OUTPUT] if len(node.output) > SUM_OUTPUT and node.output[SUM_OUTPUT] else ""
-    bias = "" if simplified else _input(node, 4)
-    first = total if total and not bias else graph.unique_name(f"{node.output[0]}.input_skip")
-    made = {} if first == total else {first: (node.input[0], source.dtype, True)}
-    adds = [onnx.helper.make_node("Add", [node.input[0], node.input[1]], [first], name=f"{node.name}.add" if node.name else "")]
-    summed = first
-    if bias:
-        summed = total or graph.unique_name(f"{node.output[0]}.input_skip_bias")
-        if not total:
-            made[summed] = (node.input[0], source.dtype, True)
-        adds.append(onnx.helper.make_node("Add", [first, bias], [summed], name=f"{node.name}.add_bias" if node.name else ""))
-    normalized = [summed, node.input[2]] + ([post_normalization_bias(node)] if post_normalization_bias(node) else [])
-    normalization = onnx.helper.make_node(NORMALIZATION, normalized, [node.output[0]], name=node.name, domain=DML_DOMAIN,
-                                          epsilon=epsilon, simplified=int(simplified))
+    adds, summed, made = _adds(graph, node, source.dtype, "" if simplified else _input(node, 4))
+    post_bias = post_normalization_bias(node)
+    normalization = onnx.helper.make_node(NORMALIZATION, [summed, node.input[2]] + ([post_bias] if post_bias else []), [node.output[0]],
+                                          name=node.name, domain=DML_DOMAIN, epsilon=epsilon, simplified=int(simplified))
     infos = derived_infos(made, static)
     if not all(on_dml(part, infos) for part in (*adds, normalization)):
         return None
