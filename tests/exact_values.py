@@ -1,6 +1,6 @@
 """Exact references the operator tests judge dml_ep by, written here independently of dml_ep:
 ONNX's convolution padding, the int64 tap-by-tap convolution accumulator, QuantizeLinear's exact
-value in Fractions, and which onnxruntime reference computes a quantized product's sums exactly."""
+value in Fractions and its float32 value, and which onnxruntime reference computes a quantized product's sums exactly."""
 
 from __future__ import annotations
 
@@ -56,6 +56,24 @@ def exact_quantize(x, scale, zero_point, dtype) -> np.ndarray:
         else:
             q = round(Fraction(float(v)) / Fraction(float(s)))  # Python's round: halves to even
             out.append(min(max(q + int(z), info.min), info.max))
+    return np.array(out, dtype).reshape(x.shape)
+
+
+def float32_quantize(x, scale, zero_point, dtype, reciprocal: bool = False) -> np.ndarray:
+    """``clamp(round_half_even(x / scale) + zp)`` with ``x / scale`` one IEEE float32 division (or,
+    ``reciprocal``, ``x * float32(1 / scale)``, the form a Direct3D device may use); NaN -> qmin."""
+    info = np.iinfo(dtype)
+    out = []
+    x, scale, zero_point = np.broadcast_arrays(np.asarray(x, np.float32), np.asarray(scale, np.float32), zero_point)
+    with np.errstate(over="ignore", invalid="ignore"):
+        for v, s, z in zip(x.reshape(-1), scale.reshape(-1), zero_point.reshape(-1)):
+            q = v * (np.float32(1) / s) if reciprocal else v / s  # numpy float32 scalars: float32 arithmetic
+            if np.isnan(q):
+                out.append(info.min)
+            elif np.isinf(q):
+                out.append(info.max if q > 0 else info.min)
+            else:
+                out.append(min(max(round(float(q)) + int(z), info.min), info.max))  # round(): halves to even
     return np.array(out, dtype).reshape(x.shape)
 
 

@@ -158,7 +158,9 @@ def ideal_values(desc: OperatorDesc, tensors: dict, index: np.ndarray) -> list[F
     """DirectML's value of a quantized operator before rounding, at the flat output ``index``:
     the dequantized operation divided by the output scale (the zero point, an integer, left out).
 
-    Evaluated in exact fractions, since float rounding must not decide what is a tie; each value is
+    Ideals, not a device's value (the "directml" kernels compute float32 point values where
+    DirectML divides in float, e.g. QuantizeLinear's quotient): they tell an exact tie from a
+    float32 rounding. Evaluated in exact fractions, since float rounding must not decide what is a tie; each value is
     ``sum(integer * scale) / OutputScale``, the integers exact in float64 (the operator's
     ``exact_value``, from the operator table). None for operators that do not quantize.
     """

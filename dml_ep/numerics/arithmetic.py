@@ -1,8 +1,12 @@
 """Which arithmetic the kernels use: DirectML's documented math, or onnxruntime CPU's.
 
-- ``"directml"`` (the default): each quantized operator is "mathematically equivalent to
-  dequantizing the inputs, performing the float operation, then quantizing the output"; dml_ep
-  evaluates that ideal value and rounds it correctly, halves to even.
+- ``"directml"`` (the default): DirectML's documented formula as a point value. Where DirectML
+  divides or multiplies in float, a float32 IEEE operation (round to nearest even): QuantizeLinear's
+  and DynamicQuantizeLinear's ``x / scale`` is a float32 quotient, then rounded half to even (the
+  same codes as MLAS). The quantized products and QLinearAdd ("mathematically equivalent to
+  dequantizing the inputs, performing the float operation, then quantizing the output") still
+  round their exact value correctly, halves to even. A device may differ from the point value
+  within ``Operator.device_precision`` (D3D11.3's bounds, WebNN's tolerances).
 - ``"onnxruntime"``: what onnxruntime's CPU EP computes on x86-64, read from its MLAS source
   (see docs/onnxruntime_arithmetic.md): float32 requantization multipliers, QLinearAdd's
   fused-multiply-add form, and on CPUs with AVX2 but no VNNI the int16 saturation of pairs of

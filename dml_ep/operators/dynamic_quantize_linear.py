@@ -25,10 +25,13 @@ Kernel.
   what DirectML does: ORT's tests ``DynamicQuantizeLinear_Min_Adjusted`` / ``_Max_Adjusted`` (all
   positive / all negative input) are not skipped on DML, while the plain test is ("26 and 25" at
   x / scale = -127.49999 in float32, dynamic_quantize_linear_test.cc L11-55), an element-rounding
-  difference. The elements are rounded as the ideal, ``round_half_even(exact x / scale) + zp``
-  clamped, NaN -> qmin (as ELEMENT_WISE_QUANTIZE_LINEAR's "directml").
+  difference that ``x * float32(1 / scale)`` = -127.5 explains (see element_wise_quantize_linear). The elements as ELEMENT_WISE_QUANTIZE_LINEAR's "directml": the float32 quotient
+  ``x / scale`` (an IEEE division), rounded half to even, ``+ zp``, clamped, NaN -> qmin; so 0.5 at
+  scale float32(5 / 255) is 25.5 -> 26 -> code 179, ONNX's expected value (the exact quotient
+  25.49999... would round to 178). The two arithmetics give the same codes.
 
-Exact value (compare): ``x / OutputScale``, the scale as computed.
+Exact value (compare): ``x / OutputScale`` in exact fractions, the scale as computed: an ideal,
+not a device's value.
 """
 
 from __future__ import annotations

@@ -15,23 +15,26 @@ a null ZeroPointTensor, which needs FL 6_2: below it the real EP fails creating 
 incorrect"). The real EP also takes int32 input (FL 2_1) and float16 input (opset 19, FL 6_0),
 which dml_ep does not model.
 
-Kernel.
+Kernel (both arithmetics compute the same codes).
 - ``"onnxruntime"``: MLAS's QuantizeLinear kernel (mlas/lib/quantize_avx512f.cpp, reached from
   quantize_linear.cc ``ParQuantizeLinearStd`` per (scale, zero point) run): ``v = x / scale`` in
   float32 (a true division), NaN -> ``qmin - zp`` (``max_ps`` returns its second operand), clamped
   to ``[qmin - zp, qmax - zp]``, rounded half to even (``cvtps2dq``), plus ``zp``; the zero point
   defaults to 0 (int8 and uint8).
-- ``"directml"``: the documented formula correctly rounded, ``round_half_even(exact x / scale) +
-  zp`` clamped: a float64 quotient, settled exactly (integer ratios) where it lies near a
-  half-integer. NaN -> qmin (as onnxruntime; DirectML's page is silent), the zero point defaults
-  to 0 (silent too; ONNX's default). Evidence that real DirectML rounds otherwise at near-ties: the
-  ORT tests ``QuantizeLinearOpTest.Int8``, ``Int8_NegativeZeroPoint`` and ``Int8_PositiveZeroPoint``
-  skip DML citing -127 vs -128 at x = +-5, scale 0.039215686 (x / scale = 127.49999 in float32;
-  quantize_linear_test.cc L477-481, L905-909, L942-946): neither the CPU's float32 quotient nor the
-  ideal gives -128 there, which suggests DirectML computes ``x * (1 / scale)``. Unverified, so
-  dml_ep keeps the project rule, the correctly rounded ideal.
+- ``"directml"``: the documented formula as float32 arithmetic: the quotient ``x / scale`` an IEEE
+  float32 division (round to nearest even), then round half to even, ``+ zp``, clamp; the same
+  steps, so the same codes. NaN -> qmin (as onnxruntime; DirectML's page is silent), the zero point
+  defaults to 0 (silent too; ONNX's default). A Direct3D device may divide as ``x * rcp(scale)``
+  (D3D11.3 functional spec 3.1.3.2, ../shared/DML_FLOAT_OPS.md 2.2), within a code of this value
+  at near-ties, and the known DirectML results fit that form: the ORT tests
+  ``QuantizeLinearOpTest.Int8*`` skip DML citing -127 vs -128 at x = +-5, scale 0.039215686
+  (``x / scale`` = 127.49999 in float32, ``x * float32(1 / scale)`` = 127.5; quantize_linear_test.cc
+  L477-481, L905-909, L942-946), and DynamicQuantizeLinear's "26 and 25" the same way. dml_ep keeps
+  the division, which ONNX's expected outputs are (tests/operators/test_element_wise_quantize_ops.py
+  pins both forms).
 
-Exact value (compare): ``x / scale``, so compare tells exact ties from float32 rounding.
+Exact value (compare): ``x / scale`` in exact fractions, an ideal rather than a device's value: compare
+uses it to tell exact ties from float32 rounding.
 """
 
 from __future__ import annotations
@@ -212,36 +215,29 @@ def quantize_linear_compiled(desc, tensors: dict, arithmetic, state: KernelState
 
 
 def quantize_values(x: np.ndarray, scale, zero_point, dtype, arithmetic, compiled: bool = False, nan_free: bool = False) -> np.ndarray:
-    """``x`` quantized in one arithmetic: :func:`onnxruntime_quantize` or :func:`ideal_quantize`,
-    or where ``compiled`` and the scale and zero point are per tensor, their compiled form."""
+    """``x`` quantized: the float32 quotient and MLAS's steps (:func:`float32_quantize`), the same
+    codes in both arithmetics; where ``compiled`` and the scale and zero point are per tensor, their
+    compiled form. ``arithmetic`` is kept for the kernels' common signature."""
     if compiled and native.quantize is not None and np.size(scale) == 1 and np.size(zero_point) == 1:
-        return _quantize_compiled(x, np.float32(np.reshape(scale, -1)[0]), int(np.reshape(zero_point, -1)[0]), dtype, arithmetic)
-    if arithmetic.onnxruntime:
-        return onnxruntime_quantize(x, scale, zero_point, dtype, nan_free)
-    return ideal_quantize(x, scale, zero_point, dtype)
+        return _quantize_compiled(x, np.float32(np.reshape(scale, -1)[0]), int(np.reshape(zero_point, -1)[0]), dtype)
+    return float32_quantize(x, scale, zero_point, dtype, nan_free)
 
 
-def _quantize_compiled(x: np.ndarray, scale: np.float32, zero_point: int, dtype, arithmetic) -> np.ndarray:
-    """One pass of ``kernels.compiled.quantize``; in DirectML's arithmetic, the elements near a
-    half-integer then settled by :func:`exact_quantize`, as the twin settles them."""
+def _quantize_compiled(x: np.ndarray, scale: np.float32, zero_point: int, dtype) -> np.ndarray:
+    """One pass of ``kernels.compiled.quantize.mlas``."""
     lo, hi = quantize.quant_range(dtype)
     codes_array = np.empty_like(x, np.uint8)  # in ``x``'s layout: a convolution's channels-last output is read as it lies
     flat, out = np.ravel(x.astype(np.float32, copy=False), order="K"), codes_array.ravel(order="K")
-    codes = (np.float32(lo - zero_point), np.float32(hi - zero_point), zero_point & 0xFF, lo & 0xFF)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # the scale is checked positive and finite
-        if arithmetic.onnxruntime:
-            native.quantize.mlas(flat, scale, *codes, out)
-        else:
-            suspects = native.flagged(native.quantize.directml, flat.size, flat, scale, *codes, out)
-            if suspects.size:
-                out[suspects] = exact_quantize(flat[suspects], scale, zero_point, dtype).view(np.uint8)
+        native.quantize.mlas(flat, scale, np.float32(lo - zero_point), np.float32(hi - zero_point), zero_point & 0xFF, lo & 0xFF, out)
     return codes_array.view(dtype)
 
 
-def onnxruntime_quantize(x: np.ndarray, scale, zero_point, dtype, nan_free: bool = False) -> np.ndarray:
-    """MLAS's QuantizeLinear kernel: float32 ``x / scale``, NaN -> ``qmin - zp``, clamp, ``cvtps2dq``,
-    ``+ zp``. A NaN goes through the clamp and the rounding, and is then written as qmin: one pass
-    over the quotients finds whether there is any, unless the caller knows (``nan_free``)."""
+def float32_quantize(x: np.ndarray, scale, zero_point, dtype, nan_free: bool = False) -> np.ndarray:
+    """float32 ``x / scale``, NaN -> ``qmin - zp``, clamp, round half to even (``cvtps2dq``), ``+ zp``:
+    MLAS's QuantizeLinear kernel and DirectML's formula in float32. A NaN goes through the clamp and
+    the rounding, and is then written as qmin: one pass over the quotients finds whether there is
+    any, unless the caller knows (``nan_free``)."""
     return _codes(_quotients(x, scale), zero_point, dtype, nan_free)
 
 
@@ -259,53 +255,6 @@ def _codes(v: np.ndarray, zero_point, dtype, nan_free: bool) -> np.ndarray:
     out = quantize.mlas_codes(v, zero_point, dtype)
     if not nan_free and np.isnan(v.min(initial=0.0)):  # maxps(NaN, qmin - zp) is qmin - zp
         out[np.isnan(v)] = quantize.quant_range(dtype)[0]
-    return out
-
-
-def ideal_quantize(x: np.ndarray, scale, zero_point, dtype) -> np.ndarray:
-    """``clamp(round_half_even(x / scale) + zp)`` of the exact quotient; NaN -> qmin.
-
-    The float32 quotient is the exact one correctly rounded, so it rounds to the same integer
-    unless a half-integer lies within half its ulp: only those elements (and exact ties) go
-    through :func:`exact_quantize`. Quotients of 1024 or more, whose ulp is larger, saturate
-    whatever their rounding."""
-    quotient = _quotients(x, scale)
-    with np.errstate(invalid="ignore"):
-        distance = np.abs(np.subtract(quotient, np.rint(quotient)))  # NaN for infinities and NaN: not suspect
-        suspect = np.flatnonzero(distance >= 0.5 - 2.0**-14)
-    out = _codes(quotient, zero_point, dtype, nan_free=False)
-    if suspect.size:
-        shape = out.shape
-        where = np.unravel_index(suspect, shape)
-
-        def at(a):
-            return np.broadcast_to(np.asarray(a), shape)[where]
-
-        out[where] = exact_quantize(at(x), at(scale), at(zero_point), dtype)
-    return out
-
-
-def exact_quantize(x: np.ndarray, scale, zero_point, dtype) -> np.ndarray:
-    """``clamp(round_half_even(x / scale) + zp)`` of the exact quotient; NaN -> qmin. A float64
-    quotient (relative error 2^-53) decides all but the elements near a half-integer, which are
-    compared with it exactly as integer ratios."""
-    x64 = np.asarray(x, dtype=np.float64)
-    scale64 = np.asarray(scale, dtype=np.float64)
-    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-        estimate = np.broadcast_to(x64 / scale64, np.broadcast_shapes(x64.shape, scale64.shape)).copy()
-    nan = np.isnan(estimate)
-    estimate[nan] = 0.0
-
-    def compare_with_half(index, twice_half):
-        where = np.unravel_index(index, estimate.shape)
-        x_num, x_den = quantize.ratios(np.broadcast_to(x64, estimate.shape)[where])
-        s_num, s_den = quantize.ratios(np.broadcast_to(scale64, estimate.shape)[where])
-        # (2 x / s - twice_half) times x_den * s_num, which is positive
-        return 2 * x_num * s_den - twice_half * x_den * s_num
-
-    rounded = quantize.round_half_even_exact(estimate, compare_with_half)
-    out = quantize.saturate(rounded, np.broadcast_to(zero_point, estimate.shape), dtype)
-    out[nan] = quantize.quant_range(dtype)[0]
     return out
 
 

@@ -17,9 +17,9 @@ tensors): such a node runs on the CPU here, and its plan row says so.
 Kernel: the scale checked finite and positive (a constant when planned, else as it arrives: a
 zero scale is undefined behaviour for ELEMENT_WISE_QUANTIZE_LINEAR, and QUANTIZE's page is silent),
 then ``element_wise_quantize_linear``'s arithmetics on the scale and zero point read at every
-element ("onnxruntime": MLAS's float32 ``x / scale`` and its steps, as onnxruntime's CPU
-QuantizeLinear-21 computes, a float16 input converted to float32 first; "directml": the correctly
-rounded ideal). Exact value (compare): ``x / scale``.
+element: the float32 ``x / scale`` and MLAS's steps in both (onnxruntime's CPU QuantizeLinear-21; a
+float16 input converted to float32 first, exactly). Exact value (compare): ``x / scale`` in exact
+fractions, an ideal, not a device's value.
 """
 
 from __future__ import annotations

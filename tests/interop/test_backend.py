@@ -212,11 +212,9 @@ def test_run_counts_inputs():
 SWEEP = r"(qlinear|add|sum|quantize|dequantize|matmulinteger|convinteger|maxpool|transpose|reshape|flatten|squeeze|unsqueeze|concat|slice|gather|relu)"
 
 
-# Expected values that are onnxruntime's float32 quotient at a near-tie (0.5 / scale = 25.4999 rounds to
-# 25.5 in float32), where the "directml" arithmetic's correctly rounded value differs by one; real
-# DirectML fails the case too (ORT's DynamicQuantizeLinear test skips DML: "26 and 25"). dml_ep passes it
-# in the onnxruntime arithmetic; tests/operators/test_element_wise_quantize_ops.py pins the directml value.
-ONNXRUNTIME_ARITHMETIC_ONLY = {"test_dynamicquantizelinear", "test_dynamicquantizelinear_expanded"}
+# Cases dml_ep passes in the onnxruntime arithmetic only (none since the "directml" quantize step
+# divides in float32: 0.5 / float32(5/255) = 25.5 -> 179, ONNX's value in test_dynamicquantizelinear).
+ONNXRUNTIME_ARITHMETIC_ONLY: set[str] = set()
 
 
 def _passes(backend, case, **options) -> None:

@@ -2,7 +2,8 @@
 ELEMENT_WISE_DEQUANTIZE_LINEAR and DYNAMIC_QUANTIZE_LINEAR.
 
 References: onnxruntime (single-node models; bit-exact in the "onnxruntime" arithmetic, on the
-engine DML_EP_ENGINE selects), exact rationals for "directml", ONNX's official node tests.
+engine DML_EP_ENGINE selects), float32 quotients written out for "directml" (the same codes), exact
+rationals for the ideal compare uses, ONNX's official node tests.
 """
 
 import re
@@ -22,7 +23,7 @@ from dml_ep.interop.dxdispatch import export as dxdispatch_export
 from dml_ep.interop.dxdispatch import load as dxdispatch_load
 from dml_ep.operators.nodes import DmlNode
 from dml_ep.ort.reference import cpu_session
-from exact_values import exact_quantize
+from exact_values import exact_quantize, float32_quantize
 
 rng = np.random.default_rng(7)
 F32 = np.float32
@@ -79,7 +80,7 @@ def adversarial(scale: float, shape, zero_point=0) -> np.ndarray:
 @pytest.mark.host_sensitive
 @pytest.mark.parametrize("opset", [10, 13, 19])
 @pytest.mark.parametrize("dtype", [np.uint8, np.int8])
-def test_quantize_linear_per_tensor_is_bit_exact_and_ideal(opset, dtype):
+def test_quantize_linear_per_tensor_is_bit_exact_in_both_arithmetics(opset, dtype):
     scale = F32(0.039215686)  # ORT's Int8 test scale: 5 / scale is 127.49999 in float32
     x = adversarial(float(scale), (4, 64))
     x[0, 4:6] = [5.0, -5.0]
@@ -87,11 +88,23 @@ def test_quantize_linear_per_tensor_is_bit_exact_and_ideal(opset, dtype):
     model = model_of("QuantizeLinear", {"x": x}, {"s": scale, "z": zero_point}, [("y", helper.np_dtype_to_tensor_dtype(np.dtype(dtype)))], opset)
     ours, theirs = run_both(model, {"x": x})
     assert_bit_exact(ours, theirs)
-    (ideal,) = dml_ep.InferenceSession(model).run(None, {"x": x})
-    np.testing.assert_array_equal(ideal, exact_quantize(x, scale, zero_point, dtype), strict=True)
-    assert np.any(ideal != theirs[0])  # the near-ties tell the two apart
+    (directml,) = dml_ep.InferenceSession(model).run(None, {"x": x})
+    np.testing.assert_array_equal(directml, float32_quantize(x, scale, zero_point, dtype), strict=True)
+    np.testing.assert_array_equal(directml, theirs[0], strict=True)
+    assert np.any(directml != exact_quantize(x, scale, zero_point, dtype))  # the near-ties: float32 is not the exact ideal
     # ties: x / scale exactly k + 1/2 rounds to even
     assert exact_quantize(np.array([F32(2.5) * F32(0.25)]), F32(0.25), 0, dtype)[0] == 2
+
+
+def test_quantize_linear_division_not_reciprocal_at_orts_dml_skip():
+    """ORT's QuantizeLinearOpTest.Int8 skips DML at x = -5, scale 0.039215686: -127 expected, DirectML
+    gives -128. The float32 division gives -127.49999 -> -127 (dml_ep's point value); the multiply by
+    the float32 reciprocal, a form D3D allows, gives -127.5 -> -128, DirectML's value."""
+    x, scale = np.array([-5.0, 5.0], F32), F32(0.039215686)
+    model = model_of("QuantizeLinear", {"x": x}, {"s": scale, "z": np.int8(0)}, [("y", TensorProto.INT8)], 13)
+    (directml,) = dml_ep.InferenceSession(model).run(None, {"x": x})
+    assert directml.tolist() == [-127, 127] == float32_quantize(x, scale, 0, np.int8).tolist()
+    assert float32_quantize(x, scale, 0, np.int8, reciprocal=True).tolist() == [-128, 127]
 
 
 @pytest.mark.host_sensitive
@@ -107,8 +120,8 @@ def test_quantize_linear_per_axis_with_run_time_parameters(axis):
     assert_bit_exact(ours, theirs)
     shape = [1] * 3
     shape[axis] = length
-    (ideal,) = dml_ep.InferenceSession(model).run(None, feeds)
-    np.testing.assert_array_equal(ideal, exact_quantize(x, scale.reshape(shape), zero_point.reshape(shape), np.uint8))
+    (directml,) = dml_ep.InferenceSession(model).run(None, feeds)
+    np.testing.assert_array_equal(directml, float32_quantize(x, scale.reshape(shape), zero_point.reshape(shape), np.uint8))
 
 
 @pytest.mark.host_sensitive
@@ -227,9 +240,9 @@ def test_dynamic_quantize_linear(name, x):
     assert_bit_exact(ours, theirs)
     y, scale, zero_point = dml_ep.InferenceSession(model).run(None, {"x": x})  # directml
     assert_bit_exact([scale, zero_point], theirs[1:])  # the parameters as onnxruntime computes them
-    np.testing.assert_array_equal(y, exact_quantize(x, scale, zero_point, np.uint8), strict=True)
-    if name == "official":  # 0.5 / scale is 25.4999...: ideal 178, onnxruntime's float32 quotient 25.5 -> 179
-        assert y[5] == 178 and theirs[0][5] == 179
+    np.testing.assert_array_equal(y, float32_quantize(x, scale, zero_point, np.uint8), strict=True)
+    if name == "official":  # 0.5 / scale is 25.4999... exactly, 25.5 as a float32 quotient: 179 in both, 178 ideal
+        assert y[5] == theirs[0][5] == 179 and exact_quantize(x, scale, zero_point, np.uint8)[5] == 178
     if name == "zeros":
         assert scale == 1 and zero_point == 0
 
@@ -276,9 +289,10 @@ def _data(case):
     return inputs, expected
 
 
+@pytest.mark.parametrize("arithmetic", ["directml", "onnxruntime"])
 @pytest.mark.parametrize("case", _cases(r"test_dynamicquantizelinear(_min_adjusted|_max_adjusted)?"))
-def test_official_dynamic_quantize_linear_runs_on_directml(case):
-    rep = dml_ep.interop.backend.prepare(case.model, arithmetic="onnxruntime")
+def test_official_dynamic_quantize_linear_runs_on_directml(case, arithmetic):
+    rep = dml_ep.interop.backend.prepare(case.model, arithmetic=arithmetic)
     assert all(isinstance(e, DmlNode) for e in rep.session.plan.entries)
     inputs, expected = _data(case)
     for ours, want in zip(rep.run(inputs), expected):

@@ -3,7 +3,8 @@
 DirectML documents ``Output = clamp(round(value / OutputScale) + OutputZeroPoint, Min, Max)`` with
 round-half-to-even. Two ways to evaluate it:
 
-- the correctly rounded ideal value: ``round_half_even_exact`` takes an estimate and a callback
+- the correctly rounded ideal value (the "directml" arithmetic of the quantized products, and
+  compare's ideals; QuantizeLinear's "directml" is a float32 quotient instead): ``round_half_even_exact`` takes an estimate and a callback
   that compares the exact rational value with ``n + 1/2`` using Python integers, for the elements
   whose estimate lies too close to a half-integer; so the common case is pure numpy and ties
   (exact halves, frequent with power-of-two scales) round to even. The quantized products reach
