@@ -29,7 +29,7 @@ from ..core.errors import ShapeError
 from ..core.tensor_desc import broadcast_shapes, view
 from .base import Operator, OperatorDesc, TensorDesc, rules
 from .element_wise_identity import dml_type, moved_type
-from .importing import NodeContext, operand, padded_sizes, tensor
+from .importing import NodeContext, operand, padded_sizes, parameter_shape, tensor
 from .kernel_state import KernelState
 from .nodes import DmlNode
 
@@ -72,7 +72,7 @@ def where(ctx: NodeContext) -> DmlNode:
     if ctx.info(2).dtype != ctx.info(1).dtype or ctx.info(0).dtype != np.dtype(np.bool_):
         raise ShapeError(f"Where takes a bool condition and two values of one type, not {[str(ctx.info(i).dtype) for i in range(3)]}",
                          node=ctx.node)
-    shapes = [ctx.shape(index) for index in range(3)]
+    shapes = [tuple(parameter_shape(ctx, index)) for index in range(3)]  # a constant's from its value
     try:
         out_shape = broadcast_shapes(*shapes)
     except ValueError:
