@@ -1,5 +1,5 @@
-"""DML_OPERATOR_MULTIHEAD_ATTENTION1 (DML_FEATURE_LEVEL_6_3) for com.microsoft GroupQueryAttention:
-desc, import, kernel.
+"""DML_OPERATOR_MULTIHEAD_ATTENTION1 (DML_FEATURE_LEVEL_6_3) for com.microsoft GroupQueryAttention, and
+DML_OPERATOR_MULTIHEAD_ATTENTION (6_1) for com.microsoft MultiHeadAttention: descs, import, kernels.
 
 What the real EP builds (DmlOperatorGroupQueryAttention.cpp): one MULTIHEAD_ATTENTION1 of Query,
 Key and Value ([B, S, N*H], [B, S, kvN*H], 3-D), PastSequenceLengths (INT32 [B]) and the three
@@ -49,7 +49,19 @@ Kernel:
   largest magnitude's float32 ULP: up to 19 at 24 keys (20% of elements bit-equal; onnxruntime is 16
   from the exact value there, dml_ep's "directml" 3), 9 at 100; float16 within 0.25 ULP (99.8%
   equal). The tests pin 24 and 1.
-No exact value: it does not quantize.
+MultiHeadAttention (DmlOperatorMultiHeadAttention.cpp): one MULTIHEAD_ATTENTION, no casts; Scale =
+``scale`` or 1/sqrt(head), MaskFilterValue = ``mask_filter_value`` or -10000, HeadCount = num_heads;
+``unidirectional`` is never read (non-causal). dml_ep models the separate 3-D query/key/value form
+with its optional bias [2*hidden + v_hidden], key_padding_mask ([B] key lengths as
+KEY_SEQUENCE_LENGTH; [B, T], [B, S, T], [B, N, S, T] as a BOOLEAN mask read with the scores' sizes),
+attention_bias (exactly [B, N, S, T]: the EP does not broadcast it) and a non-empty past
+([B, N, P, H], before the new keys); packed QKV or KV, a key that is the past, a [3B + 2] mask,
+past_sequence_length, cache_indirection and the qk output fall back, not modelled. A masked score
+gets MaskFilterValue added (as onnxruntime's CPU does; DirectML's page says both "set to" and
+"added"). Same two arithmetics, the bias added in float32; measured within 1.6 float32 ULP (of the
+largest output) and 0.25 float16 ULP of onnxruntime's CPU MultiHeadAttention.
+
+No exact value: neither quantizes.
 """
 
 from __future__ import annotations
@@ -65,7 +77,7 @@ from ..core.errors import RealEpError, ShapeError
 from ..core.tensor_desc import view
 from ..realep.placement import ON_DML_AS
 from .base import FLOATS, INT32, DevicePrecision, Operator, OperatorDesc, TensorDesc, rules
-from .importing import Fallback, NodeContext, tensor
+from .importing import Fallback, NodeContext, operand, tensor
 from .kernel_state import KernelState
 from .nodes import DmlNode
 
@@ -140,6 +152,51 @@ class DML_MULTIHEAD_ATTENTION1_OPERATOR_DESC(OperatorDesc):
                 self.fail(f"sizes {list(present.Sizes)} must be [{batch}, {self.KeyValueHeadCount}, T >= {sequence}, {head}]", field)
 
 
+@dataclasses.dataclass(frozen=True)
+class DML_MULTIHEAD_ATTENTION_OPERATOR_DESC(OperatorDesc):
+    """MULTIHEAD_ATTENTION (DML_FEATURE_LEVEL_6_1): ``[bias add] -> Query x Key^T * Scale ->
+    [+ RelativePositionBias] -> [mask] -> softmax -> x Value`` per head (the page's order), the past
+    keys and values before the new ones; non-causal."""
+
+    QueryTensor: TensorDesc | None
+    KeyTensor: TensorDesc | None
+    ValueTensor: TensorDesc | None
+    StackedQueryKeyTensor: TensorDesc | None
+    StackedKeyValueTensor: TensorDesc | None
+    StackedQueryKeyValueTensor: TensorDesc | None
+    BiasTensor: TensorDesc | None
+    MaskTensor: TensorDesc | None
+    RelativePositionBiasTensor: TensorDesc | None
+    PastKeyTensor: TensorDesc | None
+    PastValueTensor: TensorDesc | None
+    OutputTensor: TensorDesc
+    OutputPresentKeyTensor: TensorDesc | None
+    OutputPresentValueTensor: TensorDesc | None
+    Scale: float
+    MaskFilterValue: float
+    HeadCount: int
+    MaskType: DML_MULTIHEAD_ATTENTION_MASK_TYPE
+
+    OPERATOR_TYPE = OP.MULTIHEAD_ATTENTION
+    INTRODUCED = FL.FL_6_1
+    TENSOR_RULES = rules({field: (field != "OutputTensor", {FL.FL_6_1: dims}) for field, dims in _DIMS.items()
+                          if field != "PastSequenceLengthsTensor"}, _TYPES)
+    SAME_TYPE = (("QueryTensor", "KeyTensor", "ValueTensor", "BiasTensor", "RelativePositionBiasTensor", "PastKeyTensor", "PastValueTensor",
+                  "OutputTensor", "OutputPresentKeyTensor", "OutputPresentValueTensor"),)
+
+    def validate_shapes(self, feature_level: FL) -> None:
+        """The separate Query/Key/Value form: [B, S, N*H], [B, T, N*H], [B, T, N*Hv]; the past [B, N, P, H]."""
+        if self.QueryTensor is None or self.KeyTensor is None or self.ValueTensor is None:
+            self.fail("dml_ep models the separate Query, Key and Value form only", "QueryTensor")
+            return
+        batch, _, hidden = self.QueryTensor.Sizes[-3:]
+        if self.HeadCount < 1 or hidden % self.HeadCount or self.ValueTensor.Sizes[-1] % self.HeadCount:
+            self.fail(f"hidden sizes {hidden} and {self.ValueTensor.Sizes[-1]} must be multiples of HeadCount {self.HeadCount}", "HeadCount")
+        keys = self.KeyTensor.Sizes[-2]
+        if tuple(self.KeyTensor.Sizes[-3:]) != (batch, keys, hidden) or tuple(self.ValueTensor.Sizes[-3:-1]) != (batch, keys):
+            self.fail(f"Key {list(self.KeyTensor.Sizes)} and Value {list(self.ValueTensor.Sizes)} must be [{batch}, T, ...] of one T", "KeyTensor")
+
+
 # --- import from ONNX ------------------------------------------------------------------------
 
 SEQLENS_K, TOTAL_SEQUENCE_LENGTH = 5, 6
@@ -164,15 +221,14 @@ def group_query_attention(ctx: NodeContext) -> DmlNode:
     lengths = ctx.shape(SEQLENS_K)
     if sequence == 1 and tuple(lengths) not in ((batch,), (batch, 1)):
         raise RealEpError(f"seqlens_k of shape {list(lengths)} must be [{batch}] or [{batch}, 1] (ML_CHECK_VALID_ARGUMENT)", node=ctx.node)
-    scale = ctx.attr("scale")
     desc = DML_MULTIHEAD_ATTENTION1_OPERATOR_DESC(
         QueryTensor=tensor(dtype, (batch, sequence, hidden)), KeyTensor=tensor(dtype, tuple(key)), ValueTensor=tensor(dtype, tuple(ctx.shape(2))),
         StackedQueryKeyTensor=None, StackedKeyValueTensor=None, StackedQueryKeyValueTensor=None, BiasTensor=None, MaskTensor=None,
         RelativePositionBiasTensor=None, PastKeyTensor=None, PastValueTensor=None, PastSequenceLengthsTensor=tensor(np.int32, (batch,)),
         OutputTensor=tensor(dtype, (batch, sequence, hidden)), OutputPresentKeyTensor=tensor(dtype, present),
         OutputPresentValueTensor=tensor(dtype, present),
-        Scale=float(np.float32(1.0 / np.sqrt(float(head)))) if scale is None else float(np.float32(scale)),
-        MaskFilterValue=MASK_FILTER_VALUE, QueryHeadCount=heads, KeyValueHeadCount=kv_heads, MaskType=DML_MULTIHEAD_ATTENTION_MASK_TYPE.NONE)
+        Scale=_scale(ctx, head), MaskFilterValue=MASK_FILTER_VALUE, QueryHeadCount=heads, KeyValueHeadCount=kv_heads,
+        MaskType=DML_MULTIHEAD_ATTENTION_MASK_TYPE.NONE)
     # node inputs 0-5 -> fields: the past buffers are the present ones (aliased); seqlens_k only when S == 1
     presents = ("OutputPresentKeyTensor", "OutputPresentValueTensor") if past else ("PastKeyTensor", "PastValueTensor")  # null: not bound
     fields: tuple[str, ...] = ("QueryTensor", "KeyTensor", "ValueTensor", *presents, "PastSequenceLengthsTensor")
@@ -181,6 +237,84 @@ def group_query_attention(ctx: NodeContext) -> DmlNode:
     if sequence > 1:  # FILL_VALUE_CONSTANT's zeros
         entry.inputs["PastSequenceLengthsTensor"] = np.zeros(batch, np.int32)
     return entry
+
+
+MHA_INPUTS = ("QueryTensor", "KeyTensor", "ValueTensor", "BiasTensor", "MaskTensor", "RelativePositionBiasTensor", "PastKeyTensor",
+              "PastValueTensor")
+ON_MHA = ON_DML_AS.format("MULTIHEAD_ATTENTION")
+
+
+def multi_head_attention(ctx: NodeContext) -> DmlNode:
+    """com.microsoft MultiHeadAttention in the separate Query/Key/Value form DmlOperatorMultiHeadAttention
+    builds (``unidirectional`` never read: non-causal)."""
+    shapes = _separate_operands(ctx)
+    dtype, heads = ctx.info(0).dtype, int(ctx.attr("num_heads"))
+    (batch, sequence, hidden), (_, keys, _), value = shapes[0], shapes[1], shapes[2]
+    past = shapes[6][2] if 6 in shapes and 7 in shapes else 0
+    scores = (batch, heads, sequence, past + keys)
+    _check_operands(ctx, shapes, scores, 2 * hidden + value[2])
+    mask, mask_type = _mask(ctx, shapes.get(4), scores)
+    head = hidden // heads
+    present_sizes = [(*scores[:2], scores[3], head), (*scores[:2], scores[3], value[2] // heads)]
+    wanted = [len(ctx.node.output) > index and bool(ctx.node.output[index]) for index in (1, 2)]
+    presents = [tensor(dtype, sizes) if want else None for sizes, want in zip(present_sizes, wanted)]
+
+    def optional(index: int) -> TensorDesc | None:
+        return tensor(dtype, shapes[index]) if index in shapes and (index < 6 or past) else None
+
+    desc = DML_MULTIHEAD_ATTENTION_OPERATOR_DESC(
+        QueryTensor=tensor(dtype, shapes[0]), KeyTensor=tensor(dtype, shapes[1]), ValueTensor=tensor(dtype, value), StackedQueryKeyTensor=None,
+        StackedKeyValueTensor=None, StackedQueryKeyValueTensor=None, BiasTensor=optional(3), MaskTensor=mask,
+        RelativePositionBiasTensor=optional(5), PastKeyTensor=optional(6), PastValueTensor=optional(7),
+        OutputTensor=tensor(dtype, (batch, sequence, value[2])), OutputPresentKeyTensor=presents[0], OutputPresentValueTensor=presents[1],
+        Scale=_scale(ctx, head), MaskFilterValue=float(np.float32(ctx.attr("mask_filter_value", MASK_FILTER_VALUE))), HeadCount=heads,
+        MaskType=mask_type)
+    more = [sizes for sizes, present in zip(present_sizes, presents) if present is not None]
+    return ctx.dml_node(desc, MHA_INPUTS, (batch, sequence, value[2]), more_output_shapes=more)
+
+
+def _separate_operands(ctx: NodeContext) -> dict[int, tuple[int, ...]]:
+    """The shapes of inputs 0 to 7 given, or Fallback for the forms dml_ep does not model."""
+    shapes = {index: tuple(ctx.shape(index)) for index in range(8) if ctx.input_name(index)}
+    if any(len(shapes.get(index, ())) != 3 for index in range(3)):
+        raise Fallback("only separate 3-D query, key and value are modelled (not packed QKV or KV, nor a key that is the past)", ON_MHA)
+    if any(ctx.input_name(index) for index in range(8, len(ctx.node.input))) or (len(ctx.node.output) > 3 and ctx.node.output[3]):
+        raise Fallback("past_sequence_length, cache_indirection and the qk output are not modelled", ON_MHA)
+    if 4 in shapes and 6 in shapes and len(shapes[4]) == 2:
+        raise Fallback("a 2-D key_padding_mask with a past is not modelled (the DML EP reads it as [B, kv_sequence_length])", ON_MHA)
+    return shapes
+
+
+def _check_operands(ctx: NodeContext, shapes: dict, scores: tuple, bias: int) -> None:
+    """The DML EP's ML_CHECK_VALID_ARGUMENTs on bias and attention_bias: errors, not fallbacks."""
+    if 3 in shapes and shapes[3] != (bias,):
+        raise RealEpError(f"bias of shape {list(shapes[3])} must be [{bias}] (ML_CHECK_VALID_ARGUMENT)", node=ctx.node)
+    if 5 in shapes and shapes[5] != scores:
+        raise RealEpError(f"attention_bias of shape {list(shapes[5])} must be exactly {list(scores)} (the DML EP does not broadcast it)",
+                          node=ctx.node)
+
+
+def _scale(ctx: NodeContext, head: int) -> float:
+    """``scale``, or the DML EP's ``1.0f / std::sqrt(headSize)`` (in double, then float)."""
+    scale = ctx.attr("scale")
+    return float(np.float32(1.0 / np.sqrt(float(head)))) if scale is None else float(np.float32(scale))
+
+
+def _mask(ctx: NodeContext, shape: tuple | None, scores: tuple) -> tuple[TensorDesc | None, DML_MULTIHEAD_ATTENTION_MASK_TYPE]:
+    """key_padding_mask as the DML EP describes it: [B] key lengths (KEY_SEQUENCE_LENGTH, read as
+    {1, B}), else a BOOLEAN mask read with the scores' sizes [B, N, S, T]."""
+    if shape is None:
+        return None, DML_MULTIHEAD_ATTENTION_MASK_TYPE.NONE
+    dtype, (batch, heads, sequence, total) = ctx.info(4).dtype, scores
+    if shape == (batch,):
+        return tensor(dtype, (1, batch)), DML_MULTIHEAD_ATTENTION_MASK_TYPE.KEY_SEQUENCE_LENGTH
+    if len(shape) == 1:
+        raise Fallback(f"a key_padding_mask of shape {list(shape)} (query and key start/end bounds) is not modelled", ON_MHA)
+    expected = {2: (batch, total), 3: (batch, sequence, total), 4: scores}.get(len(shape))
+    if expected != tuple(shape):
+        raise RealEpError(f"key_padding_mask of shape {list(shape)} does not fit the scores {list(scores)} (ML_CHECK_VALID_ARGUMENT)", node=ctx.node)
+    actual = {2: (batch, 1, 1, total), 3: (batch, 1, sequence, total), 4: scores}[len(shape)]
+    return operand(dtype, actual, scores), DML_MULTIHEAD_ATTENTION_MASK_TYPE.BOOLEAN
 
 
 def _total_sequence_length(ctx: NodeContext) -> int:
@@ -218,10 +352,49 @@ def multihead_attention1(desc: DML_MULTIHEAD_ATTENTION1_OPERATOR_DESC, tensors: 
         queries = q[b].reshape(sequence, kv_heads, heads // kv_heads, head).transpose(1, 2, 0, 3).astype(wide)  # [kvN, group, S, H]
         keys, values = present_key[b, :, :past + sequence].astype(wide), present_value[b, :, :past + sequence].astype(wide)
         scores = np.matmul(queries, keys[:, None].swapaxes(-1, -2))  # [kvN, group, S, past + S]
-        probabilities = _softmax(scores, desc.Scale, past, arithmetic.onnxruntime)
+        probabilities = _softmax(scores, desc.Scale, arithmetic.onnxruntime, hidden=_causal(sequence, past + sequence, past))
         out[b] = np.matmul(probabilities.astype(wide), values[:, None]).reshape(heads, sequence, head).astype(np.float32)
     dtype = desc.OutputTensor.DataType.numpy()
     return [out.transpose(0, 2, 1, 3).reshape(batch, sequence, hidden).astype(dtype), present_key, present_value]
+
+
+def multihead_attention(desc: DML_MULTIHEAD_ATTENTION_OPERATOR_DESC, tensors: dict, arithmetic, state: KernelState):
+    """The output, and the present key and value where the desc has them (a list then): the bias
+    added to Q, K and V in float32, the past rows before the new ones, masked keys given
+    MaskFilterValue (added, as onnxruntime's CPU adds it; the page says both "set" and "added")."""
+    wide = np.float32 if arithmetic.onnxruntime else np.float64
+    described, heads = desc.tensors(), desc.HeadCount
+    q, k, v = (view(tensors[field], described[field]).astype(np.float32) for field in ("QueryTensor", "KeyTensor", "ValueTensor"))
+    batch, sequence, hidden = q.shape
+    if desc.BiasTensor is not None:
+        bias = view(tensors["BiasTensor"], desc.BiasTensor).astype(np.float32)
+        q, k, v = q + bias[:hidden], k + bias[hidden:2 * hidden], v + bias[2 * hidden:]
+    dtype = desc.OutputTensor.DataType.numpy()
+    q, k, v = (x.reshape(batch, x.shape[1], heads, -1).transpose(0, 2, 1, 3) for x in (q, k, v))  # [B, N, rows, H]
+    if desc.PastKeyTensor is not None and desc.PastValueTensor is not None:
+        k = np.concatenate([view(tensors["PastKeyTensor"], desc.PastKeyTensor).astype(np.float32), k], axis=2)
+        v = np.concatenate([view(tensors["PastValueTensor"], desc.PastValueTensor).astype(np.float32), v], axis=2)
+    scores = np.matmul(q.astype(wide), k.astype(wide).swapaxes(-1, -2))  # [B, N, S, T]
+    relative = desc.RelativePositionBiasTensor
+    added = None if relative is None else view(tensors["RelativePositionBiasTensor"], relative).astype(np.float32)
+    masked = _masked(desc, tensors, scores.shape)
+    if masked is not None:
+        filtered = np.where(masked, np.float32(desc.MaskFilterValue), np.float32(0))
+        added = filtered if added is None else added + filtered
+    probabilities = _softmax(scores, desc.Scale, arithmetic.onnxruntime, added=added)
+    out = np.matmul(probabilities.astype(wide), v.astype(wide)).astype(np.float32).transpose(0, 2, 1, 3).reshape(batch, sequence, -1).astype(dtype)
+    presents = [x.astype(dtype) for x, field in ((k, "OutputPresentKeyTensor"), (v, "OutputPresentValueTensor")) if getattr(desc, field) is not None]
+    return [out, *presents] if presents else out
+
+
+def _masked(desc: DML_MULTIHEAD_ATTENTION_OPERATOR_DESC, tensors: dict, scores: tuple) -> np.ndarray | None:
+    """Where a key is masked out, broadcastable to the scores [B, N, S, T], or None."""
+    if desc.MaskTensor is None:
+        return None
+    mask = view(tensors["MaskTensor"], desc.MaskTensor)
+    if desc.MaskType == DML_MULTIHEAD_ATTENTION_MASK_TYPE.KEY_SEQUENCE_LENGTH:  # {1, B} key lengths
+        return np.arange(scores[-1])[None, None, None, :] >= mask.reshape(-1)[:, None, None, None]
+    return mask == 0
 
 
 def _present(tensors: dict, field: str, desc: TensorDesc) -> np.ndarray:
@@ -235,34 +408,49 @@ def _present(tensors: dict, field: str, desc: TensorDesc) -> np.ndarray:
     return present
 
 
-def _softmax(scores: np.ndarray, scale: float, past: int, onnxruntime: bool) -> np.ndarray:
-    """Causal softmax over the last axis, query row i seeing keys 0 .. past + i, in float32; the
-    "directml" point value with Scale, exp and the sum each rounded once from float64."""
-    sequence, keys = scores.shape[-2:]
-    hidden = np.arange(keys)[None, :] > past + np.arange(sequence)[:, None]
+def _softmax(scores: np.ndarray, scale: float, onnxruntime: bool, hidden=None, added=None) -> np.ndarray:
+    """Softmax over the last axis of ``scores * scale`` in float32, ``added`` (float32) added first
+    and the ``hidden`` keys taking no part; the "directml" point value with Scale, exp and the sum
+    each rounded once from float64."""
     if onnxruntime:  # float32 throughout: the sum scaled, exp, the sum, one reciprocal
         x = scores.astype(np.float32) * np.float32(scale)
-        x[..., hidden] = -np.inf
+    else:
+        x = (scores * scale).astype(np.float32)
+    if added is not None:
+        x = x + added
+    if hidden is not None:
+        x = np.where(hidden, np.float32(-np.inf), x)
+    if onnxruntime:
         e = np.exp(x - x.max(axis=-1, keepdims=True))
         return e * (np.float32(1) / e.sum(axis=-1, keepdims=True, dtype=np.float32))
-    x = (scores * scale).astype(np.float32)
-    x[..., hidden] = -np.inf
     e = np.exp((x - x.max(axis=-1, keepdims=True)).astype(np.float64)).astype(np.float32)
     return (e / e.sum(axis=-1, keepdims=True, dtype=np.float64)).astype(np.float32)
 
 
-def device_precision(desc: DML_MULTIHEAD_ATTENTION1_OPERATOR_DESC) -> DevicePrecision:
+def _causal(sequence: int, keys: int, past: int) -> np.ndarray:
+    """Query row i sees keys 0 .. past + i: True where it does not."""
+    return np.arange(keys)[None, :] > past + np.arange(sequence)[:, None]
+
+
+def device_precision(desc: DML_MULTIHEAD_ATTENTION1_OPERATOR_DESC | DML_MULTIHEAD_ATTENTION_OPERATOR_DESC) -> DevicePrecision:
     """WebNN's tolerances summed over the steps (WPT-B ``getPrecisionTolerance``): matmul 2*K for
-    Q.K^T (K = H) and for P.V (K = the present's rows T), softmax 3*T + 3."""
-    head = desc.QueryTensor.Sizes[-1] // desc.QueryHeadCount if desc.QueryTensor is not None else 0
-    rows = desc.OutputPresentKeyTensor.Sizes[-2] if desc.OutputPresentKeyTensor is not None else 0
+    Q.K^T (K = H) and for P.V (K = the keys' rows T), softmax 3*T + 3."""
+    heads = desc.QueryHeadCount if isinstance(desc, DML_MULTIHEAD_ATTENTION1_OPERATOR_DESC) else desc.HeadCount
+    head = desc.QueryTensor.Sizes[-1] // heads if desc.QueryTensor is not None else 0
+    if isinstance(desc, DML_MULTIHEAD_ATTENTION1_OPERATOR_DESC):
+        rows = desc.OutputPresentKeyTensor.Sizes[-2] if desc.OutputPresentKeyTensor is not None else 0
+    else:
+        rows = sum(tensor.Sizes[-2] for tensor in (desc.KeyTensor, desc.PastKeyTensor) if tensor is not None)
     ulp = 2 * head + 3 * rows + 3 + 2 * rows
     return DevicePrecision("WebNN conformance: matmul 2*K (Q.K^T, P.V) + softmax 3*N+3, summed", ulp32=ulp, ulp16=ulp)
 
 
 OPERATORS = (Operator(desc=DML_MULTIHEAD_ATTENTION1_OPERATOR_DESC, kernel=multihead_attention1, exact_value=None,
-                      device_precision=device_precision),)
-"""com.microsoft GroupQueryAttention on DML_OPERATOR_MULTIHEAD_ATTENTION1
-(``dml_ep/operators/multihead_attention.py``): planned there with the real EP's casts and zeros inside;
-the present is the past buffer with the new rows written (aliased); not bit for bit with onnxruntime's
-CPU GroupQueryAttention (float16 within an ULP, float32 within float32 rounding of the largest output)."""
+                      device_precision=device_precision),
+             Operator(desc=DML_MULTIHEAD_ATTENTION_OPERATOR_DESC, kernel=multihead_attention, exact_value=None,
+                      device_precision=device_precision))
+"""com.microsoft GroupQueryAttention on DML_OPERATOR_MULTIHEAD_ATTENTION1 and MultiHeadAttention on
+DML_OPERATOR_MULTIHEAD_ATTENTION (``dml_ep/operators/multihead_attention.py``): GQA planned with the
+real EP's casts and zeros inside, its present the past buffer with the new rows written (aliased);
+not bit for bit with onnxruntime's CPU kernels (float16 within an ULP, float32 within float32
+rounding of the largest output)."""
