@@ -1,0 +1,256 @@
+"""DML_OPERATOR_ACTIVATION_SOFTMAX1 on float tensors (ONNX Softmax 1, 11 and 13): desc, import, kernel.
+
+Import, as DmlOperatorActivation.cpp builds it: input and output of the node's shape, right-aligned
+to at least 4 dimensions (DmlOperator::Initialize), and ``Axes`` the ONNX axes moved by that
+padding (GetDmlAdjustedAxes). Softmax 1 and 11 (axis default 1) normalize over the flattened
+``[axis, rank)`` dims: every one of them is an axis. Softmax 13 (axis default -1) normalizes over
+its one axis. The real EP builds both as SOFTMAX1 (its remappedOperatorType). In an LLM or a
+transformer it is the attention's softmax of a decomposed attention.
+
+Support (DML_ACTIVATION_SOFTMAX1_OPERATOR_DESC's page): from DML_FEATURE_LEVEL_5_1, 1 to 8
+dimensions, FLOAT32 and FLOAT16.
+
+Kernel, per row (the elements an output element's normalization reads):
+- ``"directml"``: the page's ``exp(x - max) / sum(exp(x - max))``: ``x - max`` in float32, its exp
+  correctly rounded to float32 (through float64), the sum of those in float64 rounded once to float32,
+  then one IEEE float32 division. float16 tensors are widened to float32 and the quotient rounded once.
+  A GPU's exp is Direct3D's ``exp`` (2^x within 2^-21 relative), its sum in some order: WebNN holds a
+  softmax to ``3N + 3`` ULP (N the softmax axis length), which ``device_precision`` gives.
+- ``"onnxruntime"``: onnxruntime's CPU Softmax (providers/cpu/math/softmax.cc, a Softmax-13 on another
+  axis transposed to the last) is MlasComputeSoftmax (mlas/lib/compute.cpp): the row's maximum, then
+  MlasComputeSumExpF32Kernel's exp of ``x + (-max)`` and their sum, then each exp multiplied by
+  ``1.0f / sum``. On x86-64 with AVX-512F the sum-exp kernel is TransKernelAvx512F.S (16 lanes, 48
+  elements a step, ``vscalefps``); with AVX2 and FMA3 TransKernelFma3.S (8 lanes, 24 a step, the scale
+  2^m made in the exponent bits, a lower clamp at -88.376). :func:`mlas_softmax` emulates either bit for
+  bit: MLAS's exp polynomial with every multiply-add fused, its lane accumulators and their horizontal
+  reduction order. Which one the host runs is measured once on onnxruntime's Softmax
+  (:func:`host_sum_exp_lanes`). onnxruntime has no float16 Softmax on the CPU: it inlines ONNX's
+  Softmax function and runs that chain in float32 (:func:`onnxruntime_float16_softmax`: MLAS's Exp,
+  Eigen's row sums as ReduceSum's, a division), rounded once to float16.
+  Not modelled: MLAS's SSE2 kernel (x86-64 without AVX2) and ARM64's; NaN inputs (MLAS's maximum
+  ignores a NaN in some lanes).
+
+No exact value: it does not quantize.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+import numpy as np
+from onnx import TensorProto, helper
+
+from ..core.enums import DML_FEATURE_LEVEL as FL
+from ..core.enums import DML_OPERATOR_TYPE as OP
+from ..core.errors import InvalidAttributeError
+from ..core.graph import internal_model
+from ..core.tensor_desc import view
+from ..numerics.kernels.float32_fma import fma32
+from ..ort.reference import cpu_session
+from ..realep.kernel_registry import since_version
+from ..realep.placement import ON_DML_AS
+from .base import FLOATS, DevicePrecision, Operator, OperatorDesc, TensorDesc, rules
+from .importing import Fallback, NodeContext, padded_sizes, tensor
+from .kernel_state import KernelState
+from .nodes import DmlNode
+from .reduce import eigen_sums
+
+# --- desc ------------------------------------------------------------------------------------
+
+_DIMS = {FL.FL_5_1: (1, 8)}
+_FIELDS = ("InputTensor", "OutputTensor")
+
+
+@dataclasses.dataclass(frozen=True)
+class DML_ACTIVATION_SOFTMAX1_OPERATOR_DESC(OperatorDesc):
+    """ACTIVATION_SOFTMAX1: ``exp(x - max) / sum(exp(x - max))`` over the elements that differ only in
+    ``Axes``."""
+
+    InputTensor: TensorDesc
+    OutputTensor: TensorDesc
+    AxisCount: int
+    Axes: tuple[int, ...]
+
+    OPERATOR_TYPE = OP.ACTIVATION_SOFTMAX1
+    INTRODUCED = FL.FL_5_1
+    TENSOR_RULES = rules({f: (False, _DIMS) for f in _FIELDS}, {f: FLOATS for f in _FIELDS})
+    SAME_TYPE = (_FIELDS,)
+
+    def validate_shapes(self, feature_level: FL) -> None:
+        if self.InputTensor.Sizes != self.OutputTensor.Sizes:
+            self.fail(f"sizes {list(self.InputTensor.Sizes)} must equal OutputTensor's {list(self.OutputTensor.Sizes)}", "InputTensor")
+        rank = self.InputTensor.DimensionCount
+        if self.AxisCount != len(self.Axes) or not self.Axes:
+            self.fail(f"AxisCount {self.AxisCount} must be the number of Axes {list(self.Axes)}, at least 1", "Axes")
+        if len(set(self.Axes)) != len(self.Axes) or not all(0 <= axis < rank for axis in self.Axes):
+            self.fail(f"axes {list(self.Axes)} must be distinct and in [0, {rank - 1}]", "Axes")
+
+    @property
+    def axis_length(self) -> int:
+        """N, the number of elements one normalization reads."""
+        return int(np.prod([self.InputTensor.Sizes[axis] for axis in self.Axes]))
+
+
+# --- import from ONNX ------------------------------------------------------------------------
+
+
+def softmax(ctx: NodeContext) -> DmlNode:
+    """ONNX Softmax on float32 or float16: one axis from since-version 13, the flattened
+    ``[axis, rank)`` before."""
+    dtype = ctx.info(0).dtype
+    if dtype not in (np.dtype(np.float32), np.dtype(np.float16)):
+        raise Fallback(f"element type {dtype} is not supported by ACTIVATION_SOFTMAX1 (FLOAT32, FLOAT16)", ON_DML_AS.format("ACTIVATION_SOFTMAX1"))
+    shape = ctx.shape(0)
+    rank = len(shape)
+    one_axis = since_version("", "Softmax", ctx.opset) >= 13
+    axis = int(ctx.attr("axis", -1 if one_axis else 1))
+    if not -max(rank, 1) <= axis < max(rank, 1):
+        raise InvalidAttributeError(f"axis {axis} is outside [-{rank}, {rank - 1}]", node=ctx.node)
+    axis %= max(rank, 1)
+    sizes = padded_sizes(shape)
+    shift = len(sizes) - rank
+    axes = (axis + shift,) if one_axis else tuple(range(axis + shift, len(sizes)))
+    desc = DML_ACTIVATION_SOFTMAX1_OPERATOR_DESC(InputTensor=tensor(dtype, sizes), OutputTensor=tensor(dtype, sizes),
+                                                 AxisCount=len(axes), Axes=axes)
+    return ctx.dml_node(desc, ("InputTensor",), shape)
+
+
+# --- kernel ----------------------------------------------------------------------------------
+
+# MlasExpConstants (mlas/lib/compute.cpp), as float32.
+_LOWER_RANGE, _LOWER_RANGE_SUM_EXP = np.float32(-103.9720840454), np.float32(-88.3762626647949)
+_ROUNDING_BIAS, _LOG2_RECIPROCAL = np.float32(12582912.0), np.float32(1.44269504088896341)
+_LOG2_HIGH, _LOG2_LOW = np.float32(-6.93145752e-1), np.float32(-1.42860677e-6)
+_POLY = tuple(np.float32(float.fromhex(h)) for h in ("0x1.694000p-10", "0x1.125edcp-7", "0x1.555b5ap-5", "0x1.555450p-3",
+                                                      "0x1.fffff6p-2", "0x1.000000p+0"))
+_MAXIMUM_EXPONENT = np.int32(0x3F800000)
+
+
+def mlas_sum_exp_values(v: np.ndarray, lanes: int) -> np.ndarray:
+    """MLAS's exp of ``v = x + (-max)`` (float32): the AVX-512F kernel's (``lanes=16``) or the FMA3
+    kernel's (``lanes=8``), every multiply-add one rounding."""
+    low = _LOWER_RANGE if lanes == 16 else _LOWER_RANGE_SUM_EXP
+    v = np.where(v < low, low, v)  # vmaxps(low, v): a NaN passes
+    biased = fma32(v, _LOG2_RECIPROCAL, _ROUNDING_BIAS).reshape(v.shape)
+    m = np.subtract(biased, _ROUNDING_BIAS, dtype=np.float32)
+    v = fma32(m, _LOG2_HIGH, v).reshape(v.shape)
+    v = fma32(m, _LOG2_LOW, v).reshape(v.shape)
+    p = np.full(v.shape, _POLY[0], np.float32)
+    for coefficient in (*_POLY[1:], _POLY[-1]):  # poly_1 .. poly_4, then poly_56 twice
+        p = fma32(p, v, coefficient).reshape(v.shape)
+    if lanes == 16:  # vscalefps: p * 2^m, rounded once
+        with np.errstate(invalid="ignore", over="ignore"):
+            return np.ldexp(p, np.nan_to_num(m, nan=0.0).astype(np.int32)).astype(np.float32)
+    scale = ((biased.view(np.int32) << 23) + _MAXIMUM_EXPONENT).view(np.float32)  # vpslld 23, vpaddd: 2^m in the exponent bits
+    return np.multiply(p, scale, dtype=np.float32)
+
+
+_MINIMUM_EXPONENT = np.int32(-0x3F000000)  # int32(0xC1000000)
+
+
+def mlas_exp(x: np.ndarray, lanes: int) -> np.ndarray:
+    """MlasComputeExp on float32 ``x`` (onnxruntime's Exp): the AVX-512F kernel is the sum-exp one's exp
+    (``vscalefps``); the FMA3 kernel clamps to [-103.97, 88.78] and scales by two powers of two,
+    ``normal`` and ``overflow`` (compute.cpp's MlasComputeExpVector), so that results reach the
+    subnormal range."""
+    if lanes == 16:
+        return mlas_sum_exp_values(x, 16)
+    v = np.where(x > np.float32(88.7762626647950), np.float32(88.7762626647950), np.where(x < _LOWER_RANGE, _LOWER_RANGE, x))
+    biased = fma32(v, _LOG2_RECIPROCAL, _ROUNDING_BIAS).reshape(v.shape)
+    m = np.subtract(biased, _ROUNDING_BIAS, dtype=np.float32)
+    v = fma32(m, _LOG2_HIGH, v).reshape(v.shape)
+    v = fma32(m, _LOG2_LOW, v).reshape(v.shape)
+    overflow = biased.view(np.int32) << 23
+    normal = np.clip(overflow, _MINIMUM_EXPONENT, _MAXIMUM_EXPONENT)
+    overflow_scale = (overflow - normal + _MAXIMUM_EXPONENT).view(np.float32)
+    p = np.full(v.shape, _POLY[0], np.float32)
+    for coefficient in _POLY[1:]:  # poly_1 .. poly_4, poly_56 once
+        p = fma32(p, v, coefficient).reshape(v.shape)
+    p = fma32(p, np.multiply(v, overflow_scale, dtype=np.float32), overflow_scale).reshape(v.shape)
+    return np.multiply(p, (normal + _MAXIMUM_EXPONENT).view(np.float32), dtype=np.float32)
+
+
+def onnxruntime_float16_softmax(rows: np.ndarray, lanes: int) -> np.ndarray:
+    """onnxruntime's float16 Softmax on the CPU (float32 ``rows`` of float16 values): it has no float16
+    kernel, so it inlines ONNX's Softmax-13 function (ReduceMax, Sub, Exp, ReduceSum, Div) and runs the
+    chain in float32 between one Cast in and one out: MLAS's Exp, Eigen's row sums, an IEEE division."""
+    exps = mlas_exp(np.subtract(rows, rows.max(axis=1, keepdims=True), dtype=np.float32), lanes)
+    sums = eigen_sums(exps, np.arange(rows.shape[0]) * rows.shape[1])
+    return np.divide(exps, sums[:, None], dtype=np.float32)
+
+
+def mlas_lane_sum(values: np.ndarray, lanes: int) -> np.ndarray:
+    """The sum-exp kernel's sum of each row of ``values`` (rows x D, float32): ``lanes``
+    accumulators, three vectors a step then one (the tail masked), then its horizontal reduction."""
+    rows, count = values.shape
+    accumulator = np.zeros((rows, lanes), np.float32)
+    for start in range(0, count, lanes):
+        chunk = values[:, start:start + lanes]
+        accumulator[:, :chunk.shape[1]] += chunk
+    if lanes == 16:  # vextractf64x4 + vaddps: the high eight lanes onto the low eight
+        accumulator = accumulator[:, 8:] + accumulator[:, :8]
+    pairs = accumulator[:, 0::2] + accumulator[:, 1::2]  # vhaddps: within each 128-bit half
+    quads = pairs[:, 0::2] + pairs[:, 1::2]
+    return quads[:, 0] + quads[:, 1]
+
+
+def mlas_softmax(rows: np.ndarray, lanes: int) -> np.ndarray:
+    """MlasComputeSoftmax on float32 rows (rows x D): max, sum-exp, then multiplied by ``1.0f / sum``."""
+    negative_maximum = -rows.max(axis=1, keepdims=True)
+    exps = mlas_sum_exp_values(np.add(rows, negative_maximum, dtype=np.float32), lanes)
+    with np.errstate(divide="ignore"):
+        scale = np.divide(np.float32(1), mlas_lane_sum(exps, lanes), dtype=np.float32)
+    return np.multiply(exps, scale[:, None], dtype=np.float32)
+
+
+def directml_softmax(rows: np.ndarray) -> np.ndarray:
+    """DirectML's formula as a float32 point value (the module docstring says how it rounds)."""
+    shifted = np.subtract(rows, rows.max(axis=1, keepdims=True), dtype=np.float32)
+    exps = np.exp(shifted.astype(np.float64)).astype(np.float32)
+    total = exps.sum(axis=1, dtype=np.float64).astype(np.float32)
+    return np.divide(exps, total[:, None], dtype=np.float32)
+
+
+_PROBE_LENGTH = 67  # a 48-element step, a 16-lane vector and a tail of 3, or two 24-element steps and a tail
+
+
+@functools.lru_cache(maxsize=1)
+def host_sum_exp_lanes() -> int:
+    """16 where the host's onnxruntime runs MLAS's AVX-512F sum-exp kernel, else 8 (FMA3), measured once on
+    its Softmax: CPU flags would only guess MLAS's choice."""
+    rows = np.random.default_rng(7).normal(0, 4, (64, _PROBE_LENGTH)).astype(np.float32)
+    graph = helper.make_graph([helper.make_node("Softmax", ["x"], ["y"])], "softmax_probe",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(rows.shape))],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    y = cpu_session(internal_model(graph, 13), threads=1).run(None, {"x": rows})[0]
+    return 16 if np.array_equal(y, mlas_softmax(rows, 16)) else 8
+
+
+def activation_softmax(desc: DML_ACTIVATION_SOFTMAX1_OPERATOR_DESC, tensors: dict, arithmetic, state: KernelState) -> np.ndarray:
+    """The softmax over ``Axes``: the axes moved last and flattened into rows, normalized, moved back."""
+    x = view(tensors["InputTensor"], desc.InputTensor)
+    kept = [axis for axis in range(x.ndim) if axis not in desc.Axes]
+    order = kept + list(desc.Axes)
+    moved = np.transpose(x, order).astype(np.float32)
+    rows = moved.reshape(-1, desc.axis_length)
+    with np.errstate(over="ignore", invalid="ignore"):
+        if not arithmetic.onnxruntime:
+            y = directml_softmax(rows)
+        elif x.dtype == np.float16:
+            y = onnxruntime_float16_softmax(rows, host_sum_exp_lanes())
+        else:
+            y = mlas_softmax(rows, host_sum_exp_lanes())
+    return np.transpose(y.reshape(moved.shape), np.argsort(order)).astype(x.dtype)
+
+
+def device_precision(desc: DML_ACTIVATION_SOFTMAX1_OPERATOR_DESC) -> DevicePrecision:
+    """WebNN's softmax tolerance, ``3N + 3`` ULP with N the softmax axis length."""
+    ulp = 3 * desc.axis_length + 3
+    return DevicePrecision(rule=f"WebNN softmax tolerance 3N+3 ULP, N = {desc.axis_length} (wpt webnn/resources/utils.js)", ulp32=ulp, ulp16=ulp)
+
+
+OPERATORS = (Operator(desc=DML_ACTIVATION_SOFTMAX1_OPERATOR_DESC, kernel=activation_softmax, exact_value=None,
+                      device_precision=device_precision),)
+"""ONNX Softmax on DML_OPERATOR_ACTIVATION_SOFTMAX1 (``dml_ep/operators/activation_softmax.py``):
+bit-exact with onnxruntime's CPU Softmax (MLAS's AVX-512F or FMA3 kernel), float32 and float16."""
