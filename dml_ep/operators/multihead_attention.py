@@ -42,13 +42,18 @@ Kernel:
 - "directml": Q.K^T as the float64 sum of exact products times Scale, rounded once to float32;
   softmax in float32 with exp and the sum taken in float64 and each rounded once; P.V as a float64
   sum rounded once; then rounded once to the output type.
-- "onnxruntime": onnxruntime's CPU GroupQueryAttention (contrib_ops/cpu/bert/gqa_attention_base.h:
-  float32 Q.K^T scaled after the sum, softmax, P.V; float16 computed in float32) in numpy's float32
-  order. Not bit for bit: onnxruntime 1.30+ runs float32 through its tiled flash kernel
-  (MlasFlashAttentionGQA, an online softmax) and MLAS's exp. Measured in units of the output's
-  largest magnitude's float32 ULP: up to 19 at 24 keys (20% of elements bit-equal; onnxruntime is 16
-  from the exact value there, dml_ep's "directml" 3), 9 at 100; float16 within 0.25 ULP (99.8%
-  equal). The tests pin 24 and 1.
+- "onnxruntime": onnxruntime's CPU GroupQueryAttention without its flash kernel (gqa_attention_base.h,
+  :func:`mlas_attention`): per query head, float16 converted to float32, MLAS's SGEMM of Q and K^T with
+  alpha = Scale (``kernels.mlas_sgemm``, one thread: the kernel passes no pool), MlasComputeSoftmax of
+  each row's visible keys (``activation_softmax.mlas_softmax``), MLAS's SGEMM with V, rounded to
+  float16 at the end. Bit for bit for float16 (measured: x86-64 with AVX-512F; onnxruntime's float16
+  path on a host with MLAS float16 GEMMs, ARM64, is not modelled), and for float32 where onnxruntime
+  runs that path (a total of 1 key, or ORT_GQA_DISABLE_FLASH_ATTENTION=1). Otherwise onnxruntime 1.30+
+  runs float32 through its tiled flash kernel (an online softmax), which dml_ep does not reproduce:
+  measured within 19 float32 ULP of the output's largest magnitude at 24 keys (onnxruntime itself is
+  16 from the exact value there, dml_ep's "directml" 3); the tests pin 24. onnxruntime's Scale is
+  ``1/sqrtf(H)``, the DML EP's ``1/sqrt(H)`` in double then float: they can differ by an ULP where H is
+  not a power of 4; dml_ep uses the desc's.
 MultiHeadAttention (DmlOperatorMultiHeadAttention.cpp): one MULTIHEAD_ATTENTION, no casts; Scale =
 ``scale`` or 1/sqrt(head), MaskFilterValue = ``mask_filter_value`` or -10000, HeadCount = num_heads;
 ``unidirectional`` is never read (non-causal). dml_ep models the separate 3-D query/key/value form
@@ -76,6 +81,8 @@ from ..core.enums import DML_OPERATOR_TYPE as OP
 from ..core.errors import RealEpError, ShapeError
 from ..core.tensor_desc import view
 from ..realep.placement import ON_DML_AS
+from ..numerics.kernels.mlas_sgemm import GemmCall, host_sgemm, sgemm_batch
+from .activation_softmax import host_sum_exp_lanes, mlas_softmax
 from .base import FLOATS, INT32, DevicePrecision, Operator, OperatorDesc, TensorDesc, rules
 from .importing import Fallback, NodeContext, operand, tensor
 from .kernel_state import KernelState
@@ -351,11 +358,31 @@ def multihead_attention1(desc: DML_MULTIHEAD_ATTENTION1_OPERATOR_DESC, tensors: 
             present[b, :, past:past + sequence] = view(tensors[field], described[field])[b].reshape(sequence, kv_heads, head).transpose(1, 0, 2)
         queries = q[b].reshape(sequence, kv_heads, heads // kv_heads, head).transpose(1, 2, 0, 3).astype(wide)  # [kvN, group, S, H]
         keys, values = present_key[b, :, :past + sequence].astype(wide), present_value[b, :, :past + sequence].astype(wide)
+        if arithmetic.onnxruntime:
+            out[b] = mlas_attention(queries, keys, values, desc.Scale, past).reshape(heads, sequence, head)
+            continue
         scores = np.matmul(queries, keys[:, None].swapaxes(-1, -2))  # [kvN, group, S, past + S]
-        probabilities = _softmax(scores, desc.Scale, arithmetic.onnxruntime, hidden=_causal(sequence, past + sequence, past))
-        out[b] = np.matmul(probabilities.astype(wide), values[:, None]).reshape(heads, sequence, head).astype(np.float32)
+        probabilities = _softmax(scores, desc.Scale, False, hidden=_causal(sequence, past + sequence, past))
+        out[b] = np.matmul(probabilities, values[:, None]).reshape(heads, sequence, head).astype(np.float32)
     dtype = desc.OutputTensor.DataType.numpy()
     return [out.transpose(0, 2, 1, 3).reshape(batch, sequence, hidden).astype(dtype), present_key, present_value]
+
+
+def mlas_attention(queries: np.ndarray, keys: np.ndarray, values: np.ndarray, scale: float, past: int) -> np.ndarray:
+    """onnxruntime's CPU GroupQueryAttention without its flash kernel (gqa_attention_base.h
+    ComputeAttentionProbs, ComputeVxAttentionScore), per query head (``queries`` [kvN, group, S, H],
+    ``keys`` and ``values`` [kvN, T, H], float32): MLAS's SGEMM of Q and K^T with alpha = Scale on one
+    thread, MlasComputeSoftmax over each row's visible keys (the others 0), MLAS's SGEMM of that and V."""
+    host, lanes = dataclasses.replace(host_sgemm(), threads=1), host_sum_exp_lanes()
+    sequence, visible = queries.shape[2], keys.shape[1]
+    out = np.empty(queries.shape, np.float32)
+    for group, head in np.ndindex(*queries.shape[:2]):
+        scores = sgemm_batch(queries[group, head][None], np.ascontiguousarray(keys[group].T)[None], GemmCall(trans_b=True, alpha=scale), host)[0]
+        probabilities = np.zeros((sequence, visible), np.float32)
+        for row in range(sequence):
+            probabilities[row, :past + row + 1] = mlas_softmax(scores[row:row + 1, :past + row + 1], lanes)[0]
+        out[group, head] = sgemm_batch(probabilities[None], values[group][None], GemmCall(), host)[0]
+    return out
 
 
 def multihead_attention(desc: DML_MULTIHEAD_ATTENTION_OPERATOR_DESC, tensors: dict, arithmetic, state: KernelState):
