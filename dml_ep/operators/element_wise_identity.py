@@ -206,8 +206,14 @@ RESHAPED = {"Reshape": _reshape, "Flatten": _flatten, "Squeeze": _squeeze, "Unsq
 
 def identity(desc, tensors: dict, arithmetic, state: KernelState) -> np.ndarray:
     """Input read through its desc; packed like the output: a view where Input's strides are
-    packed, else one copy."""
-    return np.ascontiguousarray(view(tensors["InputTensor"], desc.InputTensor))
+    packed, else one copy. A ScaleBias other than {1, 0} is ``x * Scale + Bias`` in float32, rounded
+    once to the tensor's type; {1, 0} (the DML EP's for RotaryEmbedding's copy) is taken as the move it
+    means, every bit kept (dml_ep's choice: IEEE's -0 * 1 + 0 would be +0)."""
+    x = view(tensors["InputTensor"], desc.InputTensor)
+    if desc.ScaleBias is None or tuple(desc.ScaleBias) == (1.0, 0.0):
+        return np.ascontiguousarray(x)
+    scale, bias = (np.float32(v) for v in desc.ScaleBias)
+    return (x.astype(np.float32) * scale + bias).astype(x.dtype)
 
 
 OPERATORS = (Operator(desc=DML_ELEMENT_WISE_IDENTITY_OPERATOR_DESC, kernel=identity, exact_value=None, exact_for_any_input=True),)

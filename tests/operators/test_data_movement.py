@@ -223,3 +223,19 @@ def test_dxdispatch_binds_joins_inputs_as_a_list_and_replays_them(tmp_path):
     assert dispatch["bindings"]["InputTensors"] == ["in0", "in1"]
     replayed = exported.run()
     np.testing.assert_array_equal(replayed["y"], np.concatenate([a, b], axis=1))
+
+
+def test_identity_applies_a_scale_bias_and_keeps_the_bits_of_the_unit_one():
+    """ELEMENT_WISE_IDENTITY's ScaleBias: x * Scale + Bias rounded once ({0.5, 1}); {1, 0} a move (-0 and NaN payloads kept)."""
+    from dml_ep.operators.element_wise_identity import DML_ELEMENT_WISE_IDENTITY_OPERATOR_DESC, identity
+    from dml_ep.operators.importing import tensor
+
+    def run(scale_bias, x):
+        desc = DML_ELEMENT_WISE_IDENTITY_OPERATOR_DESC(InputTensor=tensor(x.dtype, (1, 1, 1, x.size)), OutputTensor=tensor(x.dtype, (1, 1, 1, x.size)),
+                                                       ScaleBias=scale_bias)
+        return identity(desc, {"InputTensor": x}, None, None).reshape(-1)
+
+    # 2047 * 0.5 + 1 = 1024.5, a float16 tie: to even
+    np.testing.assert_array_equal(run((0.5, 1.0), np.array([2, 4, -0.0, 2047], np.float16)), np.array([2, 3, 1, 1024], np.float16))
+    x = np.array([0x8000, 0x7E01], np.uint16).view(np.float16)  # -0 and a NaN with a payload
+    np.testing.assert_array_equal(run((1.0, 0.0), x).view(np.uint16), [0x8000, 0x7E01])
