@@ -1,31 +1,33 @@
 """DML_OPERATOR_ACTIVATION_* and ELEMENT_WISE_CLIP: the activations, standalone or fused into
-ELEMENT_WISE_ADD1 (CONVOLUTION, GEMM, ... in DirectML): descs, import of a fused activation and
-of a standalone int8 Relu (ONNX Relu-14; float Relu is a float operator dml_ep does not model), kernel.
+ELEMENT_WISE_ADD1 (CONVOLUTION, GEMM, ... in DirectML): descs, import of a fused activation and of
+the standalone ones the DML EP builds (DmlOperatorActivation.cpp), kernels.
 
 Each formula is DirectML's, as written on its DML_*_OPERATOR_DESC reference page
 (learn.microsoft.com/windows/win32/api/directml/), evaluated in float32 (float16 tensors are
 computed in float32 and rounded back once); ACTIVATION_RELU on integers (INT8, INT16, INT32 from
 DML_FEATURE_LEVEL_5_1) is ``max(x, 0)`` in the input's type. Input/Output are null when fused.
 
-Standalone, dml_ep plans one activation: ACTIVATION_SIGMOID, the middle of the three DirectML
-operators the DML EP builds for com.microsoft QLinearSigmoid (DmlOperatorQLinearSigmoid.cpp:
-ELEMENT_WISE_DEQUANTIZE_LINEAR -> ACTIVATION_SIGMOID in place on a FLOAT32 intermediate ->
-ELEMENT_WISE_QUANTIZE_LINEAR). ``qlinear_sigmoid.py`` splits the node into those three, the
-sigmoid as the internal com.microsoft.dml ``DmlSigmoid``. A float Sigmoid a model brings is not registered: on
-DirectML in the real EP, not modelled.
+Standalone, the DML EP runs ONNX Sigmoid, Tanh, Relu, LeakyRelu (float32, float16) and
+com.microsoft Gelu as one activation each, input and output the node's shape right-aligned to at
+least 4 dimensions (Relu also on int8, the one integer Relu dml_ep models); and ACTIVATION_SIGMOID
+is the middle of the three DirectML operators of com.microsoft QLinearSigmoid
+(DmlOperatorQLinearSigmoid.cpp: ELEMENT_WISE_DEQUANTIZE_LINEAR -> ACTIVATION_SIGMOID in place on a
+FLOAT32 intermediate -> ELEMENT_WISE_QUANTIZE_LINEAR), which ``qlinear_sigmoid.py`` splits into
+those three, the sigmoid as the internal com.microsoft.dml ``DmlSigmoid``.
 
-ACTIVATION_SIGMOID's kernel.
-- ``"directml"``: the page's ``1 / (1 + exp(-x))`` in float32 (numpy's exp). DirectML's GPU exp is
-  not specified, so this is where dml_ep and a real GPU may differ by an ulp, and the codes
-  QUANTIZE_LINEAR makes of it where a value sits near a rounding boundary.
-- ``"onnxruntime"``: onnxruntime's CPU QLinearSigmoid dequantizes the 256 codes, runs them through
-  MlasComputeLogistic and quantizes the table (qlinear_lookup_table.cc): the same three steps,
-  element by element. MlasComputeLogistic on x86-64 with AVX2 is MlasLogisticKernelFma3
-  (LogisticKernelFma3.S): x clamped to [-18, 18] (``maxps``/``minps``: NaN passes), Eigen's
-  rational polynomial ``x * p(x^2) / q(x^2) + 0.5`` with every multiply-add fused, then clamped
-  below at 0. :func:`mlas_logistic` emulates it bit for bit (checked against onnxruntime's float
-  Sigmoid, which calls the same routine). The generic SSE kernel (no FMA3) rounds each multiply
-  and add and also clamps at 1: not modelled.
+Kernels.
+- ``"directml"``: the page's formula in float32: sigmoid ``1 / (1 + exp(-x))`` and tanh with
+  numpy's float32 exp and tanh; GELU ``0.5 x (1 + erf(x / sqrt(2)))`` exactly (float64), rounded
+  once. DirectML does not say how its exp, tanh and erf are computed: ``DEVICE_PRECISION`` holds,
+  per operator, how far WebNN's conformance tests (set on DirectML) let a device be.
+- ``"onnxruntime"``: onnxruntime's CPU kernel of the ONNX op, bit for bit on x86-64 with FMA3
+  (``dml_ep.numerics.kernels.mlas_transcendental``): Sigmoid MLAS's logistic (also QLinearSigmoid's
+  lookup table, qlinear_lookup_table.cc), Tanh MLAS's tanh, Gelu onnxruntime's float32 Gelu
+  (MLAS's erf); Relu and LeakyRelu are exact (``max(x, 0)``; ``alpha * x`` in float32 below 0).
+  A float16 node has no CPU kernel and runs in float32 between Casts (InsertCastTransformer), so
+  its output is the float32 kernel's, rounded to float16; a float16 com.microsoft Gelu runs its
+  schema's function body (1/sqrt(2) as a float16 constant). A host without FMA3 runs MLAS's
+  generic kernels, one multiply and one add for each fused multiply-add (measured once).
 
 No exact value: the activations do not quantize.
 """
@@ -33,22 +35,19 @@ No exact value: the activations do not quantize.
 from __future__ import annotations
 
 import dataclasses
-import functools
 from typing import Optional
 
 import numpy as np
-from onnx import TensorProto, helper
 
 from ..core.enums import DML_FEATURE_LEVEL as FL
 from ..core.enums import DML_OPERATOR_TYPE as OP
 from ..core.enums import DML_TENSOR_DATA_TYPE as DT
 from ..core.errors import DescValidationError
-from ..core.graph import internal_model
 from ..core.tensor_desc import view
-from ..numerics.kernels.float32_fma import fma32
-from ..ort.reference import cpu_session
+from ..numerics.kernels.mlas_transcendental import gelu_function_body, host_logistic_fused, mlas_gelu, mlas_logistic, mlas_tanh
 from ..realep.placement import ON_CPU, ON_DML
-from .base import FLOATS, Operator, OperatorDesc, TensorDesc, rules
+from .base import FLOATS, DevicePrecision, Operator, OperatorDesc, TensorDesc, rules
+from .element_wise_erf import erf_float64
 from .importing import Fallback, NodeContext, broadcast, padded_sizes, tensor
 from .kernel_state import KernelState
 from .nodes import DmlNode
@@ -142,6 +141,7 @@ DML_ACTIVATION_SHRINK_OPERATOR_DESC = _activation(
 DML_ACTIVATION_CELU_OPERATOR_DESC = _activation(
     "DML_ACTIVATION_CELU_OPERATOR_DESC", OP.ACTIVATION_CELU, FL.FL_3_0, Alpha=1.0
 )
+DML_ACTIVATION_GELU_OPERATOR_DESC = _activation("DML_ACTIVATION_GELU_OPERATOR_DESC", OP.ACTIVATION_GELU, FL.FL_5_1)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -182,6 +182,7 @@ FUSABLE_ACTIVATIONS = (
     DML_ACTIVATION_THRESHOLDED_RELU_OPERATOR_DESC,
     DML_ACTIVATION_SHRINK_OPERATOR_DESC,
     DML_ACTIVATION_CELU_OPERATOR_DESC,
+    DML_ACTIVATION_GELU_OPERATOR_DESC,
     DML_ELEMENT_WISE_CLIP_OPERATOR_DESC,
 )
 
@@ -233,22 +234,50 @@ def fused_activation(ctx: NodeContext):
     return desc(**{field: float(np.float32(ctx.attr(name, default))) for field, name, default in parameters})
 
 
-# --- import: a standalone Relu -----------------------------------------------------------------
+# --- import: the standalone activations ------------------------------------------------------
+
+
+_FLOAT_TYPES = (np.dtype(np.float32), np.dtype(np.float16))
+
+
+def _standalone(ctx: NodeContext, desc_type, types=_FLOAT_TYPES, **parameters) -> DmlNode:
+    """A node of one of ``types`` as one activation: input and output of its shape, right-aligned to
+    at least 4-D, parameters float32 as the DML EP reads them."""
+    dtype = ctx.info(0).dtype
+    if dtype not in types:
+        raise Fallback(f"element type {dtype} is not supported by {desc_type.OPERATOR_TYPE} ({', '.join(map(str, types))})", ON_CPU)
+    shape = ctx.shape(0)
+    sizes = padded_sizes(shape)
+    desc = desc_type(InputTensor=tensor(dtype, sizes), OutputTensor=tensor(dtype, sizes), **parameters)
+    return ctx.dml_node(desc, ("InputTensor",), shape)
 
 
 def relu(ctx: NodeContext) -> DmlNode:
-    """ONNX Relu on int8 (Relu-14) as ACTIVATION_RELU; the input right-aligned to at least 4-D."""
+    """ONNX Relu on float32, float16 and int8 (Relu-14) as ACTIVATION_RELU."""
     dtype = ctx.info(0).dtype
-    if dtype in (np.dtype(np.float32), np.dtype(np.float16)):
-        raise Fallback(f"float Relu (input {dtype}) is a float operator", ON_DML)
     if dtype in (np.dtype(np.int16), np.dtype(np.int32)):
         raise Fallback(f"{dtype} Relu is an integer operator dml_ep does not model (int8 only)", ON_DML)
-    if dtype != np.dtype(np.int8):
-        raise Fallback(f"{dtype} Relu: the DML EP registers Relu-14 for float16, float32, int8, int16, int32", ON_CPU)
-    shape = ctx.shape(0)
-    sizes = padded_sizes(shape)
-    desc = DML_ACTIVATION_RELU_OPERATOR_DESC(InputTensor=tensor(dtype, sizes), OutputTensor=tensor(dtype, sizes))
-    return ctx.dml_node(desc, ("InputTensor",), shape)
+    return _standalone(ctx, DML_ACTIVATION_RELU_OPERATOR_DESC, (*_FLOAT_TYPES, np.dtype(np.int8)))
+
+
+def float_sigmoid(ctx: NodeContext) -> DmlNode:
+    """ONNX Sigmoid as ACTIVATION_SIGMOID."""
+    return _standalone(ctx, DML_ACTIVATION_SIGMOID_OPERATOR_DESC)
+
+
+def tanh(ctx: NodeContext) -> DmlNode:
+    """ONNX Tanh as ACTIVATION_TANH."""
+    return _standalone(ctx, DML_ACTIVATION_TANH_OPERATOR_DESC)
+
+
+def leaky_relu(ctx: NodeContext) -> DmlNode:
+    """ONNX LeakyRelu as ACTIVATION_LEAKY_RELU, Alpha its ``alpha`` (default 0.01)."""
+    return _standalone(ctx, DML_ACTIVATION_LEAKY_RELU_OPERATOR_DESC, Alpha=float(np.float32(ctx.attr("alpha", 0.01))))
+
+
+def gelu(ctx: NodeContext) -> DmlNode:
+    """com.microsoft Gelu as ACTIVATION_GELU (DML_FEATURE_LEVEL_5_1)."""
+    return _standalone(ctx, DML_ACTIVATION_GELU_OPERATOR_DESC)
 
 
 # --- import: ACTIVATION_SIGMOID in QLinearSigmoid --------------------------------------------
@@ -288,7 +317,7 @@ _FORMULAS = {
     DML_ACTIVATION_LEAKY_RELU_OPERATOR_DESC: lambda x, d: np.where(x >= 0, x, _f32(d.Alpha) * x),
     DML_ACTIVATION_LINEAR_OPERATOR_DESC: lambda x, d: _f32(d.Alpha) * x + _f32(d.Beta),
     DML_ACTIVATION_PARAMETRIC_SOFTPLUS_OPERATOR_DESC: lambda x, d: _f32(d.Alpha) * _ln_1_plus_exp(_f32(d.Beta) * x),
-    DML_ACTIVATION_RELU_OPERATOR_DESC: lambda x, d: np.maximum(x, 0),
+    DML_ACTIVATION_RELU_OPERATOR_DESC: lambda x, d: np.where(x < 0, _f32(0), x),  # -0 and NaN pass, as onnxruntime's
     DML_ACTIVATION_SCALED_ELU_OPERATOR_DESC: lambda x, d: _f32(d.Gamma) * _elu(x, _f32(d.Alpha)),
     DML_ACTIVATION_SCALED_TANH_OPERATOR_DESC: lambda x, d: _f32(d.Alpha) * np.tanh(_f32(d.Beta) * x),
     DML_ACTIVATION_SIGMOID_OPERATOR_DESC: lambda x, d: 1 / (1 + np.exp(-x)),
@@ -301,80 +330,73 @@ _FORMULAS = {
     ),
     DML_ACTIVATION_CELU_OPERATOR_DESC: lambda x, d: np.maximum(x, 0)
     + np.minimum(0, _f32(d.Alpha) * np.expm1(x / _f32(d.Alpha))),
+    DML_ACTIVATION_GELU_OPERATOR_DESC: lambda x, d: _gelu_float64(x),
     DML_ELEMENT_WISE_CLIP_OPERATOR_DESC: lambda x, d: np.clip(
         x if d.ScaleBias is None else _f32(d.ScaleBias[0]) * x + _f32(d.ScaleBias[1]), _f32(d.Min), _f32(d.Max)
     ),
 }
 
 
-def apply_activation(activation: ActivationDesc, x: np.ndarray) -> np.ndarray:
-    """The activation's formula on ``x``, keeping ``x``'s float dtype."""
-    with np.errstate(over="ignore"):
-        result = _FORMULAS[type(activation)](x.astype(np.float32), activation)
-    return np.asarray(result, dtype=np.float32).astype(x.dtype, copy=False)
+def _gelu_float64(x: np.ndarray) -> np.ndarray:
+    """GELU's exact value in float64, which the caller rounds once to the tensor's type."""
+    x64 = x.astype(np.float64)
+    return 0.5 * x64 * (1 + erf_float64(x64 / np.sqrt(2.0)))
 
 
-# MlasLogisticConstants (mlas/lib/logistic.cpp), in the order LogisticKernelFma3.S uses them.
-_LOGISTIC = np.array([-18.0, 18.0, 4.37031012579801e-11, 1.15627324459942e-07, 6.08574864600143e-05, 8.51377133304701e-03,
-                      2.48287947061529e-01, 6.10247389755681e-13, 5.76102136993427e-09, 6.29106785017040e-06, 1.70198817374094e-03,
-                      1.16817656904453e-01, 9.93151921023180e-01, 0.5], dtype=np.float32)
+def _onnxruntime_gelu(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    return (gelu_function_body if dtype == np.float16 else mlas_gelu)(x, host_logistic_fused())
 
 
-def mlas_logistic(x: np.ndarray, fused: bool = True) -> np.ndarray:
-    """MlasLogisticKernelFma3 on float32 ``x``: clamp to [-18, 18] (NaN passes), ``x2 = x * x``,
-    ``p = x * (((a9 x2 + a7) x2 + a5) x2 + a3) x2 + a1)``, ``q = ((((b10 x2 + b8) x2 + b6) x2 + b4)
-    x2 + b2) x2 + b0`` with every multiply-add one rounding (``vfmadd``), ``p / q + 0.5``, clamped
-    below at 0 (``maxps(0, r)``: NaN passes). ``fused=False``: MLAS's generic kernel, which x86-64
-    CPUs without FMA3 run, each multiply-add a multiply, then an add (two roundings)."""
-    low, high, a9, a7, a5, a3, a1, b10, b8, b6, b4, b2, b0, half = _LOGISTIC
-    x = np.asarray(x, dtype=np.float32)
-    v = np.where(x < low, low, np.where(x > high, high, x))
-    x2 = np.multiply(v, v, dtype=np.float32)
-    multiply_add = fma32 if fused else _multiply_then_add
-    p = multiply_add(x2, a9, a7)
-    for alpha in (a5, a3, a1):
-        p = multiply_add(p, x2, alpha)
-    q = multiply_add(x2, b10, b8)
-    for beta in (b6, b4, b2, b0):
-        q = multiply_add(q, x2, beta)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        r = np.add(np.divide(np.multiply(v, p, dtype=np.float32), q, dtype=np.float32), half, dtype=np.float32)
-    return np.where(r < 0, np.float32(0), r).reshape(x.shape)
+# onnxruntime's CPU kernel of the ONNX op a standalone activation imports, where it is not the formula's float32
+# value, on float32 ``x`` (a float16 node runs in float32 between Casts): ``kernel(x, the tensor's dtype)``.
+_ONNXRUNTIME = {
+    DML_ACTIVATION_SIGMOID_OPERATOR_DESC: lambda x, dtype: mlas_logistic(x, host_logistic_fused()),
+    DML_ACTIVATION_TANH_OPERATOR_DESC: lambda x, dtype: mlas_tanh(x, host_logistic_fused()),
+    DML_ACTIVATION_GELU_OPERATOR_DESC: _onnxruntime_gelu,
+}
 
 
-def _multiply_then_add(x, y, z) -> np.ndarray:
-    return np.add(np.multiply(x, y, dtype=np.float32), z, dtype=np.float32)
-
-
-# Inputs whose logistic MLAS's FMA3 kernel and its generic one round apart (0 against 2^-24 or 2^-25).
-_FUSION_PROBE = np.array([-17.9982, -17.9964, -17.9946, -17.9910, -17.9892, -17.9874, -17.9838, -17.9820], np.float32)
-
-
-@functools.lru_cache(maxsize=1)
-def host_logistic_fused() -> bool:
-    """Whether the host's onnxruntime runs MLAS's FMA3 logistic kernel (x86-64 with FMA3 and AVX2)
-    rather than its generic one (older x86-64 CPUs), measured once on its Sigmoid: CPU flags would
-    only guess MLAS's choice."""
-    graph = helper.make_graph([helper.make_node("Sigmoid", ["x"], ["y"])], "logistic_probe",
-                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [len(_FUSION_PROBE)])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
-    y = cpu_session(internal_model(graph, 13), threads=1).run(None, {"x": _FUSION_PROBE})[0]
-    return bool(np.array_equal(y, mlas_logistic(_FUSION_PROBE)))
+def apply_activation(activation: ActivationDesc, x: np.ndarray, arithmetic=None) -> np.ndarray:
+    """The activation's formula on ``x``, keeping ``x``'s float dtype (rounded once); given the
+    ``"onnxruntime"`` arithmetic, onnxruntime's CPU kernel where it is not the formula's value."""
+    kernel = _ONNXRUNTIME.get(type(activation)) if arithmetic is not None and arithmetic.onnxruntime else None
+    with np.errstate(over="ignore", invalid="ignore"):
+        if kernel is not None:
+            result = kernel(x.astype(np.float32), x.dtype)
+        else:
+            result = _FORMULAS[type(activation)](x.astype(np.float32), activation)
+    return np.asarray(result).astype(x.dtype, copy=False)
 
 
 def activation(desc: ActivationDesc, tensors: dict, arithmetic, state: KernelState) -> np.ndarray:
     """A standalone activation operator (InputTensor to OutputTensor); ACTIVATION_RELU on
-    integers is ``max(x, 0)`` in the input's type; ACTIVATION_SIGMOID in ``"onnxruntime"``
-    arithmetic is MLAS's logistic kernel (:func:`mlas_logistic`)."""
+    integers is ``max(x, 0)`` in the input's type."""
     assert desc.InputTensor is not None and desc.OutputTensor is not None  # null only in a fused activation
     x = view(tensors["InputTensor"], desc.InputTensor)
     if x.dtype.kind in "iu":  # only RELU takes integers
         return np.maximum(x, x.dtype.type(0)).reshape(desc.OutputTensor.Sizes)
-    if arithmetic.onnxruntime and type(desc) is DML_ACTIVATION_SIGMOID_OPERATOR_DESC and x.dtype == np.float32:
-        return mlas_logistic(x, host_logistic_fused()).reshape(desc.OutputTensor.Sizes)
-    return apply_activation(desc, x).reshape(desc.OutputTensor.Sizes)
+    return apply_activation(desc, x, arithmetic).reshape(desc.OutputTensor.Sizes)
 
 
-# Only ACTIVATION_RELU runs standalone on integers (int8), where every arithmetic gives max(x, 0).
-OPERATORS = tuple(Operator(desc=cls, kernel=activation, exact_value=None, exact_for_any_input=cls is DML_ACTIVATION_RELU_OPERATOR_DESC)
-                  for cls in FUSABLE_ACTIVATIONS)
+def _webnn(name: str, ulp32: int, ulp16: int) -> DevicePrecision:
+    return DevicePrecision(f"WebNN's {name} tolerance (wpt webnn/resources/utils.js, set on DirectML): {ulp32} ULP in float32, "
+                           f"{ulp16} in float16", ulp32=ulp32, ulp16=ulp16)
+
+
+# How far a device may put each activation from the point value; none for those WebNN holds exact (relu, clip, identity).
+DEVICE_PRECISION = {
+    DML_ACTIVATION_SIGMOID_OPERATOR_DESC: _webnn("sigmoid", 34, 10),
+    DML_ACTIVATION_TANH_OPERATOR_DESC: _webnn("tanh", 16, 16),
+    DML_ACTIVATION_GELU_OPERATOR_DESC: _webnn("gelu", 18, 18),
+    DML_ACTIVATION_LEAKY_RELU_OPERATOR_DESC: _webnn("leakyRelu", 1, 2),
+    DML_ACTIVATION_ELU_OPERATOR_DESC: _webnn("elu", 18, 18),
+    DML_ACTIVATION_SOFTPLUS_OPERATOR_DESC: _webnn("softplus", 18, 18),
+    DML_ACTIVATION_SOFTSIGN_OPERATOR_DESC: _webnn("softsign", 3, 3),
+    DML_ACTIVATION_HARD_SIGMOID_OPERATOR_DESC: _webnn("hardSigmoid", 2, 2),
+    DML_ACTIVATION_LINEAR_OPERATOR_DESC: _webnn("linear", 2, 2),
+}
+# Every arithmetic gives max(x, 0) (integers and floats, NaN passing) and x or float32(alpha * x).
+EXACT = (DML_ACTIVATION_RELU_OPERATOR_DESC, DML_ACTIVATION_LEAKY_RELU_OPERATOR_DESC)
+
+OPERATORS = tuple(Operator(desc=cls, kernel=activation, exact_value=None, exact_for_any_input=cls in EXACT,
+                           device_precision=DEVICE_PRECISION.get(cls)) for cls in FUSABLE_ACTIVATIONS)

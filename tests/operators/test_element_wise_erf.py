@@ -20,12 +20,13 @@ from dml_ep.operators.kernel_state import KernelState
 from dml_ep.ort.reference import cpu_session
 from onnx_builders import Feed, single_node_model
 
-# Zeros of both signs, a denormal, both sides of MLAS's split (0.921875) and clamp (3.925), large, infinite, NaN, and a spread.
-SPECIAL = [0.0, -0.0, 1e-45, 0.921875, 0.9, 3.9, 3.95, -2.5, 10.0, np.inf, -np.inf, np.nan]
+# Zeros of both signs, a denormal, both sides of MLAS's split (0.921875) and clamp (3.925), large, infinite, NaN, a
+# spread; 0.001482, whose erf rounded through float32 lands one float16 ulp off (rounded once it does not).
+SPECIAL = [0.0, -0.0, 1e-45, 0.921875, 0.9, 3.9, 3.95, -2.5, 10.0, np.inf, -np.inf, np.nan, 0.001482]
 
 
 def inputs(dtype) -> np.ndarray:
-    spread = np.random.default_rng(0).uniform(-5, 5, 2000)
+    spread = np.random.default_rng(0).uniform(-5, 5, 1999)
     return np.concatenate([SPECIAL, spread]).astype(dtype).reshape(2, -1)
 
 
