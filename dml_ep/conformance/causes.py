@@ -9,7 +9,10 @@ reference's value, or DirectML's exact value to tell a tie from float32 rounding
   even and onnxruntime's float32 error pushes to one side; otherwise "float32 rounding" (the exact
   value is near, not at, a half-integer, and onnxruntime's float32 requantization multiplier or
   fused multiply-add lands on the other side). "u8s8 saturation" when the int16 saturation of
-  uint8 x int8 product pairs changes, else "other". The node's cause is that of most of its
+  uint8 x int8 product pairs changes; then "DirectML device precision" for a float output within its
+  operator's ``device_precision`` of dml_ep's "directml" value (what a Direct3D 12 device may
+  compute: D3D11.3's bounds, WebNN's tolerances; the rule is the node's ``precision_rule``); else
+  "other". The node's cause is that of most of its
   elements out of tolerance, so that a float output's many float32 rounding differences within
   it do not outvote the few saturated elements that fail it.
 - A DirectML graph whose output is a float product (its row's ``exact_products``: MatMulNBits'
@@ -41,12 +44,12 @@ from ..core.tensor_desc import left_pad
 from ..numerics.arithmetic import Arithmetic
 from ..numerics.engines import get_engine
 from ..numerics.kernels.parameters import parameter4d
-from ..operators.base import OperatorDesc
+from ..operators.base import DevicePrecision, OperatorDesc
 from ..operators.dml_graph import FloatProducts
 from ..operators.nodes import DmlNode
 from ..operators.registration import operator_of
 from ..ort.reference import DML_REFERENCE
-from ..reports.report import CAUSES, NONE, OTHER
+from ..reports.report import CAUSES, DEVICE_PRECISION, NONE, OTHER
 
 # References whose uint8 x int8 products are exact: no u8s8 saturation to mimic, nor to blame.
 EXACT_PRODUCTS = ("ort-exact", DML_REFERENCE)
@@ -74,17 +77,89 @@ def classify(entry: DmlNode, reference: dict, result: np.ndarray, expected: np.n
 
     saturable = may_saturate(entry.desc)
     exact_float = operator_of(entry.desc).exact_float  # a float sum of products: the arithmetics differ in the order of its sums
+    point_value = result  # dml_ep's "directml" value, the alternative's where ``result`` is another arithmetic's
     for cause, executor in alternatives:
         if cause == "u8s8 saturation" and not saturable:  # the alternative changes its rounding only
             cause = "float32 rounding"
         if cause == "float32 rounding" and exact_float is not None:
             cause = "float summation order"
-        put(cause, unexplained & (first_output(entry, executor.run_dml(entry, reference)) == expected))
+        output = first_output(entry, executor.run_dml(entry, reference))
+        if not executor.arithmetic.onnxruntime:
+            point_value = output
+        put(cause, unexplained & (output == expected))
     if float_reference and unexplained.any():
         put("float32 rounding", unexplained & next_to_exact(entry, reference, unexplained, expected))
     if exact_float is not None and unexplained.any():  # a float sum no arithmetic here orders as the reference does
         put("float summation order", within_float_sum(entry, reference, expected, unexplained))
+    if unexplained.any():
+        put(DEVICE_PRECISION, unexplained & within_device_precision(entry.desc, point_value, expected))
     return labels
+
+
+def device_precision(desc: OperatorDesc) -> DevicePrecision | None:
+    """The envelope a Direct3D 12 device may compute ``desc``'s output within (its operator's
+    ``device_precision``), None for an operator without one."""
+    precision = operator_of(desc).device_precision
+    return precision(desc) if callable(precision) else precision
+
+
+def graph_precision(descs) -> DevicePrecision | None:
+    """The envelope of DirectML operators run one after another (a DML EP graph of one node): their
+    envelopes summed, as WebNN's conformance tests sum a graph's per-operator tolerances
+    (``getPrecisionTolerance``); None where no operator has one."""
+    parts = [p for p in map(device_precision, descs) if p is not None]
+    if not parts:
+        return None
+    if len(parts) == 1:
+        return parts[0]
+    return DevicePrecision(" + ".join(p.rule for p in parts), *(sum(getattr(p, f) for p in parts) for f in ("ulp32", "ulp16", "atol32", "atol16")))
+
+
+def precision_rule(descs, causes: Mapping[str, int]) -> str | None:
+    """The source of the device precision of ``descs`` (one desc, or a graph's, in order) where it is
+    one of the ``causes``, for the report."""
+    if DEVICE_PRECISION not in causes:
+        return None
+    precision = graph_precision(descs) if isinstance(descs, (list, tuple)) else device_precision(descs)
+    return None if precision is None else precision.rule
+
+
+def within_device_precision(desc: OperatorDesc, point_value: np.ndarray, expected: np.ndarray) -> np.ndarray:
+    """Which elements of ``expected`` lie within the device precision of ``desc``'s operator around
+    dml_ep's "directml" ``point_value``: within its ULP count (WebNN's distance, the difference of
+    the bit patterns) or its absolute tolerance, by the output's float type. All False for
+    operators without an envelope and for non-float outputs."""
+    return within(device_precision(desc), point_value, expected)
+
+
+def within(precision: DevicePrecision | None, point_value: np.ndarray, expected: np.ndarray) -> np.ndarray:
+    """Which elements of ``expected`` lie within ``precision`` of ``point_value`` (see
+    :func:`within_device_precision`)."""
+    point_value, expected = np.asarray(point_value), np.asarray(expected)
+    if precision is None or expected.dtype not in (np.float32, np.float16) or point_value.shape != expected.shape:
+        return np.zeros(expected.shape, dtype=bool)
+    half = expected.dtype == np.float16
+    ulps, atol = (precision.ulp16, precision.atol16) if half else (precision.ulp32, precision.atol32)
+    candidate = point_value.astype(expected.dtype)
+    with np.errstate(invalid="ignore", over="ignore"):
+        near = np.abs(candidate.astype(np.float64) - expected.astype(np.float64)) <= atol
+    return near | (ulp_distance(candidate, expected) <= ulps)
+
+
+def ulp_distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """WebNN's ULP distance of two float32 or float16 arrays (wpt webnn/resources/utils.js
+    ``ulpDistance``): the difference of their bit patterns read as sign-magnitude integers, so +0
+    and -0 are 0 apart and the distance runs across zero; infinite for a NaN."""
+    bits = np.int32 if a.dtype == np.float32 else np.int16
+    sign = np.int64(1) << (8 * np.dtype(bits).itemsize - 1)
+
+    def ordered(x):
+        raw = np.ascontiguousarray(x).view(bits).astype(np.int64)
+        return np.where(raw < 0, -(raw & (sign - 1)), raw)
+
+    distance = np.abs(ordered(a) - ordered(b)).astype(np.float64)
+    distance[np.isnan(a) | np.isnan(b)] = np.inf
+    return distance
 
 
 def within_float_sum(entry: DmlNode, values: Mapping, expected: np.ndarray, where: np.ndarray) -> np.ndarray:

@@ -42,12 +42,12 @@ from ..passes.qdq_util import is_dq, is_q
 from ..planning.importer import DEFAULT_FEATURE_LEVEL
 from ..planning.plan import Plan
 from ..planning.planner import Planner
-from ..reports.report import (CAUSES, EXACT, NONE, OTHER, ModelReport, NodeComparison, ShippedComparison, Tolerance, compare_tensors, desc_summary,
+from ..reports.report import (CAUSES, DEVICE_PRECISION, EXACT, NONE, OTHER, ModelReport, NodeComparison, ShippedComparison, Tolerance, compare_tensors, desc_summary,
                               node_label)
 from ..runtime.executor import Executor
 from ..runtime.session import InferenceSession
 from .causes import (EXACT_PRODUCTS, FLOAT_REFERENCES, alternative_arithmetics, classify, describe_arithmetic, exact_for_any_input, first_output,
-                     product_causes, within_float_sum)
+                     graph_precision, precision_rule, product_causes, within, within_float_sum)
 
 
 @np.errstate(all="ignore")  # its nodes run in isolation on values of any kind: an overflow to inf is a result, not a warning
@@ -295,6 +295,7 @@ def compare_dml_node(executor: Executor, entry: DmlNode, reference: dict, steps:
                             + ("(a rewrite of the real DML EP's that dml_ep does not model)" if real_ep
                                else "(a CPU-only rewrite: QDQS8ToU8Transformer, a QDQ fusion)"))
     comparison.put_down(labels, result, expected, tolerance)
+    comparison.precision_rule = precision_rule(entry.desc, comparison.causes)
 
 
 def compare_rewritten(executor: Executor, entry: PlanEntry, reference: dict, steps: dict, tolerance: Tolerance, alternatives,
@@ -317,6 +318,7 @@ def compare_rewritten(executor: Executor, entry: PlanEntry, reference: dict, ste
         comparison.desc = desc_summary(entry.desc)
         comparison.put_down(classify(entry, reference, result, reference[output], alternatives, float_reference), result,
                             reference[output], tolerance)
+        comparison.precision_rule = precision_rule(entry.desc, comparison.causes)
     else:
         comparison.graph = f"onnxruntime's QDQ rule ({entry.origin.rule}) makes {entry.node.op_type} on one side only"
         comparison.causes = {"graph": comparison.isolated.differing}
@@ -327,8 +329,9 @@ def compare_dml_graph(executor: Executor, entry: DmlNode, graph: DmlGraph, refer
     """The DirectML operators the DML EP builds for one node (a graph of its own, ``graph``, a row
     of ``registration.GRAPHS``), run together on the reference's inputs of the node; at the last of
     them, whose output is the node's, compared (the values between them are dml_ep's alone).
-    Differences are counted by the first alternative arithmetic that gives the reference's value;
-    those of a graph with exact products by the product's causes (:func:`~dml_ep.conformance.causes.product_causes`)."""
+    Differences are counted by the first alternative arithmetic that gives the reference's value,
+    then "DirectML device precision" within the summed envelopes of its operators; those of a graph
+    with exact products by the product's causes (:func:`~dml_ep.conformance.causes.product_causes`)."""
     plan = ran_plan(executor)
     group = [e for e in plan.entries if e.origin is entry.origin]
     made = {n for e in group for n in e.outputs}
@@ -344,12 +347,16 @@ def compare_dml_graph(executor: Executor, entry: DmlNode, graph: DmlGraph, refer
     unexplained = result != expected
     labels = np.where(unexplained, OTHER, NONE)
     whole = entry.origin.whole
+    descs = [e.desc for e in group if isinstance(e, DmlNode)]
     if graph.exact_products is not None and whole is not None:  # its causes are the product's, whichever arithmetic reproduces them
         products = graph.exact_products(whole, plan.constants, reference, result.dtype, executor.arithmetic)
         labels = np.where(unexplained, product_causes(products, expected, unexplained), labels)
-    else:
-        label_by_arithmetic(group, reference, expected, unexplained, labels, alternatives)
+    else:  # then the graph's device precision (its operators' envelopes summed) around the "directml" value
+        directml = label_by_arithmetic(group, reference, expected, unexplained, labels, alternatives)
+        point_value = result if directml is None else directml  # None: ``result`` is the "directml" arithmetic's
+        labels[unexplained & within(graph_precision(descs), point_value, expected)] = CAUSES.index(DEVICE_PRECISION)
     comparison.put_down(labels, result, expected, tolerance)
+    comparison.precision_rule = precision_rule(descs, comparison.causes)
 
 
 def starts_a_difference(entry: PlanEntry, comparison: NodeComparison, differing: dict[str, int]) -> bool:
@@ -373,14 +380,20 @@ def values_on_reference(runner: Executor, members: list[PlanEntry], reference: d
 
 
 def label_by_arithmetic(members: list[PlanEntry], reference: dict, expected: np.ndarray, unexplained: np.ndarray, labels: np.ndarray,
-                        alternatives) -> None:
+                        alternatives) -> np.ndarray | None:
     """Each ``unexplained`` element (cleared as it is explained) labelled with the cause of the
     first alternative arithmetic whose run of ``members`` (:func:`run_on_reference`) gives the
-    reference's value."""
+    reference's value. Returns the "directml" arithmetic's output where an alternative is that
+    arithmetic, else None."""
+    directml = None
     for cause, runner in alternatives:
-        explained = unexplained & (run_on_reference(runner, members, reference) == expected)
+        output = run_on_reference(runner, members, reference)
+        if not runner.arithmetic.onnxruntime:
+            directml = output
+        explained = unexplained & (output == expected)
         labels[explained] = CAUSES.index(cause)
         unexplained &= ~explained
+    return directml
 
 
 def compare_cpu_only_group(executor: Executor, entry: PlanEntry, reference: dict, steps: dict, tolerance: Tolerance, comparison,

@@ -27,7 +27,7 @@ from ..core.enums import DML_FEATURE_LEVEL as FL
 from ..core.enums import DML_OPERATOR_TYPE as OP
 from ..core.tensor_desc import view
 from ..realep.placement import ON_DML_AS
-from .base import FLOATS, Operator, OperatorDesc, TensorDesc, rules
+from .base import FLOATS, DevicePrecision, Operator, OperatorDesc, TensorDesc, rules
 from .importing import Fallback, NodeContext, padded_sizes, tensor
 from .kernel_state import KernelState
 from .nodes import DmlNode
@@ -81,4 +81,6 @@ def element_wise_sqrt(desc: DML_ELEMENT_WISE_SQRT_OPERATOR_DESC, tensors: dict, 
     return np.sqrt(x, dtype=np.float32).astype(source.dtype, copy=False)
 
 
-OPERATORS = (Operator(desc=DML_ELEMENT_WISE_SQRT_OPERATOR_DESC, kernel=element_wise_sqrt, exact_value=None),)
+DEVICE_PRECISION = DevicePrecision("D3D11.3 §3.1.3.2 and §22.10.21: sqrt within 1 ULP; WebNN's sqrt tolerance 1 ULP (wpt webnn/resources/utils.js)",
+                                   ulp32=1, ulp16=1)
+OPERATORS = (Operator(desc=DML_ELEMENT_WISE_SQRT_OPERATOR_DESC, kernel=element_wise_sqrt, exact_value=None, device_precision=DEVICE_PRECISION),)

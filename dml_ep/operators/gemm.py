@@ -48,7 +48,7 @@ from ..numerics.kernels.matmul_nbits import host_runs_sqnbit_int8, int8_blocks
 from ..numerics.kernels.mlas_sgemm import GemmCall, host_runs_sqnbit_fp32, host_sgemm, packed_panels, panel_sum, sgemm_batch
 from ..realep.placement import ASSIGNED_TO_DML, ON_DML
 from .activation import ActivationDesc, apply_activation, validate_fused_activation
-from .base import FLOATS, Operator, OperatorDesc, TensorDesc, rules
+from .base import FLOATS, DevicePrecision, Operator, OperatorDesc, TensorDesc, rules
 from .importing import Fallback, NodeContext, tensor
 from .kernel_state import KernelState
 from .nodes import DmlNode, Imported
@@ -343,4 +343,16 @@ def _per_buffer(tensors: dict, state: KernelState, key, make):
     return made[1]
 
 
-OPERATORS = (Operator(desc=DML_GEMM_OPERATOR_DESC, kernel=gemm_kernel, compiled_kernel=compiled_gemm_kernel, exact_value=None, exact_float=exact_product),)
+def device_precision(desc: DML_GEMM_OPERATOR_DESC) -> DevicePrecision:
+    """WebNN's gemm tolerance (wpt webnn/resources/utils.js ``getGemmPrecisionTolerance``): 2K ULP for
+    the dot product's K multiplies and adds in their worst serial order (D3D11.3 3.1.3.2's bound on
+    fused ops), one more for an Alpha other than 1, one for a C with Beta other than 0 and one more
+    for a Beta other than 1. A fused activation's own tolerance is not added."""
+    _, k = desc.matrix("ATensor", desc.TransA)
+    ulp = 2 * k + (desc.Alpha != 1.0) + (desc.CTensor is not None and desc.Beta != 0.0) * (1 + (desc.Beta != 1.0))
+    return DevicePrecision(f"WebNN's gemm tolerance 2K (+ alpha, beta) ULP, K = {k}: {ulp} ULP (wpt webnn/resources/utils.js)",
+                           ulp32=ulp, ulp16=ulp)
+
+
+OPERATORS = (Operator(desc=DML_GEMM_OPERATOR_DESC, kernel=gemm_kernel, compiled_kernel=compiled_gemm_kernel, exact_value=None, exact_float=exact_product,
+                      device_precision=device_precision),)

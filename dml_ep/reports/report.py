@@ -29,8 +29,9 @@ from ..planning.plan import Plan
 from ..planning.planner import Planner
 
 HISTOGRAM_STEPS = (-2, -1, 1, 2)
-CAUSES = ("tie rounding", "float32 rounding", "u8s8 saturation", "int8 activations", "float16 weights", "float summation order", "graph",
-          "random values", "other")
+DEVICE_PRECISION = "DirectML device precision"  # within the operator's envelope (Operator.device_precision) of the "directml" value
+CAUSES = ("tie rounding", "float32 rounding", "u8s8 saturation", "int8 activations", "float16 weights", "float summation order",
+          DEVICE_PRECISION, "graph", "random values", "other")
 NONE, OTHER = -1, CAUSES.index("other")  # an element's cause (causes.classify): an index into CAUSES, NONE where equal
 
 
@@ -205,6 +206,7 @@ class NodeComparison:
     causes_out_of_tolerance: dict[str, int] = dataclasses.field(default_factory=dict)
     graph: str | None = None  # what the CPU and DML graphs do differently with this node
     not_isolated: str | None = None  # why it was not run on the reference's inputs (their shapes are not those dml_ep ran)
+    precision_rule: str | None = None  # the device precision's source, where that is a cause of its differences
 
     @property
     def differs_in_isolation(self) -> bool:
@@ -238,6 +240,8 @@ class NodeComparison:
         if self.not_isolated:
             return self.not_isolated
         cause = self.cause or ""
+        if cause == DEVICE_PRECISION and self.precision_rule:
+            return f"{cause}: {self.precision_rule}"
         return f"{cause}: {self.graph}" if cause == "graph" and self.graph else cause
 
     def to_dict(self) -> dict:
@@ -253,6 +257,7 @@ class NodeComparison:
             "cause": self.cause,
             "graph": self.graph,
             "not_isolated": self.not_isolated,
+            "precision_rule": self.precision_rule,
         }
 
 
