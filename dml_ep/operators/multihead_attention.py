@@ -63,8 +63,11 @@ attention_bias (exactly [B, N, S, T]: the EP does not broadcast it) and a non-em
 ([B, N, P, H], before the new keys); packed QKV or KV, a key that is the past, a [3B + 2] mask,
 past_sequence_length, cache_indirection and the qk output fall back, not modelled. A masked score
 gets MaskFilterValue added (as onnxruntime's CPU does; DirectML's page says both "set to" and
-"added"). Same two arithmetics, the bias added in float32; measured within 1.6 float32 ULP (of the
-largest output) and 0.25 float16 ULP of onnxruntime's CPU MultiHeadAttention.
+"added"), after the attention bias. "directml" as above, the bias added in float32. "onnxruntime": the
+CPU MultiHeadAttention's MLAS path (:func:`mlas_multihead_attention`), bit for bit in float32 and
+float16 (which onnxruntime runs in float32 between casts) where it takes that path: with a mask, an
+attention bias, a past or present outputs; without them its float32 flash kernel runs, which dml_ep
+does not reproduce (measured within 1 float32 ULP of the largest output).
 
 No exact value: neither quantizes.
 """
@@ -385,11 +388,28 @@ def mlas_attention(queries: np.ndarray, keys: np.ndarray, values: np.ndarray, sc
     return out
 
 
+def mlas_multihead_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float, added: list) -> np.ndarray:
+    """onnxruntime's CPU MultiHeadAttention without its flash kernel (attention_cpu_base.h), on
+    float32 [B, N, rows, H] operands: one MlasGemmBatch of every head's Q and K^T with alpha = Scale on
+    the session's threads, each row's attention bias then mask added (MlasEltwiseAdd), MlasComputeSoftmax,
+    then each head's P x V (math::MatMul, one thread). Returns [B, N, S, Hv]."""
+    heads = q.shape[0] * q.shape[1]
+    stacked = sgemm_batch(q.reshape(heads, *q.shape[2:]), np.ascontiguousarray(k.reshape(heads, *k.shape[2:]).swapaxes(-1, -2)),
+                          GemmCall(trans_b=True, alpha=scale), host_sgemm())
+    scores = stacked.reshape(*q.shape[:3], k.shape[2])
+    for term in added:
+        scores = np.add(scores, term, dtype=np.float32)
+    probabilities = mlas_softmax(scores.reshape(-1, scores.shape[-1]), host_sum_exp_lanes()).reshape(heads, q.shape[2], -1)
+    one = dataclasses.replace(host_sgemm(), threads=1)
+    values = v.reshape(heads, *v.shape[2:])
+    out = np.stack([sgemm_batch(probabilities[i][None], values[i][None], GemmCall(), one)[0] for i in range(heads)])
+    return out.reshape(*q.shape[:3], v.shape[-1])
+
+
 def multihead_attention(desc: DML_MULTIHEAD_ATTENTION_OPERATOR_DESC, tensors: dict, arithmetic, state: KernelState):
     """The output, and the present key and value where the desc has them (a list then): the bias
     added to Q, K and V in float32, the past rows before the new ones, masked keys given
     MaskFilterValue (added, as onnxruntime's CPU adds it; the page says both "set" and "added")."""
-    wide = np.float32 if arithmetic.onnxruntime else np.float64
     described, heads = desc.tensors(), desc.HeadCount
     q, k, v = (view(tensors[field], described[field]).astype(np.float32) for field in ("QueryTensor", "KeyTensor", "ValueTensor"))
     batch, sequence, hidden = q.shape
@@ -401,15 +421,17 @@ def multihead_attention(desc: DML_MULTIHEAD_ATTENTION_OPERATOR_DESC, tensors: di
     if desc.PastKeyTensor is not None and desc.PastValueTensor is not None:
         k = np.concatenate([view(tensors["PastKeyTensor"], desc.PastKeyTensor).astype(np.float32), k], axis=2)
         v = np.concatenate([view(tensors["PastValueTensor"], desc.PastValueTensor).astype(np.float32), v], axis=2)
-    scores = np.matmul(q.astype(wide), k.astype(wide).swapaxes(-1, -2))  # [B, N, S, T]
     relative = desc.RelativePositionBiasTensor
-    added = None if relative is None else view(tensors["RelativePositionBiasTensor"], relative).astype(np.float32)
-    masked = _masked(desc, tensors, scores.shape)
-    if masked is not None:
-        filtered = np.where(masked, np.float32(desc.MaskFilterValue), np.float32(0))
-        added = filtered if added is None else added + filtered
-    probabilities = _softmax(scores, desc.Scale, arithmetic.onnxruntime, added=added)
-    out = np.matmul(probabilities.astype(wide), v.astype(wide)).astype(np.float32).transpose(0, 2, 1, 3).reshape(batch, sequence, -1).astype(dtype)
+    added = [] if relative is None else [view(tensors["RelativePositionBiasTensor"], relative).astype(np.float32)]
+    masked = _masked(desc, tensors, (*q.shape[:3], k.shape[2]))
+    if masked is not None:  # after the relative bias, each added in float32
+        added.append(np.where(masked, np.float32(desc.MaskFilterValue), np.float32(0)))
+    if arithmetic.onnxruntime:
+        out = mlas_multihead_attention(q, k, v, desc.Scale, added)
+    else:
+        probabilities = _softmax(np.matmul(q.astype(np.float64), k.astype(np.float64).swapaxes(-1, -2)), desc.Scale, False, added=added)
+        out = np.matmul(probabilities.astype(np.float64), v.astype(np.float64)).astype(np.float32)
+    out = out.transpose(0, 2, 1, 3).reshape(batch, sequence, -1).astype(dtype)
     presents = [x.astype(dtype) for x, field in ((k, "OutputPresentKeyTensor"), (v, "OutputPresentValueTensor")) if getattr(desc, field) is not None]
     return [out, *presents] if presents else out
 
@@ -435,16 +457,16 @@ def _present(tensors: dict, field: str, desc: TensorDesc) -> np.ndarray:
     return present
 
 
-def _softmax(scores: np.ndarray, scale: float, onnxruntime: bool, hidden=None, added=None) -> np.ndarray:
-    """Softmax over the last axis of ``scores * scale`` in float32, ``added`` (float32) added first
-    and the ``hidden`` keys taking no part; the "directml" point value with Scale, exp and the sum
-    each rounded once from float64."""
+def _softmax(scores: np.ndarray, scale: float, onnxruntime: bool, hidden=None, added=()) -> np.ndarray:
+    """Softmax over the last axis of ``scores * scale`` in float32, each of ``added`` (float32) added
+    in turn first and the ``hidden`` keys taking no part; the "directml" point value with Scale, exp
+    and the sum each rounded once from float64."""
     if onnxruntime:  # float32 throughout: the sum scaled, exp, the sum, one reciprocal
         x = scores.astype(np.float32) * np.float32(scale)
     else:
         x = (scores * scale).astype(np.float32)
-    if added is not None:
-        x = x + added
+    for term in added:
+        x = x + term
     if hidden is not None:
         x = np.where(hidden, np.float32(-np.inf), x)
     if onnxruntime:

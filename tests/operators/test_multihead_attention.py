@@ -293,7 +293,9 @@ def mha_model(batch, sequence, keys, heads, head, value_head, dtype, bias=False,
 
 MHA_CASES = {"plain": {}, "bias": dict(bias=True), "mask-2d": dict(mask=(2, 5)), "key-lengths": dict(mask=(2,)),
              "attention-bias": dict(attention_bias=True), "past": dict(past=3, presents=True),
-             "bias-mask-3d-presents": dict(bias=True, mask=(2, 3, 5), presents=True)}
+             "bias-mask-3d-presents": dict(bias=True, mask=(2, 3, 5), presents=True),
+             "all": dict(bias=True, mask=(2, 3, 5), attention_bias=True, presents=True, mask_filter_value=-3.0)}
+FLASH = ("plain", "bias")  # onnxruntime's float32 MultiHeadAttention runs its flash kernel: no mask, attention bias, past or present
 
 
 @pytest.mark.host_sensitive
@@ -309,6 +311,22 @@ def test_multi_head_attention_runs_on_multihead_attention_near_the_cpu_kernel(ca
     assert ulps(ours[0], theirs[0]) <= (1 if dtype == np.float16 else 2)
     for mine, reference in zip(ours[1:], theirs[1:]):
         np.testing.assert_array_equal(mine, reference)
+
+
+@pytest.mark.host_sensitive
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("case", MHA_CASES)
+def test_multi_head_attention_in_the_onnxruntime_arithmetic_is_the_cpu_kernel_but_for_flash(case, dtype):
+    """The CPU kernel's MLAS path bit for bit (float16 through onnxruntime's casts to float32);
+    where onnxruntime runs its flash kernel, within 1 ULP of the output's largest magnitude."""
+    model, feeds = mha_model(2, 3, 5, 4, 8, 8, dtype, **MHA_CASES[case])
+    ours = dml_ep.InferenceSession(model.SerializeToString(), arithmetic="onnxruntime").run(None, feeds)
+    theirs = cpu_session(model).run(None, feeds)
+    if case in FLASH:
+        assert ulps(ours[0], theirs[0]) <= 1
+    else:
+        for mine, reference in zip(ours, theirs):
+            np.testing.assert_array_equal(mine, reference)
 
 
 def test_multi_head_attention_is_the_exact_value_within_float32_rounding():
