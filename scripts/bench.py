@@ -2,6 +2,7 @@
 
     python scripts/bench.py [MODEL ...] [--repeat N] [--arithmetic directml|onnxruntime]
                             [--engine onnxruntime|numpy] [--profile] [--json FILE]
+    python scripts/bench.py --llm /tmp/llms/llama1024-dml-int4 ...   # builder decoders: prompt + decode
 
 Default models: the shipped ones plus a quantized ResNet-50 and a MobileNetV2-like CNN (depthwise
 convolutions), QOperator and QDQ, and an encoder block at MiniLM's size quantized with
@@ -187,6 +188,30 @@ def single_node_models() -> dict[str, onnx.ModelProto]:
 WARMUP = 3
 
 
+def builder_llm_cases(path: Path, prompt: int = 8) -> dict[str, tuple[Path, dict]]:
+    """An onnxruntime-genai model builder's decoder (``--llm``: its model.onnx or its folder, read
+    with the genai_config.json beside it): a ``prompt``-token prompt pass, and one decode step after
+    it (the cache ``prompt`` long), as onnxruntime-genai feeds them."""
+    folder = path if path.is_dir() else path.parent
+    config = json.loads((folder / "genai_config.json").read_text())["model"]
+    decoder = config["decoder"]
+    model_path = folder / decoder["filename"]
+    inputs = {value.name: value.type.tensor_type.elem_type for value in onnx.load(str(model_path), load_external_data=False).graph.input}
+    kv_type = helper.tensor_dtype_to_np_dtype(inputs["past_key_values.0.key"])
+    rng = np.random.default_rng(0)
+    cases = {}
+    for label, sequence, past in (("prompt", prompt, 0), ("decode", 1, prompt)):
+        feeds = {"input_ids": rng.integers(0, config["vocab_size"], (1, sequence)), "attention_mask": np.ones((1, past + sequence), np.int64)}
+        if "position_ids" in inputs:
+            feeds["position_ids"] = np.arange(past, past + sequence).reshape(1, sequence)
+        for layer in range(decoder["num_hidden_layers"]):
+            for kind in ("key", "value"):
+                shape = (1, decoder["num_key_value_heads"], past, decoder["head_size"])
+                feeds[f"past_key_values.{layer}.{kind}"] = (rng.standard_normal(shape) * 0.5).astype(kv_type)
+        cases[f"{folder.name}-{label}"] = (model_path, feeds)
+    return cases
+
+
 def time_interleaved(runners: dict, repeat: int) -> dict[str, list[float]]:
     """Milliseconds per call for each runner, alternating runners each round, after warm-up calls."""
     for _ in range(WARMUP):
@@ -339,12 +364,17 @@ def main(argv=None) -> int:
     parser.add_argument("--threads", type=int, default=os.cpu_count(), help="onnxruntime intra-op threads")
     parser.add_argument("--profile", action="store_true", help="also show where dml_ep's time goes in each model")
     parser.add_argument("--no-nodes", action="store_true", help="skip the single-node benchmarks")
+    parser.add_argument("--llm", action="store_true", help="the models are onnxruntime-genai builder decoders (model.onnx or its "
+                        "folder, with genai_config.json): time an 8-token prompt pass and one decode step after it")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     rows = []
-    for path in args.models or default_models():
+    for path in [] if args.llm else args.models or default_models():
         rows.append(bench_model(path, args.repeat, args.arithmetic, args.threads, args.engine, args.profile))
         print(f"  {path.stem}: done", file=sys.stderr)
+    for label, (path, feeds) in (case for path in args.models if args.llm for case in builder_llm_cases(path).items()):
+        rows.append(bench_model(path, args.repeat, args.arithmetic, args.threads, args.engine, args.profile, feeds, label))
+        print(f"  {label}: done", file=sys.stderr)
     if not args.models:
         for label, (path, feeds) in llm_cases(ROOT / ".cache" / "models").items():
             rows.append(bench_model(path, args.repeat, args.arithmetic, args.threads, args.engine, args.profile, feeds, label))

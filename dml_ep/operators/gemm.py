@@ -264,7 +264,7 @@ def sqnbit_fp32_gemm(desc, tensors: dict, state: KernelState, compiled: bool = F
     a = view(tensors["ATensor"], desc.ATensor)
     rows = a.reshape(-1, a.shape[-1]).astype(np.float32, copy=False)
     b = _weight(tensors, desc, np.float32, state)[None]
-    panels = _packed(b, tensors, state) if compiled and rows.shape[0] > 1 else None
+    panels = _packed(b, tensors, desc, state) if compiled and rows.shape[0] > 1 else None
     out = np.empty((rows.shape[0], b.shape[-1]), np.float32)
     fused = host_sgemm().fused
     for start in range(0, rows.shape[0], SQNBIT_ROWS):
@@ -324,22 +324,26 @@ def _weight(tensors: dict, desc, dtype, state: KernelState, as_described: bool =
             b = b.astype(desc.BTensor.DataType.numpy(), copy=False)
         return np.ascontiguousarray(_matrices(b, desc.TransB, dtype))
 
-    return _per_buffer(tensors, state, ("B", np.dtype(dtype).str, as_described), converted)
+    return _per_buffer(tensors, state, ("B", np.dtype(dtype).str, as_described), converted, desc)
 
 
-def _packed(b: np.ndarray, tensors: dict, state: KernelState) -> np.ndarray | None:
+def _packed(b: np.ndarray, tensors: dict, desc, state: KernelState) -> np.ndarray | None:
     """B ({1, K, N}, from :func:`_weight`) packed for the compiled panels, once per buffer (a
     constant weight's: onnxruntime packs it once too)."""
-    return _per_buffer(tensors, state, "B panels", lambda _: packed_panels(b))
+    return _per_buffer(tensors, state, "B panels", lambda _: packed_panels(b), desc)
 
 
-def _per_buffer(tensors: dict, state: KernelState, key, make):
+def _per_buffer(tensors: dict, state: KernelState, key, make, desc):
     """``make(buffer)`` of BTensor's buffer, kept in the kernel's ``state`` under ``key`` while the
-    buffer stays the same (a constant weight's is the same every run)."""
+    buffer stays the same (a constant weight's is the same every run); where BTensor is made from
+    constants alone (a MatMulNBits' DEQUANTIZE), kept in what the GEMMs of every shape reading it
+    share (``state.shared``), by B's desc and transform too."""
     buffer = tensors["BTensor"]
-    made = state.derived.get(key)
+    store = state.shared.get("BTensor", state.derived)
+    key = (key, desc.BTensor, desc.TransB)
+    made = store.get(key)
     if made is None or made[0] is not buffer:
-        made = state.derived[key] = (buffer, make(buffer))
+        made = store[key] = (buffer, make(buffer))
     return made[1]
 
 

@@ -23,3 +23,6 @@ class KernelState:
     products: dict[tuple, Any] = dataclasses.field(default_factory=dict)  # the engine's, which the arithmetics' prepared products share
     outputs: dict[tuple, Any] = dataclasses.field(default_factory=dict)  # of a node reading constants alone, per arithmetic and engine
     derived: dict[Hashable, Any] = dataclasses.field(default_factory=dict)  # what a kernel works out once (a filter matrix), by its own key
+    # by field bound to a value made from constants alone (a MatMulNBits' weight): what a kernel works out from that value once per
+    # session, shared by every state reading it (the entries of other shapes), keyed by all else it depends on (the field's desc)
+    shared: dict[str, dict[Hashable, Any]] = dataclasses.field(default_factory=dict)

@@ -59,7 +59,10 @@ class Executor:
         self._index = {id(node): index for index, node in enumerate(planner.nodes)}
         graph_outputs = self._schedule.graph_outputs
         self._constant_outputs = {name: planner.constants[name] for name in graph_outputs if name in planner.constants}
-        self._kernels: dict[Imported, KernelState] = {}  # one per signature: its entries share their ``imported``
+        # one per signature (its entries share their ``imported``), and per value made from constants alone that it reads
+        self._kernels: dict[Imported | tuple[Imported, tuple[str, ...]], KernelState] = {}
+        self._from_constants: dict[str, dict] = {}  # the outputs of DML entries reading constants alone (the same arrays at every
+        # run), each with what kernels derive from it once (``KernelState.shared``)
         self._bound: dict[int, _Bound] = {}  # by the id of the DML entry
         # Profiling's (dml_ep.runtime.profiling): called after each step with the time it started; None, a test per step and no clock read
         self.step_hook: StepHook | None = None
@@ -214,11 +217,25 @@ class Executor:
 
     def kernel_state(self, entry: DmlNode) -> KernelState:
         """The state of the entry's kernel, which the entries of its signature share: made with the
-        buffers bound at initialization, from which a kernel does its once-per-node work."""
-        state = self._kernels.get(entry.imported)
+        buffers bound at initialization, from which a kernel does its once-per-node work.
+
+        An entry reading a value made from constants alone (a MatMulNBits' weight, which DEQUANTIZE
+        makes once per session, :meth:`run_dml`) keeps a state of its own: what its kernel derives
+        once per buffer (the weight converted and packed) then stays while that buffer does, as
+        the real EP's constant initializers are uploaded once. Shared by the layers of a model,
+        whose weights differ, it was derived again at every run. What a kernel derives from such
+        a value alone it keeps in ``state.shared``, which every state reading the value shares:
+        once per session, whatever the shapes of the entry's other inputs."""
+        reads = {field: b for field, b in entry.inputs.items() if isinstance(b, str)}
+        derived = {field: name for field, name in reads.items() if name in self._from_constants}
+        key = (entry.imported, tuple(derived.values())) if derived else entry.imported
+        state = self._kernels.get(key)
         if state is None:
             constants = {field: b for field, b in entry.inputs.items() if isinstance(b, np.ndarray)}
-            state = self._kernels[entry.imported] = KernelState(entry.imported, constants)
+            shared = {field: self._from_constants[name] for field, name in derived.items()}
+            state = self._kernels[key] = KernelState(entry.imported, constants, shared=shared)
+        if not reads:  # entries are bound in the order they run: its readers are bound after it
+            self._from_constants.update((name, self._from_constants.get(name, {})) for name in entry.outputs)
         return state
 
     def _binding(self, entry: DmlNode) -> _Bound:
