@@ -38,6 +38,7 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
+import onnx
 
 from ..core.enums import DML_FEATURE_LEVEL as FL
 from ..core.enums import DML_OPERATOR_TYPE as OP
@@ -78,9 +79,9 @@ class DML_CAST_OPERATOR_DESC(OperatorDesc):
 
 
 def cast(ctx: NodeContext) -> DmlNode:
-    """Cast and CastLike: the output's type is the node's output value's (``to``, or target_type's)."""
+    """Cast and CastLike: the output's type is ``to``, or target_type's."""
     source = dml_type(moved_type(ctx))
-    target = ctx.info(1).dtype if ctx.node.op_type == "CastLike" else ctx.values[ctx.node.output[0]].dtype
+    target = ctx.info(1).dtype if ctx.node.op_type == "CastLike" else _onnx_type(ctx.attr("to"))
     if target == BOOL:
         raise Fallback("a Cast to bool is CAST to UINT8 then ELEMENT_WISE_CLIP1 [0, 1] in the DML EP (DmlOperatorCast.cpp), two "
                        "operators whose result for values other than 0 and 1 DirectML does not document; not modelled", ON_DML)
@@ -90,6 +91,14 @@ def cast(ctx: NodeContext) -> DmlNode:
     sizes = padded_sizes(shape)
     desc = DML_CAST_OPERATOR_DESC(InputTensor=tensor(source, sizes), OutputTensor=tensor(target, sizes))
     return ctx.dml_node(desc, ("InputTensor",), shape)
+
+
+def _onnx_type(to) -> np.dtype | None:
+    """Cast's ``to`` as a numpy type; None for one numpy lacks (string, bfloat16 and float8 have no DirectML type either)."""
+    try:
+        return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(int(to)))
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 # --- kernel ----------------------------------------------------------------------------------
