@@ -5,7 +5,8 @@ ValueDelta`` for each element index ``i`` in row-major order, ValueDataType the 
 DML EP builds it twice in RotaryEmbedding's graph (DmlOperatorRotaryEmbedding.cpp): the sign
 tensor {-1, 1} (start -1, delta 2, in the input's float type) and, for 1-D position ids, the
 positions 0 .. S-1 (INT64, delta 1) that ELEMENT_WISE_ADD offsets; DmlOperatorRange.cpp builds it
-for ONNX Range (not imported here).
+for ONNX Range 11 (``range_``: start, limit and delta required CPU constants, ``max(ceil((limit - start) / delta), 0)``
+elements, OperatorHelper.cpp RangeHelper; int16, int32, int64, float32).
 
 Support per feature level: introduced in DML_FEATURE_LEVEL_2_1 with 4 dimensions; 1 to 8 from 4_0;
 float32, float16, (u)int32, (u)int16, (u)int8, and (u)int64 from 5_0.
@@ -13,8 +14,9 @@ float32, float16, (u)int32, (u)int16, (u)int8, and (u)int64 from 5_0.
 Kernel, "directml" arithmetic: the page's formula as a point value, ``start + i * delta`` exact,
 rounded once to the type; integers wrap in their type. The older text of
 the page (``Value += Delta`` per element) differs from it only for float values that do not add
-exactly; RotaryEmbedding's are exact in both readings. Nothing of onnxruntime's CPU corresponds
-(the node is the DML EP's own), so both arithmetics compute the same.
+exactly; RotaryEmbedding's are exact in both readings. "onnxruntime": onnxruntime's CPU Range
+(cpu/generator/range.cc) adds delta to a running value in the type (``start += delta``), so a float32 sequence
+rounds at each step; integers and RotaryEmbedding's sequences are the same in both arithmetics.
 
 ``ValueStart``/``ValueDelta`` are DirectML's DML_SCALAR_UNION, held as a Python number read
 through ValueDataType.
@@ -23,6 +25,7 @@ through ValueDataType.
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import numpy as np
 import onnx
@@ -30,8 +33,10 @@ import onnx
 from ..core.enums import DML_FEATURE_LEVEL as FL
 from ..core.enums import DML_OPERATOR_TYPE as OP
 from ..core.enums import DML_TENSOR_DATA_TYPE as DT
+from ..core.errors import RealEpError
+from ..realep.placement import ON_DML
 from .base import FLOATS, Operator, OperatorDesc, TensorDesc, rules
-from .importing import NodeContext, data_type, tensor
+from .importing import Fallback, NodeContext, data_type, tensor
 from .kernel_state import KernelState
 from .nodes import DmlNode
 
@@ -81,6 +86,27 @@ def positions(ctx: NodeContext) -> DmlNode:
     return ctx.dml_node(desc, (), (1, sequence))
 
 
+def range_(ctx: NodeContext) -> DmlNode:
+    """ONNX Range 11 (DmlOperatorRange.cpp): start, limit and delta scalars read on the CPU; a 1-D output of
+    ``max(ceil((limit - start) / delta), 0)`` elements, {1, 1, 1, n} for DirectML."""
+    start, limit, delta = (ctx.constants[ctx.input_name(i)].reshape(-1)[0] for i in range(3))
+    dtype = np.dtype(start.dtype)
+    if delta == 0:
+        raise RealEpError("Range with delta 0: its element count is not a number (RangeHelper's narrow_cast fails)", node=ctx.node)
+    if dtype.kind == "f":
+        count = max(math.ceil((float(limit) - float(start)) / float(delta)), 0)
+    else:
+        span, step = int(limit) - int(start), int(delta)
+        quotient = abs(span) // abs(step) * (1 if (span >= 0) == (step > 0) else -1)  # C++'s / truncates toward zero
+        count = max(quotient + (span - quotient * step != 0), 0)
+    if count == 0:  # the EP's kernel is assigned; how it runs an empty output is not in DmlOperatorRange.cpp
+        raise Fallback("an empty Range (0 elements): a DirectML tensor has no size 0", ON_DML)
+    value = float(start) if dtype.kind == "f" else int(start)
+    desc = DML_FILL_VALUE_SEQUENCE_OPERATOR_DESC(OutputTensor=tensor(dtype, (1, 1, 1, count)), ValueDataType=int(data_type(dtype)), ValueStart=value,
+                                                 ValueDelta=float(delta) if dtype.kind == "f" else int(delta))
+    return ctx.dml_node(desc, (), (count,))
+
+
 # --- kernel ----------------------------------------------------------------------------------
 
 
@@ -89,6 +115,10 @@ def fill_value_sequence(desc: DML_FILL_VALUE_SEQUENCE_OPERATOR_DESC, tensors: di
     out = desc.OutputTensor
     dtype = out.DataType.numpy()
     index = np.arange(out.element_count, dtype=np.int64)
+    if out.DataType == DT.FLOAT32 and arithmetic is not None and arithmetic.onnxruntime:  # Range's running float32 sum
+        steps = np.full(out.element_count, np.float32(desc.ValueDelta), np.float32)
+        steps[:1] = np.float32(desc.ValueStart)
+        return np.add.accumulate(steps, dtype=np.float32).reshape(out.Sizes)
     if out.DataType in FLOATS:  # exact in float64 (float32 start and delta, an index below 2^29), rounded once
         values = (np.float64(np.float32(desc.ValueStart)) + index * np.float64(np.float32(desc.ValueDelta))).astype(dtype)
     else:  # integers wrap as the type's arithmetic does: computed modulo 2^64, then narrowed

@@ -1,18 +1,21 @@
 """DML_OPERATOR_FILL_VALUE_SEQUENCE (``dml_ep/operators/fill_value_sequence.py``): DirectML's examples, the value
 ``start + i * delta`` rounded once, integers wrapping, the desc's rules per feature level, and RotaryEmbedding's two
-uses (the signs and the positions)."""
+uses (the signs and the positions); ONNX Range on it, bit for bit with onnxruntime's in the "onnxruntime" arithmetic."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
+import dml_ep
 from dml_ep.core.enums import DML_FEATURE_LEVEL as FL
 from dml_ep.core.enums import DML_TENSOR_DATA_TYPE as DT
 from dml_ep.core.errors import DescValidationError
 from dml_ep.operators.fill_value_sequence import DML_FILL_VALUE_SEQUENCE_OPERATOR_DESC, fill_value_sequence
 from dml_ep.operators.importing import tensor
 from dml_ep.operators.kernel_state import KernelState
+from dml_ep.ort.reference import cpu_session
+from onnx_builders import Feed, single_node_model
 
 
 def filled(dtype, sizes, start, delta):
@@ -56,3 +59,37 @@ def test_desc_rules():
     int64.validate(FL.FL_5_0)
     with pytest.raises(DescValidationError):
         DML_FILL_VALUE_SEQUENCE_OPERATOR_DESC(tensor(np.float32, (1, 1, 1, 3)), int(DT.FLOAT32), 0.0, 1.0).validate(FL.FL_2_0)  # from 2_1
+
+
+RANGES = [(np.float32, 1.5, 7.0, 0.5), (np.float32, 0.1, 100.0, 0.3), (np.float32, 5.0, -3.0, -0.7), (np.float32, 2.0, 1.0, 1.0),
+          (np.int64, -5, 7, 2), (np.int32, 7, -6, -3), (np.int16, 3, 3, 1), (np.int64, -5, 4, 3)]
+
+
+def range_model(dtype, start, limit, delta):
+    """Range of fed scalars (initializers would be folded by onnxruntime before any EP sees the node); the real EP
+    reads them on the CPU, dml_ep plans the node from a run's values."""
+    return single_node_model("Range", [Feed(np.array(v, dtype)) for v in (start, limit, delta)], dtype, 1, opset=13)
+
+
+@pytest.mark.host_sensitive
+@pytest.mark.parametrize("dtype, start, limit, delta", RANGES)
+def test_range_is_planned_as_fill_value_sequence_and_matches_onnxruntime(dtype, start, limit, delta):
+    model, feeds = range_model(dtype, start, limit, delta)
+    expected = cpu_session(model, threads=1).run(None, feeds)[0]
+    session = dml_ep.InferenceSession(model.SerializeToString(), arithmetic="onnxruntime")
+    got = session.run(None, feeds)[0]
+    planned = [getattr(e, "operator", "empty: falls back") for e in session.plan.entries]  # the last run's
+    assert planned == (["DML_OPERATOR_FILL_VALUE_SEQUENCE"] if expected.size else ["empty: falls back"])
+    assert got.dtype == expected.dtype
+    np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.host_sensitive
+def test_range_in_directml_arithmetic_is_start_plus_index_times_delta():
+    model, feeds = range_model(np.float32, 0.1, 100.0, 0.3)
+    got = dml_ep.InferenceSession(model.SerializeToString(), arithmetic="directml").run(None, feeds)[0]
+    count = int(np.ceil((100.0 - np.float64(np.float32(0.1))) / np.float64(np.float32(0.3))))
+    exact = (np.float64(np.float32(0.1)) + np.arange(count) * np.float64(np.float32(0.3))).astype(np.float32)
+    np.testing.assert_array_equal(got, exact)
+    onnxruntime = cpu_session(model, threads=1).run(None, feeds)[0]
+    assert np.any(got != onnxruntime)  # onnxruntime's running sum rounds at each step
