@@ -74,7 +74,8 @@ def mlas_logistic(x: np.ndarray, fused: bool = True) -> np.ndarray:
     ``p = x * (((a9 x2 + a7) x2 + a5) x2 + a3) x2 + a1)``, ``q = ((((b10 x2 + b8) x2 + b6) x2 + b4)
     x2 + b2) x2 + b0`` with every multiply-add one rounding (``vfmadd``), ``p / q + 0.5``, clamped
     below at 0 (``maxps(0, r)``: NaN passes). ``fused=False``: MLAS's generic kernel, which x86-64
-    CPUs without FMA3 run, each multiply-add a multiply, then an add (two roundings)."""
+    CPUs without FMA3 run, each multiply-add a multiply, then an add (two roundings), the result
+    also clamped above at 1."""
     low, high, a9, a7, a5, a3, a1, b10, b8, b6, b4, b2, b0, half = _LOGISTIC
     x = np.asarray(x, dtype=_F32)
     v = np.where(x < low, low, np.where(x > high, high, x))
@@ -84,6 +85,8 @@ def mlas_logistic(x: np.ndarray, fused: bool = True) -> np.ndarray:
     q = _horner(np.array([b10, b8, b6, b4, b2, b0], _F32), x2, multiply_add)
     with np.errstate(invalid="ignore", divide="ignore"):
         r = np.add(np.divide(np.multiply(v, p, dtype=_F32), q, dtype=_F32), half, dtype=_F32)
+    if not fused:
+        r = np.where(r > 1, _F32(1), r)
     return np.where(r < 0, _F32(0), r).reshape(x.shape)
 
 
