@@ -265,8 +265,11 @@ def multi_head_attention(ctx: NodeContext) -> DmlNode:
     _check_operands(ctx, shapes, scores, 2 * hidden + value[2])
     mask, mask_type = _mask(ctx, shapes.get(4), scores)
     head = hidden // heads
-    present_sizes = [(*scores[:2], scores[3], head), (*scores[:2], scores[3], value[2] // heads)]
+    present_sizes = [(*scores[:2], scores[3], head)] * 2  # OperatorHelper.cpp: both [B, N, T, head_size]
     wanted = [len(ctx.node.output) > index and bool(ctx.node.output[index]) for index in (1, 2)]
+    if wanted[1] and value[2] != hidden:
+        raise RealEpError(f"present_value is described as {list(present_sizes[1])} (MultiHeadAttentionHelper: the query's head size) "
+                          f"but the value's head size is {value[2] // heads} (inferred: DirectML refuses the operator)", node=ctx.node)
     presents = [tensor(dtype, sizes) if want else None for sizes, want in zip(present_sizes, wanted)]
 
     def optional(index: int) -> TensorDesc | None:

@@ -354,7 +354,8 @@ def test_unidirectional_is_never_read():
 
 
 def test_what_multi_head_attention_does_not_take():
-    """Packed QKV is not modelled (a fallback saying so); an attention bias that broadcasts the real EP refuses."""
+    """Packed QKV is not modelled (a fallback saying so); an attention bias that broadcasts, and a
+    present value whose head size is not the query's, the real EP refuses."""
     shape = [1, 3, 2, 3, 8]
     packed = helper.make_model(helper.make_graph(
         [helper.make_node("MultiHeadAttention", ["q"], ["o"], domain="com.microsoft", num_heads=2)], "packed",
@@ -367,3 +368,13 @@ def test_what_multi_head_attention_does_not_take():
     model.graph.input[3].type.tensor_type.shape.dim[1].dim_value = 1
     with pytest.raises(RealEpError):
         dml_ep.InferenceSession(model.SerializeToString())
+    model, _ = mha_model(1, 3, 5, 2, 8, 6, np.float32, presents=True)  # the EP describes present_value with the query's head size
+    with pytest.raises(RealEpError, match="present_value"):
+        dml_ep.InferenceSession(model.SerializeToString())
+
+
+def test_multi_head_attention_macs_count_both_products_over_past_and_new_keys():
+    model, _ = mha_model(2, 3, 5, 4, 8, 6, np.float16, past=3)
+    session, operators = planned(model)
+    assert operators == ["DML_OPERATOR_MULTIHEAD_ATTENTION"]
+    assert session.plan.summary()["dml"]["macs"] == (2 * 3 * 32 + 2 * 3 * 24) * (5 + 3)  # Q.K^T and P.V over 8 keys
