@@ -10,6 +10,7 @@ import itertools
 from pathlib import Path
 
 import numpy as np
+import onnx
 import pytest
 from onnx import numpy_helper
 
@@ -18,7 +19,7 @@ from dml_ep.core.errors import RealEpError
 from dml_ep.operators.graphs.rotary_embedding import layout
 from dml_ep.operators.nodes import DmlNode
 from dml_ep.ort.reference import cpu_session
-from onnx_builders import rotary_embedding
+from onnx_builders import Feed, rotary_embedding, single_node_model
 
 LLM = Path(__file__).resolve().parents[3] / "models" / "llm" / "tiny_llm.int4.dml.onnx"
 ROTATION = ["ELEMENT_WISE_IDENTITY", "SPLIT", "JOIN"]
@@ -131,3 +132,23 @@ def test_layout_reads_the_node_as_the_ep_does():
     assert "num_heads must be provided" in layout((2, 3, 64), (10, 4), {"rotary_embedding_dim": 8})
     assert "second dimension" in layout((2, 4, 3, 16), (10, 8), {"num_heads": 2})
     assert "invalid" in layout((2, 3, 64), (10, 8), {"num_heads": 4, "rotary_embedding_dim": 8})  # caches of H/2, rd/2 = 4
+
+
+@pytest.mark.host_sensitive
+@pytest.mark.parametrize("sequence, position", [(6, 0), (1, 6)], ids=["prompt", "decode"])
+def test_the_tiny_llms_node_and_caches_in_both_arithmetics(sequence, position):
+    """The LLM's own q RotaryEmbedding (num_heads given, float16 caches of its builder) at a prompt's and a decode
+    step's shapes: the "onnxruntime" arithmetic is onnxruntime's output, the "directml" one the graph by hand."""
+    llm = onnx.load(str(LLM))
+    node = next(n for n in llm.graph.node if n.op_type == "RotaryEmbedding" and "q_rotary" in n.name)
+    caches = [numpy_helper.to_array(next(t for t in llm.graph.initializer if t.name == name)) for name in node.input[2:]]
+    heads = next(a.i for a in node.attribute if a.name == "num_heads")
+    hidden = heads * 2 * caches[0].shape[1]
+    x = np.random.default_rng(0).standard_normal((1, sequence, hidden)).astype(np.float16)
+    positions = np.arange(position, position + sequence, dtype=np.int64)[None]
+    model, feeds = single_node_model("RotaryEmbedding", [Feed(x), Feed(positions), *caches], np.float16, 3, domain="com.microsoft",
+                                     num_heads=heads)
+    expected = cpu_session(model, threads=1).run(None, feeds)[0]
+    runs = {a: dml_ep.InferenceSession(model.SerializeToString(), arithmetic=a).run(None, feeds)[0] for a in ("onnxruntime", "directml")}
+    np.testing.assert_array_equal(runs["onnxruntime"], expected)
+    np.testing.assert_array_equal(runs["directml"], by_hand(x, positions, *caches, (np.float16, 3, 0, None, 0), heads))
