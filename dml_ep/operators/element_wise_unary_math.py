@@ -3,13 +3,14 @@ Exp, Log, Abs, Neg, Reciprocal, Floor, Ceil 6 and 13): descs, import, kernel.
 
 Import, as DmlOperatorElementWise.cpp's ``DmlOperatorElementwiseUnary`` (and DmlOperatorNeg.cpp's
 NEGATE): input and output of the node's shape, right-aligned to at least 4 dimensions, no
-ScaleBias. In a transformer encoder these are T5's relative-position buckets (Abs, Neg, Log, Min)
-and the exp of a decomposed softmax or GELU; the DML EP runs every one on DirectML. dml_ep models the
-float tensors; the DML EP's integer Abs and Neg rows fall back.
+ScaleBias. In a transformer encoder these are T5's relative-position buckets (an int64 Abs, Neg, Log,
+Min) and the exp of a decomposed softmax or GELU; the DML EP runs every one on DirectML. dml_ep models
+the float tensors and the DML EP's signed integer Abs and Neg (int8 to int64: exact, the most negative
+value wrapping to itself in both arithmetics, as two's complement and onnxruntime's Eigen give).
 
 Support per feature level (the DirectML pages): FLOAT32 and FLOAT16 from DML_FEATURE_LEVEL_1_0,
 4 dimensions, 1 to 8 from 3_0 (EXP's and ABS's tables; LOG, RECIP, FLOOR and CEIL taken as the same);
-ABS adds INT32, INT16, INT8 at 2_1; NEGATE is DML_FEATURE_LEVEL_5_0's (1 to 8 dimensions, the floats
+ABS adds INT32, INT16, INT8 at 2_1 and INT64 at 4_1; NEGATE is DML_FEATURE_LEVEL_5_0's (1 to 8 dimensions, the floats
 and INT64 to INT8).
 
 Kernel, "directml": the function's value rounded once to the tensor's type (exp and log in float64,
@@ -99,7 +100,8 @@ class DML_ELEMENT_WISE_ABS_OPERATOR_DESC(ScaledUnaryDesc):
     """ELEMENT_WISE_ABS: ``abs(x)``."""
 
     OPERATOR_TYPE = OP.ELEMENT_WISE_ABS
-    TENSOR_RULES = rules({f: (False, _DIMS) for f in _FIELDS}, {f: {FL.FL_1_0: FLOATS, FL.FL_2_1: _SIGNED_SMALL} for f in _FIELDS})
+    TENSOR_RULES = rules({f: (False, _DIMS) for f in _FIELDS},
+                         {f: {FL.FL_1_0: FLOATS, FL.FL_2_1: _SIGNED_SMALL, FL.FL_4_1: frozenset({DT.INT64})} for f in _FIELDS})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -135,12 +137,17 @@ class DML_ELEMENT_WISE_CEIL_OPERATOR_DESC(ScaledUnaryDesc):
 # --- import from ONNX ------------------------------------------------------------------------
 
 
-def unary(ctx: NodeContext, desc_class) -> DmlNode:
-    """A one-input float node as ``desc_class``, the node's shape right-aligned to 4-D."""
+_FLOAT_TYPES = frozenset({np.dtype(np.float32), np.dtype(np.float16)})
+_SIGNED_TYPES = _FLOAT_TYPES | frozenset(np.dtype(t) for t in (np.int8, np.int16, np.int32, np.int64))
+
+
+def unary(ctx: NodeContext, desc_class, types=_FLOAT_TYPES) -> DmlNode:
+    """A one-input node of ``types`` as ``desc_class``, the node's shape right-aligned to 4-D."""
     dtype = ctx.info(0).dtype
-    if dtype not in (np.dtype(np.float32), np.dtype(np.float16)):
+    if dtype not in types:
         name = desc_class.OPERATOR_TYPE.name
-        raise Fallback(f"element type {dtype} is not modelled by dml_ep's {name} (FLOAT32, FLOAT16)", ON_DML_AS.format(name))
+        allowed = ", ".join(sorted(DT.from_numpy(t).name for t in types))
+        raise Fallback(f"element type {dtype} is not modelled by dml_ep's {name} ({allowed})", ON_DML_AS.format(name))
     shape = ctx.shape(0)
     sizes = padded_sizes(shape)
     return ctx.dml_node(desc_class(InputTensor=tensor(dtype, sizes), OutputTensor=tensor(dtype, sizes)), ("InputTensor",), shape)
@@ -155,11 +162,12 @@ def log(ctx: NodeContext) -> DmlNode:
 
 
 def abs_(ctx: NodeContext) -> DmlNode:
-    return unary(ctx, DML_ELEMENT_WISE_ABS_OPERATOR_DESC)
+    """Abs of floats and signed integers (T5's relative-position buckets take an int64 Abs)."""
+    return unary(ctx, DML_ELEMENT_WISE_ABS_OPERATOR_DESC, _SIGNED_TYPES)
 
 
 def neg(ctx: NodeContext) -> DmlNode:
-    return unary(ctx, DML_ELEMENT_WISE_NEGATE_OPERATOR_DESC)
+    return unary(ctx, DML_ELEMENT_WISE_NEGATE_OPERATOR_DESC, _SIGNED_TYPES)
 
 
 def reciprocal(ctx: NodeContext) -> DmlNode:
@@ -198,6 +206,8 @@ def element_wise_unary(desc, tensors: dict, options, state: KernelState) -> np.n
     """IEEE, silently (its callers run kernels under one np.errstate): ``f(Input * Scale + Bias)``
     rounded to the tensor's type."""
     source = view(tensors["InputTensor"], desc.InputTensor)
+    if source.dtype.kind == "i":  # Abs, Neg: two's complement, the most negative value wrapping to itself
+        return _FUNCTIONS[type(desc)][0](source)
     x = source.astype(np.float32)
     scale_bias = getattr(desc, "ScaleBias", None)
     if scale_bias is not None:

@@ -97,11 +97,25 @@ def test_reciprocal_of_zero_is_infinite_and_of_nan_nan():
     assert y[0, 0] == np.inf and y[0, 1] == -np.inf and np.isnan(y[0, 2]) and y[0, 3] == 0.25
 
 
+@pytest.mark.host_sensitive
+@pytest.mark.parametrize("dtype", [np.int64, np.int32, np.int16, np.int8])
 @pytest.mark.parametrize("op", ["Abs", "Neg"])
-def test_an_integer_abs_or_neg_falls_back_naming_the_real_operator(op):
-    model, _ = single_node_model(op, [Feed(np.ones((2, 3), np.int32))], np.int32, 2)
+def test_signed_integer_abs_and_neg_wrap_as_onnxruntime(op, dtype):
+    """T5's relative-position buckets take an int64 Abs; the most negative value is its own abs and negation."""
+    info = np.iinfo(dtype)
+    x = np.array([[info.min, info.min + 1, -7, -1, 0, 1, 7, info.max]], dtype)
+    for arithmetic in ("directml", "onnxruntime"):
+        session, model, feeds, y = run(op, x, arithmetic)
+        assert [entry.operator for entry in session.plan.entries] == [f"DML_OPERATOR_ELEMENT_WISE_{OPS[op]}"]
+        np.testing.assert_array_equal(y, cpu_session(model, threads=1).run(None, feeds)[0])
+        assert y[0, 0] == info.min and y[0, 4] == 0
+
+
+def test_an_unsigned_abs_runs_on_the_cpu_as_in_the_real_ep():
+    """The DML EP registers Abs for floats and signed integers only."""
+    model, _ = single_node_model("Abs", [Feed(np.ones((2, 3), np.uint8))], np.uint8, 2)
     [entry] = dml_ep.InferenceSession(model.SerializeToString()).plan.entries
-    assert "not modelled" in entry.reason and f"ELEMENT_WISE_{OPS[op]}" in entry.reason
+    assert entry.kind == "types" and entry.reason.endswith("on the CPU in the real EP too")
 
 
 def test_a_double_exp_runs_on_the_cpu_as_in_the_real_ep():
