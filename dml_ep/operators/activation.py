@@ -9,7 +9,8 @@ DML_FEATURE_LEVEL_5_1) is ``max(x, 0)`` in the input's type. Input/Output are nu
 
 Standalone, the DML EP runs ONNX Sigmoid, Tanh, Relu, LeakyRelu (float32, float16) and
 com.microsoft Gelu as one activation each, input and output the node's shape right-aligned to at
-least 4 dimensions (Relu also on int8, the one integer Relu dml_ep models); and ACTIVATION_SIGMOID
+least 4 dimensions (Relu also on int8, the one integer Relu dml_ep models; com.microsoft BiasGelu and
+FastGelu are ELEMENT_WISE_ADD1 with a fused GELU, ``element_wise_add1.bias_gelu``); ACTIVATION_SIGMOID
 is the middle of the three DirectML operators of com.microsoft QLinearSigmoid
 (DmlOperatorQLinearSigmoid.cpp: ELEMENT_WISE_DEQUANTIZE_LINEAR -> ACTIVATION_SIGMOID in place on a
 FLOAT32 intermediate -> ELEMENT_WISE_QUANTIZE_LINEAR), which ``qlinear_sigmoid.py`` splits into
@@ -356,16 +357,17 @@ _ONNXRUNTIME = {
 }
 
 
-def apply_activation(activation: ActivationDesc, x: np.ndarray, arithmetic=None) -> np.ndarray:
-    """The activation's formula on ``x``, keeping ``x``'s float dtype (rounded once); given the
-    ``"onnxruntime"`` arithmetic, onnxruntime's CPU kernel where it is not the formula's value."""
+def apply_activation(activation: ActivationDesc, x: np.ndarray, arithmetic=None, dtype=None) -> np.ndarray:
+    """The activation's formula on ``x``, rounded once to ``dtype`` (``x``'s by default: a fused
+    activation of a float16 operator gets its float32 sum); given the ``"onnxruntime"`` arithmetic,
+    onnxruntime's CPU kernel where it is not the formula's value."""
     kernel = _ONNXRUNTIME.get(type(activation)) if arithmetic is not None and arithmetic.onnxruntime else None
     with np.errstate(over="ignore", invalid="ignore"):
         if kernel is not None:
             result = kernel(x.astype(np.float32), x.dtype)
         else:
             result = _FORMULAS[type(activation)](x.astype(np.float32), activation)
-    return np.asarray(result).astype(x.dtype, copy=False)
+    return np.asarray(result).astype(x.dtype if dtype is None else dtype, copy=False)
 
 
 def activation(desc: ActivationDesc, tensors: dict, arithmetic, state: KernelState) -> np.ndarray:

@@ -23,6 +23,7 @@ from dml_ep.core.errors import DescValidationError
 from dml_ep.core.tensor_desc import DML_BUFFER_TENSOR_DESC
 from dml_ep.numerics.arithmetic import Arithmetic
 from dml_ep.numerics.engines import get_engine
+from dml_ep.numerics.kernels.mlas_transcendental import host_logistic_fused, mlas_gelu
 from dml_ep.operators import activation as od
 from dml_ep.operators import registration
 from dml_ep.operators.activation import apply_activation
@@ -295,3 +296,50 @@ def test_device_precision_is_webnns_tolerance():
     assert {name: (p.ulp32, p.ulp16) for name, p in declared.items() if p is not None} == expected
     assert all("WebNN" in p.rule for p in declared.values() if p is not None)
     assert declared["RELU"] is None and declared["IDENTITY"] is None
+
+
+# --- com.microsoft BiasGelu and FastGelu: ELEMENT_WISE_ADD1 with a fused GELU (DmlOperatorBiasGelu.cpp) -------------
+
+
+def bias_gelu_session(op_type: str, dtype, arithmetic: str = "directml", bias: bool = True):
+    rng = np.random.default_rng(2)
+    x = (rng.standard_normal((16, 257)) * 3).astype(dtype)
+    operands = [Feed(x), Feed(rng.standard_normal(257).astype(dtype))] if bias else [Feed(x)]
+    model, feeds = single_node_model(op_type, operands, dtype, 2, domain="com.microsoft")
+    return dml_ep.InferenceSession(model.SerializeToString(), arithmetic=arithmetic), model, feeds
+
+
+@pytest.mark.parametrize("op_type", ["BiasGelu", "FastGelu"])
+@FLOATS
+def test_bias_gelu_is_add1_with_a_fused_exact_gelu(op_type, dtype):
+    """The sum in float32, the exact GELU of it, rounded once: FastGelu too (DirectML's GELU, not the
+    tanh approximation its name and onnxruntime's CPU kernel use)."""
+    session, _, feeds = bias_gelu_session(op_type, dtype)
+    [entry] = session.plan.entries
+    assert entry.operator == "DML_OPERATOR_ELEMENT_WISE_ADD1" and type(entry.desc.FusedActivation) is od.DML_ACTIVATION_GELU_OPERATOR_DESC
+    s = np.add(*(feeds[name].astype(np.float32) for name in ("in0", "in1")), dtype=np.float32).astype(np.float64)
+    np.testing.assert_array_equal(session.run(None, feeds)[0], (0.5 * s * (1 + erf_float64(s / np.sqrt(2.0)))).astype(dtype))
+
+
+def test_fast_gelu_without_bias_is_a_standalone_gelu():
+    session, _, _ = bias_gelu_session("FastGelu", np.float32, bias=False)
+    assert [entry.operator for entry in session.plan.entries] == ["DML_OPERATOR_ACTIVATION_GELU"]
+
+
+@pytest.mark.host_sensitive
+@FLOATS
+def test_onnxruntime_arithmetic_bias_gelu_is_onnxruntimes_bit_for_bit(dtype):
+    """onnxruntime's BiasGelu: the float32 sum, then its float32 Gelu (a float16 node between Casts)."""
+    session, model, feeds = bias_gelu_session("BiasGelu", dtype, "onnxruntime")
+    np.testing.assert_array_equal(session.run(None, feeds)[0], cpu_session(model, threads=1).run(None, feeds)[0])
+
+
+@pytest.mark.host_sensitive
+def test_onnxruntime_arithmetic_fast_gelu_is_the_exact_gelu_the_real_ep_computes():
+    """Not onnxruntime's FastGelu: its CPU kernel is the tanh approximation, which the real EP does
+    not compute; the two differ by up to about 5e-4 (the approximation's error)."""
+    session, model, feeds = bias_gelu_session("FastGelu", np.float32, "onnxruntime")
+    ours, reference = session.run(None, feeds)[0], cpu_session(model, threads=1).run(None, feeds)[0]
+    s = feeds["in0"] + feeds["in1"]
+    np.testing.assert_array_equal(ours, mlas_gelu(s, host_logistic_fused()))
+    assert 1e-5 < np.abs(ours - reference).max() < 1e-3
