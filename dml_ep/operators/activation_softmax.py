@@ -21,14 +21,14 @@ Kernel, per row (the elements an output element's normalization reads):
   MlasComputeSumExpF32Kernel's exp of ``x + (-max)`` and their sum, then each exp multiplied by
   ``1.0f / sum``. On x86-64 with AVX-512F the sum-exp kernel is TransKernelAvx512F.S (16 lanes, 48
   elements a step, ``vscalefps``); with AVX2 and FMA3 TransKernelFma3.S (8 lanes, 24 a step, the scale
-  2^m made in the exponent bits, a lower clamp at -88.376). :func:`mlas_softmax` emulates either bit for
-  bit: MLAS's exp polynomial with every multiply-add fused, its lane accumulators and their horizontal
+  2^m made in the exponent bits, a lower clamp at -88.376); without FMA3 (x86-64 before Haswell) the
+  generic SSE2 one (compute.cpp, 4 lanes, each multiply-add rounded twice). :func:`mlas_softmax`
+  emulates each bit for bit: MLAS's exp polynomial, its lane accumulators and their horizontal
   reduction order. Which one the host runs is measured once on onnxruntime's Softmax
   (:func:`host_sum_exp_lanes`). onnxruntime has no float16 Softmax on the CPU: it inlines ONNX's
   Softmax function and runs that chain in float32 (:func:`onnxruntime_float16_softmax`: MLAS's Exp,
   Eigen's row sums as ReduceSum's, a division), rounded once to float16.
-  Not modelled: MLAS's SSE2 kernel (x86-64 without AVX2) and ARM64's; NaN inputs (MLAS's maximum
-  ignores a NaN in some lanes).
+  Not modelled: ARM64's kernels; NaN inputs (MLAS's maximum ignores a NaN in some lanes).
 
 No exact value: it does not quantize.
 """
@@ -127,18 +127,31 @@ _POLY = tuple(np.float32(float.fromhex(h)) for h in ("0x1.694000p-10", "0x1.125e
 _MAXIMUM_EXPONENT = np.int32(0x3F800000)
 
 
+def _multiply_add(lanes: int):
+    """MLAS's multiply-add: one rounding (``vfmadd``) in the AVX-512F and FMA3 kernels, a multiply then
+    an add in the SSE2 one (``lanes=4``)."""
+    if lanes == 4:
+        return lambda x, y, z: np.add(np.multiply(x, y, dtype=np.float32), z, dtype=np.float32)
+    return lambda x, y, z: fma32(x, y, z).reshape(np.shape(x) if np.ndim(x) else np.shape(y))
+
+
+def _reduced(v: np.ndarray, multiply_add) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The range reduction ``x = m ln2 + r``: the biased ``m`` (its bits give 2^m), ``m`` and ``r``."""
+    biased = multiply_add(v, _LOG2_RECIPROCAL, _ROUNDING_BIAS)
+    m = np.subtract(biased, _ROUNDING_BIAS, dtype=np.float32)
+    return biased, m, multiply_add(m, _LOG2_LOW, multiply_add(m, _LOG2_HIGH, v))
+
+
 def mlas_sum_exp_values(v: np.ndarray, lanes: int) -> np.ndarray:
-    """MLAS's exp of ``v = x + (-max)`` (float32): the AVX-512F kernel's (``lanes=16``) or the FMA3
-    kernel's (``lanes=8``), every multiply-add one rounding."""
+    """MLAS's exp of ``v = x + (-max)`` (float32): the AVX-512F kernel's (``lanes=16``), the FMA3
+    kernel's (8) or the generic SSE2 one's (4, compute.cpp's MlasComputeSumExpVector)."""
     low = _LOWER_RANGE if lanes == 16 else _LOWER_RANGE_SUM_EXP
     v = np.where(v < low, low, v)  # vmaxps(low, v): a NaN passes
-    biased = fma32(v, _LOG2_RECIPROCAL, _ROUNDING_BIAS).reshape(v.shape)
-    m = np.subtract(biased, _ROUNDING_BIAS, dtype=np.float32)
-    v = fma32(m, _LOG2_HIGH, v).reshape(v.shape)
-    v = fma32(m, _LOG2_LOW, v).reshape(v.shape)
+    multiply_add = _multiply_add(lanes)
+    biased, m, v = _reduced(v, multiply_add)
     p = np.full(v.shape, _POLY[0], np.float32)
     for coefficient in (*_POLY[1:], _POLY[-1]):  # poly_1 .. poly_4, then poly_56 twice
-        p = fma32(p, v, coefficient).reshape(v.shape)
+        p = multiply_add(p, v, coefficient)
     if lanes == 16:  # vscalefps: p * 2^m, rounded once
         with np.errstate(invalid="ignore", over="ignore"):
             return np.ldexp(p, np.nan_to_num(m, nan=0.0).astype(np.int32)).astype(np.float32)
@@ -151,23 +164,21 @@ _MINIMUM_EXPONENT = np.int32(-0x3F000000)  # int32(0xC1000000)
 
 def mlas_exp(x: np.ndarray, lanes: int) -> np.ndarray:
     """MlasComputeExp on float32 ``x`` (onnxruntime's Exp): the AVX-512F kernel is the sum-exp one's exp
-    (``vscalefps``); the FMA3 kernel clamps to [-103.97, 88.78] and scales by two powers of two,
-    ``normal`` and ``overflow`` (compute.cpp's MlasComputeExpVector), so that results reach the
+    (``vscalefps``); the FMA3 and SSE2 kernels clamp to [-103.97, 88.78] and scale by two powers of
+    two, ``normal`` and ``overflow`` (compute.cpp's MlasComputeExpVector), so that results reach the
     subnormal range."""
     if lanes == 16:
         return mlas_sum_exp_values(x, 16)
+    multiply_add = _multiply_add(lanes)
     v = np.where(x > np.float32(88.7762626647950), np.float32(88.7762626647950), np.where(x < _LOWER_RANGE, _LOWER_RANGE, x))
-    biased = fma32(v, _LOG2_RECIPROCAL, _ROUNDING_BIAS).reshape(v.shape)
-    m = np.subtract(biased, _ROUNDING_BIAS, dtype=np.float32)
-    v = fma32(m, _LOG2_HIGH, v).reshape(v.shape)
-    v = fma32(m, _LOG2_LOW, v).reshape(v.shape)
+    biased, _, v = _reduced(v, multiply_add)
     overflow = biased.view(np.int32) << 23
     normal = np.clip(overflow, _MINIMUM_EXPONENT, _MAXIMUM_EXPONENT)
     overflow_scale = (overflow - normal + _MAXIMUM_EXPONENT).view(np.float32)
     p = np.full(v.shape, _POLY[0], np.float32)
     for coefficient in _POLY[1:]:  # poly_1 .. poly_4, poly_56 once
-        p = fma32(p, v, coefficient).reshape(v.shape)
-    p = fma32(p, np.multiply(v, overflow_scale, dtype=np.float32), overflow_scale).reshape(v.shape)
+        p = multiply_add(p, v, coefficient)
+    p = multiply_add(p, np.multiply(v, overflow_scale, dtype=np.float32), overflow_scale)
     return np.multiply(p, (normal + _MAXIMUM_EXPONENT).view(np.float32), dtype=np.float32)
 
 
@@ -182,12 +193,19 @@ def onnxruntime_float16_softmax(rows: np.ndarray, lanes: int) -> np.ndarray:
 
 def mlas_lane_sum(values: np.ndarray, lanes: int) -> np.ndarray:
     """The sum-exp kernel's sum of each row of ``values`` (rows x D, float32): ``lanes``
-    accumulators, three vectors a step then one (the tail masked), then its horizontal reduction."""
+    accumulators, three vectors a step then one (the tail masked), then its horizontal reduction;
+    the SSE2 kernel's four lanes take whole vectors only, ``(a0+a2)+(a1+a3)``, then the tail one by one."""
     rows, count = values.shape
     accumulator = np.zeros((rows, lanes), np.float32)
-    for start in range(0, count, lanes):
+    whole = count - count % 4 if lanes == 4 else count
+    for start in range(0, whole, lanes):
         chunk = values[:, start:start + lanes]
         accumulator[:, :chunk.shape[1]] += chunk
+    if lanes == 4:
+        total = (accumulator[:, 0] + accumulator[:, 2]) + (accumulator[:, 1] + accumulator[:, 3])
+        for index in range(whole, count):
+            total += values[:, index]
+        return total
     if lanes == 16:  # vextractf64x4 + vaddps: the high eight lanes onto the low eight
         accumulator = accumulator[:, 8:] + accumulator[:, :8]
     pairs = accumulator[:, 0::2] + accumulator[:, 1::2]  # vhaddps: within each 128-bit half
@@ -217,14 +235,14 @@ _PROBE_LENGTH = 67  # a 48-element step, a 16-lane vector and a tail of 3, or tw
 
 @functools.lru_cache(maxsize=1)
 def host_sum_exp_lanes() -> int:
-    """16 where the host's onnxruntime runs MLAS's AVX-512F sum-exp kernel, else 8 (FMA3), measured once on
-    its Softmax: CPU flags would only guess MLAS's choice."""
+    """16 where the host's onnxruntime runs MLAS's AVX-512F sum-exp kernel, 8 its FMA3 one, else 4 (SSE2),
+    measured once on its Softmax: CPU flags would only guess MLAS's choice."""
     rows = np.random.default_rng(7).normal(0, 4, (64, _PROBE_LENGTH)).astype(np.float32)
     graph = helper.make_graph([helper.make_node("Softmax", ["x"], ["y"])], "softmax_probe",
                               [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(rows.shape))],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
     y = cpu_session(internal_model(graph, 13), threads=1).run(None, {"x": rows})[0]
-    return 16 if np.array_equal(y, mlas_softmax(rows, 16)) else 8
+    return next((lanes for lanes in (16, 8) if np.array_equal(y, mlas_softmax(rows, lanes))), 4)
 
 
 def activation_softmax(desc: DML_ACTIVATION_SOFTMAX1_OPERATOR_DESC, tensors: dict, arithmetic, state: KernelState) -> np.ndarray:

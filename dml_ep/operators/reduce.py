@@ -6,7 +6,7 @@ padded to 4), ``Axes`` the ONNX axes made non-negative, the output of the input'
 reduced axes of size 1 (keepdims=0 re-describes the ONNX output so). The axes are an attribute
 before ReduceSum-13 and the other ops' 18, a required constant CPU input from then on; no axes
 reduce all of them (ReduceHelperBase's HandleEmptyAxes) unless ``noop_with_empty_axes``, which dml_ep
-does not model. In an LLM or a transformer these are the ReduceMean of a decomposed RMS or layer norm
+does not model. ReduceMax/Min-20's bool is UINT8 to DirectML (its MAX an OR, its MIN an AND). In an LLM or a transformer these are the ReduceMean of a decomposed RMS or layer norm
 (SimplifiedLayerNormFusion does not run for the DML EP) and the int64 ReduceSum of an attention mask.
 
 Support (DML_REDUCE_OPERATOR_DESC's page): 4 dimensions from DML_FEATURE_LEVEL_1_0, 1 to 8 from 3_0;
@@ -27,7 +27,8 @@ Kernel:
   a fast path (:func:`onnxruntime_path`): KR (each row by Eigen's ``sum()``: SSE packets of 4 floats from the
   first 16-byte aligned element, two packets a step, ``(p0+p2)+(p1+p3)``, then the unaligned head and
   the tail one by one), RK (the rows added in order), KRK (a ones row times each block through MLAS's
-  M=1 SGEMM kernel, MlasSgemmKernelM1Avx: four rows summed in order, each group then added on), RKR
+  M=1 SGEMM kernel, MlasSgemmKernelM1Avx: four rows summed in order, each group then added on; without
+  AVX its SGEMM: strides of 128 rows and up, by N, each summed in order; measured on the host), RKR
   (Eigen sums of each kept slice's rows, added in order); all dims reduced, Eigen's sum of the whole;
   any other reduces element by element in order. The paths are a single-threaded session's: with a pool
   of P threads a reduction over leading dims changes path at 16P rows and 256P elements (not modelled). AVERAGE divides the float32 sum by N in float32. Emulated bit for bit
@@ -41,20 +42,25 @@ No exact value: it does not quantize.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 
 import numpy as np
+from onnx import TensorProto, helper, numpy_helper
 
 from ..core.enums import DML_FEATURE_LEVEL as FL
 from ..core.enums import DML_OPERATOR_TYPE as OP
 from ..core.enums import DML_REDUCE_FUNCTION
 from ..core.enums import DML_TENSOR_DATA_TYPE as DT
 from ..core.errors import InvalidAttributeError
+from ..core.graph import internal_model
 from ..core.tensor_desc import view
+from ..ort.reference import cpu_session
 from ..realep.kernel_registry import since_version
 from ..realep.placement import ASSIGNED_TO_DML, ON_DML_AS
 from .base import FLOATS, DevicePrecision, Operator, OperatorDesc, TensorDesc, rules
-from .importing import Fallback, NodeContext, tensor, within_dimensions
+from .element_wise_identity import dims_of, dml_type
+from .importing import Fallback, NodeContext, tensor
 from .kernel_state import KernelState
 from .nodes import DmlNode
 
@@ -128,8 +134,7 @@ def _axes(ctx: NodeContext, axes_input_since: int) -> list[int]:
 def _reduce(ctx: NodeContext, function: RF, axes_input_since: int) -> DmlNode:
     """An ONNX Reduce* node as REDUCE with ``function``."""
     dtype = ctx.info(0).dtype
-    dml_type = DT.from_numpy(dtype) if dtype is not None else DT.UNKNOWN
-    if dml_type not in FUNCTION_TYPES[function]:
+    if dtype is None or DT.from_numpy(dml_type(dtype)) not in FUNCTION_TYPES[function]:
         allowed = ", ".join(sorted(t.name for t in FUNCTION_TYPES[function]))
         raise Fallback(f"element type {dtype} is not supported by REDUCE {function.name} ({allowed})", ASSIGNED_TO_DML)
     shape = ctx.shape(0)
@@ -141,10 +146,11 @@ def _reduce(ctx: NodeContext, function: RF, axes_input_since: int) -> DmlNode:
         raise Fallback("noop_with_empty_axes with no axes (the real EP builds a REDUCE of no axes)", ON_DML_AS.format("REDUCE"))
     if any(not -max(rank, 1) <= axis < max(rank, 1) for axis in axes):
         raise InvalidAttributeError(f"axes {axes} are outside [-{rank}, {rank - 1}]", node=ctx.node)
-    sizes = within_dimensions(shape) or (1,)
+    sizes = dims_of(ctx, shape)
     dml_axes = tuple(sorted({axis % len(sizes) for axis in axes})) if axes else tuple(range(len(sizes)))
     keepdims = int(ctx.attr("keepdims", 1))
     out_shape = tuple(1 if axis in dml_axes else size for axis, size in enumerate(shape) if keepdims or axis not in dml_axes)
+    dtype = dml_type(dtype)
     desc = DML_REDUCE_OPERATOR_DESC(Function=function, InputTensor=tensor(dtype, sizes),
                                     OutputTensor=tensor(dtype, reduced_sizes(sizes, dml_axes)), AxisCount=len(dml_axes), Axes=dml_axes)
     return ctx.dml_node(desc, ("InputTensor",), out_shape)
@@ -215,6 +221,36 @@ def _in_order(rows: np.ndarray) -> np.ndarray:
     return total
 
 
+def _sgemm_blocks(columns: np.ndarray, n: int) -> np.ndarray:
+    """MLAS's SGEMM of a ones row with B (K x ``n``), where it has no M=1 kernel (x86-64 without AVX): K in
+    strides (MlasSgemmOperation's, from 128 x 128 by N), each summed in order from zero, then added to C."""
+    stride_n, stride_k = 128, 128  # MLAS_SGEMM_STRIDEN, MLAS_SGEMM_STRIDEK
+    count = columns.shape[1]
+    if n >= count:
+        while stride_k // 2 >= count:
+            stride_n, stride_k = stride_n * 2, stride_k // 2
+    else:
+        while stride_n > 16 and stride_n // 2 >= n:
+            stride_n, stride_k = stride_n // 2, stride_k * 2
+    total = _in_order(columns[:, :stride_k])
+    for start in range(stride_k, count, stride_k):
+        total = _in_order(columns[:, start:start + stride_k]) + total
+    return total
+
+
+@functools.lru_cache(maxsize=1)
+def host_sgemm_m1() -> bool:
+    """Whether the host's onnxruntime runs MLAS's AVX M=1 SGEMM kernel for a KRK ReduceSum (the ones-row
+    product), measured once: four rows a group tell it from summing in order."""
+    x = np.zeros((2, 8, 2), np.float32)
+    x[:, 0], x[:, 4:] = 1e8, 3
+    graph = helper.make_graph([helper.make_node("ReduceSum", ["x", "axes"], ["y"])], "krk_probe",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape))],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [numpy_helper.from_array(np.array([1]), "axes")])
+    y = cpu_session(internal_model(graph, 13), threads=1).run(None, {"x": x})[0]
+    return bool(np.array_equal(y.reshape(-1), _gemv_m1(x.transpose(0, 2, 1).reshape(4, 8))))
+
+
 def _gemv_m1(columns: np.ndarray) -> np.ndarray:
     """MlasSgemmKernelM1Avx's product of a ones row with B, each column's sum: four rows of B at a time
     added in order (``((b0 + b1) + b2) + b3``), each group then added to C; two, then one row last."""
@@ -266,7 +302,7 @@ def onnxruntime_sum(x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
         sums = eigen_sums(rows, np.arange(rows.shape[0]) * rows.shape[1])
     elif path in ("RK", "KRK"):
         columns = flat.reshape(-1, sizes[-2], sizes[-1]).transpose(0, 2, 1).reshape(-1, sizes[-2])  # (outer x kept, reduced)
-        sums = _in_order(columns) if path == "RK" else _gemv_m1(columns)
+        sums = _in_order(columns) if path == "RK" else _gemv_m1(columns) if host_sgemm_m1() else _sgemm_blocks(columns, sizes[-1])
     elif path == "RKR":
         d0, d1, d2 = sizes
         rows = flat.reshape(d0, d1, d2).transpose(1, 0, 2).reshape(-1, d2)

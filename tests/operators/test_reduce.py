@@ -17,6 +17,7 @@ PATHS = {
     "KRK": ((3, 7, 9), (1,)), "KRK long": ((2, 70, 6), (1,)), "RKR": ((4, 5, 6, 7), (0, 2, 3)), "RKRK": ((4, 5, 6, 7), (0, 2)),
     "KRKR": ((2, 3, 4, 5, 6), (1, 3, 4)), "size-1 dims": ((1, 6, 1, 33), (1, 3)), "LLM RMS norm": ((1, 16, 512), (2,)),
     "RK long": ((40, 300), (0,)), "KRK one block": ((1, 128, 24), (1,)), "RKR one slice": ((4, 1, 6), (0, 2)),
+    "KRK past a stride": ((2, 300, 3), (1,)), "KRK wide": ((2, 200, 260), (1,)),
 }
 OPSET = 18
 
@@ -153,7 +154,7 @@ def test_onnxruntime_paths_merge_runs_of_dims_and_keep_size_1_dims():
     assert reduce.fast_shape((1, 6, 1, 33, 2), (1, 3)) == ((1, 6, 1, 33, 2), "KRKRK")
     assert reduce.fast_shape((4, 5, 6, 7), (0, 1)) == ((20, 42), "RK")
     assert [reduce.onnxruntime_path(*reduce.fast_shape(shape, axes)) for shape, axes in PATHS.values()] == [
-        "KR", "KR", "all", "in order", "KRK", "KRK", "RKR", "in order", "in order", "in order", "KR", "RK", "in order", "in order"]
+        "KR", "KR", "all", "in order", "KRK", "KRK", "RKR", "in order", "in order", "in order", "KR", "RK", "in order", "in order", "KRK", "KRK"]
 
 
 def test_desc_rejects_a_function_dml_ep_does_not_model_and_types_its_function_does_not_take():
@@ -164,3 +165,25 @@ def test_desc_rejects_a_function_dml_ep_does_not_model_and_types_its_function_do
             type(desc)(Function=function, InputTensor=desc.InputTensor, OutputTensor=desc.OutputTensor, AxisCount=1, Axes=(1,)).validate()
     with pytest.raises(dml_ep.core.errors.DescValidationError, match="must be the input's"):
         type(desc)(Function=desc.Function, InputTensor=desc.InputTensor, OutputTensor=desc.InputTensor, AxisCount=1, Axes=(1,)).validate()
+
+
+def test_the_krk_probe_tells_mlas_m1_kernel_from_its_packed_sgemm():
+    """Four rows a group against strides summed in order: 1e8 + 12 against 1e8 + 3 + 3 + 3 + 3."""
+    columns = np.array([[1e8, 0, 0, 0, 3, 3, 3, 3]], np.float32)
+    assert reduce._gemv_m1(columns)[0] == np.float32(1e8 + 16) and reduce._sgemm_blocks(columns, 2)[0] == np.float32(1e8)
+
+
+def test_mlas_sgemm_strides_follow_n():
+    """N >= K keeps 128-row strides (their sums added on); a narrow N widens them (N = 3: 1024 rows)."""
+    columns = np.zeros((1, 300), np.float32)
+    columns[0, 0], columns[0, 128:] = 1e8, 3
+    assert reduce._sgemm_blocks(columns, 3)[0] == np.float32(1e8)  # one stride: each 3 lost in turn
+    assert reduce._sgemm_blocks(columns, 300)[0] == np.float32(1e8) + np.float32(3 * 128) + np.float32(3 * 44)
+
+
+@pytest.mark.parametrize("op_type, expected", [("ReduceMax", [True, False]), ("ReduceMin", [False, False])])
+def test_a_bool_reduce_max_or_min_20_reads_bool_as_uint8(op_type, expected):
+    x = np.array([[True, False, True], [False, False, False]])
+    session, ours, _, _ = run(op_type, x, (1,), opset=20, keepdims=0)
+    assert session.plan.entries[0].desc.InputTensor.DataType.name == "UINT8"
+    np.testing.assert_array_equal(ours, expected)
