@@ -338,13 +338,13 @@ def _per_buffer(tensors: dict, state: KernelState, key, make, desc):
     buffer stays the same (a constant weight's is the same every run); where BTensor is made from
     constants alone (a MatMulNBits' DEQUANTIZE), kept in what the GEMMs of every shape reading it
     share (``state.shared``), by B's desc and transform too."""
-    buffer = tensors["BTensor"]
+    buffer, b_desc = tensors["BTensor"], desc.BTensor
     store = state.shared.get("BTensor", state.derived)
-    key = (key, desc.BTensor, desc.TransB)
+    key = (key, desc.TransB)
     made = store.get(key)
-    if made is None or made[0] is not buffer:
-        made = store[key] = (buffer, make(buffer))
-    return made[1]
+    if made is None or made[0] is not buffer or (made[1] is not b_desc and made[1] != b_desc):  # descs are interned: hashing one costs more
+        made = store[key] = (buffer, b_desc, make(buffer))
+    return made[2]
 
 
 def device_precision(desc: DML_GEMM_OPERATOR_DESC) -> DevicePrecision:
