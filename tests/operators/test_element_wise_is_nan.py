@@ -8,6 +8,7 @@ from dml_ep.ort.reference import cpu_session
 from onnx_builders import Feed, single_node_model
 
 
+@pytest.mark.host_sensitive
 @pytest.mark.parametrize("arithmetic", ["directml", "onnxruntime"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
 @pytest.mark.parametrize("opset", [9, 13, 20])
