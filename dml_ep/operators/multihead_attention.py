@@ -133,6 +133,8 @@ class DML_MULTIHEAD_ATTENTION1_OPERATOR_DESC(OperatorDesc):
     KeyValueHeadCount: int
     MaskType: DML_MULTIHEAD_ATTENTION_MASK_TYPE
 
+    OUTPUT_FIELDS = _OUTPUTS  # the node's outputs, in order (DxDispatch writes them)
+    READS_OUTPUTS = _OUTPUTS[1:]  # the presents hold the past when the operator runs (aliased), and get the new rows
     OPERATOR_TYPE = OP.MULTIHEAD_ATTENTION1
     INTRODUCED = FL.FL_6_3
     TENSOR_RULES = rules({field: (field != "OutputTensor", {FL.FL_6_3: dims}) for field, dims in _DIMS.items()}, _TYPES)
@@ -187,6 +189,7 @@ class DML_MULTIHEAD_ATTENTION_OPERATOR_DESC(OperatorDesc):
     HeadCount: int
     MaskType: DML_MULTIHEAD_ATTENTION_MASK_TYPE
 
+    OUTPUT_FIELDS = _OUTPUTS
     OPERATOR_TYPE = OP.MULTIHEAD_ATTENTION
     INTRODUCED = FL.FL_6_1
     TENSOR_RULES = rules({field: (field != "OutputTensor", {FL.FL_6_1: dims}) for field, dims in _DIMS.items()

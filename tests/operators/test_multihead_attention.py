@@ -5,6 +5,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
+from dxdispatch_replays import export_and_replay
 from onnx import TensorProto, helper
 
 import dml_ep
@@ -378,3 +379,20 @@ def test_multi_head_attention_macs_count_both_products_over_past_and_new_keys():
     session, operators = planned(model)
     assert operators == ["DML_OPERATOR_MULTIHEAD_ATTENTION"]
     assert session.plan.summary()["dml"]["macs"] == (2 * 3 * 32 + 2 * 3 * 24) * (5 + 3)  # Q.K^T and P.V over 8 keys
+
+
+@pytest.mark.parametrize("shape", [SHARED, PROMPT], ids=["decode-shared-buffer", "prompt-in-a-buffer"])
+def test_group_query_attention_exports_its_presents_as_the_past_buffers(shape, tmp_path):
+    """DxDispatch: the present resources start as the past (the EP's alias), MULTIHEAD_ATTENTION1 writes
+    the new rows into them; replayed with dml_ep's kernels, bit for bit."""
+    model, feeds = gqa_model(**shape, dtype=np.float16), gqa_feeds(**shape, dtype=np.float16)
+    made, replayed = export_and_replay(model, tmp_path / "out", feeds)
+    assert made.model["resources"]["present_key"]["initialValues"] == {"sourcePath": "resources/present_key.npy"}
+    np.testing.assert_array_equal(np.load(tmp_path / "out" / "resources" / "present_key.npy"), feeds["pk"])
+    assert set(replayed) == {"o", "present_key", "present_value"}
+
+
+def test_multi_head_attention_exports_and_replays(tmp_path):
+    model, feeds = mha_model(2, 3, 5, 4, 8, 8, np.float32, bias=True, mask=(2, 3, 8), attention_bias=True, past=3, presents=True)
+    made, replayed = export_and_replay(model, tmp_path / "out", feeds)
+    assert set(replayed) == {"o", "present_key", "present_value"}
