@@ -396,3 +396,18 @@ def test_multi_head_attention_exports_and_replays(tmp_path):
     model, feeds = mha_model(2, 3, 5, 4, 8, 8, np.float32, bias=True, mask=(2, 3, 8), attention_bias=True, past=3, presents=True)
     made, replayed = export_and_replay(model, tmp_path / "out", feeds)
     assert set(replayed) == {"o", "present_key", "present_value"}
+
+
+@pytest.mark.host_sensitive
+def test_a_decode_step_of_a_ragged_batch_writes_and_reads_each_batch_at_its_own_length():
+    """seqlens_k [3, 5]: batch 0 attends to 4 keys and writes its new row at 3, batch 1 to 6 at 5, as onnxruntime's CPU."""
+    shape = dict(batch=2, sequence=1, heads=4, kv_heads=2, head=16, past=6, total=6)
+    model, feeds = gqa_model(**shape, dtype=np.float16), gqa_feeds(**shape, dtype=np.float16)
+    feeds["sl"] = np.array([3, 5], np.int32)
+    out, key, _ = dml_ep.InferenceSession(model.SerializeToString(), arithmetic="onnxruntime").run(None, feeds)
+    expected = cpu_session(model, threads=1).run(None, feeds)
+    np.testing.assert_array_equal(out, expected[0])
+    np.testing.assert_array_equal(key[0, :, :4], expected[1][0, :, :4])
+    np.testing.assert_array_equal(key[1], expected[1][1])
+    exact = exact_attention(feeds, 4, 2, [3, 5], 6)[0]
+    assert ulps(dml_ep.InferenceSession(model.SerializeToString()).run(None, feeds)[0], exact.astype(np.float16)) <= 1
