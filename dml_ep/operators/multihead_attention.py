@@ -22,7 +22,13 @@ dml_ep plans the node as that one operator, with the casts and the zeros inside 
   OutputPresentKeyTensor and OutputPresentValueTensor (the buffer they share) and returns a present
   that is the past, grown with zeros to max(past length, total_sequence_length) rows (OperatorHelper's
   output shape), the new rows written. Rows past the total keep the buffer's content, where
-  onnxruntime's CPU writes nothing (zeros) unless it shares the buffer.
+  onnxruntime's CPU writes nothing (zeros) unless it shares the buffer. That is the buffer
+  onnxruntime-genai shares (IOBinding of one buffer to past and present, past_present_share_buffer):
+  onnxruntime's allocation planner honours a kernel's alias only for an intermediate value, and a
+  graph output (an LLM's present) is allocated afresh (allocation_planner.cc, kAllocateOutput). So
+  in a plain run() of the real EP the operator never sees the past: its present, and a decode step's
+  attention over the past rows, hold whatever that fresh buffer held (inferred); a prompt, which
+  attends to its own rows only, is unaffected.
 - total_sequence_length must be a CPU tensor (the row's required CPU input); its value, known when
   run, sizes the present.
 
