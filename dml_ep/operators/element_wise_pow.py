@@ -6,10 +6,11 @@ initializer of one element (``TryGetConstantCpuInputTensor``) becomes CONSTANT_P
 (read as a double, stored as a float; any numeric type), the input right-aligned to at least 4-D;
 any other exponent is POW's ExponentTensor, both read with the output's sizes (ONNX broadcasting as
 a stride of 0). T5's decomposed RMS norm is Pow(x, 2) of a constant 2: CONSTANT_POW. dml_ep models
-float inputs with a float exponent tensor of the input's type; the DML EP's int32 Pow falls back.
+float inputs, an exponent tensor of a float or 8- to 32-bit integer type (another type than the
+input's from DML_FEATURE_LEVEL_3_0, the page's remark); the DML EP's int32 Pow falls back.
 
 Support per feature level (the DirectML pages): FLOAT32 and FLOAT16 from DML_FEATURE_LEVEL_1_0,
-4 dimensions, 1 to 8 from 3_0. "Negative bases are supported for integral exponents, otherwise this
+4 dimensions, 1 to 8 from 3_0; POW adds the 8- to 32-bit integers at 3_0. "Negative bases are supported for integral exponents, otherwise this
 operator returns NaN."
 
 Kernel, "directml": ``pow(x, e)`` in float64, rounded once to the tensor's type, NaN for any negative
@@ -36,6 +37,7 @@ import numpy as np
 
 from ..core.enums import DML_FEATURE_LEVEL as FL
 from ..core.enums import DML_OPERATOR_TYPE as OP
+from ..core.enums import DML_TENSOR_DATA_TYPE as DT
 from ..core.tensor_desc import view
 from ..realep.placement import ON_DML_AS
 from .base import FLOATS, DevicePrecision, Operator, OperatorDesc, TensorDesc, rules
@@ -48,6 +50,7 @@ from .nodes import DmlNode
 _DIMS = {FL.FL_1_0: (4, 4), FL.FL_3_0: (1, 8)}
 _FIELDS = ("InputTensor", "OutputTensor")
 _POW_FIELDS = ("InputTensor", "ExponentTensor", "OutputTensor")
+_POW_TYPES = {FL.FL_1_0: FLOATS, FL.FL_3_0: frozenset({DT.INT32, DT.INT16, DT.INT8, DT.UINT32, DT.UINT16, DT.UINT8})}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,10 +83,12 @@ class DML_ELEMENT_WISE_POW_OPERATOR_DESC(OperatorDesc):
 
     OPERATOR_TYPE = OP.ELEMENT_WISE_POW
     INTRODUCED = FL.FL_1_0
-    TENSOR_RULES = rules({f: (False, _DIMS) for f in _POW_FIELDS}, {f: FLOATS for f in _POW_FIELDS})
-    SAME_TYPE = (_POW_FIELDS,)
+    TENSOR_RULES = rules({f: (False, _DIMS) for f in _POW_FIELDS}, {f: _POW_TYPES for f in _POW_FIELDS})
+    SAME_TYPE = (("InputTensor", "OutputTensor"),)
 
     def validate_shapes(self, feature_level: FL) -> None:
+        if feature_level < FL.FL_3_0 and self.ExponentTensor.DataType != self.InputTensor.DataType:
+            self.fail(f"DataType {self.ExponentTensor.DataType.name} must equal InputTensor's before {FL.FL_3_0}", "ExponentTensor")
         for field in ("InputTensor", "ExponentTensor"):
             sizes = getattr(self, field).Sizes
             if sizes != self.OutputTensor.Sizes:
@@ -93,6 +98,7 @@ class DML_ELEMENT_WISE_POW_OPERATOR_DESC(OperatorDesc):
 # --- import from ONNX ------------------------------------------------------------------------
 
 _FLOAT_TYPES = (np.dtype(np.float32), np.dtype(np.float16))
+_EXPONENT_TYPES = frozenset({*_FLOAT_TYPES, *(np.dtype(t) for t in (np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32))})
 
 
 def pow_(ctx: NodeContext) -> DmlNode:
@@ -109,13 +115,13 @@ def pow_(ctx: NodeContext) -> DmlNode:
         desc = DML_ELEMENT_WISE_CONSTANT_POW_OPERATOR_DESC(InputTensor=tensor(dtype, sizes), OutputTensor=tensor(dtype, sizes),
                                                            ScaleBias=None, Exponent=value)
         return ctx.dml_node(desc, ("InputTensor",), shape)
-    if ctx.info(1).dtype != dtype:
-        raise Fallback(f"an exponent tensor of type {ctx.info(1).dtype} for a {dtype} input (dml_ep models one of the input's type)",
-                       ON_DML_AS.format(real))
+    exponent_type = ctx.info(1).dtype
+    if exponent_type not in _EXPONENT_TYPES:
+        raise Fallback(f"an exponent tensor of type {exponent_type} (dml_ep models float16/32 and 8- to 32-bit integers)", ON_DML_AS.format(real))
     a_shape, b_shape = ctx.info(0).shape, ctx.info(1).shape
     out_shape, sizes = broadcast(ctx, a_shape, b_shape)
     desc_pow = DML_ELEMENT_WISE_POW_OPERATOR_DESC(InputTensor=operand(dtype, a_shape, sizes, ctx.input_name(0) in ctx.constants),
-                                                  ExponentTensor=operand(dtype, b_shape, sizes, ctx.input_name(1) in ctx.constants),
+                                                  ExponentTensor=operand(exponent_type, b_shape, sizes, ctx.input_name(1) in ctx.constants),
                                                   OutputTensor=tensor(dtype, sizes))
     return ctx.dml_node(desc_pow, ("InputTensor", "ExponentTensor"), out_shape)
 
@@ -142,7 +148,7 @@ def element_wise_pow(desc, tensors: dict, options, state: KernelState) -> np.nda
     if isinstance(desc, DML_ELEMENT_WISE_CONSTANT_POW_OPERATOR_DESC):
         exponent, one_exponent = np.full(x.shape, np.float32(desc.Exponent)), True
     else:
-        exponent = view(tensors["ExponentTensor"], desc.ExponentTensor).astype(np.float32)
+        exponent = view(tensors["ExponentTensor"], desc.ExponentTensor).astype(np.float64)
         one_exponent = all(stride == 0 or size == 1 for stride, size in zip(desc.ExponentTensor.element_strides, desc.ExponentTensor.Sizes))
     if options.onnxruntime:
         y = onnxruntime_pow(x, exponent, one_exponent)

@@ -80,7 +80,29 @@ def test_other_exponents_differ_from_onnxruntime_by_at_most_a_ulp_in_few_values(
     assert ulps.max() <= 1 and np.count_nonzero(ulps) <= x.size // 100
 
 
-def test_an_exponent_tensor_of_another_type_falls_back():
-    model, _ = single_node_model("Pow", [Feed(np.ones((2, 3), np.float32)), Feed(np.ones(3, np.int32))], np.float32, 2)
+@pytest.mark.host_sensitive
+@pytest.mark.parametrize("exponent", [[3], [2, 3, -1]])
+def test_an_integer_exponent_tensor_is_pow_from_feature_level_3_0(exponent):
+    """onnxruntime's Pow<float, int32> cubes in two roundings too; before 3_0 POW's exponent had the input's type."""
+    x = np.abs(bases(np.float32))[:, 10:16].reshape(2, 3)
+    model, feeds = single_node_model("Pow", [Feed(x), Feed(np.array(exponent, np.int32))], np.float32, 2)
     [entry] = session(model).plan.entries
-    assert "ELEMENT_WISE_POW" in entry.reason and "not modelled" in entry.reason
+    assert entry.desc.ExponentTensor.DataType.name == "INT32" and entry.operator == "DML_OPERATOR_ELEMENT_WISE_POW"
+    entry.desc.validate("3_0")
+    with pytest.raises(dml_ep.core.errors.DescValidationError, match="INT32 is not supported at DML_FEATURE_LEVEL_2_1"):
+        entry.desc.validate("2_1")
+    np.testing.assert_array_equal(session(model, "onnxruntime").run(None, feeds)[0], cpu_session(model, threads=1).run(None, feeds)[0])
+
+
+def test_a_float16_exponent_of_a_float32_input_needs_feature_level_3_0():
+    model, _ = single_node_model("Pow", [Feed(np.ones((2, 3), np.float32)), Feed(np.ones(3, np.float16))], np.float32, 2)
+    [entry] = session(model).plan.entries
+    entry.desc.validate("3_0")
+    with pytest.raises(dml_ep.core.errors.DescValidationError, match="must equal InputTensor's"):
+        entry.desc.validate("2_1")
+
+
+def test_an_int64_exponent_tensor_falls_back():
+    model, _ = single_node_model("Pow", [Feed(np.ones((2, 3), np.float32)), Feed(np.ones(3, np.int64))], np.float32, 2)
+    [entry] = session(model).plan.entries
+    assert entry.kind == "types" and "int64" in entry.reason
