@@ -195,13 +195,17 @@ class DML_MULTIHEAD_ATTENTION_OPERATOR_DESC(OperatorDesc):
     HeadCount: int
     MaskType: DML_MULTIHEAD_ATTENTION_MASK_TYPE
 
-    OUTPUT_FIELDS = _OUTPUTS
     OPERATOR_TYPE = OP.MULTIHEAD_ATTENTION
     INTRODUCED = FL.FL_6_1
     TENSOR_RULES = rules({field: (field != "OutputTensor", {FL.FL_6_1: dims}) for field, dims in _DIMS.items()
                           if field != "PastSequenceLengthsTensor"}, _TYPES)
     SAME_TYPE = (("QueryTensor", "KeyTensor", "ValueTensor", "BiasTensor", "RelativePositionBiasTensor", "PastKeyTensor", "PastValueTensor",
                   "OutputTensor", "OutputPresentKeyTensor", "OutputPresentValueTensor"),)
+
+    @property
+    def OUTPUT_FIELDS(self) -> tuple[str, ...]:
+        """The node's outputs, in order (DxDispatch writes them): the presents where asked for."""
+        return tuple(field for field in _OUTPUTS if getattr(self, field) is not None)
 
     def validate_shapes(self, feature_level: FL) -> None:
         """The separate Query/Key/Value form: [B, S, N*H], [B, T, N*H], [B, T, N*Hv]; the past [B, N, P, H]."""

@@ -159,6 +159,22 @@ def test_a_prompt_with_a_past_attends_as_if_there_were_none():
 
 
 @pytest.mark.host_sensitive
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_a_prompt_with_an_empty_cache_runs_on_directml(dtype):
+    """An empty past [B, kvN, 0, H] (onnxruntime's CPU layout): the real EP never binds the past, so
+    its empty-tensor skip does not apply; the present is the new rows."""
+    shape = dict(PROMPT, past=0)
+    model, feeds = gqa_model(**shape, dtype=dtype), gqa_feeds(**shape, dtype=dtype)
+    session, operators = planned(model)
+    assert operators == ["DML_OPERATOR_MULTIHEAD_ATTENTION1"]
+    out, key, value = session.run(None, feeds)
+    expected = cpu_session(model, threads=1).run(None, feeds)
+    assert ulps(out, expected[0]) <= (1 if dtype == np.float16 else 4)
+    np.testing.assert_array_equal(key, expected[1])
+    np.testing.assert_array_equal(value, expected[2])
+
+
+@pytest.mark.host_sensitive
 def test_without_a_past_the_present_holds_the_new_rows():
     model = gqa_model(**PROMPT, dtype=np.float16, inputs=("q", "k", "v", "", "", "sl", "tot"))
     feeds = {name: value for name, value in gqa_feeds(**PROMPT, dtype=np.float16).items() if name not in ("pk", "pv")}
