@@ -185,21 +185,23 @@ class Executor:
     def run_dml(self, entry: DmlNode, values: Mapping[str, Any]) -> np.ndarray | list[np.ndarray]:
         """The node's output; a list of its outputs for an operator of several. A node reading
         constants alone (a weight's DequantizeLinear that onnxruntime does not fold, run at every
-        inference by the real EP) gives the same output at every run: it is worked out once per
-        arithmetic and engine, and kept read-only."""
+        inference by the real EP), or values made so (a Transpose of that weight), gives the same
+        output at every run: it is worked out once per arithmetic and engine, and kept read-only
+        while the values it reads stay the same arrays (compare may feed it others)."""
         bound = self._bound.get(id(entry)) or self._binding(entry)
-        if not bound.inputs:
+        if bound.constant:
             key = (self.arithmetic, self.engine.name)
+            reads = [values[name] for _, name, _ in bound.inputs]
             made = bound.state.outputs.get(key)
-            if made is None:
-                made = bound.state.outputs[key] = self._run_dml(bound, values)
-                for array in made if isinstance(made, list) else [made]:
+            if made is None or any(read is not was for read, was in zip(reads, made[0])):
+                made = bound.state.outputs[key] = (reads, self._run_dml(bound, values))
+                for array in made[1] if isinstance(made[1], list) else [made[1]]:
                     array.flags.writeable = False
-            return made
+            return made[1]
         return self._run_dml(bound, values)
 
     def _run_dml(self, bound: _Bound, values: Mapping[str, Any]) -> np.ndarray | list[np.ndarray]:
-        entry, state, inputs = bound
+        entry, state, inputs, _ = bound
         constants = state.constants
         tensors = dict(constants)
         for field, name, planned in inputs:
@@ -234,7 +236,7 @@ class Executor:
             constants = {field: b for field, b in entry.inputs.items() if isinstance(b, np.ndarray)}
             shared = {field: self._from_constants[name] for field, name in derived.items()}
             state = self._kernels[key] = KernelState(entry.imported, constants, shared=shared)
-        if not reads:  # entries are bound in the order they run: its readers are bound after it
+        if len(derived) == len(reads):  # entries are bound in the order they run: its readers are bound after it
             self._from_constants.update((name, self._from_constants.get(name, {})) for name in entry.outputs)
         return state
 
@@ -242,7 +244,8 @@ class Executor:
         """The entry as it runs, worked out once (:meth:`run_dml` looks it up first): its kernel
         state, and the fields bound at execution."""
         inputs = [(field, b, entry.input_shapes.get(field)) for field, b in entry.inputs.items() if isinstance(b, str)]
-        bound = self._bound[id(entry)] = _Bound(entry, self.kernel_state(entry), inputs)
+        constant = all(name in self._from_constants for _, name, _ in inputs)
+        bound = self._bound[id(entry)] = _Bound(entry, self.kernel_state(entry), inputs, constant)
         return bound
 
     def run_partition(self, group: tuple[int, ...], values: Mapping[str, Any]) -> dict[str, np.ndarray]:
@@ -346,6 +349,7 @@ class _Bound(NamedTuple):
     entry: DmlNode
     state: KernelState
     inputs: list[tuple[str, str, tuple | None]]  # the fields bound at execution: each with the value it reads and the shape planned for it
+    constant: bool  # it reads constants, and values made from constants alone, only: its outputs are the same at every run
 
 
 # A step's first node index, its partition (None: one node), its entry (a partition's first's), the values of the run
