@@ -9,7 +9,7 @@ the float tensors and the DML EP's signed integer Abs and Neg (int8 to int64: ex
 value wrapping to itself in both arithmetics, as two's complement and onnxruntime's Eigen give).
 
 Support per feature level (the DirectML pages): FLOAT32 and FLOAT16 from DML_FEATURE_LEVEL_1_0,
-4 dimensions, 1 to 8 from 3_0 (EXP's and ABS's tables; LOG, RECIP, FLOOR and CEIL taken as the same);
+4 dimensions, 1 to 8 from 3_0 (EXP's, ABS's and CEIL's tables; LOG, RECIP and FLOOR taken as the same);
 ABS adds INT32, INT16, INT8 at 2_1 and INT64 at 4_1; NEGATE is DML_FEATURE_LEVEL_5_0's (1 to 8 dimensions, the floats
 and INT64 to INT8).
 
@@ -22,11 +22,10 @@ Kernel, "onnxruntime": its CPU kernels, bit for bit. Exp: MlasComputeExp, the FM
 x86-64 host with AVX2 (an AVX-512 host too: MLAS gives it no AVX-512 exp), emulated by
 ``activation_softmax.mlas_exp(x, 8)``; hosts without FMA3 (MLAS's SSE2 kernel) are not modelled.
 Log: Eigen's ``plog_float`` on packets, ``std::log`` on the tensor's last few elements
-(``numerics/kernels/eigen_log.py``; a float16 Log is Eigen's ``half`` log, packets of 8). Reciprocal: Eigen's
+(``numerics/kernels/eigen_log.py``). Reciprocal: Eigen's
 ``cwiseInverse``, one IEEE division. Abs, Neg, Floor, Ceil: exact. float16: onnxruntime has no float16
 kernel for these, so InsertCastTransformer runs them in float32 between two Casts; the float32
-result rounded to float16 is what runs here (the bits of a float16 NaN Exp gives are not modelled:
-onnxruntime keeps the input's payload).
+result rounded to float16 is what runs here, NaNs written as those Casts write them (``cast_to_float16``).
 
 No exact value: they do not quantize.
 """
@@ -213,24 +212,22 @@ def element_wise_unary(desc, tensors: dict, options, state: KernelState) -> np.n
     if scale_bias is not None:
         x = x * np.float32(scale_bias[0]) + np.float32(scale_bias[1])
     directml, onnxruntime = _FUNCTIONS[type(desc)]
-    if options.onnxruntime and isinstance(desc, DML_ELEMENT_WISE_LOG_OPERATOR_DESC):
-        return eigen_log(x) if source.dtype == np.float32 else half_log(x)
-    if options.onnxruntime:
-        y = onnxruntime(x)
-    else:
-        y = directml(x.astype(np.float64) if isinstance(desc, _IN_FLOAT64) else x)
-    return np.asarray(y).astype(source.dtype, copy=False)
+    if not options.onnxruntime:
+        return np.asarray(directml(x.astype(np.float64) if isinstance(desc, _IN_FLOAT64) else x)).astype(source.dtype, copy=False)
+    y = np.asarray(onnxruntime(x), np.float32)
+    return y if source.dtype == np.float32 else cast_to_float16(y)
 
 
-def half_log(x: np.ndarray) -> np.ndarray:
-    """onnxruntime's float16 Log, Eigen's ``half`` log: packets of 8 in float32 converted by F16C (a NaN keeps
-    its payload's top bits), the tail's ``log(half)`` converted by Eigen's ``float_to_half_rtne`` (a NaN is its
-    sign and 0x7E00)."""
-    half = eigen_log(x, 8).astype(np.float16).reshape(-1)
-    tail = half[half.size - half.size % 8:]
-    canonical = ((tail.view(np.uint16) & np.uint16(0x8000)) | np.uint16(0x7E00)).view(np.float16)
-    tail[...] = np.where(np.isnan(tail), canonical, tail)
-    return half.reshape(x.shape)
+def cast_to_float16(y: np.ndarray) -> np.ndarray:
+    """onnxruntime's Cast of float32 ``y`` to float16 after a float16 node InsertCastTransformer runs in float32:
+    rounded to nearest even; a NaN quieted with its payload's top bits (the conversion instruction, as the Cast
+    in had quieted a signalling one) except in the last ``size % 8`` elements, which MLAS converts one by one
+    to the sign and 0x7E00."""
+    half = y.astype(np.float16).reshape(-1)
+    quieted = (half.view(np.uint16) | np.uint16(0x0200)).view(np.float16)
+    canonical = ((half.view(np.uint16) & np.uint16(0x8000)) | np.uint16(0x7E00)).view(np.float16)
+    tail = np.arange(half.size) >= half.size - half.size % 8
+    return np.where(np.isnan(half), np.where(tail, canonical, quieted), half).reshape(y.shape)
 
 
 EXP = DevicePrecision("D3D11.3 §22.10.6: exp (2^x) within 2^-21 relative, natural exp built on it; WebNN's conformance tolerance "
