@@ -23,7 +23,8 @@ one element equal to 2 is ``Eigen::square`` (x * x, one rounding: the correctly 
 ``Eigen::cube`` ((x * x) * x, two roundings); any other exponent is ``Eigen::pow``, within a ULP of
 the correctly rounded power but not always it (about 6 in 10,000 float32 values differ): dml_ep gives
 the correctly rounded power there, a residual difference ``test_element_wise_pow.py`` pins. float16:
-onnxruntime has no float16 Pow, so InsertCastTransformer runs it in float32 between two Casts.
+onnxruntime has no float16 Pow, so InsertCastTransformer runs it in float32 between two Casts (NaNs as
+``element_wise_unary_math.cast_to_float16`` writes them).
 
 No exact value: it does not quantize.
 """
@@ -41,6 +42,7 @@ from ..core.enums import DML_TENSOR_DATA_TYPE as DT
 from ..core.tensor_desc import view
 from ..realep.placement import ON_DML_AS
 from .base import FLOATS, DevicePrecision, Operator, OperatorDesc, TensorDesc, rules
+from .element_wise_unary_math import cast_to_float16
 from .importing import Fallback, NodeContext, broadcast, operand, padded_sizes, tensor
 from .kernel_state import KernelState
 from .nodes import DmlNode
@@ -152,6 +154,7 @@ def element_wise_pow(desc, tensors: dict, options, state: KernelState) -> np.nda
         one_exponent = all(stride == 0 or size == 1 for stride, size in zip(desc.ExponentTensor.element_strides, desc.ExponentTensor.Sizes))
     if options.onnxruntime:
         y = onnxruntime_pow(x, exponent, one_exponent)
+        return y if source.dtype == np.float32 else cast_to_float16(y)
     else:
         y = directml_pow(x.astype(np.float64), exponent.astype(np.float64))
     return y.astype(source.dtype, copy=False)
