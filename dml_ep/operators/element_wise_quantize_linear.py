@@ -12,12 +12,13 @@ one broadcast; scalars broadcast. The scale and zero point are constants (checke
 or bound at run time (their values checked by the kernel as they arrive). A missing zero point is
 a null ZeroPointTensor, which needs FL 6_2: below it the real EP fails creating the operator
 (the ORT tests ``QuantizeLinear_Without_Zero_Point_Opset10/13`` skip DML: "The parameter is
-incorrect"). The real EP also takes int32 input (FL 2_1) and float16 input (opset 19, FL 6_0),
-which dml_ep does not model.
+incorrect"). Float16 input (QuantizeLinear-19, FL 6_0) has a float16 scale. The real EP also takes
+int32 input (FL 2_1), which dml_ep does not model.
 
 Kernel (both arithmetics compute the same codes).
 - ``"onnxruntime"``: MLAS's QuantizeLinear kernel (mlas/lib/quantize_avx512f.cpp, reached from
-  quantize_linear.cc ``ParQuantizeLinearStd`` per (scale, zero point) run): ``v = x / scale`` in
+  quantize_linear.cc ``ParQuantizeLinearStd`` per (scale, zero point) run; float16 input and scale
+  widened to float32 first, which onnxruntime 1.32 matches bit for bit): ``v = x / scale`` in
   float32 (a true division), NaN -> ``qmin - zp`` (``max_ps`` returns its second operand), clamped
   to ``[qmin - zp, qmax - zp]``, rounded half to even (``cvtps2dq``), plus ``zp``; the zero point
   defaults to 0 (int8 and uint8).
@@ -25,13 +26,15 @@ Kernel (both arithmetics compute the same codes).
   float32 division (round to nearest even), then round half to even, ``+ zp``, clamp; the same
   steps, so the same codes. NaN -> qmin (as onnxruntime; DirectML's page is silent), the zero point
   defaults to 0 (silent too; ONNX's default). A Direct3D device may divide as ``x * rcp(scale)``
-  (D3D11.3 functional spec 3.1.3.2, ../shared/DML_FLOAT_OPS.md 2.2), within a code of this value
+  (D3D11.3 functional spec 3.1.3.2), within a code of this value
   at near-ties, and the known DirectML results fit that form: the ORT tests
   ``QuantizeLinearOpTest.Int8*`` skip DML citing -127 vs -128 at x = +-5, scale 0.039215686
   (``x / scale`` = 127.49999 in float32, ``x * float32(1 / scale)`` = 127.5; quantize_linear_test.cc
   L477-481, L905-909, L942-946), and DynamicQuantizeLinear's "26 and 25" the same way. dml_ep keeps
   the division, which ONNX's expected outputs are (tests/operators/test_element_wise_quantize_ops.py
-  pins both forms).
+  pins both forms). Float16 input and scale are widened to float32; run on its own (not fused) such
+  a node gets ALLOW_HALF_PRECISION_COMPUTATION in the real EP (DmlOperator.cpp), so DirectML may
+  divide in float16 there, which dml_ep does not model.
 
 Exact value (compare): ``x / scale`` in exact fractions, an ideal rather than a device's value: compare
 uses it to tell exact ties from float32 rounding.
@@ -114,11 +117,12 @@ class DML_ELEMENT_WISE_QUANTIZE_LINEAR_OPERATOR_DESC(ElementWiseQuantizationDesc
 X, SCALE, ZERO_POINT = range(3)
 
 
-def placed_parameters(ctx: NodeContext, x_shape, sizes, zero_point_type) -> tuple[TensorDesc, TensorDesc | None]:
+def placed_parameters(ctx: NodeContext, x_shape, sizes, zero_point_type, scale_type=np.float32) -> tuple[TensorDesc, TensorDesc | None]:
     """The scale's and zero point's descs as DmlOperatorElementwiseQLinear places them, each with
     the output's ``sizes``: per tensor, or a 1-D one of length ``shape[axis]`` on ``axis``. A
     constant is checked now (and an all-equal one read as a broadcast scalar, the EP's
-    TryConvertTensorToBroadcastScalar); one bound at run time by its type and shape."""
+    TryConvertTensorToBroadcastScalar); one bound at run time by its type and shape. The scale is
+    ``scale_type``: QuantizeLinear's is its input's."""
     rank = len(x_shape)
     axis = ctx.attr("axis", 1)  # read only for a per-axis parameter, as onnxruntime and the DML EP do
     per_axis = any(np.prod(parameter_shape(ctx, i), dtype=np.int64) > 1 for i in (SCALE, ZERO_POINT) if ctx.input_name(i))
@@ -142,7 +146,7 @@ def placed_parameters(ctx: NodeContext, x_shape, sizes, zero_point_type) -> tupl
         return tensor(dtype, sizes, strides, owned=value is not None)
 
     allowed = (1, length)
-    scale = check_scale(ctx, SCALE, ctx.parameter(SCALE), allowed)
+    scale = check_scale(ctx, SCALE, ctx.parameter(SCALE), allowed, scale_type)
     zero_point = check_zero_point(ctx, ZERO_POINT, ctx.parameter(ZERO_POINT), zero_point_type, allowed) if ctx.input_name(ZERO_POINT) else None
     scale_desc = place(SCALE, None if scale is None else np.asarray(scale))
     zero_point_desc = place(ZERO_POINT, None if zero_point is None else np.asarray(zero_point)) if ctx.input_name(ZERO_POINT) else None
@@ -151,22 +155,22 @@ def placed_parameters(ctx: NodeContext, x_shape, sizes, zero_point_type) -> tupl
 
 def quantize_linear(ctx: NodeContext) -> DmlNode:
     x_type = ctx.info(X).dtype
-    if x_type in (np.dtype(np.int32), np.dtype(np.float16)):
+    if x_type == np.dtype(np.int32):
         raise Fallback(f"{x_type} input is not modelled by dml_ep (ELEMENT_WISE_QUANTIZE_LINEAR takes it)", ON_DML)
-    if x_type != np.dtype(np.float32):
+    if x_type not in (np.dtype(np.float32), np.dtype(np.float16)):
         raise Fallback(f"input type {x_type} is not supported (FLOAT32, FLOAT16, INT32)", ON_CPU)
     y_type = ctx.values[ctx.node.output[0]].dtype
     if y_type not in (np.dtype(np.uint8), np.dtype(np.int8)):
         raise Fallback(f"output type {y_type} is not supported (INT8, UINT8)", ON_CPU)
-    return element_wise_node(ctx, DML_ELEMENT_WISE_QUANTIZE_LINEAR_OPERATOR_DESC, y_type, y_type)
+    return element_wise_node(ctx, DML_ELEMENT_WISE_QUANTIZE_LINEAR_OPERATOR_DESC, y_type, y_type, x_type)
 
 
-def element_wise_node(ctx: NodeContext, desc_class, zero_point_type, output_type) -> DmlNode:
-    """The node as ``desc_class`` (QUANTIZE_LINEAR or DEQUANTIZE_LINEAR): x, scale and zero point
-    with the output's sizes, bound to the node's inputs 0, 1, 2."""
+def element_wise_node(ctx: NodeContext, desc_class, zero_point_type, output_type, scale_type=np.float32) -> DmlNode:
+    """The node as ``desc_class`` (QUANTIZE_LINEAR or DEQUANTIZE_LINEAR): x, scale (``scale_type``)
+    and zero point with the output's sizes, bound to the node's inputs 0, 1, 2."""
     x_type, x_shape = ctx.info(X).dtype, ctx.info(X).shape
     out_shape, sizes = broadcast(ctx, x_shape, x_shape)
-    scale, zero_point = placed_parameters(ctx, x_shape, sizes, zero_point_type)
+    scale, zero_point = placed_parameters(ctx, x_shape, sizes, zero_point_type, scale_type)
     desc = desc_class(
         InputTensor=tensor(x_type, sizes, owned=ctx.input_name(X) in ctx.constants),
         ScaleTensor=scale,

@@ -137,14 +137,16 @@ def parameter_shape(ctx: NodeContext, index: int) -> tuple[int, ...]:
     return value.shape if value is not None else ctx.shape(index)
 
 
-def check_scale(ctx: NodeContext, index: int, scale: np.ndarray | None, allowed_sizes: tuple[int, ...] = (1,)) -> np.ndarray | None:
-    """A scale must be float32, finite and positive (DirectML: a zero scale is undefined behaviour).
-    ``scale`` None: it comes at run time; its type and shape are checked here, its values by
+def check_scale(ctx: NodeContext, index: int, scale: np.ndarray | None, allowed_sizes: tuple[int, ...] = (1,),
+                dtype=np.float32) -> np.ndarray | None:
+    """A scale must be float32 (``dtype``: float16 where the operator takes it), finite and positive
+    (DirectML: a zero scale is undefined behaviour). ``scale`` None: it comes at run time; its type
+    and shape are checked here, its values by
     :func:`dml_ep.numerics.kernels.parameters.checked_scale` when they arrive."""
     name = ctx.input_name(index)
     runtime = scale is None
     scale = _value_or_stand_in(ctx, index, scale)
-    if scale.dtype != np.float32:
+    if scale.dtype != dtype:
         if scale.dtype == np.float16:  # valid ONNX (QLinearMatMul-21), but DirectML's scales are FLOAT32
             raise Fallback(f"scale {name!r} is float16; DirectML's quantized operators take FLOAT32 scales", ASSIGNED_TO_DML)
         raise QuantizationParameterError(f"scale must be float32, not {scale.dtype}", node=ctx.node, tensor=name)

@@ -135,11 +135,27 @@ def test_quantize_linear_without_zero_point_defaults_to_zero_and_needs_fl_6_2():
     assert "null ZeroPointTensor requires DML_FEATURE_LEVEL_6_2" in entry.reason and "fails creating the operator" in entry.reason
 
 
+@pytest.mark.host_sensitive
+@pytest.mark.parametrize("axis", [None, 1])
+def test_float16_quantize_linear_19_is_float32_quotient_in_both_arithmetics(axis):
+    """Float16 input and scale (QuantizeLinear-19, FL 6_0): widened to float32, then the float32
+    quotient; onnxruntime's CPU EP gives the same bits."""
+    scale = np.array([0.0392, 0.125, 3.3], np.float16) if axis else np.float16(0.00731)
+    zero_point = np.array([3, 128, 250], np.uint8) if axis else np.uint8(3)
+    x = adversarial(0.05, (4, 3, 50)).astype(np.float16)
+    model = model_of("QuantizeLinear", {"x": x}, {"s": scale, "z": zero_point}, [("y", TensorProto.UINT8)], 19,
+                     **({"axis": axis} if axis else {}))
+    for arithmetic in ("onnxruntime", "directml"):
+        ours, theirs = run_both(model, {"x": x}, arithmetic)
+        assert_bit_exact(ours, theirs)
+    shape = (1, 3, 1) if axis else ()
+    want = float32_quantize(x.astype(F32), np.reshape(scale, shape).astype(F32), np.reshape(zero_point, shape), np.uint8)
+    np.testing.assert_array_equal(ours[0], want, strict=True)
+    (entry,) = dml_ep.InferenceSession(model, feature_level="5_2").plan.entries
+    assert "DataType FLOAT16 is not supported at DML_FEATURE_LEVEL_5_2" in entry.reason
+
+
 def test_quantize_linear_fallbacks_say_what_the_real_ep_does():
-    x16 = np.zeros((2, 3), np.float16)
-    (entry,) = dml_ep.InferenceSession(model_of("QuantizeLinear", {"x": x16}, {"s": np.float16(0.5), "z": np.uint8(0)},
-                                                [("y", TensorProto.UINT8)])).plan.entries
-    assert "float16 input is not modelled by dml_ep" in entry.reason and "on DirectML in the real EP" in entry.reason
     x = np.zeros((2, 3), F32)
     (entry,) = dml_ep.InferenceSession(model_of("QuantizeLinear", {"x": x}, {"s": F32(0.5), "z": np.uint8(0)},
                                                 [("y", TensorProto.UINT8)], opset=21)).plan.entries
