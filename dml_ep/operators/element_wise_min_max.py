@@ -2,9 +2,9 @@
 
 Import, as DmlOperatorElementWise.cpp's ``DmlOperatorElementwiseBinaryLoop``: two inputs are one
 operator, every tensor right-aligned to at least 4 dimensions and read with the output's sizes (ONNX
-broadcasting as a stride of 0, ``element_wise_arithmetic.binary``). The real EP runs one input as
-ELEMENT_WISE_IDENTITY and three or more as a loop of MIN/MAX dispatches accumulating into the output;
-dml_ep models two (``two_inputs``). T5's relative-position buckets take a Min of two tensors.
+broadcasting as a stride of 0, ``element_wise_arithmetic.binary``); one input is ELEMENT_WISE_IDENTITY
+(``element_wise_identity``'s desc and kernel). The real EP runs three or more as a loop of MIN/MAX
+dispatches accumulating into the output, which dml_ep does not model (``two_inputs``). T5's relative-position buckets take a Min of two tensors.
 
 Support per feature level (the DirectML pages): FLOAT32 and FLOAT16 from DML_FEATURE_LEVEL_1_0, the
 8- to 32-bit integers from 2_1, INT64 and UINT64 from 5_0; 4 dimensions, 1 to 8 from 3_0.
@@ -27,7 +27,8 @@ from ..core.tensor_desc import view
 from ..realep.placement import ON_DML_AS
 from .base import FLOATS, Operator, rules
 from .element_wise_arithmetic import FLOAT_TYPES, INTEGERS, BinaryDesc, binary
-from .importing import Fallback, NodeContext
+from .element_wise_identity import DML_ELEMENT_WISE_IDENTITY_OPERATOR_DESC
+from .importing import Fallback, NodeContext, padded_sizes, tensor
 from .kernel_state import KernelState
 from .nodes import DmlNode
 
@@ -59,18 +60,33 @@ class DML_ELEMENT_WISE_MAX_OPERATOR_DESC(BinaryDesc):
 
 
 def two_inputs(ctx: NodeContext) -> None:
-    """The support query of the Min and Max rows: dml_ep takes two inputs, one DirectML operator."""
+    """The support query of the Min and Max rows: dml_ep takes one or two inputs, one DirectML operator."""
     count = len(ctx.node.input)
-    if count != 2:
-        real = "ELEMENT_WISE_IDENTITY" if count == 1 else f"ELEMENT_WISE_{ctx.node.op_type.upper()}, once per input after the first"
-        raise Fallback(f"{ctx.node.op_type} with {count} inputs (only two inputs are one DirectML operator)", ON_DML_AS.format(real))
+    if count > 2:
+        real = f"ELEMENT_WISE_{ctx.node.op_type.upper()}, once per input after the first"
+        raise Fallback(f"{ctx.node.op_type} with {count} inputs (one or two inputs are one DirectML operator)", ON_DML_AS.format(real))
+
+
+def _one_input(ctx: NodeContext) -> DmlNode:
+    """A one-input Min or Max: ELEMENT_WISE_IDENTITY, as the real EP runs it."""
+    dtype = ctx.info(0).dtype
+    if dtype not in FLOAT_TYPES | INTEGERS:
+        raise Fallback(f"element type {dtype} is not modelled by dml_ep's ELEMENT_WISE_IDENTITY here", ON_DML_AS.format("ELEMENT_WISE_IDENTITY"))
+    shape = ctx.shape(0)
+    sizes = padded_sizes(shape)
+    return ctx.dml_node(DML_ELEMENT_WISE_IDENTITY_OPERATOR_DESC(InputTensor=tensor(dtype, sizes), OutputTensor=tensor(dtype, sizes)),
+                        ("InputTensor",), shape)
 
 
 def min_(ctx: NodeContext) -> DmlNode:
+    if len(ctx.node.input) == 1:
+        return _one_input(ctx)
     return binary(ctx, DML_ELEMENT_WISE_MIN_OPERATOR_DESC, types=FLOAT_TYPES | INTEGERS)
 
 
 def max_(ctx: NodeContext) -> DmlNode:
+    if len(ctx.node.input) == 1:
+        return _one_input(ctx)
     return binary(ctx, DML_ELEMENT_WISE_MAX_OPERATOR_DESC, types=FLOAT_TYPES | INTEGERS)
 
 

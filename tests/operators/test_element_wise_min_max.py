@@ -39,12 +39,20 @@ def test_onnxruntime_arithmetic_propagates_nan_as_onnxruntime(op, dtype):
     np.testing.assert_array_equal(y, cpu_session(model, threads=1).run(None, feeds)[0])
 
 
-@pytest.mark.parametrize("count", [1, 3])
-def test_other_input_counts_fall_back_naming_what_the_real_ep_runs(count):
-    model, _ = single_node_model("Max", [Feed(np.ones((2, 3), np.float32)) for _ in range(count)], np.float32, 2)
+def test_three_inputs_fall_back_naming_the_real_ep_s_loop():
+    model, _ = single_node_model("Max", [Feed(np.ones((2, 3), np.float32)) for _ in range(3)], np.float32, 2)
     [entry] = session(model).plan.entries
-    assert f"Max with {count} inputs" in entry.reason
-    assert ("ELEMENT_WISE_IDENTITY" if count == 1 else "ELEMENT_WISE_MAX, once per input") in entry.reason
+    assert "Max with 3 inputs" in entry.reason and "ELEMENT_WISE_MAX, once per input" in entry.reason
+
+
+@pytest.mark.parametrize("op", ["Min", "Max"])
+def test_one_input_is_an_identity_as_in_the_real_ep(op):
+    x = A.astype(np.float16)
+    model, feeds = single_node_model(op, [Feed(x)], np.float16, 2)
+    run = session(model)
+    [entry] = run.plan.entries
+    assert entry.operator == "DML_OPERATOR_ELEMENT_WISE_IDENTITY"
+    np.testing.assert_array_equal(run.run(None, feeds)[0].view(np.uint16), x.view(np.uint16))
 
 
 def test_integers_are_exact_in_every_arithmetic_and_floats_not_for_nan():
