@@ -1,5 +1,5 @@
-"""DML_OPERATOR_ELEMENT_WISE_EXP, _LOG, _ABS, _NEGATE, _RECIP, _FLOOR and _CEIL on float tensors (ONNX
-Exp, Log, Abs, Neg, Reciprocal, Floor, Ceil 6 and 13): descs, import, kernel.
+"""DML_OPERATOR_ELEMENT_WISE_EXP, _LOG, _ABS, _NEGATE, _RECIP, _FLOOR and _CEIL (ONNX Exp, Log, Abs, Neg,
+Reciprocal, Floor, Ceil 6 and 13; floats, and signed integers for Abs and Neg): descs, import, kernel.
 
 Import, as DmlOperatorElementWise.cpp's ``DmlOperatorElementwiseUnary`` (and DmlOperatorNeg.cpp's
 NEGATE): input and output of the node's shape, right-aligned to at least 4 dimensions, no
@@ -10,8 +10,8 @@ value wrapping to itself in both arithmetics, as two's complement and onnxruntim
 
 Support per feature level (the DirectML pages): FLOAT32 and FLOAT16 from DML_FEATURE_LEVEL_1_0,
 4 dimensions, 1 to 8 from 3_0 (EXP's, ABS's and CEIL's tables; LOG, RECIP and FLOOR taken as the same);
-ABS adds INT32, INT16, INT8 at 2_1 and INT64 at 4_1; NEGATE is DML_FEATURE_LEVEL_5_0's (1 to 8 dimensions, the floats
-and INT64 to INT8).
+ABS adds INT32, INT16, INT8 at 2_1 and INT64 at 4_1; NEGATE is DML_FEATURE_LEVEL_5_0's (1 to 8
+dimensions, the floats and INT64 to INT8).
 
 Kernel, "directml": the function's value rounded once to the tensor's type (exp and log in float64,
 a reciprocal as an IEEE float32 quotient); abs, negate, floor and ceil are exact. A device may
@@ -19,11 +19,10 @@ differ (``device_precision``): D3D's ``exp``/``log`` are base 2 with 2^-21 relat
 on [0.5, 2]) error, WebNN's tolerances exp 32 ULP (float16 1), log 1/1024 absolute, reciprocal 2 ULP.
 
 Kernel, "onnxruntime": its CPU kernels, bit for bit. Exp: MlasComputeExp, the FMA3 kernel on any
-x86-64 host with AVX2 (an AVX-512 host too: MLAS gives it no AVX-512 exp), emulated by
+x86-64 host with AVX2 (measured: onnxruntime 1.32's Exp on an AVX-512 host gives that kernel's bits), emulated by
 ``activation_softmax.mlas_exp(x, 8)``; hosts without FMA3 (MLAS's SSE2 kernel) are not modelled.
 Log: Eigen's ``plog_float`` on packets, ``std::log`` on the tensor's last few elements
-(``numerics/kernels/eigen_log.py``). Reciprocal: Eigen's
-``cwiseInverse``, one IEEE division. Abs, Neg, Floor, Ceil: exact. float16: onnxruntime has no float16
+(``numerics/kernels/eigen_log.py``). Reciprocal: Eigen's ``cwiseInverse``, one IEEE division. Abs, Neg, Floor, Ceil: exact. float16: onnxruntime has no float16
 kernel for these, so InsertCastTransformer runs them in float32 between two Casts; the float32
 result rounded to float16 is what runs here, NaNs written as those Casts write them (``cast_to_float16``).
 
