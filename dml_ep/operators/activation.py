@@ -36,6 +36,7 @@ No exact value: the activations do not quantize.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Optional
 
 import numpy as np
@@ -258,6 +259,8 @@ def relu(ctx: NodeContext) -> DmlNode:
     dtype = ctx.info(0).dtype
     if dtype in (np.dtype(np.int16), np.dtype(np.int32)):
         raise Fallback(f"{dtype} Relu is an integer operator dml_ep does not model (int8 only)", ON_DML)
+    if dtype not in (*_FLOAT_TYPES, np.dtype(np.int8)):
+        raise Fallback(f"{dtype} Relu: the DML EP registers Relu-14 for float16, float32, int8, int16, int32", ON_CPU)
     return _standalone(ctx, DML_ACTIVATION_RELU_OPERATOR_DESC, (*_FLOAT_TYPES, np.dtype(np.int8)))
 
 
@@ -361,13 +364,40 @@ def apply_activation(activation: ActivationDesc, x: np.ndarray, arithmetic=None,
     """The activation's formula on ``x``, rounded once to ``dtype`` (``x``'s by default: a fused
     activation of a float16 operator gets its float32 sum); given the ``"onnxruntime"`` arithmetic,
     onnxruntime's CPU kernel where it is not the formula's value."""
-    kernel = _ONNXRUNTIME.get(type(activation)) if arithmetic is not None and arithmetic.onnxruntime else None
+    onnxruntime = arithmetic is not None and arithmetic.onnxruntime
+    dtype = x.dtype if dtype is None else np.dtype(dtype)
+    if x.dtype == dtype == np.float16 and x.size >= _TABLE_FROM and type(activation) in _TABULATED:
+        return _float16_table(_parameters(activation), onnxruntime)[x.view(np.uint16)]
+    return _evaluate(activation, x, onnxruntime, dtype)
+
+
+def _evaluate(activation: ActivationDesc, x: np.ndarray, onnxruntime: bool, dtype) -> np.ndarray:
+    kernel = _ONNXRUNTIME.get(type(activation)) if onnxruntime else None
     with np.errstate(over="ignore", invalid="ignore"):
         if kernel is not None:
             result = kernel(x.astype(np.float32), x.dtype)
         else:
             result = _FORMULAS[type(activation)](x.astype(np.float32), activation)
-    return np.asarray(result).astype(x.dtype if dtype is None else dtype, copy=False)
+    return np.asarray(result).astype(dtype, copy=False)
+
+
+# A float16 tensor of the costly activations (MLAS's emulations, float64 erf) is a lookup in a table of all
+# 65536 float16 values, made once per activation and arithmetic: an LLM's SiLU or an encoder's GELU runs
+# in microseconds, not milliseconds. Each entry is the function of one value, so the two agree bit for bit.
+_TABULATED = (DML_ACTIVATION_SIGMOID_OPERATOR_DESC, DML_ACTIVATION_TANH_OPERATOR_DESC, DML_ACTIVATION_GELU_OPERATOR_DESC)
+_TABLE_FROM = 1024  # elements; smaller tensors compute directly
+_ALL_FLOAT16 = np.arange(65536, dtype=np.uint16).view(np.float16)
+
+
+def _parameters(activation: ActivationDesc) -> ActivationDesc:
+    """The activation without its tensors: what its values depend on."""
+    return activation if activation.fused else dataclasses.replace(activation, InputTensor=None, OutputTensor=None)
+
+
+@functools.lru_cache(maxsize=16)
+def _float16_table(activation: ActivationDesc, onnxruntime: bool) -> np.ndarray:
+    with np.errstate(all="ignore"):  # its NaNs and infinities
+        return _evaluate(activation, _ALL_FLOAT16, onnxruntime, np.float16)
 
 
 def activation(desc: ActivationDesc, tensors: dict, arithmetic, state: KernelState) -> np.ndarray:
