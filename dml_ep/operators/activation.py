@@ -427,6 +427,21 @@ DEVICE_PRECISION = {
     DML_ACTIVATION_HARD_SIGMOID_OPERATOR_DESC: _webnn("hardSigmoid", 2, 2),
     DML_ACTIVATION_LINEAR_OPERATOR_DESC: _webnn("linear", 2, 2),
 }
+_EXACT_FUSED = (DML_ACTIVATION_RELU_OPERATOR_DESC, DML_ACTIVATION_IDENTITY_OPERATOR_DESC, DML_ELEMENT_WISE_CLIP_OPERATOR_DESC)
+
+
+def with_fused_activation(precision: DevicePrecision | None, activation: ActivationDesc | None) -> DevicePrecision | None:
+    """An operator's envelope with its fused activation's added, as WebNN sums a graph's per-operator
+    tolerances; None where the activation has none (and is not exact: relu, identity, clip)."""
+    if activation is None or type(activation) in _EXACT_FUSED:
+        return precision
+    extra = DEVICE_PRECISION.get(type(activation))
+    if precision is None or extra is None:
+        return None
+    return DevicePrecision(f"{precision.rule} + {extra.rule}", precision.ulp32 + extra.ulp32, precision.ulp16 + extra.ulp16,
+                           precision.atol32 + extra.atol32, precision.atol16 + extra.atol16)
+
+
 # Every arithmetic gives max(x, 0) (integers and floats, NaN passing) and x or float32(alpha * x).
 EXACT = (DML_ACTIVATION_RELU_OPERATOR_DESC, DML_ACTIVATION_LEAKY_RELU_OPERATOR_DESC)
 

@@ -27,6 +27,7 @@ from dml_ep.numerics.kernels.mlas_transcendental import host_logistic_fused, mla
 from dml_ep.operators import activation as od
 from dml_ep.operators import registration
 from dml_ep.operators.activation import apply_activation
+from dml_ep.operators.base import DevicePrecision
 from dml_ep.operators.dispatch import run_kernel
 from dml_ep.operators.element_wise_erf import erf_float64
 from dml_ep.operators.kernel_state import KernelState
@@ -343,3 +344,17 @@ def test_onnxruntime_arithmetic_fast_gelu_is_the_exact_gelu_the_real_ep_computes
     s = feeds["in0"] + feeds["in1"]
     np.testing.assert_array_equal(ours, mlas_gelu(s, host_logistic_fused()))
     assert 1e-5 < np.abs(ours - reference).max() < 1e-3
+
+
+def test_a_fused_activations_envelope_adds_to_its_operators():
+    """ADD1's 1 ULP (WebNN's add) plus GELU's 18; relu adds nothing; an activation without an
+    envelope (thresholded relu: none in WebNN) leaves none."""
+    add = DevicePrecision("add", ulp32=1, ulp16=1)
+    gelu = od.with_fused_activation(add, od.DML_ACTIVATION_GELU_OPERATOR_DESC())
+    assert (gelu.ulp32, gelu.ulp16) == (19, 19) and gelu.rule.startswith("add + WebNN's gelu")
+    assert od.with_fused_activation(add, od.DML_ACTIVATION_RELU_OPERATOR_DESC()) is add
+    assert od.with_fused_activation(add, None) is add
+    assert od.with_fused_activation(add, od.DML_ACTIVATION_THRESHOLDED_RELU_OPERATOR_DESC()) is None
+    session, _, _ = bias_gelu_session("BiasGelu", np.float16)
+    [entry] = session.plan.entries
+    assert registration.OPERATORS[entry.desc.OPERATOR_TYPE].device_precision(entry.desc).ulp16 == 19
