@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from onnx import TensorProto, helper
+from onnx import helper
 
 from dml_ep.numerics.kernels.mlas_transcendental import (gelu_function_body, host_logistic_fused, mlas_erf, mlas_gelu, mlas_logistic,
                                                           mlas_tanh)
