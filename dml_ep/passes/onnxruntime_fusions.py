@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from typing import Callable
 
 import numpy as np
 import onnx
@@ -30,6 +31,7 @@ from onnx import numpy_helper
 
 from ..core import graph as graph_module
 from .editable import EditableGraph, Origin
+from .function_inlining import inlined_on_cpu, restore, stand_in
 
 NOT_FOR_DML = (
     # dml_ep's own passes, per release
@@ -55,13 +57,16 @@ NAME = "onnxruntime Level 1-2"
 INSERTED_CAST = "InsertedPrecisionFreeCast_"
 
 
-def onnxruntime_fusions(graph: EditableGraph, level: int = 2, qdq: bool = True) -> bool:
+def onnxruntime_fusions(graph: EditableGraph, level: int = 2, qdq: bool = True,
+                        taken_whole: Callable[[list[onnx.NodeProto]], list[onnx.NodeProto]] | None = None) -> bool:
     """Apply the fusions onnxruntime makes for DML nodes at optimization ``level`` (1: Level 1
     only, ORT_ENABLE_BASIC), with its QDQ handling on or off (``session.disable_quant_qdq``);
-    True if the graph changed."""
-    if not may_rewrite(graph):
+    True if the graph changed. ``taken_whole``: of the function ops the CPU session would inline,
+    those the DML EP takes, which stay whole (:mod:`.function_inlining`)."""
+    whole = _whole(graph, taken_whole)
+    if whole is None:
         return False
-    optimized = _optimized(graph, level, qdq)
+    optimized = _optimized(graph, level, qdq, whole)
     if optimized is None:  # the CPU EP cannot run some node, so cannot rewrite the graph: it stays as it is
         return False
     ours = {_key(node): node for node in graph.nodes}
@@ -98,6 +103,14 @@ def onnxruntime_fusions(graph: EditableGraph, level: int = 2, qdq: bool = True) 
         graph.replace(dropped, None, NAME, at=dropped[0])
     graph.reorder(order)  # onnxruntime's order: every node after the ones it reads
     return True
+
+
+def _whole(graph: EditableGraph, taken_whole: Callable | None) -> list[onnx.NodeProto] | None:
+    """The function ops to keep whole; None if no rewrite can apply (nothing to inline either)."""
+    candidates = inlined_on_cpu(graph)  # onnxruntime inlines those no EP takes, whatever else matches
+    if not candidates:
+        return [] if may_rewrite(graph) else None
+    return taken_whole(candidates) if taken_whole is not None else []
 
 
 # What the enabled transformers start a match from (their source): a graph with none of it is
@@ -142,12 +155,13 @@ def _all_equal(array, value) -> bool:
     return array is not None and array.size <= 1024 and bool((array == value).all())
 
 
-def _optimized(graph: EditableGraph, level: int, qdq: bool) -> onnx.ModelProto | None:
+def _optimized(graph: EditableGraph, level: int, qdq: bool, whole: list[onnx.NodeProto]) -> onnx.ModelProto | None:
     """The graph as onnxruntime's Level 1 and 2 leave it with the transformers of NOT_FOR_DML off
     (None if the CPU EP cannot make a session of it). The large initializers go to onnxruntime as
     the arrays they are (``add_external_initializers``), not copied into the model, and come back
     in a file beside the optimized model, read only when they are new."""
     model = graph.to_model()
+    kept = stand_in(model, whole)
     options = ort.SessionOptions()
     _weights_as_arrays(model, graph, options)
     options.log_severity_level = 4
@@ -165,6 +179,7 @@ def _optimized(graph: EditableGraph, level: int, qdq: bool) -> onnx.ModelProto |
             return None
 
         optimized = onnx.load(options.optimized_model_filepath, load_external_data=False)
+        restore(optimized.graph, kept)
         _undo_inserted_casts(optimized.graph)
         # onnx's walk over every tensor: the main graph's initializers first, then those of the
         # subgraphs (an If branch's folded constants go to the file too) and of attributes

@@ -251,7 +251,17 @@ def onnxruntime_rewrites(graph: EditableGraph, qdq_rules: str | None, provider: 
     if optimization_level >= 2:
         matmul_integer_to_float_fusion(graph, release, provider, graph.loaded)
     if provider == DML and optimization_level >= 1:
-        onnxruntime_fusions(graph, optimization_level, qdq=qdq_rules is not None)
+        onnxruntime_fusions(graph, optimization_level, qdq=qdq_rules is not None, taken_whole=_taken_by_dml(graph, release.kernels))
+
+
+def _taken_by_dml(graph: EditableGraph, release: str):
+    """Of the function ops the CPU session would inline, those the real EP's GetCapability takes
+    (typed as onnxruntime loaded the model): onnxruntime inlines only a node no EP took."""
+    def taken(nodes: list[onnx.NodeProto]) -> list[onnx.NodeProto]:
+        placements = place_nodes(nodes, graph.ios(nodes), graph.loaded, graph.constants, graph.graph_inputs,
+                                 opset_versions(graph.model), release)
+        return [node for node, placement in zip(nodes, placements) if placement.on_dml]
+    return taken
 
 
 def plan_model(model: onnx.ModelProto, feature_level=DEFAULT_FEATURE_LEVEL, input_shapes=None, *,
