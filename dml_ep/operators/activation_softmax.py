@@ -22,12 +22,13 @@ Kernel, per row (the elements an output element's normalization reads):
   ``1.0f / sum``. On x86-64 with AVX-512F the sum-exp kernel is TransKernelAvx512F.S (16 lanes, 48
   elements a step, ``vscalefps``); with AVX2 and FMA3 TransKernelFma3.S (8 lanes, 24 a step, the scale
   2^m made in the exponent bits, a lower clamp at -88.376); without FMA3 (x86-64 before Haswell) the
-  generic SSE2 one (compute.cpp, 4 lanes, each multiply-add rounded twice). :func:`mlas_softmax`
-  emulates each bit for bit: MLAS's exp polynomial, its lane accumulators and their horizontal
-  reduction order. Which one the host runs is measured once on onnxruntime's Softmax
-  (:func:`host_sum_exp_lanes`). onnxruntime has no float16 Softmax on the CPU: it inlines ONNX's
-  Softmax function and runs that chain in float32 (:func:`onnxruntime_float16_softmax`: MLAS's Exp,
-  Eigen's row sums as ReduceSum's, a division), rounded once to float16.
+  generic SSE2 one (compute.cpp, 4 lanes, each multiply-add rounded twice). ``mlas_softmax``
+  (numerics/kernels/mlas_exp.py) emulates each bit for bit: MLAS's exp polynomial, its lane
+  accumulators and their horizontal reduction order. Which one the host runs is measured once on
+  onnxruntime's Softmax (``host_sum_exp_lanes``). onnxruntime has no float16 Softmax on the CPU: it
+  inlines ONNX's Softmax function and runs that chain in float32 (:func:`onnxruntime_float16_softmax`:
+  the Exp node's MLAS kernel, measured on onnxruntime's Exp by ``host_exp_lanes``, which is not the
+  sum-exp kernel's choice, Eigen's row sums as ReduceSum's, a division), rounded once to float16.
   Not modelled: ARM64's kernels; NaN inputs (MLAS's maximum ignores a NaN in some lanes).
 
 No exact value: it does not quantize.
@@ -36,18 +37,14 @@ No exact value: it does not quantize.
 from __future__ import annotations
 
 import dataclasses
-import functools
 
 import numpy as np
-from onnx import TensorProto, helper
 
 from ..core.enums import DML_FEATURE_LEVEL as FL
 from ..core.enums import DML_OPERATOR_TYPE as OP
 from ..core.errors import InvalidAttributeError
-from ..core.graph import internal_model
 from ..core.tensor_desc import view
-from ..numerics.kernels.float32_fma import fma32
-from ..ort.reference import cpu_session
+from ..numerics.kernels.mlas_exp import host_exp_lanes, host_sum_exp_lanes, mlas_exp, mlas_softmax
 from ..realep.kernel_registry import since_version
 from ..realep.placement import ON_DML_AS
 from .base import FLOATS, DevicePrecision, Operator, OperatorDesc, TensorDesc, rules
@@ -118,69 +115,6 @@ def softmax(ctx: NodeContext) -> DmlNode:
 
 # --- kernel ----------------------------------------------------------------------------------
 
-# MlasExpConstants (mlas/lib/compute.cpp), as float32.
-_LOWER_RANGE, _LOWER_RANGE_SUM_EXP = np.float32(-103.9720840454), np.float32(-88.3762626647949)
-_ROUNDING_BIAS, _LOG2_RECIPROCAL = np.float32(12582912.0), np.float32(1.44269504088896341)
-_LOG2_HIGH, _LOG2_LOW = np.float32(-6.93145752e-1), np.float32(-1.42860677e-6)
-_POLY = tuple(np.float32(float.fromhex(h)) for h in ("0x1.694000p-10", "0x1.125edcp-7", "0x1.555b5ap-5", "0x1.555450p-3",
-                                                      "0x1.fffff6p-2", "0x1.000000p+0"))
-_MAXIMUM_EXPONENT = np.int32(0x3F800000)
-
-
-def _multiply_add(lanes: int):
-    """MLAS's multiply-add: one rounding (``vfmadd``) in the AVX-512F and FMA3 kernels, a multiply then
-    an add in the SSE2 one (``lanes=4``)."""
-    if lanes == 4:
-        return lambda x, y, z: np.add(np.multiply(x, y, dtype=np.float32), z, dtype=np.float32)
-    return lambda x, y, z: fma32(x, y, z).reshape(np.shape(x) if np.ndim(x) else np.shape(y))
-
-
-def _reduced(v: np.ndarray, multiply_add) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The range reduction ``x = m ln2 + r``: the biased ``m`` (its bits give 2^m), ``m`` and ``r``."""
-    biased = multiply_add(v, _LOG2_RECIPROCAL, _ROUNDING_BIAS)
-    m = np.subtract(biased, _ROUNDING_BIAS, dtype=np.float32)
-    return biased, m, multiply_add(m, _LOG2_LOW, multiply_add(m, _LOG2_HIGH, v))
-
-
-def mlas_sum_exp_values(v: np.ndarray, lanes: int) -> np.ndarray:
-    """MLAS's exp of ``v = x + (-max)`` (float32): the AVX-512F kernel's (``lanes=16``), the FMA3
-    kernel's (8) or the generic SSE2 one's (4, compute.cpp's MlasComputeSumExpVector)."""
-    low = _LOWER_RANGE if lanes == 16 else _LOWER_RANGE_SUM_EXP
-    v = np.where(v < low, low, v)  # vmaxps(low, v): a NaN passes
-    multiply_add = _multiply_add(lanes)
-    biased, m, v = _reduced(v, multiply_add)
-    p = np.full(v.shape, _POLY[0], np.float32)
-    for coefficient in (*_POLY[1:], _POLY[-1]):  # poly_1 .. poly_4, then poly_56 twice
-        p = multiply_add(p, v, coefficient)
-    if lanes == 16:  # vscalefps: p * 2^m, rounded once
-        with np.errstate(invalid="ignore", over="ignore"):
-            return np.ldexp(p, np.nan_to_num(m, nan=0.0).astype(np.int32)).astype(np.float32)
-    scale = ((biased.view(np.int32) << 23) + _MAXIMUM_EXPONENT).view(np.float32)  # vpslld 23, vpaddd: 2^m in the exponent bits
-    return np.multiply(p, scale, dtype=np.float32)
-
-
-_MINIMUM_EXPONENT = np.int32(-0x3F000000)  # int32(0xC1000000)
-
-
-def mlas_exp(x: np.ndarray, lanes: int) -> np.ndarray:
-    """MlasComputeExp on float32 ``x`` (onnxruntime's Exp): the AVX-512F kernel is the sum-exp one's exp
-    (``vscalefps``); the FMA3 and SSE2 kernels clamp to [-103.97, 88.78] and scale by two powers of
-    two, ``normal`` and ``overflow`` (compute.cpp's MlasComputeExpVector), so that results reach the
-    subnormal range."""
-    if lanes == 16:
-        return mlas_sum_exp_values(x, 16)
-    multiply_add = _multiply_add(lanes)
-    v = np.where(x > np.float32(88.7762626647950), np.float32(88.7762626647950), np.where(x < _LOWER_RANGE, _LOWER_RANGE, x))
-    biased, _, v = _reduced(v, multiply_add)
-    overflow = biased.view(np.int32) << 23
-    normal = np.clip(overflow, _MINIMUM_EXPONENT, _MAXIMUM_EXPONENT)
-    overflow_scale = (overflow - normal + _MAXIMUM_EXPONENT).view(np.float32)
-    p = np.full(v.shape, _POLY[0], np.float32)
-    for coefficient in _POLY[1:]:  # poly_1 .. poly_4, poly_56 once
-        p = multiply_add(p, v, coefficient)
-    p = multiply_add(p, np.multiply(v, overflow_scale, dtype=np.float32), overflow_scale)
-    return np.multiply(p, (normal + _MAXIMUM_EXPONENT).view(np.float32), dtype=np.float32)
-
 
 def onnxruntime_float16_softmax(rows: np.ndarray, lanes: int) -> np.ndarray:
     """onnxruntime's float16 Softmax on the CPU (float32 ``rows`` of float16 values): it has no float16
@@ -191,58 +125,12 @@ def onnxruntime_float16_softmax(rows: np.ndarray, lanes: int) -> np.ndarray:
     return np.divide(exps, sums[:, None], dtype=np.float32)
 
 
-def mlas_lane_sum(values: np.ndarray, lanes: int) -> np.ndarray:
-    """The sum-exp kernel's sum of each row of ``values`` (rows x D, float32): ``lanes``
-    accumulators, three vectors a step then one (the tail masked), then its horizontal reduction;
-    the SSE2 kernel's four lanes take whole vectors only, ``(a0+a2)+(a1+a3)``, then the tail one by one."""
-    rows, count = values.shape
-    accumulator = np.zeros((rows, lanes), np.float32)
-    whole = count - count % 4 if lanes == 4 else count
-    for start in range(0, whole, lanes):
-        chunk = values[:, start:start + lanes]
-        accumulator[:, :chunk.shape[1]] += chunk
-    if lanes == 4:
-        total = (accumulator[:, 0] + accumulator[:, 2]) + (accumulator[:, 1] + accumulator[:, 3])
-        for index in range(whole, count):
-            total += values[:, index]
-        return total
-    if lanes == 16:  # vextractf64x4 + vaddps: the high eight lanes onto the low eight
-        accumulator = accumulator[:, 8:] + accumulator[:, :8]
-    pairs = accumulator[:, 0::2] + accumulator[:, 1::2]  # vhaddps: within each 128-bit half
-    quads = pairs[:, 0::2] + pairs[:, 1::2]
-    return quads[:, 0] + quads[:, 1]
-
-
-def mlas_softmax(rows: np.ndarray, lanes: int) -> np.ndarray:
-    """MlasComputeSoftmax on float32 rows (rows x D): max, sum-exp, then multiplied by ``1.0f / sum``."""
-    negative_maximum = -rows.max(axis=1, keepdims=True)
-    exps = mlas_sum_exp_values(np.add(rows, negative_maximum, dtype=np.float32), lanes)
-    with np.errstate(divide="ignore"):
-        scale = np.divide(np.float32(1), mlas_lane_sum(exps, lanes), dtype=np.float32)
-    return np.multiply(exps, scale[:, None], dtype=np.float32)
-
-
 def directml_softmax(rows: np.ndarray) -> np.ndarray:
     """DirectML's formula as a float32 point value (the module docstring says how it rounds)."""
     shifted = np.subtract(rows, rows.max(axis=1, keepdims=True), dtype=np.float32)
     exps = np.exp(shifted.astype(np.float64)).astype(np.float32)
     total = exps.sum(axis=1, dtype=np.float64).astype(np.float32)
     return np.divide(exps, total[:, None], dtype=np.float32)
-
-
-_PROBE_LENGTH = 67  # a 48-element step, a 16-lane vector and a tail of 3, or two 24-element steps and a tail
-
-
-@functools.lru_cache(maxsize=1)
-def host_sum_exp_lanes() -> int:
-    """16 where the host's onnxruntime runs MLAS's AVX-512F sum-exp kernel, 8 its FMA3 one, else 4 (SSE2),
-    measured once on its Softmax: CPU flags would only guess MLAS's choice."""
-    rows = np.random.default_rng(7).normal(0, 4, (64, _PROBE_LENGTH)).astype(np.float32)
-    graph = helper.make_graph([helper.make_node("Softmax", ["x"], ["y"])], "softmax_probe",
-                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(rows.shape))],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
-    y = cpu_session(internal_model(graph, 13), threads=1).run(None, {"x": rows})[0]
-    return next((lanes for lanes in (16, 8) if np.array_equal(y, mlas_softmax(rows, lanes))), 4)
 
 
 def activation_softmax(desc: DML_ACTIVATION_SOFTMAX1_OPERATOR_DESC, tensors: dict, arithmetic, state: KernelState) -> np.ndarray:
@@ -256,7 +144,7 @@ def activation_softmax(desc: DML_ACTIVATION_SOFTMAX1_OPERATOR_DESC, tensors: dic
         if not arithmetic.onnxruntime:
             y = directml_softmax(rows)
         elif x.dtype == np.float16:
-            y = onnxruntime_float16_softmax(rows, host_sum_exp_lanes())
+            y = onnxruntime_float16_softmax(rows, host_exp_lanes())
         else:
             y = mlas_softmax(rows, host_sum_exp_lanes())
     return np.transpose(y.reshape(moved.shape), np.argsort(order)).astype(x.dtype)

@@ -18,9 +18,9 @@ a reciprocal as an IEEE float32 quotient); abs, negate, floor and ceil are exact
 differ (``device_precision``): D3D's ``exp``/``log`` are base 2 with 2^-21 relative (log: absolute
 on [0.5, 2]) error, WebNN's tolerances exp 32 ULP (float16 1), log 1/1024 absolute, reciprocal 2 ULP.
 
-Kernel, "onnxruntime": its CPU kernels, bit for bit. Exp: MlasComputeExp, the FMA3 kernel on any
-x86-64 host with AVX2 (measured: onnxruntime 1.32's Exp on an AVX-512 host gives that kernel's bits), emulated by
-``activation_softmax.mlas_exp(x, 8)``; hosts without FMA3 (MLAS's SSE2 kernel) are not modelled.
+Kernel, "onnxruntime": its CPU kernels, bit for bit. Exp: MlasComputeExp (numerics/kernels/mlas_exp.py's
+``mlas_exp``), the kernel the host's onnxruntime Exp runs measured once (``host_exp_lanes``): the FMA3 one on
+x86-64 with AVX2 (onnxruntime 1.32 on an AVX-512 host gives that kernel's bits too), the SSE2 one before.
 Log: Eigen's ``plog_float`` on packets, ``std::log`` on the tensor's last few elements
 (``numerics/kernels/eigen_log.py``). Reciprocal: Eigen's ``cwiseInverse``, one IEEE division. Abs, Neg, Floor, Ceil: exact. float16: onnxruntime has no float16
 kernel for these, so InsertCastTransformer runs them in float32 between two Casts; the float32
@@ -41,8 +41,8 @@ from ..core.enums import DML_OPERATOR_TYPE as OP
 from ..core.enums import DML_TENSOR_DATA_TYPE as DT
 from ..core.tensor_desc import view
 from ..numerics.kernels.eigen_log import eigen_log
+from ..numerics.kernels.mlas_exp import host_exp_lanes, mlas_exp
 from ..realep.placement import ON_DML_AS
-from .activation_softmax import mlas_exp
 from .base import FLOATS, DevicePrecision, Operator, OperatorDesc, TensorDesc, rules
 from .importing import Fallback, NodeContext, padded_sizes, tensor
 from .kernel_state import KernelState
@@ -189,7 +189,7 @@ def _reciprocal(x: np.ndarray) -> np.ndarray:
 
 # Per desc: (the "directml" function, evaluated in float64 unless it is exact in float32; the "onnxruntime" one, on float32).
 _FUNCTIONS: dict[type, tuple[Callable, Callable]] = {
-    DML_ELEMENT_WISE_EXP_OPERATOR_DESC: (np.exp, lambda x: mlas_exp(x, 8)),
+    DML_ELEMENT_WISE_EXP_OPERATOR_DESC: (np.exp, lambda x: mlas_exp(x, host_exp_lanes())),
     DML_ELEMENT_WISE_LOG_OPERATOR_DESC: (np.log, eigen_log),
     DML_ELEMENT_WISE_ABS_OPERATOR_DESC: (np.abs, np.abs),
     DML_ELEMENT_WISE_NEGATE_OPERATOR_DESC: (np.negative, np.negative),

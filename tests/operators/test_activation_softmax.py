@@ -7,6 +7,7 @@ from onnx import TensorProto, helper, numpy_helper
 import dml_ep
 from dml_ep.core.graph import internal_model
 from dml_ep.numerics.arithmetic import Arithmetic
+from dml_ep.numerics.kernels.mlas_exp import host_exp_lanes, mlas_exp
 from dml_ep.operators import activation_softmax
 from dml_ep.operators.importing import tensor
 from dml_ep.ort.reference import cpu_session
@@ -89,7 +90,7 @@ def test_the_float16_chain_is_onnxruntimes_float32_softmax_function_body():
     graph = helper.make_graph(nodes, "softmax_body", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(rows.shape))],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [numpy_helper.from_array(np.array([1]), "axes")])
     expected = cpu_session(internal_model(graph, 18), threads=1).run(None, {"x": rows})[0]
-    ours = activation_softmax.onnxruntime_float16_softmax(rows, activation_softmax.host_sum_exp_lanes())
+    ours = activation_softmax.onnxruntime_float16_softmax(rows, host_exp_lanes())
     np.testing.assert_array_equal(ours.view(np.int32), expected.view(np.int32))
 
 
@@ -99,7 +100,7 @@ def test_mlas_exp_is_onnxruntimes_exp():
     model, feeds = single_node_model("Exp", [Feed(x)], np.float32, 1, opset=13)
     expected = cpu_session(model, threads=1).run(None, feeds)[0]
     with np.errstate(over="ignore"):
-        ours = activation_softmax.mlas_exp(x, activation_softmax.host_sum_exp_lanes())
+        ours = mlas_exp(x, host_exp_lanes())
     np.testing.assert_array_equal(ours.view(np.int32), expected.view(np.int32))
 
 
