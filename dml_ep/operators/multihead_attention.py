@@ -356,8 +356,10 @@ def _total_sequence_length(ctx: NodeContext) -> int:
 # --- kernel ----------------------------------------------------------------------------------
 
 
-def multihead_attention1(desc: DML_MULTIHEAD_ATTENTION1_OPERATOR_DESC, tensors: dict, arithmetic, state: KernelState) -> list[np.ndarray]:
-    """The output and the two present buffers (see the module's docstring for the two arithmetics)."""
+def multihead_attention1(desc: DML_MULTIHEAD_ATTENTION1_OPERATOR_DESC, tensors: dict, arithmetic, state: KernelState,
+                         compiled: bool = False) -> list[np.ndarray]:
+    """The output and the two present buffers (see the module's docstring for the two arithmetics;
+    ``compiled``: MLAS's panels summed by ``kernels.compiled.sgemm``, the same bits)."""
     wide = np.float32 if arithmetic.onnxruntime else np.float64
     described = desc.tensors()
     q = view(tensors["QueryTensor"], described["QueryTensor"])
@@ -378,7 +380,7 @@ def multihead_attention1(desc: DML_MULTIHEAD_ATTENTION1_OPERATOR_DESC, tensors: 
         queries = q[b].reshape(sequence, kv_heads, heads // kv_heads, head).transpose(1, 2, 0, 3).astype(wide)  # [kvN, group, S, H]
         keys, values = present_key[b, :, :past + sequence].astype(wide), present_value[b, :, :past + sequence].astype(wide)
         if arithmetic.onnxruntime:
-            out[b] = mlas_attention(queries, keys, values, desc.Scale, past).reshape(heads, sequence, head)
+            out[b] = mlas_attention(queries, keys, values, desc.Scale, past, compiled).reshape(heads, sequence, head)
             continue
         scores = np.matmul(queries, keys[:, None].swapaxes(-1, -2))  # [kvN, group, S, past + S]
         probabilities = _softmax(scores, desc.Scale, False, hidden=_causal(sequence, past + sequence, past))
@@ -387,7 +389,7 @@ def multihead_attention1(desc: DML_MULTIHEAD_ATTENTION1_OPERATOR_DESC, tensors: 
     return [out.transpose(0, 2, 1, 3).reshape(batch, sequence, hidden).astype(dtype), present_key, present_value]
 
 
-def mlas_attention(queries: np.ndarray, keys: np.ndarray, values: np.ndarray, scale: float, past: int) -> np.ndarray:
+def mlas_attention(queries: np.ndarray, keys: np.ndarray, values: np.ndarray, scale: float, past: int, compiled: bool = False) -> np.ndarray:
     """onnxruntime's CPU GroupQueryAttention without its flash kernel (gqa_attention_base.h
     ComputeAttentionProbs, ComputeVxAttentionScore), per query head (``queries`` [kvN, group, S, H],
     ``keys`` and ``values`` [kvN, T, H], float32): MLAS's SGEMM of Q and K^T with alpha = Scale on one
@@ -396,33 +398,33 @@ def mlas_attention(queries: np.ndarray, keys: np.ndarray, values: np.ndarray, sc
     sequence, visible = queries.shape[2], keys.shape[1]
     out = np.empty(queries.shape, np.float32)
     for group, head in np.ndindex(*queries.shape[:2]):
-        scores = sgemm_batch(queries[group, head][None], np.ascontiguousarray(keys[group].T)[None], GemmCall(trans_b=True, alpha=scale), host)[0]
+        scores = sgemm_batch(queries[group, head][None], np.ascontiguousarray(keys[group].T)[None], GemmCall(trans_b=True, alpha=scale), host, None, compiled)[0]
         probabilities = np.zeros((sequence, visible), np.float32)
         for row in range(sequence):
             probabilities[row, :past + row + 1] = mlas_softmax(scores[row:row + 1, :past + row + 1], lanes)[0]
-        out[group, head] = sgemm_batch(probabilities[None], values[group][None], GemmCall(), host)[0]
+        out[group, head] = sgemm_batch(probabilities[None], values[group][None], GemmCall(), host, None, compiled)[0]
     return out
 
 
-def mlas_multihead_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float, added: list) -> np.ndarray:
+def mlas_multihead_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float, added: list, compiled: bool = False) -> np.ndarray:
     """onnxruntime's CPU MultiHeadAttention without its flash kernel (attention_cpu_base.h), on
     float32 [B, N, rows, H] operands: one MlasGemmBatch of every head's Q and K^T with alpha = Scale on
     the session's threads, each row's attention bias then mask added (MlasEltwiseAdd), MlasComputeSoftmax,
     then each head's P x V (math::MatMul, one thread). Returns [B, N, S, Hv]."""
     heads = q.shape[0] * q.shape[1]
     stacked = sgemm_batch(q.reshape(heads, *q.shape[2:]), np.ascontiguousarray(k.reshape(heads, *k.shape[2:]).swapaxes(-1, -2)),
-                          GemmCall(trans_b=True, alpha=scale), host_sgemm())
+                          GemmCall(trans_b=True, alpha=scale), host_sgemm(), None, compiled)
     scores = stacked.reshape(*q.shape[:3], k.shape[2])
     for term in added:
         scores = np.add(scores, term, dtype=np.float32)
     probabilities = mlas_softmax(scores.reshape(-1, scores.shape[-1]), host_sum_exp_lanes()).reshape(heads, q.shape[2], -1)
     one = dataclasses.replace(host_sgemm(), threads=1)
     values = v.reshape(heads, *v.shape[2:])
-    out = np.stack([sgemm_batch(probabilities[i][None], values[i][None], GemmCall(), one)[0] for i in range(heads)])
+    out = np.stack([sgemm_batch(probabilities[i][None], values[i][None], GemmCall(), one, None, compiled)[0] for i in range(heads)])
     return out.reshape(*q.shape[:3], v.shape[-1])
 
 
-def multihead_attention(desc: DML_MULTIHEAD_ATTENTION_OPERATOR_DESC, tensors: dict, arithmetic, state: KernelState):
+def multihead_attention(desc: DML_MULTIHEAD_ATTENTION_OPERATOR_DESC, tensors: dict, arithmetic, state: KernelState, compiled: bool = False):
     """The output, and the present key and value where the desc has them (a list then): the bias
     added to Q, K and V in float32, the past rows before the new ones, masked keys given
     MaskFilterValue (added, as onnxruntime's CPU adds it; the page says both "set" and "added")."""
@@ -443,7 +445,7 @@ def multihead_attention(desc: DML_MULTIHEAD_ATTENTION_OPERATOR_DESC, tensors: di
     if masked is not None:  # after the relative bias, each added in float32
         added.append(np.where(masked, np.float32(desc.MaskFilterValue), np.float32(0)))
     if arithmetic.onnxruntime:
-        out = mlas_multihead_attention(q, k, v, desc.Scale, added)
+        out = mlas_multihead_attention(q, k, v, desc.Scale, added, compiled)
     else:
         probabilities = _softmax(np.matmul(q.astype(np.float64), k.astype(np.float64).swapaxes(-1, -2)), desc.Scale, False, added=added)
         out = np.matmul(probabilities.astype(np.float64), v.astype(np.float64)).astype(np.float32)
@@ -497,6 +499,16 @@ def _causal(sequence: int, keys: int, past: int) -> np.ndarray:
     return np.arange(keys)[None, :] > past + np.arange(sequence)[:, None]
 
 
+def compiled_multihead_attention1(desc: DML_MULTIHEAD_ATTENTION1_OPERATOR_DESC, tensors: dict, arithmetic, state: KernelState) -> list[np.ndarray]:
+    """:func:`multihead_attention1` with MLAS's panels summed by ``kernels.compiled.sgemm``."""
+    return multihead_attention1(desc, tensors, arithmetic, state, compiled=True)
+
+
+def compiled_multihead_attention(desc: DML_MULTIHEAD_ATTENTION_OPERATOR_DESC, tensors: dict, arithmetic, state: KernelState):
+    """:func:`multihead_attention` with MLAS's panels summed by ``kernels.compiled.sgemm``."""
+    return multihead_attention(desc, tensors, arithmetic, state, compiled=True)
+
+
 def device_precision(desc: DML_MULTIHEAD_ATTENTION1_OPERATOR_DESC | DML_MULTIHEAD_ATTENTION_OPERATOR_DESC) -> DevicePrecision:
     """WebNN's tolerances summed over the steps (WPT-B ``getPrecisionTolerance``): matmul 2*K for
     Q.K^T (K = H) and for P.V (K = the keys' rows T), softmax 3*T + 3."""
@@ -510,9 +522,9 @@ def device_precision(desc: DML_MULTIHEAD_ATTENTION1_OPERATOR_DESC | DML_MULTIHEA
     return DevicePrecision("WebNN conformance: matmul 2*K (Q.K^T, P.V) + softmax 3*N+3, summed", ulp32=ulp, ulp16=ulp)
 
 
-OPERATORS = (Operator(desc=DML_MULTIHEAD_ATTENTION1_OPERATOR_DESC, kernel=multihead_attention1, exact_value=None,
+OPERATORS = (Operator(desc=DML_MULTIHEAD_ATTENTION1_OPERATOR_DESC, kernel=multihead_attention1, compiled_kernel=compiled_multihead_attention1, exact_value=None,
                       device_precision=device_precision),
-             Operator(desc=DML_MULTIHEAD_ATTENTION_OPERATOR_DESC, kernel=multihead_attention, exact_value=None,
+             Operator(desc=DML_MULTIHEAD_ATTENTION_OPERATOR_DESC, kernel=multihead_attention, compiled_kernel=compiled_multihead_attention, exact_value=None,
                       device_precision=device_precision))
 """com.microsoft GroupQueryAttention on DML_OPERATOR_MULTIHEAD_ATTENTION1 and MultiHeadAttention on
 DML_OPERATOR_MULTIHEAD_ATTENTION (``dml_ep/operators/multihead_attention.py``): GQA planned with the

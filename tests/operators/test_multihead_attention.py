@@ -427,3 +427,22 @@ def test_a_decode_step_of_a_ragged_batch_writes_and_reads_each_batch_at_its_own_
     np.testing.assert_array_equal(key[1], expected[1][1])
     exact = exact_attention(feeds, 4, 2, [3, 5], 6)[0]
     assert ulps(dml_ep.InferenceSession(model.SerializeToString()).run(None, feeds)[0], exact.astype(np.float16)) <= 1
+
+
+
+TWIN_CASES = {"gqa-prompt": PROMPT, "gqa-decode": DECODE, "gqa-prompt-24": LONG_PROMPT, "mha-all": "all", "mha-past": "past"}
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("case", TWIN_CASES)
+def test_the_compiled_kernels_are_their_numpy_twins_bit_for_bit(case, dtype):
+    """The "onnxruntime" engine's kernels sum MLAS's panels compiled, the "numpy" engine's in numpy: the same bits."""
+    shape = TWIN_CASES[case]
+    if isinstance(shape, dict):
+        model, feeds = gqa_model(**shape, dtype=dtype), gqa_feeds(**shape, dtype=dtype)
+    else:
+        model, feeds = mha_model(2, 3, 5, 4, 8, 8, dtype, **MHA_CASES[shape])
+    compiled, twin = (dml_ep.InferenceSession(model.SerializeToString(), arithmetic="onnxruntime", engine=engine) for engine in ("onnxruntime", "numpy"))
+    assert compiled.executor.engine.compiled_kernels and not twin.executor.engine.compiled_kernels
+    for ours, theirs in zip(compiled.run(None, feeds), twin.run(None, feeds)):
+        np.testing.assert_array_equal(ours, theirs)
