@@ -15,6 +15,7 @@ import math
 import numpy as np
 import onnxruntime as ort
 import pytest
+from onnx import helper
 
 import dml_ep
 from dml_ep.core.enums import DML_FEATURE_LEVEL as FL
@@ -358,3 +359,64 @@ def test_a_fused_activations_envelope_adds_to_its_operators():
     session, _, _ = bias_gelu_session("BiasGelu", np.float16)
     [entry] = session.plan.entries
     assert registration.OPERATORS[entry.desc.OPERATOR_TYPE].device_precision(entry.desc).ulp16 == 19
+
+
+# --- com.microsoft QuickGelu: a DirectML graph (DmlOperatorQuickGelu.cpp) ---------------------------------------------
+
+
+def silu_session(dtype, arithmetic: str = "directml", alpha=None):
+    """x * sigmoid(alpha x) as a QuickGelu node; alpha None: a SiLU, Sigmoid -> Mul, which onnxruntime's QuickGeluFusion
+    makes a QuickGelu of alpha 1 in float32."""
+    x = activation_inputs(dtype)
+    if alpha is None:
+        nodes = [helper.make_node("Sigmoid", ["x"], ["s"]), helper.make_node("Mul", ["x", "s"], ["y"])]
+    else:
+        nodes = [helper.make_node("QuickGelu", ["x"], ["y"], domain="com.microsoft", alpha=alpha)]
+    element = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    graph = helper.make_graph(nodes, "silu", [helper.make_tensor_value_info("x", element, x.shape)], [helper.make_tensor_value_info("y", element, x.shape)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
+    return dml_ep.InferenceSession(model.SerializeToString(), arithmetic=arithmetic), model, {"x": x}
+
+
+@pytest.mark.parametrize("alpha, operators", [
+    (None, ["ACTIVATION_SIGMOID", "ELEMENT_WISE_MULTIPLY"]),
+    (1.702, ["ELEMENT_WISE_IDENTITY", "ACTIVATION_SIGMOID", "ELEMENT_WISE_MULTIPLY"]),
+], ids=["silu", "alpha"])  # fmt: skip
+def test_quick_gelu_is_the_real_eps_graph(alpha, operators):
+    session, _, feeds = silu_session(np.float32, alpha=alpha)
+    assert [entry.operator for entry in session.plan.entries] == [f"DML_OPERATOR_{name}" for name in operators]
+    assert {entry.origin.rules[-1] for entry in session.plan.entries} == {"DmlOperatorQuickGelu"}
+    if alpha is not None:
+        assert session.plan.entries[0].desc.ScaleBias == (float(np.float32(alpha)), 0.0)
+    x = feeds["x"].astype(np.float64)
+    a = 1.0 if alpha is None else float(np.float32(alpha))
+    with np.errstate(all="ignore"):
+        exact = (x / (1 + np.exp(-a * x))).astype(np.float32)
+        actual = session.run(None, feeds)[0]
+    finite = np.isfinite(exact) & (np.abs(exact) > 1e-30)
+    assert ulp_distance(actual[finite], exact[finite]).max() <= 34 + 1 + 1  # sigmoid's, the multiply's, the scale's envelope
+
+
+@pytest.mark.host_sensitive
+@pytest.mark.parametrize("alpha", [None, 1.702], ids=["silu", "alpha"])
+def test_onnxruntime_arithmetic_quick_gelu_is_onnxruntimes_bit_for_bit(alpha):
+    """Float32: onnxruntime's QuickGelu computes alpha * x, MLAS's logistic, x * that, as the parts do."""
+    session, model, feeds = silu_session(np.float32, "onnxruntime", alpha)
+    actual, reference = session.run(None, feeds)[0], cpu_session(model, threads=1).run(None, feeds)[0]
+    assert np.array_equal(actual, reference, equal_nan=True) and np.array_equal(np.signbit(actual), np.signbit(reference))
+
+
+def test_a_float16_quick_gelu_rounds_between_its_parts():
+    session, _, feeds = silu_session(np.float16, alpha=1.5)
+    assert len(session.plan.entries) == 3
+    x = feeds["x"].astype(np.float32)
+    scaled = (x * np.float32(1.5)).astype(np.float16).astype(np.float32)
+    with np.errstate(all="ignore"):
+        sigmoid = (1 / (1 + np.exp(-scaled))).astype(np.float16).astype(np.float32)
+        np.testing.assert_array_equal(session.run(None, feeds)[0], (x * sigmoid).astype(np.float16))
+
+
+def test_quick_gelu_alpha_defaults_to_the_schemas():
+    x = np.ones((2, 4), np.float32)
+    model, _ = single_node_model("QuickGelu", [Feed(x)], np.float32, 2, domain="com.microsoft")
+    assert plan_model(model).entries[0].desc.ScaleBias == (float(np.float32(1.702)), 0.0)
