@@ -64,6 +64,9 @@ def parts(graph: EditableGraph, node: onnx.NodeProto, static: dict, on_dml: Call
                                  bits=attributes.get("bits", 4), accuracy_level=attributes.get("accuracy_level", 0),
                                  block_size=attributes.get("block_size", 0))  # for the onnxruntime arithmetic
     infos = derived_infos(made, static)
+    a = static.get(node.input[0])
+    if a is not None and a.shape and a.shape[-1] is None:  # A's last dimension is K (MatMulNBits' schema), also where a run computes it
+        infos[node.input[0]] = a._replace(shape=(*a.shape[:-1], int(k)))
     if not (on_dml(dequantize, infos) and on_dml(gemm, infos)):
         return None
     return (dequantize, gemm), made
