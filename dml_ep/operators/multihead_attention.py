@@ -395,15 +395,15 @@ def mlas_attention(queries: np.ndarray, keys: np.ndarray, values: np.ndarray, sc
     ``keys`` and ``values`` [kvN, T, H], float32): MLAS's SGEMM of Q and K^T with alpha = Scale on one
     thread, MlasComputeSoftmax over each row's visible keys (the others 0), MLAS's SGEMM of that and V."""
     host, lanes = dataclasses.replace(host_sgemm(), threads=1), host_sum_exp_lanes()
-    sequence, visible = queries.shape[2], keys.shape[1]
-    out = np.empty(queries.shape, np.float32)
-    for group, head in np.ndindex(*queries.shape[:2]):
-        scores = sgemm_batch(queries[group, head][None], np.ascontiguousarray(keys[group].T)[None], GemmCall(trans_b=True, alpha=scale), host, None, compiled)[0]
-        probabilities = np.zeros((sequence, visible), np.float32)
-        for row in range(sequence):
-            probabilities[row, :past + row + 1] = mlas_softmax(scores[row:row + 1, :past + row + 1], lanes)[0]
-        out[group, head] = sgemm_batch(probabilities[None], values[group][None], GemmCall(), host, None, compiled)[0]
-    return out
+    kv_heads, group, sequence, head = queries.shape
+    # Every head's GEMMs in one stack: one thread sums each alike, so as onnxruntime's per-head calls.
+    keys_t = np.repeat(np.ascontiguousarray(keys.swapaxes(-1, -2)), group, axis=0)
+    scores = sgemm_batch(queries.reshape(-1, sequence, head), keys_t, GemmCall(trans_b=True, alpha=scale), host, None, compiled)
+    probabilities = np.zeros(scores.shape, np.float32)
+    for row in range(sequence):  # every head's row at once: MlasComputeSoftmax works row by row
+        probabilities[:, row, :past + row + 1] = mlas_softmax(scores[:, row, :past + row + 1], lanes)
+    out = sgemm_batch(probabilities, np.repeat(values, group, axis=0), GemmCall(), host, None, compiled)
+    return out.reshape(kv_heads, group, sequence, -1)
 
 
 def mlas_multihead_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float, added: list, compiled: bool = False) -> np.ndarray:
@@ -420,7 +420,7 @@ def mlas_multihead_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale:
     probabilities = mlas_softmax(scores.reshape(-1, scores.shape[-1]), host_sum_exp_lanes()).reshape(heads, q.shape[2], -1)
     one = dataclasses.replace(host_sgemm(), threads=1)
     values = v.reshape(heads, *v.shape[2:])
-    out = np.stack([sgemm_batch(probabilities[i][None], values[i][None], GemmCall(), one, None, compiled)[0] for i in range(heads)])
+    out = sgemm_batch(probabilities, values, GemmCall(), one, None, compiled)  # each head's on one thread: a stack sums each alike
     return out.reshape(*q.shape[:3], v.shape[-1])
 
 
