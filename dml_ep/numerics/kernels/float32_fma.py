@@ -29,7 +29,7 @@ def fma32(x, y, z) -> np.ndarray:
     # float32's subnormal range, where the midpoint bits sit elsewhere); fix those few exactly.
     suspect = (head.view(np.uint64) & BELOW_FLOAT32) == HALFWAY
     suspect |= (np.abs(head) < _SMALLEST_NORMAL32) & (head != 0)
-    if np.any(suspect):
+    if suspect.any():  # the method: np.any's dispatch costs more than the test on small arrays
         index = np.nonzero(suspect)
         p = np.broadcast_to(product, head.shape)[index]
         h = head[index]
@@ -41,7 +41,9 @@ def fma32(x, y, z) -> np.ndarray:
         on_midpoint = (tail != 0) & ((near.astype(np.float64) + neighbour) / 2 == h)
         toward_tail = np.where(tail > 0, np.maximum(near, neighbour), np.minimum(near, neighbour))
         rounded[index] = np.where(on_midpoint, toward_tail, near)
-    return rounded.reshape(np.broadcast_shapes(np.shape(x), np.shape(y), np.shape(z)))
+    if rounded.ndim == 1 and not (np.ndim(x) or np.ndim(y) or np.ndim(z)):  # three scalars: atleast_1d's axis off
+        return rounded.reshape(())
+    return rounded  # any array among them: the sum's shape is the broadcast one
 
 
 def float32_of_dyadic(numerator: int, exponent: int) -> np.float32:
