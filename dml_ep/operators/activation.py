@@ -366,8 +366,11 @@ def apply_activation(activation: ActivationDesc, x: np.ndarray, arithmetic=None,
     onnxruntime's CPU kernel where it is not the formula's value."""
     onnxruntime = arithmetic is not None and arithmetic.onnxruntime
     dtype = x.dtype if dtype is None else np.dtype(dtype)
-    if x.dtype == dtype == np.float16 and x.size >= _TABLE_FROM and type(activation) in _TABULATED:
-        return _float16_table(_parameters(activation), onnxruntime)[x.view(np.uint16)]
+    if x.dtype == dtype == np.float16 and type(activation) in _TABULATED:
+        key = (_parameters(activation), onnxruntime)
+        evaluated = _EVALUATED[key] = _EVALUATED.get(key, 0) + x.size
+        if x.size >= _TABLE_FROM or evaluated >= _TABLE_AFTER:
+            return _float16_table(*key)[x.view(np.uint16)]
     return _evaluate(activation, x, onnxruntime, dtype)
 
 
@@ -386,6 +389,8 @@ def _evaluate(activation: ActivationDesc, x: np.ndarray, onnxruntime: bool, dtyp
 # in microseconds, not milliseconds. Each entry is the function of one value, so the two agree bit for bit.
 _TABULATED = (DML_ACTIVATION_SIGMOID_OPERATOR_DESC, DML_ACTIVATION_TANH_OPERATOR_DESC, DML_ACTIVATION_GELU_OPERATOR_DESC)
 _TABLE_FROM = 1024  # elements; smaller tensors compute directly
+_TABLE_AFTER = 4096  # ... until that many were (an LLM's decode steps: a few hundred each, at every step)
+_EVALUATED: dict = {}  # elements computed directly per activation and arithmetic
 _ALL_FLOAT16 = np.arange(65536, dtype=np.uint16).view(np.float16)
 
 

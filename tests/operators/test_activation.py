@@ -420,3 +420,21 @@ def test_quick_gelu_alpha_defaults_to_the_schemas():
     x = np.ones((2, 4), np.float32)
     model, _ = single_node_model("QuickGelu", [Feed(x)], np.float32, 2, domain="com.microsoft")
     assert plan_model(model).entries[0].desc.ScaleBias == (float(np.float32(1.702)), 0.0)
+
+
+@pytest.mark.host_sensitive
+@pytest.mark.parametrize("op_type", ["Sigmoid", "Tanh"])
+def test_a_small_float16_activation_run_again_is_looked_up_with_the_same_bits(op_type, monkeypatch):
+    """Under 1024 elements (an LLM decode step's SiLU) computed directly, then, once 4096 were, from the
+    table of all float16 values: onnxruntime's bits at every run, the table used by the last."""
+    monkeypatch.setattr(od, "_EVALUATED", {})
+    x = (np.random.default_rng(5).standard_normal((1, 640)) * 4).astype(np.float16)
+    model, feeds = single_node_model(op_type, [Feed(x)], np.float16, 2)
+    expected = cpu_session(model, threads=1).run(None, feeds)[0]
+    session = dml_ep.InferenceSession(model.SerializeToString(), arithmetic="onnxruntime")
+    for _ in range(8):
+        np.testing.assert_array_equal(session.run(None, feeds)[0], expected)
+    assert sum(od._EVALUATED.values()) == 8 * 640
+    od._float16_table.cache_clear()
+    session.run(None, feeds)
+    assert od._float16_table.cache_info().currsize == 1
