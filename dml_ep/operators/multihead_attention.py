@@ -90,6 +90,7 @@ from ..core.enums import DML_OPERATOR_TYPE as OP
 from ..core.errors import RealEpError, ShapeError
 from ..core.tensor_desc import view
 from ..realep.placement import ON_DML_AS
+from ..numerics.kernels.mlas_exp import mlas_lane_sum, mlas_sum_exp_values
 from ..numerics.kernels.mlas_sgemm import GemmCall, host_sgemm, sgemm_batch
 from .activation_softmax import host_sum_exp_lanes, mlas_softmax
 from .base import FLOATS, INT32, DevicePrecision, Operator, OperatorDesc, TensorDesc, rules
@@ -399,11 +400,25 @@ def mlas_attention(queries: np.ndarray, keys: np.ndarray, values: np.ndarray, sc
     # Every head's GEMMs in one stack: one thread sums each alike, so as onnxruntime's per-head calls.
     keys_t = np.repeat(np.ascontiguousarray(keys.swapaxes(-1, -2)), group, axis=0)
     scores = sgemm_batch(queries.reshape(-1, sequence, head), keys_t, GemmCall(trans_b=True, alpha=scale), host, None, compiled)
-    probabilities = np.zeros(scores.shape, np.float32)
-    for row in range(sequence):  # every head's row at once: MlasComputeSoftmax works row by row
-        probabilities[:, row, :past + row + 1] = mlas_softmax(scores[:, row, :past + row + 1], lanes)
+    probabilities = _causal_mlas_softmax(scores, past, lanes)
     out = sgemm_batch(probabilities, np.repeat(values, group, axis=0), GemmCall(), host, None, compiled)
     return out.reshape(kv_heads, group, sequence, -1)
+
+
+def _causal_mlas_softmax(scores: np.ndarray, past: int, lanes: int) -> np.ndarray:
+    """MlasComputeSoftmax of each row of ``scores`` [heads, S, T] over its visible keys 0 .. past + row,
+    the others 0, all rows at once: the max and the sum are each row's, the exps element-wise; the
+    8- and 16-lane sums take a row's trailing zeros as adding +0, the SSE2 one's tail does not."""
+    hidden = _causal(scores.shape[1], scores.shape[2], past)
+    if lanes == 4:
+        probabilities = np.zeros(scores.shape, np.float32)
+        for row in range(scores.shape[1]):
+            probabilities[:, row, :past + row + 1] = mlas_softmax(scores[:, row, :past + row + 1], lanes)
+        return probabilities
+    negative_maximum = -np.where(hidden, np.float32(-np.inf), scores).max(axis=-1, keepdims=True)
+    exps = np.where(hidden, np.float32(0), mlas_sum_exp_values(np.add(scores, negative_maximum, dtype=np.float32), lanes))
+    scale = np.divide(np.float32(1), mlas_lane_sum(exps.reshape(-1, exps.shape[-1]), lanes), dtype=np.float32)
+    return np.where(hidden, np.float32(0), np.multiply(exps, scale.reshape(*exps.shape[:2], 1), dtype=np.float32))
 
 
 def mlas_multihead_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float, added: list, compiled: bool = False) -> np.ndarray:

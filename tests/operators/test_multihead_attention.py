@@ -446,3 +446,21 @@ def test_the_compiled_kernels_are_their_numpy_twins_bit_for_bit(case, dtype):
     assert compiled.executor.engine.compiled_kernels and not twin.executor.engine.compiled_kernels
     for ours, theirs in zip(compiled.run(None, feeds), twin.run(None, feeds)):
         np.testing.assert_array_equal(ours, theirs)
+
+
+@pytest.mark.parametrize("lanes", [16, 8, 4])
+def test_all_rows_softmax_at_once_is_mlas_row_by_row(lanes):
+    """The causal rows' softmax in one pass (8 and 16 lanes: trailing zeros in the lane sums) gives
+    MlasComputeSoftmax's bits on each row's visible keys (mlas_softmax: held to onnxruntime's Softmax
+    in test_mlas_exp, and through GroupQueryAttention above), the hidden keys 0; a NaN stays in its row."""
+    from dml_ep.numerics.kernels.mlas_exp import mlas_softmax
+    from dml_ep.operators.multihead_attention import _causal_mlas_softmax
+
+    past, sequence = 21, 13  # rows of 22 .. 34 keys: tails of every length past 16 and 32
+    scores = (np.random.default_rng(4).standard_normal((3, sequence, past + sequence)) * 6).astype(np.float32)
+    scores[1, 2, 5] = np.nan
+    with np.errstate(all="ignore"):
+        out = _causal_mlas_softmax(scores, past, lanes)
+        for row in range(sequence):
+            np.testing.assert_array_equal(out[:, row, :past + row + 1], mlas_softmax(scores[:, row, :past + row + 1], lanes))
+    assert not out[:, np.arange(sequence)[:, None] < np.arange(past + sequence)[None, :] - past].any()
