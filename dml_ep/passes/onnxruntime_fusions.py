@@ -55,6 +55,7 @@ FUSION_OF = {  # the onnxruntime transformer that makes each op type
 }
 NAME = "onnxruntime Level 1-2"
 INSERTED_CAST = "InsertedPrecisionFreeCast_"
+INLINED = "_inlfunc_"  # the names onnxruntime gives an inlined function body's values (function_utils.cc)
 
 
 def onnxruntime_fusions(graph: EditableGraph, level: int = 2, qdq: bool = True,
@@ -180,6 +181,7 @@ def _optimized(graph: EditableGraph, level: int, qdq: bool, whole: list[onnx.Nod
 
         optimized = onnx.load(options.optimized_model_filepath, load_external_data=False)
         restore(optimized.graph, kept)
+        _float16_inlined_constants(optimized.graph)
         _undo_inserted_casts(optimized.graph)
         # onnx's walk over every tensor: the main graph's initializers first, then those of the
         # subgraphs (an If branch's folded constants go to the file too) and of attributes
@@ -216,6 +218,21 @@ def _weights_as_arrays(model: onnx.ModelProto, graph: EditableGraph, options: or
         stand_in.external_data.add(key="location", value="given-as-arrays")  # never read: the arrays override it
     if given:
         options.add_external_initializers([name for name, _ in given], [array for _, array in given])
+
+
+def _float16_inlined_constants(graph: onnx.GraphProto) -> None:
+    """The constants of a float16 function body onnxruntime inlined (``_inlfunc_<op>_<name>``, a
+    Gelu-20's 0.5), which InsertCastTransformer turned into float32 in place for the nodes the CPU
+    runs in float32 (the nodes reading them alone): float16 again, as the DML EP receives them."""
+    recast: set[str] = set()
+    other: set[str] = set()
+    for node in graph.node:
+        float32 = any(name.startswith(INSERTED_CAST) for name in (*node.input, *node.output))
+        (recast if float32 else other).update(node.input)
+    for tensor in graph.initializer:
+        if (tensor.name.startswith(INLINED) and tensor.data_type == onnx.TensorProto.FLOAT and tensor.name in recast
+                and tensor.name not in other and not onnx.external_data_helper.uses_external_data(tensor)):
+            tensor.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(tensor).astype(np.float16), tensor.name))
 
 
 def _undo_inserted_casts(graph: onnx.GraphProto) -> None:

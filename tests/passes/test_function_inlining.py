@@ -90,3 +90,20 @@ def test_between_nodes_the_reference_keeps_float32_where_dml_ep_rounds_to_float1
     expected = cpu_session(model, threads=1).run(None, {"a": a})[0].astype(np.float32)
     ours = dml_ep.InferenceSession(model, arithmetic="onnxruntime").run(None, {"a": a})[0].astype(np.float32)
     np.testing.assert_allclose(ours, expected, rtol=2e-3, atol=1e-5)
+
+
+@pytest.mark.host_sensitive
+def test_a_float16_gelu_20_is_inlined_with_float16_constants():
+    """No DML kernel for ai.onnx Gelu: onnxruntime inlines it for both EPs, its body's constants
+    float16 (the CPU session's InsertCastTransformer made them float32 in place)."""
+    x = np.random.default_rng(0).standard_normal((2, 8)).astype(np.float16)
+    model, feeds = single_node_model("Gelu", [Feed(x)], np.float16, 2, opset=20)
+    session = dml_ep.InferenceSession(model, arithmetic="onnxruntime")
+    ours = session.run(None, feeds)[0]
+    assert [e.node.op_type for e in session.executor.plan.entries] == ["Mul", "Sqrt", "Div", "Erf", "Sum", "Mul"]
+    given = session.executor.plan.constants
+    constants = [given[name] for e in session.executor.plan.entries for name in e.node.input if name.startswith("_inlfunc_") and name in given]
+    assert constants and all(c.dtype == np.float16 for c in constants)
+    expected = cpu_session(model, threads=1).run(None, feeds)[0]  # the chain in float32, rounded once
+    assert ours.dtype == np.float16
+    np.testing.assert_allclose(ours.astype(np.float32), expected.astype(np.float32), rtol=2e-3, atol=1e-3)
