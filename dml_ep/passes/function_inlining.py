@@ -5,8 +5,9 @@ onnxruntime inlines a node only when no registered EP took it: after every EP's 
 provider and ``CanBeInlined()`` (an ONNX function body), then partitions again; AOT inlining
 (``InlineFunctionsAOTImpl``) likewise skips nodes an EP claims. The CPU session dml_ep asks for
 onnxruntime's rewrites (:mod:`.onnxruntime_fusions`) has no kernel for some of these ops' types
-(a float16 Softmax, HardSwish, Gelu-20), so it expands them (ReduceMax/Sub/Exp/ReduceSum/Div); the
-real EP registers a kernel for them and receives the node whole.
+(float16 Softmax, LogSoftmax, MeanVarianceNormalization), so it expands them (a Softmax into
+ReduceMax/Sub/Exp/ReduceSum/Div); the DML EP registers a kernel for them and receives the node
+whole. Those it has no kernel for (HardSwish, ai.onnx Gelu-20) are inlined for it too.
 
 So for the nodes the DML EP takes (the planner says which: :func:`inlined_on_cpu` lists the
 candidates), dml_ep gives the CPU session a stand-in: the same node on float32, between Casts, as
