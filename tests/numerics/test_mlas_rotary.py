@@ -4,6 +4,8 @@ float16."""
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import numpy as np
 import pytest
 
@@ -50,3 +52,28 @@ def test_float16_rounds_the_exact_value_once_in_every_variant():
     exact = np.stack([real * c - imag * s, real * s + imag * c], -2).astype(np.float32).astype(np.float16)
     for fused in (True, False):
         np.testing.assert_array_equal(mlas_rotary(x, cos, sin, False, fused), exact)
+
+
+
+def float32_then_float16(value: Fraction) -> np.float16:
+    """``value`` rounded to the nearer float32 (the even one on a tie, settled exactly), then to float16."""
+    guess = np.float32(float(value))
+    below = guess if Fraction(float(guess)) <= value else np.nextafter(guess, np.float32(-np.inf))
+    above = np.nextafter(below, np.float32(np.inf))
+    low, high = value - Fraction(float(below)), Fraction(float(above)) - value
+    even = below if int(np.array(below).view(np.uint32)) % 2 == 0 else above
+    return np.float16(below if low < high else above if high < low else even)
+
+
+def test_float16_over_its_whole_range_is_the_exact_value_rounded_to_float32_then_float16():
+    """Pairs, cos and sin spread over float16's exponents (subnormal to 2^15), where a float64 sum could
+    round: the exact value (fractions) rounded to float32, then to float16."""
+    rng = np.random.default_rng(6)
+    x, cos, sin = ((rng.choice([-1, 1], shape) * rng.uniform(1, 2, shape) * 2.0 ** rng.integers(-24, 15, shape)).astype(np.float16)
+                   for shape in ((50, 2, 8), (50, 1, 8), (50, 1, 8)))
+    f = [[[Fraction(float(v)) for v in row] for row in pair] for pair in (x[:, 0], x[:, 1], cos[:, 0], sin[:, 0])]
+    with np.errstate(over="ignore"):  # past float16's range: infinity
+        expected = np.array([[[float32_then_float16(r * c - i * s) for r, i, c, s in zip(*(t[n] for t in f))],
+                              [float32_then_float16(r * s + i * c) for r, i, c, s in zip(*(t[n] for t in f))]] for n in range(50)], np.float16)
+        for fused in (True, False):
+            np.testing.assert_array_equal(mlas_rotary(x, cos, sin, False, fused), expected)

@@ -39,6 +39,8 @@ def mlas_rotary(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, interleaved: bo
     real, imag = (np.take(x, i, axis=axis).astype(f32) for i in (0, 1))
     c, s = (np.take(t, 0, axis=axis).astype(f32) for t in (cos, sin))
     c, s = np.broadcast_to(c, real.shape), np.broadcast_to(s, real.shape)
+    if x.dtype == cos.dtype == sin.dtype == np.float16:  # float32 products exact, so one float32 sum is the fma's one rounding
+        return np.stack((real * c - imag * s, real * s + imag * c), axis=axis).astype(x.dtype)
     pair = (fma32(real, c, -(imag * s)), fma32(real, s, imag * c))
     if x.dtype == np.float16:  # the products are exact: every variant rounds once
         return np.stack(pair, axis=axis).astype(x.dtype)
