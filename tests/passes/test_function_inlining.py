@@ -38,6 +38,18 @@ def test_a_float16_softmax_between_nodes_the_cpu_runs_in_float32_stays_whole():
     assert all(isinstance(e, dml_ep.operators.nodes.DmlNode) for e in plan.entries)
 
 
+@pytest.mark.parametrize("op_type, opset, second, operator", [
+    ("Relu", 14, None, "DML_OPERATOR_ACTIVATION_RELU"),  # a float16 T5's feed-forward
+    ("LeakyRelu", 16, None, "DML_OPERATOR_ACTIVATION_LEAKY_RELU"),
+    ("GreaterOrEqual", 16, np.zeros(8, np.float16), "DML_OPERATOR_ELEMENT_WISE_LOGICAL_GREATER_THAN_OR_EQUAL"),  # LongRoPE's
+])
+def test_other_float16_function_ops_the_cpu_ep_lacks_stay_whole(op_type, opset, second, operator):
+    x = np.ones((2, 8), np.float16)
+    operands = [Feed(x)] + ([] if second is None else [second])
+    model, _ = single_node_model(op_type, operands, np.bool_ if second is not None else np.float16, 2, opset=opset)
+    assert plan_ops(model, {"in0": x.shape}) == [(op_type, operator)]
+
+
 def test_the_cpu_session_alone_inlines_it():
     """The reason for the pass: onnxruntime's CPU session, with no float16 Softmax kernel, expands it."""
     graph = EditableGraph(softmax_between())
