@@ -32,16 +32,20 @@ No exact value: they do not quantize.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Callable, Optional
 
 import numpy as np
+from onnx import TensorProto, helper
 
 from ..core.enums import DML_FEATURE_LEVEL as FL
 from ..core.enums import DML_OPERATOR_TYPE as OP
 from ..core.enums import DML_TENSOR_DATA_TYPE as DT
+from ..core.graph import internal_model
 from ..core.tensor_desc import view
 from ..numerics.kernels.eigen_log import eigen_log
 from ..numerics.kernels.mlas_exp import host_exp_lanes, mlas_exp
+from ..ort.reference import cpu_session
 from ..realep.placement import ON_DML_AS
 from .base import FLOATS, DevicePrecision, Operator, OperatorDesc, TensorDesc, rules
 from .importing import Fallback, NodeContext, padded_sizes, tensor
@@ -221,12 +225,27 @@ def cast_to_float16(y: np.ndarray) -> np.ndarray:
     """onnxruntime's Cast of float32 ``y`` to float16 after a float16 node InsertCastTransformer runs in float32:
     rounded to nearest even; a NaN quieted with its payload's top bits (the conversion instruction, as the Cast
     in had quieted a signalling one) except in the last ``size % 8`` elements, which MLAS converts one by one
-    to the sign and 0x7E00."""
+    to the sign and 0x7E00; on hosts without AVX2 (:func:`host_casts_nan_payloads` false) every element so."""
     half = y.astype(np.float16).reshape(-1)
     quieted = (half.view(np.uint16) | np.uint16(0x0200)).view(np.float16)
     canonical = ((half.view(np.uint16) & np.uint16(0x8000)) | np.uint16(0x7E00)).view(np.float16)
-    tail = np.arange(half.size) >= half.size - half.size % 8
+    tail = np.arange(half.size) >= (half.size - half.size % 8 if host_casts_nan_payloads() else 0)
     return np.where(np.isnan(half), np.where(tail, canonical, quieted), half).reshape(y.shape)
+
+
+_NAN_PROBE = np.full(8, np.uint32(0x7FA12000)).view(np.float32)  # a NaN with a payload, one vector of eight
+
+
+@functools.lru_cache(maxsize=1)
+def host_casts_nan_payloads() -> bool:
+    """Whether the host's onnxruntime casts float32 to float16 with MLAS's AVX2 kernel (platform.cpp's
+    CastF32ToF16Kernel: ``vcvtps2ph`` keeps a NaN's payload) or, without AVX2, element by element
+    (MLAS_Float2Half: the sign and 0x7E00), measured once on its Cast."""
+    graph = helper.make_graph([helper.make_node("Cast", ["x"], ["y"], to=TensorProto.FLOAT16)], "cast_probe",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [_NAN_PROBE.size])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT16, None)])
+    y = cpu_session(internal_model(graph, 13), threads=1).run(None, {"x": _NAN_PROBE})[0]
+    return bool(y.view(np.uint16)[0] != 0x7E00)
 
 
 EXP = DevicePrecision("D3D11.3 §22.10.6: exp (2^x) within 2^-21 relative, natural exp built on it; WebNN's conformance tolerance "
