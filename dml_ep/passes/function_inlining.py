@@ -15,16 +15,20 @@ the CPU EP's InsertCastTransformer would run a float16 node it has a float32 ker
 rewrites see a node of that op (a fusion may start from it as in the real session), and the node
 read back is the original. A stand-in a fusion swallowed stays as onnxruntime left it.
 
-Not covered: model-local functions and com.microsoft function ops (onnx.defs holds neither).
+Not covered: model-local functions (AOT inlining). com.microsoft ops, whose schemas onnx.defs lacks,
+are probed with a CPU session of the node alone where a float16 input may leave the CPU without a kernel.
 """
 
 from __future__ import annotations
 
 import functools
+import os
+import tempfile
 from typing import Iterable
 
 import numpy as np
 import onnx
+import onnxruntime as ort
 from onnx import TensorProto, helper
 
 from ..core.graph import op_domain
@@ -36,17 +40,49 @@ PREFIX = "dml_ep_kept_whole_"  # the stand-in's float32 values: no model's names
 
 def inlined_on_cpu(graph: EditableGraph) -> list[onnx.NodeProto]:
     """The nodes onnxruntime's CPU session would inline: ai.onnx ops whose schema at the model's
-    opset has a function body, for whose types the CPU EP registers no kernel."""
+    opset has a function body, for whose types the CPU EP registers no kernel; com.microsoft ops
+    with a float16 input (Gelu's body, contrib_defs.cc) that a CPU session of the node alone inlines."""
     opset = graph.opset("")
     found = []
     for node in graph.nodes:
-        if op_domain(node.domain) != "" or not _has_function(node.op_type, opset):
+        domain = op_domain(node.domain)
+        types = tuple([_type_string(graph.dtype(name)) if name else None for name in node.input])
+        if domain == "com.microsoft" and FLOAT16 in types and _contrib_inlined(
+                node.op_type, tuple(a.SerializeToString() for a in node.attribute), types, len(node.output)):
+            found.append(node)
+        if domain != "" or not _has_function(node.op_type, opset):
             continue
-        types = [_type_string(graph.dtype(name)) if name else None for name in node.input]
         outputs = [_type_string(graph.dtype(name)) if name else None for name in node.output]
-        if not _cpu_kernel(node.op_type, opset, tuple(types), tuple(outputs)):
+        if not _cpu_kernel(node.op_type, opset, types, tuple(outputs)):
             found.append(node)
     return found
+
+
+FLOAT16 = "tensor(float16)"
+
+
+@functools.lru_cache(maxsize=256)
+def _contrib_inlined(op_type: str, attributes: tuple[bytes, ...], types: tuple, outputs: int) -> bool:
+    """Whether onnxruntime's CPU session inlines a com.microsoft node of these attributes, input
+    ``types`` (None: omitted or unknown) and output count (ORT's own schemas, with their function
+    bodies, are not in onnx.defs): a session of such a node alone, made once per kind of node."""
+    if None in types:
+        return False
+    node = helper.make_node(op_type, [f"i{i}" for i in range(len(types))], [f"o{i}" for i in range(outputs)], domain="com.microsoft")
+    node.attribute.extend(onnx.AttributeProto.FromString(a) for a in attributes)
+    inputs = [helper.make_tensor_value_info(name, getattr(TensorProto, t[len("tensor("):-1].upper()), None) for name, t in zip(node.input, types)]
+    graph = helper.make_graph([node], "probe", inputs, [helper.make_empty_tensor_value_info(name) for name in node.output])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
+    options = ort.SessionOptions()
+    options.log_severity_level = 4
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    with tempfile.TemporaryDirectory(prefix="dml_ep-") as folder:
+        options.optimized_model_filepath = os.path.join(folder, "probe.onnx")
+        try:
+            ort.InferenceSession(model.SerializeToString(), options, providers=[CPU])
+        except Exception:  # noqa: BLE001  no kernel and no body: the CPU session cannot run it either way
+            return False
+        return all(n.op_type != node.op_type for n in onnx.load(options.optimized_model_filepath).graph.node)
 
 
 @functools.lru_cache(maxsize=None)
@@ -107,13 +143,13 @@ def _bound_types(schema, inputs: tuple, outputs: tuple) -> dict[str, str | None]
     return bound
 
 
-def stand_in(model: onnx.ModelProto, nodes: Iterable[onnx.NodeProto]) -> dict[str, onnx.NodeProto]:
-    """Put each of ``nodes`` (found by its outputs) in ``model`` on float32 between Casts; the
-    stand-ins' float32 outputs -> the original nodes, for :func:`restore`."""
+def stand_in(model: onnx.ModelProto, nodes: Iterable[onnx.NodeProto], graph: EditableGraph) -> dict[str, onnx.NodeProto]:
+    """Put each of ``nodes`` (found by its outputs) in ``model``, ``graph``'s, on float32 between
+    Casts; the stand-ins' float32 outputs -> the original nodes, for :func:`restore`."""
     wanted = {tuple(node.output): node for node in nodes}
     if not wanted:
         return {}
-    types = _float16_values(model)
+    types = _float16_values(model, [name for node in wanted.values() for name in (*node.input, *node.output) if name], graph)
     kept: dict[str, onnx.NodeProto] = {}
     rebuilt: list[onnx.NodeProto] = []
     for node in model.graph.node:
@@ -138,12 +174,16 @@ def stand_in(model: onnx.ModelProto, nodes: Iterable[onnx.NodeProto]) -> dict[st
     return kept
 
 
-def _float16_values(model: onnx.ModelProto) -> set[str]:
-    """The float16 values of the model, as the type inference of its graph knows them."""
+def _float16_values(model: onnx.ModelProto, names: list[str], graph: EditableGraph) -> set[str]:
+    """Which of ``names`` are float16: as onnxruntime typed the model (contrib ops too), and for a
+    value a pass made, as onnx's inference of ``model`` does."""
+    known = {name: graph.dtype(name) for name in names}
+    found = {name for name, dtype in known.items() if dtype == np.float16}
+    if all(dtype is not None for dtype in known.values()):
+        return found
     inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False).graph
     values = [*inferred.input, *inferred.value_info, *inferred.output]
-    names = {v.name for v in values if v.type.tensor_type.elem_type == TensorProto.FLOAT16}
-    return names | {t.name for t in inferred.initializer if t.data_type == TensorProto.FLOAT16}
+    return found | {v.name for v in values if v.name in known and known[v.name] is None and v.type.tensor_type.elem_type == TensorProto.FLOAT16}
 
 
 def restore(graph: onnx.GraphProto, kept: dict[str, onnx.NodeProto]) -> None:

@@ -162,7 +162,7 @@ def _optimized(graph: EditableGraph, level: int, qdq: bool, whole: list[onnx.Nod
     the arrays they are (``add_external_initializers``), not copied into the model, and come back
     in a file beside the optimized model, read only when they are new."""
     model = graph.to_model()
-    kept = stand_in(model, whole)
+    kept = stand_in(model, whole, graph)
     options = ort.SessionOptions()
     _weights_as_arrays(model, graph, options)
     options.log_severity_level = 4

@@ -21,6 +21,15 @@ def softmax_between(dtype=TensorProto.FLOAT16):
     return make(nodes, [helper.make_tensor_value_info("a", dtype, [2, 3, 8])], [helper.make_tensor_value_info("z", dtype, None)], opset=13)
 
 
+def softmax_after_a_contrib_op():
+    """com.microsoft Gelu -> Softmax, float16: a value onnx's own inference cannot type."""
+    nodes = [helper.make_node("Gelu", ["a"], ["x"], domain="com.microsoft"), helper.make_node("Softmax", ["x"], ["y"], axis=-1)]
+    model = make(nodes, [helper.make_tensor_value_info("a", TensorProto.FLOAT16, [2, 8])], [helper.make_tensor_value_info("y", TensorProto.FLOAT16, None)],
+                 opset=13)
+    model.opset_import.append(helper.make_opsetid("com.microsoft", 1))
+    return model
+
+
 def plan_ops(model, shapes):
     return [(entry.node.op_type, getattr(entry, "operator", None)) for entry in plan_model(model, input_shapes=shapes).entries]
 
@@ -48,6 +57,10 @@ def test_other_float16_function_ops_the_cpu_ep_lacks_stay_whole(op_type, opset, 
     operands = [Feed(x)] + ([] if second is None else [second])
     model, _ = single_node_model(op_type, operands, np.bool_ if second is not None else np.float16, 2, opset=opset)
     assert plan_ops(model, {"in0": x.shape}) == [(op_type, operator)]
+
+
+def test_a_softmax_reading_a_contrib_op_stays_whole():
+    assert [op for op, _ in plan_ops(softmax_after_a_contrib_op(), {"a": (2, 8)})] == ["Gelu", "Softmax"]
 
 
 def test_the_cpu_session_alone_inlines_it():
