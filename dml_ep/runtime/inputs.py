@@ -454,7 +454,8 @@ def _natural_key(file: str):
     return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", file)]
 
 
-INDEX_OUT_OF_RANGE = re.compile(r"out of (data )?bounds|out of range|invalid indi", re.IGNORECASE)  # onnxruntime's Gather*, Scatter*
+# onnxruntime's Gather*, Scatter*; dml_ep's DirectML Gather
+INDEX_OUT_OF_RANGE = re.compile(r"out of (data )?bounds|out of range|invalid indi|an index is outside", re.IGNORECASE)
 
 
 @contextlib.contextmanager

@@ -79,7 +79,7 @@ def test_partitions_are_the_runs_in_execution_order():
         helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"]),
         helper.make_node("MaxPool", ["q"], ["a"], kernel_shape=[1, 1]),  # two unconnected branches,
         helper.make_node("AveragePool", ["x"], ["b"], kernel_shape=[1, 1]),  # consecutive
-        helper.make_node("Relu", ["b"], ["c"]),
+        helper.make_node("Softplus", ["b"], ["c"]),
         conv("a", "d", "w"),
         helper.make_node("DequantizeLinear", ["d", "s", "z"], ["e"]),
         helper.make_node("Add", ["e", "c"], ["y"]),
@@ -89,12 +89,12 @@ def test_partitions_are_the_runs_in_execution_order():
     graph = helper.make_graph(nodes, "runs", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 5, 5])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 5, 5])], initializers)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 22)])  # MaxPool-22: on the CPU
-    # MaxPool, AveragePool and Relu run consecutively (two unconnected branches, one session; a
-    # float Relu never maps: dml_ep models int8 Relu only) after the QuantizeLinear-21 (QUANTIZE);
+    # MaxPool, AveragePool and Softplus run consecutively (two unconnected branches, one session; a
+    # standalone Softplus never maps: on DirectML in the real EP, not modelled) after the QuantizeLinear-21 (QUANTIZE);
     # the conv ends the run; the DequantizeLinear-21 after it is DEQUANTIZE (Add maps to DirectML).
     planner = Planner(model)
     groups = {tuple(planner.nodes[i].op_type for i in group) for group in fallback_partitions(planner).values()}
-    assert groups == {("AveragePool", "MaxPool", "Relu")}
+    assert groups == {("AveragePool", "MaxPool", "Softplus")}
     feeds = {"x": rng.uniform(0, 10, (1, 4, 5, 5)).astype(np.float32)}
     ours = dml_ep.InferenceSession(model, arithmetic="onnxruntime").run(None, feeds)[0]
     np.testing.assert_allclose(ours, cpu_session(model, "ort-exact").run(None, feeds)[0], rtol=1e-6)
@@ -123,10 +123,10 @@ def test_partitions_free_values_in_execution_order():
     freed before node 1 read it. Partitions are whole runs now, and values are freed after the last
     step that reads them in execution order."""
     nodes = [
-        helper.make_node("Sigmoid", ["x"], ["a1"], name="a1"),
-        helper.make_node("Abs", ["a1"], ["a2"], name="a2"),
-        helper.make_node("Max", ["a2", "x"], ["a3"], name="a3"),
-        helper.make_node("Neg", ["x"], ["b1"], name="b1"),
+        helper.make_node("Softplus", ["x"], ["a1"], name="a1"),  # float ops dml_ep does not model
+        helper.make_node("Softsign", ["a1"], ["a2"], name="a2"),
+        helper.make_node("PRelu", ["a2", "x"], ["a3"], name="a3"),
+        helper.make_node("Elu", ["x"], ["b1"], name="b1"),
     ]
     info = helper.make_tensor_value_info
     graph = helper.make_graph(nodes, "interleaved", [info("x", TensorProto.FLOAT, [1, 4])],
@@ -147,10 +147,10 @@ def test_independent_fallback_nodes_share_a_session_across_directml_nodes():
     node 0's output and x, whose last reader by index is node 2: x must outlive the partition's
     step, and node 0's output leave it. Node 3 reads node 1's output: a partition of its own."""
     nodes = [
-        helper.make_node("Neg", ["x"], ["n"], name="n"),
+        helper.make_node("Softplus", ["x"], ["n"], name="n"),  # Softplus, PRelu, Softsign: not modelled
         helper.make_node("Add", ["n", "x"], ["a"], name="a"),
-        helper.make_node("Max", ["n", "x"], ["b"], name="b"),
-        helper.make_node("Neg", ["a"], ["c"], name="c"),
+        helper.make_node("PRelu", ["n", "x"], ["b"], name="b"),
+        helper.make_node("Softsign", ["a"], ["c"], name="c"),
     ]
     info = helper.make_tensor_value_info
     graph = helper.make_graph(nodes, "wide", [info("x", TensorProto.FLOAT, ["batch", 4])],  # the run plans: batch is 2
@@ -194,14 +194,16 @@ def test_a_runs_mac_share_counts_the_nodes_inside_partitions():
 @pytest.mark.parametrize(("shape", "pooled"), [([1, 16, 64], False), ([1, 128, 384], False), ([1, 512, 384], True), (["N", 16, 64], True)],
                          ids=["small", "encoder-sized", "large", "unknown"])
 def test_a_thread_pool_only_for_fallback_nodes_that_may_be_large(shape, pooled):
-    """A pool's wake-ups cost small nodes more than they share; a size unknown before the run keeps one."""
+    """A pool's wake-ups cost small nodes more than they share; a size unknown before the run keeps one.
+    A double LayerNormalization: the DML EP's kernel takes float and float16 only, so it falls back."""
     info = helper.make_tensor_value_info
     width = 64 if shape[-1] == 64 else 384
     graph = helper.make_graph([helper.make_node("LayerNormalization", ["x", "g", "b"], ["y"], axis=-1)], "norm",
-                              [info("x", TensorProto.FLOAT, shape)], [info("y", TensorProto.FLOAT, None)],
-                              [const("g", np.ones(width, np.float32)), const("b", np.zeros(width, np.float32))])
+                              [info("x", TensorProto.DOUBLE, shape)], [info("y", TensorProto.DOUBLE, None)],
+                              [const("g", np.ones(width)), const("b", np.zeros(width))])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
     session = dml_ep.InferenceSession(model)
-    feeds = {"x": np.random.default_rng(0).standard_normal([1 if d == "N" else d for d in shape], dtype=np.float32)}
+    assert [type(entry) for entry in session.plan.entries] == [FallbackNode]
+    feeds = {"x": np.random.default_rng(0).standard_normal([1 if d == "N" else d for d in shape])}
     np.testing.assert_array_equal(session.run(None, feeds)[0], cpu_session(model).run(None, feeds)[0])
     assert session.executor._pooled == pooled

@@ -60,8 +60,8 @@ def test_the_first_run_on_the_declared_shapes_replays_the_plan_made_at_load(monk
     """The plan made at load is the first run's steps where every shape is static: no node is planned
     again. With a symbolic dimension (taken as 1 at load) the first run plans."""
     info = helper.make_tensor_value_info
-    nodes = [helper.make_node("Add", ["x", "c"], ["a"]), helper.make_node("Sigmoid", ["a"], ["s"]),
-             helper.make_node("Neg", ["s"], ["n"]), helper.make_node("Add", ["n", "c"], ["y"])]
+    nodes = [helper.make_node("Add", ["x", "c"], ["a"]), helper.make_node("Softplus", ["a"], ["s"]),
+             helper.make_node("Softsign", ["s"], ["n"]), helper.make_node("Add", ["n", "c"], ["y"])]
     constant = [numpy_helper.from_array(np.float32([0.5, -1, 2]), "c")]
     feeds = {"x": np.float32([[1, -2, 3], [0.25, 4, -8]])}
     for dims, replays in (([2, 3], True), (["batch", 3], False)):

@@ -4,7 +4,7 @@ runs with ``onnxruntime`` and with ``dml_ep`` and gets the same answers and the 
 
 The model is float with small integer weights and inputs, so that every sum is exact in float32
 whatever its order: dml_ep's DirectML convolution and onnxruntime's give equal bits on any host.
-Its Mod and Neg nodes fall back to the CPU EP (dml_ep models no DirectML operator for them).
+Its Mod and Softsign nodes fall back to the CPU EP (dml_ep models no DirectML operator for them).
 """
 
 from __future__ import annotations
@@ -30,12 +30,12 @@ EVENT_KEYS = {"cat", "pid", "tid", "dur", "ts", "ph", "name", "args"}
 
 @pytest.fixture
 def model_path(tmp_path, monkeypatch):
-    """Conv (+ Relu) on DirectML, Mod and Neg on the CPU EP; the working directory is tmp_path, where profiles go."""
+    """Conv (+ Relu) on DirectML, Mod and Softsign on the CPU EP; the working directory is tmp_path, where profiles go."""
     monkeypatch.chdir(tmp_path)
     weight = numpy_helper.from_array(np.arange(-8, 8, dtype=np.float32).reshape(2, 2, 2, 2), "w")
     three = numpy_helper.from_array(np.array(3, np.float32), "three")
     nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv"), helper.make_node("Relu", ["c"], ["r"], name="relu"),
-             helper.make_node("Mod", ["r", "three"], ["y"], name="mod", fmod=1), helper.make_node("Neg", ["r"], ["z"], name="neg")]
+             helper.make_node("Mod", ["r", "three"], ["y"], name="mod", fmod=1), helper.make_node("Softsign", ["r"], ["z"], name="softsign")]
     graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, SHAPE)],
                               [helper.make_tensor_value_info(name, TensorProto.FLOAT, [1, 2, 3, 3]) for name in ("y", "z")],
                               [weight, three])
@@ -177,8 +177,8 @@ def test_the_profile_says_where_each_node_ran(model_path):
     assert conv["args"]["model_nodes"] == ["conv", "relu"] and conv["args"]["feature_level"].startswith("DML_FEATURE_LEVEL_")
     assert conv["args"]["input_type_shape"] == [{"float": SHAPE}, {"float": [2, 2, 2, 2]}]
     assert conv["args"]["output_type_shape"] == [{"float": [1, 2, 3, 3]}]
-    # Mod and Neg run as one onnxruntime session: one event naming both
-    assert fallback["args"]["provider"] == "CPUExecutionProvider" and fallback["args"]["partition"] == ["mod", "neg"]
+    # Mod and Softsign run as one onnxruntime session: one event naming both
+    assert fallback["args"]["provider"] == "CPUExecutionProvider" and fallback["args"]["partition"] == ["mod", "softsign"]
     assert "Mod" in fallback["args"]["fallback_reason"]
     assert all(event["dur"] >= 0 and event["ts"] >= 0 for event in nodes)
 
