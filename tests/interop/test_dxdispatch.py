@@ -21,7 +21,7 @@ import numpy as np
 import onnx
 import pytest
 from dxdispatch_replays import MISSING_SHARED, SHARED, export_and_replay, schema_validator, shipped_schema, validate
-from onnx_builders import Feed, add, qlinear_add, qlinear_conv, qlinear_matmul
+from onnx_builders import Feed, add, qlinear_add, qlinear_conv, qlinear_matmul, single_node_model
 
 import dml_ep
 from dml_ep.core.errors import DxDispatchError
@@ -83,9 +83,23 @@ def test_convolution_example_replays():
 
 
 @needs_shared
-def test_examples_of_operators_dml_ep_does_not_model_say_so_when_run():
-    model = dxdispatch.load(str(SHARED / "dml_owned_tensors.json"))
-    with pytest.raises(DxDispatchError, match="DML_OPERATOR_ELEMENT_WISE_ADD is not modelled by dml_ep"):
+def test_owned_tensors_example_replays():
+    """ELEMENT_WISE_ADD with A bound to the dispatchable (OWNED_BY_DML) and B at the dispatch: [6, 10, -2]."""
+    out = dxdispatch.load(str(SHARED / "dml_owned_tensors.json")).run()["Out"]
+    assert out.dtype == np.float32 and out.tolist() == [6.0, 10.0, -2.0]
+
+
+@needs_shared
+def test_examples_of_operators_dml_ep_does_not_model_say_so_when_run(tmp_path):
+    """The owned-tensors example with its ADD made an ELEMENT_WISE_ATAN, which dml_ep does not model."""
+    data = json.loads((SHARED / "dml_owned_tensors.json").read_text())
+    dispatchable = data["dispatchables"]["add"]
+    dispatchable.update(type="DML_OPERATOR_ELEMENT_WISE_ATAN", bindings={"InputTensor": "A"})
+    dispatchable["desc"] = {"InputTensor": dispatchable["desc"]["ATensor"], "OutputTensor": dispatchable["desc"]["OutputTensor"]}
+    data["commands"][0]["bindings"] = {"OutputTensor": "Out"}
+    (tmp_path / "atan.json").write_text(json.dumps(data))
+    model = dxdispatch.load(str(tmp_path / "atan.json"))
+    with pytest.raises(DxDispatchError, match="DML_OPERATOR_ELEMENT_WISE_ATAN is not modelled by dml_ep"):
         model.run()
 
 
@@ -301,7 +315,7 @@ def test_from_dict_reads_dxdispatch_spellings():
     (lambda d: d["desc"]["InputTensor"].update(TotalTensorSizeInBytes=8), r"less than the 3072 bytes"),
     (lambda d: d["desc"]["InputTensor"].update(Flags="OWNED"), r"unknown tensor flag 'OWNED'"),
     (lambda d: d["desc"]["InputTensor"].update(Strides=[1, 1]), r"do not agree"),
-    (lambda d: d.update(type="DML_OPERATOR_ELEMENT_WISE_ADD"), r"DML_OPERATOR_ELEMENT_WISE_ADD is not modelled by dml_ep"),
+    (lambda d: d.update(type="DML_OPERATOR_ELEMENT_WISE_ATAN"), r"DML_OPERATOR_ELEMENT_WISE_ATAN is not modelled by dml_ep"),
 ])
 def test_from_dict_refuses_malformed_descs(built, edit, message):
     plan = dml_ep.InferenceSession(built("small_cnn")).plan
@@ -454,9 +468,9 @@ def test_cli_export_with_inputs_and_feature_level(built, tmp_path):
 
 
 def test_cli_export_of_a_model_with_nothing_on_directml_says_so(tmp_path):
-    model, _ = add(np.ones(3, np.int32), np.ones(3, np.int32))  # int32 Add: no DirectML operator dml_ep models
-    onnx.save(model, tmp_path / "int_add.onnx")
-    result = dml_ep_cli("export", tmp_path / "int_add.onnx", "--dxdispatch", tmp_path / "out")
+    model, _ = single_node_model("Softplus", [Feed(np.ones(3, np.float32))], np.float32, 1)  # not modelled by dml_ep
+    onnx.save(model, tmp_path / "softplus.onnx")
+    result = dml_ep_cli("export", tmp_path / "softplus.onnx", "--dxdispatch", tmp_path / "out")
     assert result.returncode == 2 and result.stderr.count("\n") == 1
     assert "no node of this model runs on DirectML" in result.stderr and not (tmp_path / "out").exists()
 
