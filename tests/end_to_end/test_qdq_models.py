@@ -41,6 +41,9 @@ def qdq_targets(model: onnx.ModelProto) -> list[onnx.NodeProto]:
     return targets
 
 
+FLOAT_OPERATOR = {"Mul": "DML_OPERATOR_ELEMENT_WISE_MULTIPLY", "Gemm": "DML_OPERATOR_GEMM", "Softmax": "DML_OPERATOR_ACTIVATION_SOFTMAX1"}
+
+
 @pytest.mark.parametrize("name", MODELS)
 def test_qdq_conv_matmul_add_run_on_directml(built, name):
     model = onnx.load(built(name, "qdq"))
@@ -56,11 +59,12 @@ def test_qdq_conv_matmul_add_run_on_directml(built, name):
         assert node.name == entry.node.name  # the rewritten node keeps the target's name
     assert plan.summary()["dml"]["macs_percent"] >= 99.0
     for node in model.graph.node:
-        if node.op_type in ("Mul", "Gemm"):
+        if node.op_type in FLOAT_OPERATOR:
             entry = entry_of[node.SerializeToString()]
-            assert entry.node.op_type == node.op_type and entry.origin.cpu_rule in ("2DQ", "Gemm")
-            # a float Mul or Gemm between DQs and Q (QLinearMul, QGemm are for CPU nodes only): DirectML's float operator
-            assert isinstance(entry, DmlNode) and entry.operator == {"Mul": "DML_OPERATOR_ELEMENT_WISE_MULTIPLY", "Gemm": "DML_OPERATOR_GEMM"}[node.op_type]
+            assert entry.node.op_type == node.op_type and entry.origin.cpu_rule in ("2DQ", "Gemm", "1DQ")
+            # a float Mul, Gemm or Softmax between DQs and Q (QLinearMul, QGemm, QLinearSoftmax are for CPU nodes only):
+            # DirectML's float operator
+            assert isinstance(entry, DmlNode) and entry.operator == FLOAT_OPERATOR[node.op_type]
 
 
 @pytest.mark.parametrize("name", MODELS)
@@ -68,9 +72,10 @@ def test_qoperator_and_qdq_models_give_the_same_descs(built, name):
     qoperator = plan_model(onnx.load(built(name)))
     qdq = plan_model(onnx.load(built(name, "qdq")))
     # the quantized operators; the QDQ model keeps DequantizeLinear nodes no rule fuses (on DirectML too), and a
-    # float Gemm or Mul between them (QGemm and QLinearMul in the QOperator model, which the real EP leaves to the CPU)
-    products = [[e.desc.to_dict() for e in plan.dml_nodes if e.node.op_type not in ("QuantizeLinear", "DequantizeLinear", "Gemm", "Mul")]
-                for plan in (qdq, qoperator)]
+    # float Gemm, Mul or Softmax between them (QGemm, QLinearMul and QLinearSoftmax in the QOperator model, which the
+    # real EP leaves to the CPU; their QDQ rules are for CPU nodes only, so the DML EP takes the float node)
+    float_ops = ("QuantizeLinear", "DequantizeLinear", "Gemm", "Mul", "Softmax")
+    products = [[e.desc.to_dict() for e in plan.dml_nodes if e.node.op_type not in float_ops] for plan in (qdq, qoperator)]
     assert products[0] == products[1] and len(products[0]) > 0
 
 
