@@ -51,7 +51,7 @@ KINDS = ("fallback-chain", "fallback-wide", "dml-chain", "shared-dq")
 SIZES = (1000, 2000, 5000, 10000)
 TARGETS = "time per node flat from 1,000 to 10,000 nodes, within 3x of onnxruntime's session creation + run; peak RSS within 1.5x"
 FLAT, TIME_RATIO, RSS_RATIO = 1.5, 3.0, 1.5
-FALLBACK_OPS = ("Sigmoid", "Neg", "Abs")  # on DirectML in the real EP, not modelled by dml_ep
+FALLBACK_OPS = ("Softplus", "Softsign", "Elu")  # on DirectML in the real EP, not modelled by dml_ep
 
 
 def _model(nodes, shape, outputs, initializers=()) -> onnx.ModelProto:
