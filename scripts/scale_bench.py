@@ -8,7 +8,7 @@ bench.py times real models, whose few hundred nodes hide costs that grow with th
 onnxruntime session and thread pool each). This script builds tiny-tensor graphs of N nodes, so
 that the time is all per-node overhead, of four kinds:
 
-  fallback-chain  N float Sigmoid/Neg/Abs in a chain, [1,16]: all on onnxruntime's CPU fallback
+  fallback-chain  N float Softplus/Softsign/Elu in a chain, [1,16]: all on onnxruntime's CPU fallback
   fallback-wide   N of them each reading the graph input and each a graph output
   dml-chain       N float Adds of a constant in a chain: all ELEMENT_WISE_ADD1 on DirectML
   shared-dq       one weight DequantizeLinear shared by N/3 QDQ Conv groups (DQ -> Conv -> Q) in a
