@@ -11,6 +11,7 @@ from onnx import TensorProto, helper
 import dml_ep
 from dml_ep.conformance.compare import compare_model
 from dml_ep.core.errors import RealEpError
+from dml_ep.numerics.kernels.mlas_sgemm import host_sgemm
 from dml_ep.operators.multihead_attention import device_precision
 from dml_ep.ort.reference import cpu_session
 
@@ -335,12 +336,13 @@ def test_multi_head_attention_runs_on_multihead_attention_near_the_cpu_kernel(ca
 @pytest.mark.parametrize("case", MHA_CASES)
 def test_multi_head_attention_in_the_onnxruntime_arithmetic_is_the_cpu_kernel_but_for_flash(case, dtype):
     """The CPU kernel's MLAS path bit for bit (float16 through onnxruntime's casts to float32);
-    where onnxruntime runs its flash kernel, within 1 ULP of the output's largest magnitude."""
+    where onnxruntime runs its flash kernel, within 1 ULP of the output's largest magnitude (2 on a
+    host without FMA3, whose MLAS kernels round each product apart: measured under QEMU's Nehalem)."""
     model, feeds = mha_model(2, 3, 5, 4, 8, 8, dtype, **MHA_CASES[case])
     ours = dml_ep.InferenceSession(model.SerializeToString(), arithmetic="onnxruntime").run(None, feeds)
     theirs = cpu_session(model).run(None, feeds)
     if case in FLASH:
-        assert ulps(ours[0], theirs[0]) <= 1
+        assert ulps(ours[0], theirs[0]) <= (1 if host_sgemm().fused else 2)
     else:
         for mine, reference in zip(ours, theirs):
             np.testing.assert_array_equal(mine, reference)
