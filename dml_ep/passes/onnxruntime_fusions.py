@@ -56,6 +56,7 @@ FUSION_OF = {  # the onnxruntime transformer that makes each op type
 NAME = "onnxruntime Level 1-2"
 INSERTED_CAST = "InsertedPrecisionFreeCast_"
 INLINED = "_inlfunc_"  # the names onnxruntime gives an inlined function body's values (function_utils.cc)
+INLINING = "onnxruntime function inlining"  # a node of a function body inlined because no EP took the node (InlineNodes)
 
 
 def onnxruntime_fusions(graph: EditableGraph, level: int = 2, qdq: bool = True,
@@ -278,6 +279,8 @@ def _rule(new: onnx.NodeProto, owned: list) -> str:
     others = sorted(types - {new.op_type})
     if new.op_type in types and others:
         return "elimination of " + ", ".join(others)
+    if new.op_type not in FUSION_OF and any(name.startswith(INLINED) for name in (*new.input, *new.output)):
+        return INLINING  # a body node (a SequenceMap's Loop): the real EP partitions it afresh, no rule made it for DirectML
     return FUSION_OF.get(new.op_type, NAME)
 
 

@@ -29,6 +29,7 @@ from ..operators.registration import GRAPHS
 from ..ort.inference import static_values
 from ..passes import (DEFAULT_RELEASE, DML, MATMUL_NBITS_ACCURACY_LEVEL, RELEASE_NAMES, RELEASES, EditableGraph, constant_folding,
                       constant_nodes_to_initializers, dml_operator_fusion, matmul_integer_to_float_fusion, onnxruntime_fusions, qdq_transformer)
+from ..passes.onnxruntime_fusions import INLINING
 from ..realep.placement import CPU_CLASSES, ON_CPU, Placement, place_nodes
 from .importer import DEFAULT_FEATURE_LEVEL, NodeImporter, opset_versions
 from .plan import Plan
@@ -148,7 +149,7 @@ class Planner:
                    run_data: dict | None = None) -> PlanEntry:
         placed = self.on_cpu.get(io.outputs[0]) if io.outputs else None
         if placed is not None:
-            if origin.rules and placed.kind == "no-kernel":
+            if set(origin.rules) - {INLINING} and placed.kind == "no-kernel":
                 raise RealEpError(
                     f"onnxruntime {self.qdq_rules}'s QDQ rule ({origin.rule}) makes {node.op_type} for a DML node, "
                     "and the DML EP has no kernel for it: the real EP fails at session initialization "

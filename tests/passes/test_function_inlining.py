@@ -9,6 +9,7 @@ from onnx import TensorProto, helper
 import dml_ep
 from dml_ep.passes import EditableGraph, onnxruntime_fusions
 from dml_ep.passes.function_inlining import inlined_on_cpu
+from dml_ep.passes.onnxruntime_fusions import INLINING
 from dml_ep.planning.planner import plan_model
 from dml_ep.ort.reference import cpu_session
 from onnx_builders import Feed, make, single_node_model
@@ -82,6 +83,20 @@ def test_an_op_the_dml_ep_has_no_kernel_for_is_inlined_as_in_the_real_ep():
     x = np.ones((2, 8), np.float16)
     model, _ = single_node_model("HardSwish", [Feed(x)], np.float16, 2, opset=14)
     assert [op for op, _ in plan_ops(model, {"in0": x.shape})] == ["HardSigmoid", "Mul"]
+
+
+def test_a_body_inlined_for_no_ep_is_partitioned_afresh():
+    """SequenceMap (no DML kernel) is inlined into SequenceEmpty, SequenceLength and a Loop, which the DML EP has no
+    kernel for either: the real EP leaves the Loop to the CPU (InlineNodes, then partitioning again); no QDQ or fusion
+    rule made it for a DML node, so it is no session-initialization failure."""
+    seq = helper.make_tensor_sequence_value_info
+    body = helper.make_graph([helper.make_node("Add", ["a", "b"], ["c"])], "body",
+                             [helper.make_tensor_value_info(n, TensorProto.FLOAT, [3]) for n in "ab"],
+                             [helper.make_tensor_value_info("c", TensorProto.FLOAT, [3])])
+    node = helper.make_node("SequenceMap", ["x0", "x1"], ["y0"], body=body)
+    model = make([node], [seq("x0", TensorProto.FLOAT, [3]), seq("x1", TensorProto.FLOAT, [3])], [seq("y0", TensorProto.FLOAT, [3])])
+    loop, = [e for e in plan_model(model).entries if e.node.op_type == "Loop"]
+    assert loop.kind == "no-kernel" and loop.origin.rules == (INLINING,)
 
 
 def test_a_float16_log_softmax_stays_whole_on_its_dml_kernel():
