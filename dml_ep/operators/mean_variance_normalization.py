@@ -24,16 +24,19 @@ Kernel, per normalization (the elements that differ only in ``Axes``):
   and variance of float32 values are near-exact in float64 whatever the order, so this is the point
   every device's order of summation scatters around. WebNN holds layerNormalization to an absolute
   1/1024 (float32), 1/512 (float16), which ``device_precision`` gives.
-- ``"onnxruntime"``: onnxruntime's CPU kernels as measured on 1.32 (their source in the index is
-  older). RMS norm (UseMean 0: SimplifiedLayerNormalization, SkipSimplifiedLayerNormalization) is
-  contrib_ops/cpu/skip_layer_norm.cc's and layer_norm_impl.cc's loop: a sequential float32 sum of
-  ``x * x``, ``sqrt(sum / n + epsilon)``, then ``x / that * scale`` in float32 (float16 widened, the
-  result rounded to float16): bit for bit. Layer norm (UseMean 1): 1.32 computes the mean and the
-  mean square in float64 (its Mean output is the correctly rounded mean), and the output as
-  ``fma((x - mean) * inv_std, scale, bias)`` in float32 (measured: exact when fed 1.32's own mean and
-  inv_std). Its inv_std is 1 or 2 float32 ULP off every float64 formula tried in 20-35 % of rows;
-  dml_ep takes ``1 / sqrt(float(variance) + epsilon)`` in float32, the closest found, so a float32
-  layer norm is within 2 ULP of onnxruntime, not bit for bit (tests pin it).
+- ``"onnxruntime"``: onnxruntime 1.32's CPU kernels bit for bit, float32 and float16 (float16 widened
+  exactly, the result rounded once), as measured against 1.32 (its Y, Mean and InvStdDev outputs over
+  thousands of rows; the source in the index, a plain scalar loop, is older). layer_norm_impl.cc
+  (LayerNormalization, SimplifiedLayerNormalization) has a scalar loop for rows shorter than 8 (float32
+  layer norm) or 16 (float16, and RMS norm), else an AVX2 loop. Scalar layer norm: Welford in float32
+  (``delta = x - mean; mean += delta / k; m2 += delta * (x - mean)``), ``root = sqrt(m2 / n + epsilon)``,
+  ``y = (x - mean) / root * scale + bias``, each op rounded. Scalar RMS norm: a sequential float32 sum of
+  ``x * x``, ``y = x / root * scale``. AVX2 layer norm: the mean correctly rounded (a float64 sum), the sum
+  of ``(x - mean)^2`` in 8 fma lanes added by halves (8 -> 4 -> 2 -> 1), then the tail (float32: 4 rounded
+  squares added in turn when 4 or more are left, the rest fused; float16: all fused);
+  ``y = fma((x - mean) * (1 / root), scale, bias)``. AVX2 RMS norm: that sum of ``x * x``, then
+  ``x * (1 / root) * scale``. skip_layer_norm.cc (SkipLayerNormalization, SkipSimplifiedLayerNormalization,
+  marked by :data:`SKIP_LAYER_NORM`) runs the scalar loop at every size.
 """
 
 from __future__ import annotations
@@ -53,13 +56,15 @@ from .activation import ActivationDesc, apply_activation
 from .base import FLOATS, DevicePrecision, Operator, OperatorDesc, TensorDesc, rules
 from .importing import Fallback, NodeContext, tensor
 from .kernel_state import KernelState
-from .nodes import DmlNode
+from .nodes import DmlNode, Imported
 
 # --- desc ------------------------------------------------------------------------------------
 
 _DIMS = {FL.FL_6_3: (1, 8)}
 _FIELDS = ("InputTensor", "ScaleTensor", "BiasTensor", "OutputTensor")
 F32, F16 = np.dtype(np.float32), np.dtype(np.float16)
+SKIP_LAYER_NORM = "skip_layer_norm.cc"  # Imported.onnxruntime of SkipLayerNormalization's MVN2: that kernel's scalar loop at every size
+SCALAR = 2**62  # a vector_from no row reaches
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,7 +121,9 @@ def layer_normalization(ctx: NodeContext) -> DmlNode:
 def graph_normalization(ctx: NodeContext) -> DmlNode:
     """com.microsoft.dml DmlMeanVarianceNormalization: SkipLayerNormalization's MVN2 over the last
     axis (inputs: the sum, gamma, and the post-normalization bias)."""
-    return _normalization(ctx, bool(ctx.attr("simplified", 0)))
+    made = _normalization(ctx, bool(ctx.attr("simplified", 0)))
+    made.imported = Imported(SKIP_LAYER_NORM)
+    return made
 
 
 def _normalization(ctx: NodeContext, simplified: bool) -> DmlNode:
@@ -169,8 +176,12 @@ def mean_variance_normalization2(desc: DML_MEAN_VARIANCE_NORMALIZATION2_OPERATOR
     scale = None if desc.ScaleTensor is None else rows(view(tensors["ScaleTensor"], desc.ScaleTensor))
     bias = None if desc.BiasTensor is None else rows(view(tensors["BiasTensor"], desc.BiasTensor))
     values = rows(x)
-    normalize = _onnxruntime if options.onnxruntime and desc.UseVariance else _directml
-    y = normalize(values, scale, bias, desc)
+    if options.onnxruntime and desc.UseVariance:
+        half = desc.InputTensor.DataType.name == "FLOAT16"
+        vector_from = SCALAR if state.imported.onnxruntime == SKIP_LAYER_NORM else 16 if half or not desc.UseMean else 8
+        y = _onnxruntime(values, scale, bias, desc, vector_from, half)
+    else:
+        y = _directml(values, scale, bias, desc)
     if desc.FusedActivation is not None:
         y = apply_activation(desc.FusedActivation, np.asarray(y, np.float32))
     shaped = np.asarray(y).reshape([sizes[axis] for axis in order]).transpose(np.argsort(order))
@@ -187,23 +198,57 @@ def _directml(x: np.ndarray, scale, bias, desc) -> np.ndarray:
     return y if bias is None else y + bias
 
 
-def _onnxruntime(x: np.ndarray, scale, bias, desc) -> np.ndarray:
-    """onnxruntime 1.32's CPU layer norm and RMS norm in float32 (module docstring)."""
+def _onnxruntime(x: np.ndarray, scale, bias, desc, vector_from: int, half: bool) -> np.ndarray:
+    """onnxruntime 1.32's CPU layer norm and RMS norm in float32 (module docstring): its scalar loop for
+    rows shorter than ``vector_from``, else its AVX2 loop (whose tail ``half``, float16 tensors, fuses)."""
     n, epsilon = x.shape[1], np.float32(desc.Epsilon)
     one = np.ones_like(x[:1])
     scale = one if scale is None else scale
     if not desc.UseMean:
-        mean_square = np.cumsum(x * x, axis=1, dtype=np.float32)[:, -1:]
-        root = np.sqrt(mean_square / np.float32(n) + epsilon, dtype=np.float32)
-        y = x / root * scale
+        if n < vector_from:  # the scalar loop: a float32 sum of squares in turn, then x / root * scale
+            root = np.sqrt(np.cumsum(x * x, axis=1, dtype=np.float32)[:, -1:] / np.float32(n) + epsilon, dtype=np.float32)
+            y = x / root * scale
+        else:  # the vector loop: 8 fma lanes, then x * (1 / root) * scale
+            y = x * (np.float32(1) / np.sqrt(_sum_of_squares(x, half) / np.float32(n) + epsilon, dtype=np.float32))[:, None] * scale
         return y if bias is None else y + bias  # the DML graph's post-normalization bias (SkipSimplifiedLayerNormalization's input 3)
-    x64 = x.astype(np.float64)
-    total, squares = np.cumsum(x64, axis=1)[:, -1:], np.cumsum(x64 * x64, axis=1)[:, -1:]
-    mean = total / n
-    variance = (squares / n - mean * mean).astype(np.float32)
-    inv_std = np.float32(1) / np.sqrt(variance + epsilon, dtype=np.float32)
-    centred = (x - mean.astype(np.float32)) * inv_std
+    mean, root = _onnxruntime_statistics(x, epsilon, n < vector_from, half)
+    if n < vector_from:  # the scalar loop: (x - mean) / root * scale + bias, each op rounded
+        y = (x - mean) / root * scale
+        return y if bias is None else y + bias
+    centred = (x - mean) * (np.float32(1) / root)
     return fma32(centred, np.broadcast_to(scale, x.shape), np.zeros_like(x) if bias is None else np.broadcast_to(bias, x.shape))
+
+
+def _onnxruntime_statistics(x: np.ndarray, epsilon: np.float32, scalar: bool, half: bool) -> tuple[np.ndarray, np.ndarray]:
+    """onnxruntime 1.32's float32 mean and ``sqrt(variance + epsilon)`` per row (module docstring)."""
+    n = x.shape[1]
+    if scalar:  # Welford in float32: mean += delta / k; m2 += delta * (x - mean), each op rounded
+        mean, m2 = np.zeros_like(x[:, 0]), np.zeros_like(x[:, 0])
+        for k in range(n):
+            delta = x[:, k] - mean
+            mean = mean + delta / np.float32(k + 1)
+            m2 = m2 + delta * (x[:, k] - mean)
+    else:  # two passes: the mean correctly rounded, then the sum of (x - mean)^2
+        mean = (x.astype(np.float64).sum(axis=1) / n).astype(np.float32)
+        m2 = _sum_of_squares(x - mean[:, None], half)
+    return mean[:, None], np.sqrt(m2 / np.float32(n) + epsilon, dtype=np.float32)[:, None]
+
+
+def _sum_of_squares(x: np.ndarray, half: bool) -> np.ndarray:
+    """Each row's float32 sum of squares as onnxruntime 1.32's AVX2 loop adds it: 8 fma lanes, the
+    horizontal sum (halves added: 8 -> 4 -> 2 -> 1), then the tail: for float32, 4 rounded squares
+    added in turn (when 4 or more are left), the rest fused; for float16 all fused."""
+    n = x.shape[1]
+    full = n // 8 * 8
+    lanes = np.zeros_like(x[:, :8])
+    for start in range(0, full, 8):
+        lanes = fma32(x[:, start:start + 8], x[:, start:start + 8], lanes)
+    while lanes.shape[1] > 1:
+        lanes = lanes[:, :lanes.shape[1] // 2] + lanes[:, lanes.shape[1] // 2:]
+    total = lanes[:, 0]
+    for k in range(full, n):
+        total = total + x[:, k] * x[:, k] if not half and k < full + 4 <= n else fma32(x[:, k], x[:, k], total)
+    return total
 
 
 def _precision(desc) -> DevicePrecision:
