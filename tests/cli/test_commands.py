@@ -106,8 +106,10 @@ def test_compare_shipped_models_exit_0(capsys, name, options):
     status, out, _ = run_cli(capsys, "compare", MODELS / f"{name}.onnx", *options)
     assert status == 0, out
     assert "result: OK" in out
-    if not (name.endswith(".dynamic") and "--arithmetic" not in options):  # DirectML's MatMulIntegerToFloat rounds its float
-        assert "100%" in out  # output once, onnxruntime three times: within tolerance, not bit for bit
+    # DirectML's MatMulIntegerToFloat rounds its float output once, onnxruntime three times, and its MVN2 (LayerNormalization)
+    # is the formula rounded once, onnxruntime's a float32 loop: within tolerance, not bit for bit, in the directml arithmetic
+    if not (name.startswith("transformer_block") and "--arithmetic" not in options):
+        assert "100%" in out
 
 
 @pytest.mark.host_sensitive

@@ -31,6 +31,10 @@ TOLERANCES = {
     # (onnxruntime's SSE kernels), Polygraphy's inputs give 1.94e-3 at the output while every node is within
     # 1 ulp fed onnxruntime's inputs (dml-ep compare --load-inputs ... --per-node: float32 rounding, summation order).
     "transformer_block.dynamic.onnx": ["--atol", "4e-3", "--rtol", "0"],
+    # Its last LayerNormalization runs on DirectML's MEAN_VARIANCE_NORMALIZATION2, whose math dml_ep takes
+    # in float64 rounded once, onnxruntime's CPU kernel in a float32 loop: up to 2 float32 ulps (2.4e-7 at
+    # outputs of magnitude up to 3.3); bit for bit in onnxruntime's arithmetic (mean_variance_normalization.py).
+    "transformer_block.onnx": ["--atol", "1e-6", "--rtol", "0"],
 }
 
 

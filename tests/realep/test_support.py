@@ -42,13 +42,17 @@ def test_resize_the_query_accepts_is_a_float_op_on_directml():
 def test_skip_layer_normalization_with_its_statistics_used_runs_on_the_cpu(outputs, declined):
     node = helper.make_node("SkipLayerNormalization", ["x", "skip", "gamma"], outputs, domain="com.microsoft")
     info = helper.make_tensor_value_info
-    reason = only_entry(node, [info("x", F, [1, 2, 4]), info("skip", F, [1, 2, 4])], [info(name, F, None) for name in outputs if name],
-                        [numpy_helper.from_array(np.ones(4, np.float32), "gamma")])
+    graph = ([info("x", F, [1, 2, 4]), info("skip", F, [1, 2, 4])], [info(name, F, None) for name in outputs if name],
+             [numpy_helper.from_array(np.ones(4, np.float32), "gamma")])
     if declined:
+        reason = only_entry(node, *graph)
         assert reason.startswith("com.microsoft::SkipLayerNormalization: QuerySkipLayerNormalization declines a used output")
         assert reason.endswith("on the CPU in the real EP too")
-    else:
-        assert reason == "com.microsoft::SkipLayerNormalization: float op on DirectML in the real EP, not modelled by dml_ep"
+    else:  # Y alone: the DML EP's graph, which dml_ep models (tests/operators/graphs/test_skip_layer_normalization.py)
+        model = helper.make_model(helper.make_graph([node], "one", *graph),
+                                  opset_imports=[helper.make_opsetid("", 19), helper.make_opsetid("com.microsoft", 1)])
+        operators = [entry.operator for entry in plan_model(model).entries]
+        assert operators == ["DML_OPERATOR_ELEMENT_WISE_ADD1", "DML_OPERATOR_MEAN_VARIANCE_NORMALIZATION2"]
 
 
 @pytest.mark.parametrize("attributes, rule", [({"do_rotary": 1}, "QueryQAttention declines do_rotary=1"),
