@@ -96,7 +96,10 @@ def test_shipped_models_match_onnxruntime_node_by_node(name):
     report = compare_model(model, random_inputs(model, seed=0), reference="ort-exact", per_node=True)
     assert report.ok and report.first_divergent is None
     isolated = [n for n in report.nodes if n.isolated is not None]
-    assert isolated and all(n.isolated.exact_percent == 100.0 for n in isolated)
+    # DirectML's MVN2 is its formula rounded once, onnxruntime's LayerNormalization a float32 loop: compare must name the cause
+    rounding = [n for n in isolated if n.op_type == "LayerNormalization" and n.isolated.exact_percent < 100.0]
+    assert isolated and all(n.isolated.exact_percent == 100.0 for n in isolated if n not in rounding)
+    assert all(n.cause == "float32 rounding" and n.isolated.max_ulps <= 2 for n in rounding)
     json.dumps(report.to_dict())
 
 
