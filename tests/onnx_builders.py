@@ -610,3 +610,18 @@ def _scale_bench():
 
 
 scale_bench = _scale_bench()  # its graphs of N nodes: shared_dq, fallback_chain, fallback_wide, dml_chain
+
+
+def rotary_embedding(dtype=np.float16, rank=3, batch=2, sequence=3, heads=2, head_size=8, rotary=0, interleaved=0, offset=None,
+                     rows=10, seed=0):
+    """com.microsoft RotaryEmbedding on a fed input (3-D [B, S, N*H] or 4-D [B, N, S, H]) and position ids (2-D, or
+    the 1-D ``offset``), cos/sin caches of ``rows`` positions as initializers; ``rotary`` > 0 sets
+    ``rotary_embedding_dim`` (and num_heads). Returns the model and its feeds."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((batch, sequence, heads * head_size) if rank == 3 else (batch, heads, sequence, head_size)).astype(dtype)
+    angles = np.arange(rows)[:, None] * rng.uniform(0.05, 1.0, (rotary or head_size) // 2)[None]
+    cos, sin = np.cos(angles).astype(dtype), np.sin(angles).astype(dtype)
+    positions = (np.array([offset], np.int64) if offset is not None
+                 else rng.integers(0, rows, (batch, sequence)).astype(np.int64))
+    attributes = {"interleaved": interleaved, **({"rotary_embedding_dim": rotary, "num_heads": heads} if rotary else {})}
+    return single_node_model("RotaryEmbedding", [Feed(x), Feed(positions), cos, sin], dtype, rank, domain="com.microsoft", **attributes)

@@ -314,3 +314,30 @@ class DML_CONVOLUTION_DIRECTION(FieldEnum):
 
     FORWARD = 0
     BACKWARD = 1
+
+
+class DML_MULTIHEAD_ATTENTION_MASK_TYPE(FieldEnum):
+    """MULTIHEAD_ATTENTION's and MULTIHEAD_ATTENTION1's MaskType (DirectML.h, DML_FEATURE_LEVEL_6_1)."""
+
+    NONE = 0
+    KEY_SEQUENCE_LENGTH = 1
+    KEY_SEQUENCE_END_START = 2
+    KEY_QUERY_SEQUENCE_LENGTH_START_END = 3
+    BOOLEAN = 4
+
+
+class DML_REDUCE_FUNCTION(FieldEnum):
+    """REDUCE's Function (DirectML.h's values)."""
+
+    ARGMAX = 0
+    ARGMIN = 1
+    AVERAGE = 2
+    L1 = 3
+    L2 = 4
+    LOG_SUM = 5
+    LOG_SUM_EXP = 6
+    MAX = 7
+    MIN = 8
+    MULTIPLY = 9
+    SUM = 10
+    SUM_SQUARE = 11

@@ -308,4 +308,4 @@ class Operator:
     exact_float: Optional[Callable] = None
     output_channels_last: bool = False
     exact_for_any_input: bool | Callable[[Any], bool] = False
-    device_precision: "DevicePrecision | Callable[[Any], DevicePrecision] | None" = None
+    device_precision: "DevicePrecision | Callable[[Any], DevicePrecision | None] | None" = None

@@ -30,7 +30,8 @@ class DmlGraph:
     - ``operators``: the DirectML operators it builds, in order.
     - ``parts``: ``parts(graph, node, static, on_dml) -> (nodes, made) | None``: the plan nodes of
       one node, in order, the last making its outputs, and the values they make (name -> (the value
-      they derive from, element type, whether of its shape or a scalar, or a shape of its own)); None where the node stays
+      they derive from, element type, whether of its shape or a scalar, a shape of its own, or a function of its
+      shape)); None where the node stays
       whole (the EP's support check, or a part ``on_dml(part, infos)`` refuses).
     - ``exact_products``: ``exact_products(node, constants, values, output_dtype, arithmetic) ->
       FloatProducts``, for a graph whose output is a float product: the values compare holds the
@@ -83,7 +84,9 @@ def derived_infos(derived: dict[str, tuple], values: dict) -> dict[str, ValueInf
     for name, (source, dtype, codes) in derived.items():
         info = values.get(source)
         shape: tuple | None = codes  # a shape of its own (MatMulNBits' dequantized weight)
-        if not isinstance(codes, tuple):
+        if callable(codes):  # made from the source's shape (RotaryEmbedding's views of its input), None where unknown
+            shape = codes(info.shape) if info is not None and info.shape is not None else None
+        elif not isinstance(codes, tuple):
             shape = (info.shape if info is not None else None) if codes else ()
         infos[name] = ValueInfo(name, dtype, shape, INTEGER_TYPES.get(dtype, "tensor(float)"))
     return infos

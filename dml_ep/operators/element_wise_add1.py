@@ -28,7 +28,8 @@ from ..core.enums import DML_FEATURE_LEVEL as FL
 from ..core.enums import DML_OPERATOR_TYPE as OP
 from ..core.tensor_desc import view
 from ..realep.placement import ON_DML_AS
-from .activation import ActivationDesc, apply_activation, fused_activation, validate_fused_activation
+from .activation import (DML_ACTIVATION_GELU_OPERATOR_DESC, ActivationDesc, apply_activation, fused_activation, gelu, validate_fused_activation,
+                         with_fused_activation)
 from .base import FLOATS, Operator, rules
 from .element_wise_arithmetic import FLOAT_TYPES, INTEGERS, ROUNDED, BinaryDesc, binary, integer_add
 from .importing import Fallback, NodeContext
@@ -74,6 +75,17 @@ def fused_add(ctx: NodeContext) -> DmlNode:
     return entry
 
 
+def bias_gelu(ctx: NodeContext) -> DmlNode:
+    """com.microsoft BiasGelu, and FastGelu with a bias, as DmlOperatorBiasGelu.cpp builds them: ADD1
+    of the input and the bias with a fused GELU (exact, with erf: not FastGelu's tanh approximation);
+    a FastGelu without a bias is a standalone ACTIVATION_GELU."""
+    if len(ctx.node.input) < 2 or not ctx.node.input[1]:
+        return gelu(ctx)
+    entry = binary(ctx, DML_ELEMENT_WISE_ADD1_OPERATOR_DESC, "ELEMENT_WISE_ADD", types=FLOAT_TYPES)
+    entry.desc = dataclasses.replace(entry.desc, FusedActivation=DML_ACTIVATION_GELU_OPERATOR_DESC())
+    return entry
+
+
 def two_inputs(ctx: NodeContext) -> None:
     """The support query of Sum rows: dml_ep takes a two-input Sum only, one DirectML operator (the
     real EP has no query and runs other counts as a loop of adds)."""
@@ -91,14 +103,14 @@ def element_wise_add1(desc, tensors: dict, options, state: KernelState) -> np.nd
     b = view(tensors["BTensor"], desc.BTensor)
     out = np.add(a, b, dtype=np.float32)
     if desc.FusedActivation is not None:
-        out = apply_activation(desc.FusedActivation, out)
+        return apply_activation(desc.FusedActivation, out, options, a.dtype)  # onnxruntime's kernel in its arithmetic (BiasGelu's Gelu)
     return out.astype(a.dtype, copy=False)
 
 
 def device_precision(desc: DML_ELEMENT_WISE_ADD1_OPERATOR_DESC):
-    """The addition's envelope (Direct3D's 0.5 ULP, WebNN's 1 ULP); with a fused activation, None:
-    the activation's envelope is activation.py's to state."""
-    return ROUNDED if desc.FusedActivation is None else None
+    """The addition's envelope (Direct3D's 0.5 ULP, WebNN's 1 ULP), plus its fused activation's
+    (activation.py's; None for one without an envelope)."""
+    return with_fused_activation(ROUNDED, desc.FusedActivation)
 
 
 OPERATORS = (Operator(desc=DML_ELEMENT_WISE_ADD1_OPERATOR_DESC, kernel=element_wise_add1, exact_value=None, device_precision=device_precision),)

@@ -40,11 +40,12 @@ from ..core.enums import DML_OPERATOR_TYPE as OP
 from ..core.enums import DML_TENSOR_DATA_TYPE as DT
 from ..core.errors import NodeError, ShapeError
 from ..core.tensor_desc import view
+from ..numerics.kernels.rotary_embedding import host_rotary_fused, mlas_rotary
 from ..realep.placement import ON_DML_AS
 from .base import FLOATS, DevicePrecision, Operator, OperatorDesc, TensorDesc, rules
-from .importing import Fallback, NodeContext, broadcast, operand, tensor
+from .importing import Fallback, NodeContext, bound, broadcast, operand, tensor
 from .kernel_state import KernelState
-from .nodes import DmlNode
+from .nodes import DmlNode, Imported
 
 # --- descs -----------------------------------------------------------------------------------
 
@@ -140,6 +141,44 @@ def integer_add(ctx: NodeContext) -> DmlNode:
     return binary(ctx, DML_ELEMENT_WISE_ADD_OPERATOR_DESC, types=INTEGERS)
 
 
+def rotary_add(ctx: NodeContext) -> DmlNode:
+    """com.microsoft.dml DmlRotaryAdd, RotaryEmbedding's ADD of its two products [B, S, N, 2, rd/2] (or pairs)
+    (DmlOperatorRotaryEmbedding.cpp L320-325) as [B, S, N, rd]; the 4-D input's [B, N, S, rd] written packed with the
+    operands read through strides (the EP writes through the output's strides: the same operation). The value: the
+    node's output shape where ``whole`` (rd = H), else the rotated columns the last JOIN reads."""
+    dtype = ctx.info(0).dtype
+    batch, sequence, heads, *pair = ctx.shape(0)
+    rotary, transposed = pair[0] * pair[1], ctx.attr("transposed", 0)
+    if transposed:
+        sizes, strides = (batch, heads, sequence, rotary), (sequence * heads * rotary, rotary, heads * rotary, 1)
+    else:
+        sizes, strides = (batch, sequence, heads, rotary), None
+    desc = DML_ELEMENT_WISE_ADD_OPERATOR_DESC(ATensor=tensor(dtype, sizes, strides), BTensor=tensor(dtype, sizes, strides),
+                                              OutputTensor=tensor(dtype, sizes))
+    whole_3d = ctx.attr("whole", 0) and not transposed
+    fields = ("ATensor", "BTensor", "RotaryInput", "RotaryCos", "RotarySin")[:len(ctx.node.input)]
+    entry = bound(ctx.node, desc, {field: index for index, field in enumerate(fields)},
+                  ((batch, sequence, heads * rotary) if whole_3d else sizes,), ctx.constants, ctx.origin)
+    if len(fields) == 5:  # the "onnxruntime" arithmetic's CPU RotaryEmbedding reads the copied input and the gathered caches
+        entry.imported = Imported(ROTARY_INTERLEAVED if ctx.attr("interleaved", 0) else ROTARY)
+    return entry
+
+
+# onnxruntime's CPU kernel of the RotaryEmbedding whose last ADD this is (``rotary_add``), halves or interleaved pairs.
+ROTARY, ROTARY_INTERLEAVED = "MlasRotaryEmbedOneRow", "MlasRotaryEmbedOneRow interleaved"
+
+
+def offset_positions(ctx: NodeContext) -> DmlNode:
+    """com.microsoft.dml DmlRotaryPositions, RotaryEmbedding's ADD of 1-D position ids (an offset) to 0 .. S-1
+    (DmlOperatorRotaryEmbedding.cpp L249-271): both broadcast to {1, 1, B, S}, B the batch of input 2 (the node's x).
+    INT64, exact."""
+    sequence, batch = ctx.shape(0)[-1], ctx.shape(2)[0]
+    sizes = (1, 1, batch, sequence)
+    desc = DML_ELEMENT_WISE_ADD_OPERATOR_DESC(ATensor=tensor(np.int64, sizes, (0, 0, 0, 1)), BTensor=tensor(np.int64, sizes, (0, 0, 0, 0)),
+                                              OutputTensor=tensor(np.int64, sizes))
+    return ctx.dml_node(desc, ("ATensor", "BTensor"), (batch, sequence))
+
+
 def sub(ctx: NodeContext) -> DmlNode:
     return binary(ctx, DML_ELEMENT_WISE_SUBTRACT_OPERATOR_DESC)
 
@@ -163,7 +202,12 @@ _UFUNCS = {
 
 
 def element_wise_binary(desc, tensors: dict, options, state: KernelState) -> np.ndarray:
-    """IEEE, silently (its callers run kernels under one np.errstate); integers wrap."""
+    """IEEE, silently (its callers run kernels under one np.errstate); integers wrap. RotaryEmbedding's last ADD in
+    the "onnxruntime" arithmetic: onnxruntime's CPU RotaryEmbedding of the inputs it binds (``rotary_add``)."""
+    if state.imported.onnxruntime in (ROTARY, ROTARY_INTERLEAVED) and options.onnxruntime:
+        rotated = mlas_rotary(tensors["RotaryInput"], tensors["RotaryCos"], tensors["RotarySin"],
+                              state.imported.onnxruntime == ROTARY_INTERLEAVED, host_rotary_fused())
+        return view(rotated, desc.ATensor)
     a = view(tensors["ATensor"], desc.ATensor)
     b = view(tensors["BTensor"], desc.BTensor)
     if a.dtype.kind in "iu":

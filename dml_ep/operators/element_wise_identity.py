@@ -130,6 +130,19 @@ def copy(ctx: NodeContext) -> DmlNode:
     return ctx.dml_node(desc, ("InputTensor",), out_shape)
 
 
+def scale(ctx: NodeContext) -> DmlNode:
+    """com.microsoft.dml DmlScale, QuickGelu's first part (graphs/quick_gelu.py): the float input times
+    ``alpha``, as a ScaleBias {alpha, 0}."""
+    dtype = ctx.info(0).dtype
+    if dtype not in (np.dtype(np.float32), np.dtype(np.float16)):
+        raise Fallback(f"element type {dtype} is not supported with a ScaleBias (FLOAT32, FLOAT16)", ON_CPU)
+    shape = ctx.shape(0)
+    sizes = dims_of(ctx, shape)
+    desc = DML_ELEMENT_WISE_IDENTITY_OPERATOR_DESC(InputTensor=tensor(dtype, sizes), OutputTensor=tensor(dtype, sizes),
+                                                   ScaleBias=(float(np.float32(ctx.attr("alpha"))), 0.0))
+    return ctx.dml_node(desc, ("InputTensor",), shape)
+
+
 def expand(ctx: NodeContext) -> DmlNode:
     """Expand: the input read with the broadcast output's sizes, zero strides where it repeats."""
     dtype = dml_type(moved_type(ctx))
@@ -199,6 +212,22 @@ def _unsqueeze(ctx: NodeContext, shape) -> tuple[int, ...]:
 
 
 RESHAPED = {"Reshape": _reshape, "Flatten": _flatten, "Squeeze": _squeeze, "Unsqueeze": _unsqueeze, "Identity": lambda ctx, shape: shape}
+
+
+def rotary_copy(ctx: NodeContext) -> DmlNode:
+    """com.microsoft.dml DmlRotaryCopy, the copy of RotaryEmbedding's rotated columns (DmlOperatorRotaryEmbedding.cpp
+    L170-195): [B, S, N, rd] from the input ([B, S, hidden], or the 4-D [B, N, S, rd] through strides), ScaleBias
+    {1, 0} as the EP sets it; the value [B, S, N, 2, rd/2] ([B, S, N, rd/2, 2] ``interleaved``) the graph's SPLIT reads."""
+    dtype = dml_type(moved_type(ctx))
+    shape, heads, transposed = ctx.shape(0), ctx.attr("num_heads"), ctx.attr("transposed", 0)
+    batch, sequence = shape[0], shape[2] if transposed else shape[1]
+    rotary = shape[-1] if len(shape) == 4 else shape[-1] // heads
+    sizes = (batch, sequence, heads, rotary)
+    strides = (rotary * heads * sequence, rotary, sequence * rotary, 1) if transposed else None
+    desc = DML_ELEMENT_WISE_IDENTITY_OPERATOR_DESC(InputTensor=tensor(dtype, sizes, strides), OutputTensor=tensor(dtype, sizes), ScaleBias=(1.0, 0.0))
+    half = rotary // 2
+    paired = (batch, sequence, heads, half, 2) if ctx.attr("interleaved", 0) else (batch, sequence, heads, 2, half)
+    return ctx.dml_node(desc, ("InputTensor",), paired)
 
 
 # --- kernel ----------------------------------------------------------------------------------

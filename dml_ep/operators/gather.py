@@ -85,6 +85,18 @@ def gather(ctx: NodeContext) -> DmlNode:
     return ctx.dml_node(desc, ("InputTensor", "IndicesTensor"), out_shape)
 
 
+def cache_rows(ctx: NodeContext) -> DmlNode:
+    """com.microsoft.dml DmlRotaryCache, RotaryEmbedding's GATHER of a cos or sin cache [M, rd/2] by the positions
+    [B, S] (DmlOperatorRotaryEmbedding.cpp L273-284): {1, 1, M, rd/2} on axis 2 by {1, 1, B, S} (IndexDimensions 2)
+    into {1, B, S, rd/2}; the value [B, S, 1, 1, rd/2] ([B, S, 1, rd/2, 1] ``interleaved``) the MULTIPLY broadcasts."""
+    dtype = dml_type(moved_type(ctx))
+    (rows, half), (batch, sequence) = ctx.shape(0), ctx.shape(1)
+    desc = DML_GATHER_OPERATOR_DESC(InputTensor=tensor(dtype, (1, 1, rows, half)), IndicesTensor=tensor(ctx.info(1).dtype, (1, 1, batch, sequence)),
+                                    OutputTensor=tensor(dtype, (1, batch, sequence, half)), Axis=2, IndexDimensions=2)
+    value = (batch, sequence, 1, half, 1) if ctx.attr("interleaved", 0) else (batch, sequence, 1, 1, half)
+    return ctx.dml_node(desc, ("InputTensor", "IndicesTensor"), value)
+
+
 # --- kernel ----------------------------------------------------------------------------------
 
 

@@ -102,6 +102,17 @@ def joined(ctx: NodeContext, dtype) -> DmlNode:
                  ctx.origin)
 
 
+def rotary_join(ctx: NodeContext) -> DmlNode:
+    """com.microsoft.dml DmlRotaryJoin, RotaryEmbedding's last JOIN (DmlOperatorRotaryEmbedding.cpp L337-347): the
+    rotated columns and the rest along the last axis, [B, S, N, H] or [B, N, S, H]; with ``merge_heads`` the node's
+    3-D output [B, S, N * H], the same memory."""
+    entry = joined(ctx, moved_type(ctx))
+    if ctx.attr("merge_heads", 0):
+        *outer, heads, head_size = entry.output_shape
+        entry.output_shape = (*outer, heads * head_size)
+    return entry
+
+
 # --- kernel ----------------------------------------------------------------------------------
 
 

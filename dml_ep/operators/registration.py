@@ -33,14 +33,20 @@ from ..core.enums import DML_TENSOR_DATA_TYPE as DT
 from ..core.graph import op_domain
 from ..passes.editable import Origin
 from ..realep.kernel_registry import since_version
-from ..realep.placement import ON_CPU
-from . import (activation, convolution, convolution_integer, dequantize, dynamic_quantize_linear, element_wise_add1, element_wise_arithmetic,
-               element_wise_dequantize_linear, element_wise_identity, element_wise_quantize_linear, element_wise_quantized_linear_add,
-               element_wise_sqrt, gather, gemm, join, matrix_multiply_integer, matrix_multiply_integer_to_float, max_pooling, quantize, quantized_linear_average_pooling,
-               quantized_linear_convolution, quantized_linear_matrix_multiply, slice1)
+from ..realep.placement import ON_CPU, PLANNED_WHEN_RUN
+from . import (activation, activation_softmax, cast, convolution, convolution_integer, dequantize, dynamic_quantize_linear, element_wise_add1,
+               element_wise_arithmetic, element_wise_clip, element_wise_dequantize_linear, element_wise_erf, element_wise_identity, element_wise_if,
+               element_wise_is_nan, element_wise_logical, element_wise_min_max, element_wise_pow, element_wise_quantize_linear,
+               element_wise_quantized_linear_add, element_wise_sqrt, element_wise_unary_math, fill_value_sequence, gather, gemm, join,
+               matrix_multiply_integer, matrix_multiply_integer_to_float, max_pooling, multihead_attention, quantize, quantized_linear_average_pooling,
+               quantized_linear_convolution, quantized_linear_matrix_multiply, reduce, slice1, split)
+from . import mean_variance_normalization as _mvn
 from .base import FLOAT32, FLOATS, INT32, QUANTIZED, Operator
 from .dml_graph import DmlGraph
-from .graphs import dynamic_quantize_matmul, matmul_nbits, qlinear_concat, qlinear_sigmoid
+from .graphs import dynamic_quantize_matmul, matmul_nbits, qlinear_concat, qlinear_sigmoid, quick_gelu
+from .graphs import rotary_embedding as _rope
+from .graphs import skip_layer_normalization as _skip_ln
+from .graphs import skip_simplified_layer_normalization as _skip_sln
 from .importing import Fallback, NodeContext
 from .nodes import DmlNode
 
@@ -50,7 +56,11 @@ FLOAT16_TO_32 = FLOATS
 ALL_SCALARS = element_wise_identity.ALL_TYPES  # the real EP's also has bool, which DirectML reads as UINT8
 INT32_64 = frozenset({DT.INT32, DT.INT64})
 EIGHT_BIT = element_wise_identity.EIGHT_BIT
-INT8_ONLY = frozenset({np.dtype(np.int8)})  # of Relu
+RELU_TYPES = frozenset({np.dtype(np.float32), np.dtype(np.float16), np.dtype(np.int8)})  # of Relu
+_INTS_32_64 = frozenset({DT.INT32, DT.UINT32, DT.INT64, DT.UINT64})  # of ReduceSum, ReduceMean-18
+_DOUBLE = frozenset({DT.FLOAT64})  # ReduceMax/Min-20 (their bool reads as UINT8)
+_SIGNED = frozenset({DT.INT8, DT.INT16, DT.INT32, DT.INT64})  # of Abs, Neg
+_UNSIGNED_8_TO_32 = frozenset({DT.UINT8, DT.UINT16, DT.UINT32})  # of Pow's exponent
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,6 +98,7 @@ class Registration:
     input_types: Optional[frozenset] = None  # the numpy element types of input 0 dml_ep models, where it models fewer than the real EP
     float_product: Optional[str] = None
     weight_to_matmul_nbits: bool = False
+    unbound_inputs: tuple[int, ...] = ()  # inputs the real EP's kernel never binds to DirectML: empty, they do not stop it
 
     def import_node(self, ctx: NodeContext) -> DmlNode:
         """The node as its operator's desc: the since-version matched, required constant inputs
@@ -98,7 +109,7 @@ class Registration:
         for index in self.constant_cpu_inputs:
             if ctx.input_name(index) and ctx.input_name(index) not in ctx.constants:
                 raise Fallback(f"input {index} {ctx.input_name(index)!r} is computed at run time (a required CPU input, which the "
-                               "real EP reads from CPU memory)", "on DirectML in the real EP; dml_ep plans it from the value a run computes")
+                               "real EP reads from CPU memory)", PLANNED_WHEN_RUN)
         if self.support_query is not None:
             self.support_query(ctx)
         importer, _ = self.by_version.get(since, (self.importer, self.operator))
@@ -120,8 +131,11 @@ _add1 = element_wise_add1
 _q, _dq, _dql = element_wise_quantize_linear, element_wise_dequantize_linear, dynamic_quantize_linear
 _convint = convolution_integer
 _identity = element_wise_identity
+_logical = element_wise_logical
 _act = activation
 _pool = quantized_linear_average_pooling
+_unary = element_wise_unary_math
+_min_max = element_wise_min_max
 
 _ROWS = (
     Registration("", "QLinearConv", (10,), {"T1": QUANTIZED, "T2": QUANTIZED, "T3": QUANTIZED, "T4": INT32}, _conv.qlinear_conv, _conv),
@@ -153,25 +167,73 @@ _ROWS = (
     Registration("", "MaxPool", (1, 8, 10, 11, 12), {"T": FLOAT16_TO_32 | QUANTIZED, "I": frozenset({DT.INT64})},
                  max_pooling.max_pool, max_pooling, support_query=max_pooling.storage_order, input_types=EIGHT_BIT),
     # Relu "7" (Relu-6, in force at opset 7) and 13 are float only; 14 adds int8, int16, int32 (no
-    # uint8). dml_ep models int8.
-    Registration("", "Relu", (6, 13, 14), {"T": FLOAT16_TO_32 | frozenset({DT.INT8, DT.INT16, DT.INT32})}, _act.relu, _act, input_types=INT8_ONLY),
+    # uint8). dml_ep models float and int8.
+    Registration("", "Relu", (6, 13, 14), {"T": FLOAT16_TO_32 | frozenset({DT.INT8, DT.INT16, DT.INT32})}, _act.relu, _act, input_types=RELU_TYPES),
+    # The float activations (DmlOperatorActivation.cpp, DmlOperatorElementWise.cpp); the real EP's "7" rows are the
+    # since-versions in force at opset 7 (Sigmoid-6, Tanh-6, LeakyRelu-6).
+    Registration("", "Sigmoid", (6, 13), {"T": FLOAT16_TO_32}, _act.float_sigmoid, _act),
+    Registration("", "Tanh", (6, 13), {"T": FLOAT16_TO_32}, _act.tanh, _act),
+    Registration("", "LeakyRelu", (6, 16), {"T": FLOAT16_TO_32}, _act.leaky_relu, _act),
+    Registration("com.microsoft", "Gelu", (1,), {"T": FLOAT16_TO_32}, _act.gelu, _act),
+    Registration("", "Erf", (9, 13), {"T": FLOAT16_TO_32}, element_wise_erf.erf, element_wise_erf),
+    # DmlOperatorBiasGelu: ELEMENT_WISE_ADD1 with a fused (exact) GELU; a FastGelu without a bias is a standalone ACTIVATION_GELU.
+    Registration("com.microsoft", "BiasGelu", (1,), {"T": FLOAT16_TO_32}, _add1.bias_gelu, _add1),
+    Registration("com.microsoft", "FastGelu", (1,), {"T": FLOAT16_TO_32}, _add1.bias_gelu, _add1),
+    # The DML EP's graph [IDENTITY with ScaleBias alpha] -> ACTIVATION_SIGMOID -> MULTIPLY (GRAPHS splits the node into those);
+    # this row answers for a node it does not split. DmlScale is its first part.
+    Registration("com.microsoft", "QuickGelu", (1,), {"T": FLOAT16_TO_32}, quick_gelu.unsplit, quick_gelu),
+    Registration("com.microsoft.dml", "DmlScale", (1,), {"T": FLOAT16_TO_32}, _identity.scale, _identity),
+    # The remaining float element-wise math of encoders and LLMs (DmlOperatorElementWise.cpp, DmlOperatorNeg.cpp); the real
+    # EP's "7" rows are the since-versions in force at opset 7 (Exp-6, Max-6, Clip-6, ...). dml_ep models float tensors.
+    Registration("", "Exp", (6, 13), {"T": FLOAT16_TO_32}, _unary.exp, _unary),
+    Registration("", "Log", (6, 13), {"T": FLOAT16_TO_32}, _unary.log, _unary),
+    Registration("", "Abs", (6, 13), {"T": FLOAT16_TO_32 | _SIGNED}, _unary.abs_, _unary),
+    Registration("", "Neg", (6, 13), {"T": FLOAT16_TO_32 | _SIGNED}, _unary.neg, _unary),
+    Registration("", "Reciprocal", (6, 13), {"T": FLOAT16_TO_32}, _unary.reciprocal, _unary),
+    Registration("", "Floor", (6, 13), {"T": FLOAT16_TO_32}, _unary.floor, _unary),
+    Registration("", "Ceil", (6, 13), {"T": FLOAT16_TO_32}, _unary.ceil, _unary),
+    # CONSTANT_POW for a one-element constant exponent, else POW (DmlOperatorElementwisePow).
+    Registration("", "Pow", (7, 12, 13, 15), {"T": FLOAT16_TO_32 | INT32, "T1": FLOAT16_TO_32 | _SIGNED - {DT.INT64} | _UNSIGNED_8_TO_32},
+                 element_wise_pow.pow_, element_wise_pow),
+    # One input is IDENTITY, two MIN/MAX, as the real EP builds them; three or more are a loop of dispatches there (not modelled).
+    Registration("", "Min", (6, 8, 12, 13), {"T": FLOAT16_TO_32 | INTS_8_TO_64}, _min_max.min_, _min_max, support_query=_min_max.two_inputs),
+    Registration("", "Max", (6, 8, 12, 13), {"T": FLOAT16_TO_32 | INTS_8_TO_64}, _min_max.max_, _min_max, support_query=_min_max.two_inputs),
+    # CLIP1 of the constant min and max inputs (11 to 13; 12 and 13 add the integers there), CLIP of Clip 6's attributes.
+    Registration("", "Clip", (6, 11, 12, 13), {"T": FLOAT16_TO_32 | INTS_8_TO_64}, element_wise_clip.clip, element_wise_clip,
+                 constant_cpu_inputs=(1, 2), by_version={6: (element_wise_clip.clip_6, activation)}),
+    # IsNaN of BERT exports' masked attention scores, a bool output as UINT8.
+    Registration("", "IsNaN", (9, 13, 20), {"T1": FLOAT16_TO_32, "T2": frozenset({DT.UINT8})}, element_wise_is_nan.is_nan, element_wise_is_nan),
     # The DML EP's graph DEQUANTIZE_LINEAR -> ACTIVATION_SIGMOID -> QUANTIZE_LINEAR (GRAPHS below splits the node into
     # those); this row answers for a node it does not split (the support query's, or why not).
     Registration("com.microsoft", "QLinearSigmoid", (1,), {"T": QUANTIZED}, qlinear_sigmoid.unsplit, qlinear_sigmoid,
                  support_query=qlinear_sigmoid.both_zero_points),
     Registration("", "DynamicQuantizeLinear", (11,), {"T1": FLOAT32, "T2": QUANTIZED}, _dql.dynamic_quantize_linear, _dql),
     # Data movement (the real EP's rows "7" are the since-versions in force at opset 7: Transpose-1, Concat-4, Reshape-5, ...);
-    # dml_ep models int8 and uint8 tensors (each importer says so for the others).
-    Registration("", "Transpose", (1, 13, 21), {"T": ALL_SCALARS}, _identity.transpose, _identity, input_types=EIGHT_BIT),
-    Registration("", "Identity", (1, 13, 14, 16, 19, 21), {"T": ALL_SCALARS}, _identity.copy, _identity, input_types=EIGHT_BIT),
-    Registration("", "Flatten", (1, 9, 11, 13, 21), {"T": ALL_SCALARS}, _identity.copy, _identity, input_types=EIGHT_BIT),
-    Registration("", "Squeeze", (1, 11, 13, 21), {"T": ALL_SCALARS}, _identity.copy, _identity, constant_cpu_inputs=(1,), input_types=EIGHT_BIT),
-    Registration("", "Unsqueeze", (1, 11, 13, 21), {"T": ALL_SCALARS}, _identity.copy, _identity, constant_cpu_inputs=(1,), input_types=EIGHT_BIT),
-    Registration("", "Reshape", (5, 13, 14, 19, 21), {"T": ALL_SCALARS}, _identity.copy, _identity, constant_cpu_inputs=(1,), input_types=EIGHT_BIT),
-    Registration("", "Concat", (4, 11, 13), {"T": ALL_SCALARS}, join.concat, join, input_types=EIGHT_BIT),
-    Registration("", "Slice", (1, 10, 11, 13), {"T": ALL_SCALARS, "Tind": INT32_64}, slice1.slice_, slice1, constant_cpu_inputs=(1, 2, 3, 4),
-                 input_types=EIGHT_BIT),
-    Registration("", "Gather", (1, 11, 13), {"T": ALL_SCALARS, "Tind": INT32_64}, gather.gather, gather, input_types=EIGHT_BIT),
+    # every type of the real EP's rows (bool as UINT8).
+    Registration("", "Transpose", (1, 13, 21), {"T": ALL_SCALARS}, _identity.transpose, _identity),
+    Registration("", "Identity", (1, 13, 14, 16, 19, 21), {"T": ALL_SCALARS}, _identity.copy, _identity),
+    Registration("", "Flatten", (1, 9, 11, 13, 21), {"T": ALL_SCALARS}, _identity.copy, _identity),
+    Registration("", "Squeeze", (1, 11, 13, 21), {"T": ALL_SCALARS}, _identity.copy, _identity, constant_cpu_inputs=(1,)),
+    Registration("", "Unsqueeze", (1, 11, 13, 21), {"T": ALL_SCALARS}, _identity.copy, _identity, constant_cpu_inputs=(1,)),
+    Registration("", "Reshape", (5, 13, 14, 19, 21), {"T": ALL_SCALARS}, _identity.copy, _identity, constant_cpu_inputs=(1,)),
+    Registration("", "Expand", (8, 13), {"T": ALL_SCALARS}, _identity.expand, _identity, constant_cpu_inputs=(1,)),
+    Registration("", "Concat", (4, 11, 13), {"T": ALL_SCALARS}, join.concat, join),
+    Registration("", "Slice", (1, 10, 11, 13), {"T": ALL_SCALARS, "Tind": INT32_64}, slice1.slice_, slice1, constant_cpu_inputs=(1, 2, 3, 4)),
+    Registration("", "Gather", (1, 11, 13), {"T": ALL_SCALARS, "Tind": INT32_64}, gather.gather, gather),
+    # Where, Cast and the comparisons of LLMs' masks and positions (bool as UINT8). A Cast to bool (CAST + CLIP1) falls back.
+    Registration("", "Where", (9, 16), {"B": frozenset({DT.UINT8}), "T": ALL_SCALARS}, element_wise_if.where, element_wise_if),
+    Registration("", "Cast", (6, 9, 13, 19, 21), {"T1": ALL_SCALARS, "T2": ALL_SCALARS}, cast.cast, cast),
+    Registration("", "CastLike", (15, 19, 21), {"T1": ALL_SCALARS, "T2": ALL_SCALARS}, cast.cast, cast),
+    Registration("", "Equal", (7, 11, 13, 19), {"T": FLOAT16_TO_32 | INTS_8_TO_64, "T1": frozenset({DT.UINT8})}, _logical.equal, _logical),
+    Registration("", "Greater", (7, 9, 13), {"T": FLOAT16_TO_32 | INTS_8_TO_64, "T1": frozenset({DT.UINT8})}, _logical.greater, _logical),
+    Registration("", "Less", (7, 9, 13), {"T": FLOAT16_TO_32 | INTS_8_TO_64, "T1": frozenset({DT.UINT8})}, _logical.less, _logical),
+    Registration("", "GreaterOrEqual", (12, 16), {"T": FLOAT16_TO_32 | INTS_8_TO_64, "T1": frozenset({DT.UINT8})}, _logical.greater_or_equal,
+                 _logical),
+    Registration("", "LessOrEqual", (12, 16), {"T": FLOAT16_TO_32 | INTS_8_TO_64, "T1": frozenset({DT.UINT8})}, _logical.less_or_equal, _logical),
+    Registration("", "Not", (1,), {"T": frozenset({DT.UINT8})}, _logical.not_, _logical),
+    Registration("", "And", (7,), {"T": frozenset({DT.UINT8})}, _logical.and_, _logical),
+    Registration("", "Or", (7,), {"T": frozenset({DT.UINT8})}, _logical.or_, _logical),
+    Registration("", "Xor", (7,), {"T": frozenset({DT.UINT8})}, _logical.xor, _logical),
     # Internal: made by the DML EP's activation fusion (passes/dml_fusion.py).
     Registration("com.microsoft.dml", "DmlFusedAdd", (1,), {"T": FLOAT16_TO_32}, _add1.fused_add, _add1),
     Registration("com.microsoft.dml", "DmlFusedSum", (1,), {"T": FLOAT16_TO_32}, _add1.fused_add, _add1, support_query=_add1.two_inputs),
@@ -196,8 +258,52 @@ _ROWS = (
                  dequantize.matmul_nbits_weight, dequantize),
     Registration("com.microsoft.dml", "DmlGemm", (1,), {"T": FLOAT16_TO_32}, gemm.matmul_nbits_product, gemm),
     # Internal: the middle of the three DirectML operators the DML EP builds for QLinearSigmoid (GRAPHS).
-    # ai.onnx Sigmoid is not registered: a float Sigmoid a model brings runs on DirectML in the real EP, not modelled.
     Registration("com.microsoft.dml", "DmlSigmoid", (1,), {"T": FLOAT32}, _act.sigmoid, _act),
+    # MULTIHEAD_ATTENTION1 with the real EP's float16 CASTs and FILL_VALUE_CONSTANT inside (DmlOperatorGroupQueryAttention);
+    # total_sequence_length is a required CPU input (a run-time value is planned when run); the past is never bound
+    # (ExecuteOperator's empty-tensor skip looks at bound tensors only), so an empty cache still runs on DirectML.
+    Registration("com.microsoft", "GroupQueryAttention", (1,), {"T": FLOAT16_TO_32, "M": INT32}, multihead_attention.group_query_attention,
+                 multihead_attention, constant_cpu_inputs=(6,), unbound_inputs=(3, 4)),
+    # MULTIHEAD_ATTENTION (DmlOperatorMultiHeadAttention): dml_ep models the separate Q/K/V form.
+    Registration("com.microsoft", "MultiHeadAttention", (1,), {"T": FLOAT16_TO_32, "M": INT32}, multihead_attention.multi_head_attention,
+                 multihead_attention),
+    # MEAN_VARIANCE_NORMALIZATION2 (DmlOperatorLayerNormalization): LayerNormalization 17 and onnxruntime's ai.onnx
+    # LayerNormalization 1 (T, V float16/float32), SimplifiedLayerNormalization 1; QueryLayerNormalization: one output.
+    Registration("", "LayerNormalization", (1, 17), {"T": FLOAT16_TO_32, "U": FLOAT16_TO_32, "V": FLOAT16_TO_32}, _mvn.layer_normalization, _mvn,
+                 support_query=_mvn.one_output),
+    Registration("", "SimplifiedLayerNormalization", (1,), {"T": FLOAT16_TO_32, "U": FLOAT16_TO_32, "V": FLOAT16_TO_32},
+                 _mvn.layer_normalization, _mvn, support_query=_mvn.one_output),
+    # Internal: the normalization of SkipLayerNormalization's DirectML graph (GRAPHS).
+    Registration("com.microsoft.dml", "DmlMeanVarianceNormalization", (1,), {"T": FLOAT16_TO_32}, _mvn.graph_normalization, _mvn),
+    # The DML EP's graph ELEMENT_WISE_ADD -> [ADD] -> MEAN_VARIANCE_NORMALIZATION2 (GRAPHS below splits the node into those);
+    # these rows answer for a node it does not split.
+    Registration("com.microsoft", "SkipLayerNormalization", (1,), {"T": FLOAT16_TO_32}, _skip_ln.unsplit, _skip_ln),
+    Registration("com.microsoft", "SkipSimplifiedLayerNormalization", (1,), {"T": FLOAT16_TO_32}, _skip_ln.unsplit, _skip_ln),
+    # ACTIVATION_SOFTMAX1 (DmlOperatorActivation): Softmax 1 and 11 over the flattened [axis..], 13 over one axis.
+    Registration("", "Softmax", (1, 11, 13), {"T": FLOAT16_TO_32}, activation_softmax.softmax, activation_softmax),
+    # REDUCE (DmlOperatorReduce): axes an attribute, then (ReduceSum-13, the others' 18) a required CPU input.
+    Registration("", "ReduceSum", (1, 11, 13), {"T": FLOAT16_TO_32 | _INTS_32_64}, reduce.reduce_sum, reduce, constant_cpu_inputs=(1,)),
+    Registration("", "ReduceMean", (1, 11, 13, 18), {"T": FLOAT16_TO_32 | _INTS_32_64}, reduce.reduce_mean, reduce, constant_cpu_inputs=(1,)),
+    Registration("", "ReduceMax", (1, 11, 12, 13, 18, 20), {"T": FLOAT16_TO_32 | INTS_8_TO_64 | _DOUBLE}, reduce.reduce_max, reduce,
+                 constant_cpu_inputs=(1,)),
+    Registration("", "ReduceMin", (1, 11, 12, 13, 18, 20), {"T": FLOAT16_TO_32 | INTS_8_TO_64 | _DOUBLE}, reduce.reduce_min, reduce,
+                 constant_cpu_inputs=(1,)),
+    # The DML EP's graph of SPLIT, IDENTITY, JOIN, FILL_VALUE_SEQUENCE, ADD, GATHER, MULTIPLY (GRAPHS below splits the node
+    # into those); this row answers for a node it does not split.
+    Registration("com.microsoft", "RotaryEmbedding", (1,), {"T": FLOAT16_TO_32, "M": frozenset({DT.INT64})}, _rope.unsplit, _rope),
+    # Internal: RotaryEmbedding's parts (GRAPHS) other than its JOIN of the swapped halves (Concat) and MULTIPLYs (Mul).
+    Registration("com.microsoft.dml", "DmlSplit", (1,), {"T": FLOAT16_TO_32}, split.split_node, split),
+    Registration("com.microsoft.dml", "DmlRotaryCopy", (1,), {"T": FLOAT16_TO_32}, _identity.rotary_copy, _identity),
+    Registration("com.microsoft.dml", "DmlRotaryRange", (1,), {"T": FLOAT16_TO_32}, fill_value_sequence.positions, fill_value_sequence),
+    Registration("com.microsoft.dml", "DmlRotaryPositions", (1,), {"T": frozenset({DT.INT64})}, element_wise_arithmetic.offset_positions,
+                 element_wise_arithmetic),
+    Registration("com.microsoft.dml", "DmlRotaryCache", (1,), {"T": FLOAT16_TO_32, "Tind": frozenset({DT.INT64})}, gather.cache_rows, gather),
+    Registration("com.microsoft.dml", "DmlRotarySigns", (1,), {"T": FLOAT16_TO_32}, fill_value_sequence.signs, fill_value_sequence),
+    Registration("com.microsoft.dml", "DmlRotaryAdd", (1,), {"T": FLOAT16_TO_32}, element_wise_arithmetic.rotary_add, element_wise_arithmetic),
+    Registration("com.microsoft.dml", "DmlRotaryJoin", (1,), {"T": FLOAT16_TO_32}, join.rotary_join, join),
+    # FILL_VALUE_SEQUENCE (DmlOperatorRange): start, limit, delta read on the CPU.
+    Registration("", "Range", (11,), {"T": frozenset({DT.INT16, DT.INT32, DT.INT64, DT.FLOAT32})}, fill_value_sequence.range_, fill_value_sequence,
+                 constant_cpu_inputs=(0, 1, 2)),
 )
 
 REGISTRATIONS: dict = {(row.domain, row.op_type): row for row in _ROWS}
@@ -220,9 +326,13 @@ GRAPHS = (
     DmlGraph("com.microsoft", "DynamicQuantizeMatMul", dynamic_quantize_matmul.RULE, dynamic_quantize_matmul.DIRECTML_OPERATORS,
              dynamic_quantize_matmul.parts),
     DmlGraph("com.microsoft", "QLinearSigmoid", qlinear_sigmoid.RULE, qlinear_sigmoid.DIRECTML_OPERATORS, qlinear_sigmoid.parts),
+    DmlGraph("com.microsoft", "QuickGelu", quick_gelu.RULE, quick_gelu.DIRECTML_OPERATORS, quick_gelu.parts),
     DmlGraph("com.microsoft", "QLinearConcat", qlinear_concat.RULE, qlinear_concat.DIRECTML_OPERATORS, qlinear_concat.parts),
     DmlGraph("com.microsoft", "MatMulNBits", matmul_nbits.RULE, matmul_nbits.DIRECTML_OPERATORS, matmul_nbits.parts,
              exact_products=matmul_nbits.exact_products),
+    DmlGraph("com.microsoft", "SkipLayerNormalization", _skip_ln.RULE, _skip_ln.DIRECTML_OPERATORS, _skip_ln.parts),
+    DmlGraph("com.microsoft", "SkipSimplifiedLayerNormalization", _skip_sln.RULE, _skip_sln.DIRECTML_OPERATORS, _skip_sln.parts),
+    DmlGraph("com.microsoft", "RotaryEmbedding", _rope.RULE, _rope.DIRECTML_OPERATORS, _rope.parts),
 )
 GRAPH_BY_RULE = {row.rule: row for row in GRAPHS}  # the rule of the parts a split makes: compare runs each group as one
 
