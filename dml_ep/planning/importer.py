@@ -100,11 +100,13 @@ class NodeImporter:
         if row is None:
             out = values.get(node.output[0]) if node.output else None
             float_op = out is not None and out.dtype is not None and out.dtype.kind == "f"
-            return FallbackNode(node, not_modelled_reason(node, origin, float_op), origin)
+            reason = not_modelled_reason(node, origin, float_op)
+            return FallbackNode(node, reason, origin, fallback_kind(reason))
         io = io or node_io(node)
+        unbound = {node.input[index] for index in row.unbound_inputs if index < len(node.input)}  # an empty one stops nothing
         for name in io.inputs:
             shape = getattr(values.get(name), "shape", None) or ()
-            if 0 in shape:  # the real EP's operators skip empty tensors; dml_ep leaves them to the CPU EP
+            if 0 in shape and name not in unbound:  # the real EP's operators skip empty tensors; dml_ep leaves them to the CPU EP
                 return FallbackNode(node, f"input {name!r} is empty (shape {list(shape)}); DirectML sizes are at least 1; "
                                           "on DirectML in the real EP, whose operators skip empty tensors", origin)
         key = signature(node, io, values, self.constants, run_data)

@@ -19,6 +19,9 @@ TRANSPOSED_CONV = ("ConvTranspose", "DmlFusedConvTranspose")  # MACs from the in
 MATMUL_A_INPUT = {"MatMul": 0, "MatMulInteger": 0, "QLinearMatMul": 0, "Gemm": 0, "QGemm": 0, "MatMulIntegerToFloat": 0,
                   "DynamicQuantizeMatMul": 0, "FusedMatMul": 0, "MatMulNBits": 0, "DmlGemm": 0}
 ELEMENT_WISE = {"Add", "Sub", "Mul", "Div", "Sum", "QLinearAdd", "QLinearMul", "DmlFusedAdd", "DmlFusedSum"}
+# Attention: Q.K^T and P.V over T keys, (query + output elements) * T; T from these values (GQA: the present key's rows;
+# MultiHeadAttention: the key's rows plus the past key's).
+ATTENTION_KEYS = {"GroupQueryAttention": ("output", 1, 2), "MultiHeadAttention": ("input", 1, 1)}
 
 
 @dataclasses.dataclass
@@ -73,13 +76,16 @@ def macs_inputs(node: onnx.NodeProto) -> list[str]:
         return [node.output[0], node.input[0], node.input[1]]
     if node.op_type in MATMUL_A_INPUT:
         return [node.output[0], node.input[0]]
+    if node.op_type in ATTENTION_KEYS:
+        return [node.output[0], node.input[0], *(name for name in _attention_key_values(node) if name)]
     return node.output[:1] if node.op_type in ELEMENT_WISE else []
 
 
 def node_macs(node: onnx.NodeProto, values: dict[str, "ValueInfo"]) -> int:
     """A node's multiply-accumulates from the value shapes, by one rule on DirectML and the fallback
     (so MACs move with a node between them): convolutions N*OC*OH*OW*(C/G)*KH*KW (transposed: N*C*H*W*(OC/G)*KH*KW), matmul-like
-    outputs*K, element-wise arithmetic one per output element, other ops 0."""
+    outputs*K, attention (query + output elements)*T (Q.K^T and P.V over T keys), element-wise arithmetic one per output
+    element, other ops 0."""
     out = known_shape(values.get(node.output[0]) if node.output else None)
     if out is None:  # not a tensor, or its shape known only when run
         return 0
@@ -96,7 +102,28 @@ def node_macs(node: onnx.NodeProto, values: dict[str, "ValueInfo"]) -> int:
             return 0
         transposed = any(attr.name == "transA" and attr.i for attr in node.attribute)
         return outputs * a[-2 if transposed else -1]
+    if node.op_type in ATTENTION_KEYS:
+        return _attention_macs(node, values, outputs)
     return outputs if node.op_type in ELEMENT_WISE else 0
+
+
+def _attention_key_values(node: onnx.NodeProto) -> list[str]:
+    """The values whose rows are an attention's keys: GQA's present key; MultiHeadAttention's key and past key."""
+    where, index, _ = ATTENTION_KEYS[node.op_type]
+    names = node.output if where == "output" else node.input
+    past = [node.input[6]] if where == "input" and len(node.input) > 6 else []
+    return [names[index] if len(names) > index else "", *past]
+
+
+def _attention_macs(node: onnx.NodeProto, values: dict[str, "ValueInfo"], outputs: int) -> int:
+    query = known_shape(values.get(node.input[0]))
+    axis = ATTENTION_KEYS[node.op_type][2]
+    names = _attention_key_values(node)
+    keys = known_shape(values.get(names[0])) if names[0] else None
+    past = known_shape(values.get(names[1])) if len(names) > 1 and names[1] else ()
+    if query is None or keys is None or past is None or len(keys) <= axis:
+        return 0
+    return (int(np.prod(query)) + outputs) * (keys[axis] + (past[2] if len(past) == 4 else 0))
 
 
 def known_shape(info: ValueInfo | None) -> tuple[int, ...] | None:

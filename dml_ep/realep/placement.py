@@ -28,7 +28,14 @@ from .support_queries import QueryContext, declined
 ON_DML = "on DirectML in the real EP, not modelled by dml_ep"
 ON_DML_AS = "on DirectML in the real EP as DML_OPERATOR_{}, not modelled by dml_ep"
 ON_CPU = "on the CPU in the real EP too"
+# A required CPU input computed at run time: the real EP makes the kernel when it sees the value, dml_ep plans it from it.
+PLANNED_WHEN_RUN = "on DirectML in the real EP, which makes its kernel from the value; dml_ep plans it when a run computes the value"
 ASSIGNED_TO_DML = "the real EP assigns it to DirectML (no support query declines it) and fails creating the operator"
+ON_DML_CPU_OUTPUT = ("the DML EP's own kernel in the real EP, which writes it to CPU memory with no DirectML operator "
+                     "(DmlGraphSupport::NotSupported: it splits DirectML partitions); onnxruntime's CPU kernel writes the same values")
+# ai.onnx ops whose DML EP kernel writes its outputs to CPU memory and joins no DirectML graph (the kernel table's rows with
+# cpu_outputs and graph false: Shape.cpp, Size.cpp; SequenceLength's sequences dml_ep does not plan).
+CPU_OUTPUT_OPS = frozenset({"Shape", "Size"})
 
 # Why a node runs where it does, as inspect counts them: first the classes of nodes the real EP runs
 # on the CPU, in the order GetCapability checks them, then those of nodes it runs on DirectML.
@@ -39,6 +46,8 @@ REASON_CLASSES = {
     "support-query": "declined by a support query",
     "data-type": "a value DirectML has no data type for",
     "cpu-preferred": "CPU-preferred (a shape computation)",
+    "cpu-output": "the DML EP's own kernel, writing CPU memory (no DirectML operator)",
+    "planned-when-run": "on DirectML, planned when run (a required CPU input computed at run time)",
     "not-modelled": "on DirectML in the real EP, not modelled by dml_ep",
     "modelled": "a DirectML operator dml_ep models",
     "no-dml-session": "the session has no DmlExecutionProvider",
@@ -225,6 +234,10 @@ def _cpu_source(node: onnx.NodeProto, kernel: Kernel, types: Mapping[str, str | 
 def fallback_kind(reason: str) -> str:
     """The class of a fallback dml_ep's importer makes, read from the end its reason has (ON_DML and
     its variants, ASSIGNED_TO_DML: "not-modelled"; ON_CPU: a check of the real EP's, "support-query")."""
+    if reason.endswith(ON_DML_CPU_OUTPUT):
+        return "cpu-output"
+    if reason.endswith(PLANNED_WHEN_RUN):
+        return "planned-when-run"
     return "not-modelled" if "on DirectML in the real EP" in reason or "the real EP assigns it to DirectML" in reason else "support-query"
 
 
@@ -238,5 +251,7 @@ def not_modelled_reason(node: onnx.NodeProto, origin: Origin, float_op: bool = F
 def _not_modelled_reason(domain: str, op_type: str, float_op: bool, note: str | None) -> str:
     """One string for the nodes of one op and note: made once, held once (10,000 fallback nodes
     held 10,000 copies of it)."""
+    if op_domain(domain) == "" and op_type in CPU_OUTPUT_OPS:
+        return f"{_op_name(domain, op_type)}: {ON_DML_CPU_OUTPUT}"
     reason = f"{_op_name(domain, op_type)}: {'float op ' if float_op else ''}{ON_DML}"
     return f"{reason} ({note})" if note else reason

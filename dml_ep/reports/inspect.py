@@ -39,7 +39,7 @@ def inspect_json(model_path: str, shapes: dict, plan: Plan, rows: list[dict]) ->
 def by_op_type(rows: list[dict]) -> list[dict]:
     """Plan entries counted by op type and where they run (a DirectML operator, or ``fallback``),
     most MACs first."""
-    return counted(rows, lambda row: {"op_type": row["op_type"], "runs_on": row["runs_on"] if row["placement"] == "modelled" else "fallback"})
+    return counted(rows, lambda row: {"op_type": row["op_type"], "runs_on": row["runs_on"] if row["reason_class"] == "modelled" else "fallback"})
 
 
 def by_reason_class(rows: list[dict]) -> list[dict]:

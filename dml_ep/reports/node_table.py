@@ -16,12 +16,15 @@ from .report import ModelReport, NodeComparison, TensorComparison, node_label
 # A node the plan has not placed yet: its input shapes come with the data (Plan.pending).
 PENDING = "pending"
 PENDING_REASON = "its input shapes depend on data: planned when run (inspect --input plans it from a run)"
+# Fallbacks before a run that dml_ep models: Shape's CPU-output kernel; a node planned from a value a run computes.
+MODELLED_FALLBACKS = ("cpu-output", "planned-when-run")
 
 
 def placement(entry: PlanEntry) -> str:
-    """``modelled`` (a DirectML operator dml_ep runs), ``real-ep-dml`` or ``cpu`` (where the real EP
-    runs a node dml_ep leaves to the CPU fallback)."""
-    if isinstance(entry, DmlNode):
+    """``modelled`` (a DirectML operator dml_ep runs, the DML EP's own CPU-output kernel, Shape's,
+    whose values onnxruntime's CPU kernel gives, or a node dml_ep plans when a run computes its CPU
+    inputs), ``real-ep-dml`` or ``cpu`` (where the real EP runs a node dml_ep leaves to the CPU fallback)."""
+    if isinstance(entry, DmlNode) or entry.kind in MODELLED_FALLBACKS:
         return "modelled"
     return "cpu" if entry.kind in CPU_CLASSES else "real-ep-dml"
 

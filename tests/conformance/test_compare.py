@@ -254,14 +254,14 @@ def test_qdq_conv_runs_on_directml_and_matches_onnxruntime():
 
 @pytest.mark.host_sensitive
 def test_nothing_on_directml_is_never_a_bare_ok(capsys, tmp_path):
-    """A model with nothing dml_ep maps (its QuantizeLinear / DequantizeLinear, float Conv, Mul map
-    now: a float Softmax and Relu alone) says that both sides ran onnxruntime's CPU EP."""
+    """A model with nothing dml_ep maps (its QuantizeLinear / DequantizeLinear, float Conv, Mul, Softmax map
+    now: a float LogSoftmax and Softplus alone) says that both sides ran onnxruntime's CPU EP."""
     import onnx
 
     from dml_ep.cli import commands as cli
 
     rng = np.random.default_rng(0)
-    nodes = [helper.make_node("Softmax", ["x"], ["c"], name="softmax"), helper.make_node("Relu", ["c"], ["y"], name="relu")]
+    nodes = [helper.make_node("LogSoftmax", ["x"], ["c"], name="log_softmax"), helper.make_node("Softplus", ["c"], ["y"], name="softplus")]
     graph = helper.make_graph(nodes, "float_softmax", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 8, 8])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 8, 8])])
     path = tmp_path / "conv.onnx"

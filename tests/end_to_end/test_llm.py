@@ -47,17 +47,21 @@ def test_the_shipped_model_is_the_scripts():
 
 
 def test_where_the_real_ep_runs_each_node():
-    """MatMulNBits as DEQUANTIZE -> GEMM; GroupQueryAttention, RotaryEmbedding and the simplified
-    layer norms on DirectML (not modelled: onnxruntime runs them here); the mask's shape arithmetic
-    CPU-preferred. Nearly all the MACs are on DirectML operators dml_ep models."""
+    """MatMulNBits as DEQUANTIZE -> GEMM; GroupQueryAttention planned when run; RotaryEmbedding and the
+    skip layer norms as the DML EP's graphs, the simplified layer norm on MEAN_VARIANCE_NORMALIZATION2; the
+    mask's shape arithmetic CPU-preferred. Nearly all the MACs are on DirectML operators dml_ep models."""
     plan = dml_ep.InferenceSession(str(SHIPPED)).plan
     by_op = {}
     for entry in plan.entries:
         by_op.setdefault(entry.node.op_type, set()).add(entry.operator if isinstance(entry, dml_ep.operators.nodes.DmlNode) else entry.kind)
     assert by_op["DmlDequantize"] == {"DML_OPERATOR_DEQUANTIZE"} and by_op["DmlGemm"] == {"DML_OPERATOR_GEMM"}
-    for op in ("GroupQueryAttention", "RotaryEmbedding", "SimplifiedLayerNormalization", "SkipSimplifiedLayerNormalization"):
-        assert by_op[op] == {"not-modelled"}, op
-    assert by_op["Shape"] == {"not-modelled"} and "cpu-preferred" in by_op["Cast"]
+    assert by_op["GroupQueryAttention"] == {"planned-when-run"}  # its total_sequence_length is computed at run time
+    assert by_op["SimplifiedLayerNormalization"] == {"DML_OPERATOR_MEAN_VARIANCE_NORMALIZATION2"}
+    skip = {(e.node.op_type, e.operator) for e in plan.dml_nodes if e.origin.nodes[0].op_type == "SkipSimplifiedLayerNormalization"}
+    assert {operator for _, operator in skip} == {"DML_OPERATOR_ELEMENT_WISE_ADD1", "DML_OPERATOR_MEAN_VARIANCE_NORMALIZATION2"}
+    rotary = [entry for entry in plan.entries if entry.origin.nodes[0].op_type == "RotaryEmbedding"]  # the DML EP's graph, split
+    assert len(rotary) == 4 * 10 and all(isinstance(entry, dml_ep.operators.nodes.DmlNode) for entry in rotary)
+    assert by_op["Shape"] == {"cpu-output"} and "cpu-preferred" in by_op["Cast"]
     assert plan.summary()["dml"]["macs_percent"] >= 99
 
 

@@ -191,7 +191,6 @@ def test_uint8_relu_stays_on_the_cpu():
 
 
 @pytest.mark.parametrize("dtype, reason", [
-    (np.float32, "float Relu (input float32) is a float operator; " + ON_DML),
     (np.int32, "int32 Relu is an integer operator dml_ep does not model (int8 only); " + ON_DML),
 ])
 def test_other_relus_fall_back(dtype, reason):

@@ -19,7 +19,9 @@ from dml_ep.operators.nodes import DmlNode, FallbackNode
 from dml_ep.operators.registration import REGISTRATIONS
 from dml_ep.planning.planner import plan_model
 from dml_ep.realep import kernel_registry
-from dml_ep.realep.placement import place_nodes
+from dml_ep.realep.kernel_registry import kernels
+from dml_ep.realep.placement import CPU_CLASSES, CPU_OUTPUT_OPS, ON_DML_CPU_OUTPUT, REASON_CLASSES, place_nodes
+from dml_ep.reports import node_table
 
 F, I64, F16 = TensorProto.FLOAT, TensorProto.INT64, TensorProto.FLOAT16
 info = helper.make_tensor_value_info
@@ -66,12 +68,14 @@ def test_a_type_the_kernel_does_not_take_runs_on_the_cpu():
     assert "takes T in (float, float16, int16, int32, int8), not int64 ('x')" in entry.reason
 
 
-@pytest.mark.parametrize("release, kind", [("1.18", "no-kernel-at-version"), ("1.19", "not-modelled")])
-def test_the_kernel_table_is_the_release_s(release, kind):
-    """ReduceMin-20 is registered from 1.19 (main before the 1.19 -> 1.20 bump has REG_INFO(20, ReduceMin))."""
+@pytest.mark.parametrize("release, placed", [("1.18", "no-kernel-at-version"), ("1.19", "DML_OPERATOR_REDUCE")])
+def test_the_kernel_table_is_the_release_s(release, placed):
+    """ReduceMin-20 is registered from 1.19 (main before the 1.19 -> 1.20 bump has REG_INFO(20, ReduceMin)):
+    on the CPU before, on DirectML's REDUCE (which dml_ep models) from then."""
     node = helper.make_node("ReduceMin", ["x"], ["y"], keepdims=0)
     model = model_of([node], [info("x", F, [2, 3])], [info("y", F, None)], opset=20)
-    assert entries_by_output(model, qdq_rules=release)["y"].kind == kind
+    entry = entries_by_output(model, qdq_rules=release)["y"]
+    assert (entry.kind if isinstance(entry, FallbackNode) else entry.operator) == placed
 
 
 def test_a_value_directml_has_no_data_type_for_runs_on_the_cpu():
@@ -105,12 +109,28 @@ def test_shape_computations_are_cpu_preferred():
     "Shape"); each consumer whose other inputs are small initializers or graph inputs goes to the CPU,
     and its outputs become CPU tensors in turn. Range reads its inputs as CPU inputs
     (requiredConstantCpuInputs(0, 1, 2)), so it stays; Shape itself consumes no CPU tensor. The Add is
-    an op dml_ep models (int64 Add is not among its types, so it would fall back anyway)."""
+    an op dml_ep models (ELEMENT_WISE_ADD of int64), on the CPU here as in the real EP."""
     entries = entries_by_output(shape_subgraph())
     preferred = {name for name, e in entries.items() if isinstance(e, FallbackNode) and e.kind == "cpu-preferred"}
     assert preferred == {"n", "m", "k", "p"}
     assert "CPU-preferred (GetCpuPreferredNodes): computes from Shape 's' on the CPU" in entries["n"].reason
-    assert entries["s"].kind == "not-modelled" and entries["y"].kind == "not-modelled"
+    assert entries["s"].kind == "cpu-output"
+
+
+def test_shape_is_the_dml_eps_own_cpu_output_kernel_counted_as_modelled():
+    """Shape runs on the DML EP's own kernel (Shape.cpp), which writes int64 dims to CPU memory and builds
+    no DirectML operator: its own class, coloured as modelled, the values onnxruntime's CPU Shape gives."""
+    entries = entries_by_output(shape_subgraph())
+    shape = entries["s"]
+    assert isinstance(shape, FallbackNode) and shape.kind == "cpu-output" and shape.reason.endswith(ON_DML_CPU_OUTPUT)
+    assert node_table.placement(shape) == "modelled"
+    assert "cpu-output" not in CPU_CLASSES and "no DirectML operator" in REASON_CLASSES["cpu-output"]
+
+
+def test_the_cpu_output_ops_are_the_kernel_tables():
+    """CPU_OUTPUT_OPS: the ai.onnx rows with CPU outputs that join no DirectML graph (SequenceLength's sequences aside)."""
+    table = {(row.domain, row.op) for rows in kernels("1.24").values() for row in rows if row.cpu_outputs and not row.graph}
+    assert table - {("", "SequenceLength")} == {("", op) for op in CPU_OUTPUT_OPS}
 
 
 def test_a_float16_input_stops_cpu_preference():

@@ -15,8 +15,9 @@ from dml_ep.cli.commands import main
 
 MODELS = Path(__file__).resolve().parents[2] / "models"
 WIDTH = 160
-PAIRS, EXTRA_SIGMOIDS, PENDING = 100, 10, 12  # Sigmoid -> Add pairs, then Sigmoids, then nodes after a Reshape
-SIGMOID_REASON = "ai.onnx::Sigmoid: float op on DirectML in the real EP, not modelled by dml_ep"
+PAIRS, EXTRA_SIGMOIDS, PENDING = 100, 10, 12  # FLOAT_OP -> Add pairs, then FLOAT_OPs, then nodes after a Reshape
+FLOAT_OP = "Softplus"  # a float op the real EP runs on DirectML and dml_ep does not model (Sigmoid is modelled now)
+SIGMOID_REASON = f"ai.onnx::{FLOAT_OP}: float op on DirectML in the real EP, not modelled by dml_ep"
 
 
 def long_name(op_type: str, index: int) -> str:
@@ -26,8 +27,8 @@ def long_name(op_type: str, index: int) -> str:
 
 
 def chain_model():
-    """x [1,8] -> (Sigmoid -> Add c) x 100 -> Sigmoid x 10 -> Reshape by the input s -> 12 more
-    nodes, alternately Sigmoid and Add, whose shapes only a run tells."""
+    """x [1,8] -> (FLOAT_OP -> Add c) x 100 -> FLOAT_OP x 10 -> Reshape by the input s -> 12 more
+    nodes, alternately FLOAT_OP and Add, whose shapes only a run tells."""
     nodes, value = [], "x"
 
     def step(op_type, index, pending=False):
@@ -38,14 +39,14 @@ def chain_model():
         value = out
 
     for i in range(PAIRS):
-        step("Sigmoid", i)
+        step(FLOAT_OP, i)
         step("Add", i)
     for i in range(EXTRA_SIGMOIDS):
-        step("Sigmoid", PAIRS + i)
+        step(FLOAT_OP, PAIRS + i)
     nodes.append(helper.make_node("Reshape", [value, "s"], ["r"], name=long_name("Reshape", 0)))
     value = "r"
     for i in range(PENDING):
-        step("Sigmoid" if i % 2 == 0 else "Add", i, pending=True)
+        step(FLOAT_OP if i % 2 == 0 else "Add", i, pending=True)
     nodes[-1].output[0] = "y"
     graph = helper.make_graph(
         nodes, "chain",
@@ -74,13 +75,14 @@ def test_default_output_is_a_short_summary(capsys, chain):
     lines = out.splitlines()
     assert max(map(len, lines)) <= WIDTH
     assert len(lines) < 30
-    # by op type: 110 Sigmoids and the Reshape fall back; 100 Adds of 8 elements on DirectML, all the MACs
+    # by op type: 110 FLOAT_OPs and the Reshape fall back; 100 Adds of 8 elements on DirectML, all the MACs
     assert re.search(r"^Add +100 +DirectML \(DML_OPERATOR_ELEMENT_WISE_ADD1\) +800 +100\.0%$", out, re.M)
-    assert re.search(rf"^Sigmoid +{PAIRS + EXTRA_SIGMOIDS} +CPU fallback +0 +0\.0%$", out, re.M)
+    assert re.search(rf"^{FLOAT_OP} +{PAIRS + EXTRA_SIGMOIDS} +CPU fallback +0 +0\.0%$", out, re.M)
     assert re.search(r"^Reshape +1 +CPU fallback +0 +0\.0%$", out, re.M)
     # by reason class: where the real EP runs them and why
     assert re.search(r"^DirectML: a DirectML operator dml_ep models +modelled +100 +800$", out, re.M)
-    assert re.search(rf"^DirectML: on DirectML in the real EP, not modelled by dml_ep +not-modelled +{PAIRS + EXTRA_SIGMOIDS + 1} +0$", out, re.M)
+    assert re.search(rf"^DirectML: on DirectML in the real EP, not modelled by dml_ep +not-modelled +{PAIRS + EXTRA_SIGMOIDS} +0$", out, re.M)
+    assert re.search(r"^DirectML: on DirectML, planned when run \(a required CPU input computed at run time\) +planned-when-run +1 +0$", out, re.M)
     # by reason
     assert re.search(rf"^{re.escape(SIGMOID_REASON)} +{PAIRS + EXTRA_SIGMOIDS} +0$", out, re.M)
     # the totals as before, the pending nodes as a count and a few shortened names
@@ -91,7 +93,7 @@ def test_default_output_is_a_short_summary(capsys, chain):
     shown, more = names.rsplit(" and ", 1)
     assert more == f"{PENDING - 5} more"
     for i, name in enumerate(shown.split(", ")):  # shortened in the middle
-        whole = long_name("pending_" + ("Sigmoid" if i % 2 == 0 else "Add"), i)
+        whole = long_name("pending_" + (FLOAT_OP if i % 2 == 0 else "Add"), i)
         assert "…" in name and whole.startswith(name.split("…")[0]) and whole.endswith(name.split("…")[1])
 
 
@@ -110,13 +112,16 @@ def test_json_keeps_whole_names_and_adds_the_summaries(capsys, chain, tmp_path):
     assert plan["pending"] == names[-PENDING:]
     by_op_type = {(r["op_type"], r["runs_on"]): (r["nodes"], r["macs"]) for r in plan["by_op_type"]}
     assert by_op_type == {("Add", "DML_OPERATOR_ELEMENT_WISE_ADD1"): (PAIRS, 8 * PAIRS),
-                          ("Sigmoid", "fallback"): (PAIRS + EXTRA_SIGMOIDS, 0), ("Reshape", "fallback"): (1, 0)}
-    assert {r["reason_class"]: r["nodes"] for r in plan["by_reason_class"]} == {"modelled": PAIRS, "not-modelled": PAIRS + EXTRA_SIGMOIDS + 1}
-    assert {r["reason_class"] for r in plan["nodes"]} == {"modelled", "not-modelled"}
+                          (FLOAT_OP, "fallback"): (PAIRS + EXTRA_SIGMOIDS, 0), ("Reshape", "fallback"): (1, 0)}
+    assert {r["reason_class"]: r["nodes"] for r in plan["by_reason_class"]} == {"modelled": PAIRS, "not-modelled": PAIRS + EXTRA_SIGMOIDS,
+                                                                                "planned-when-run": 1}
+    assert {r["reason_class"] for r in plan["nodes"]} == {"modelled", "not-modelled", "planned-when-run"}
     assert {r["reason"]: r["nodes"] for r in plan["by_reason"]} == {
         SIGMOID_REASON: PAIRS + EXTRA_SIGMOIDS,
-        "input 1 's' is computed at run time (a required CPU input, which the real EP reads from CPU memory); on DirectML in the real EP; "
-        "dml_ep plans it from the value a run computes": 1}
+        "input 1 's' is computed at run time (a required CPU input, which the real EP reads from CPU memory); on DirectML in the real EP, "
+        "which makes its kernel from the value; dml_ep plans it when a run computes the value": 1}
+    reshape = next(r for r in plan["nodes"] if r["op_type"] == "Reshape")
+    assert (reshape["placement"], reshape["reason_class"]) == ("modelled", "planned-when-run")
 
 
 def test_qdq_rules_named_only_for_a_model_they_rewrote(capsys):
@@ -129,15 +134,22 @@ def test_qdq_rules_named_only_for_a_model_they_rewrote(capsys):
         capsys, MODELS / "small_cnn.qdq.onnx", "--nodes")
 
 
-def test_long_reasons_are_shortened_at_the_end(capsys, built, tmp_path):
-    """The QDQ transformer's Softmax falls back with a note on the CPU-only rule that would fuse it:
+def test_long_reasons_are_shortened_at_the_end(capsys, tmp_path):
+    """A float Resize between DQ and Q falls back with a note on the CPU-only rule that would drop its Q/DQ:
     shortened in the summary, whole in the JSON."""
-    path = built("transformer_block", "qdq")
+    nodes = [helper.make_node("DequantizeLinear", ["xq", "s", "z"], ["x"]), helper.make_node("Resize", ["x", "", "scales"], ["y"]),
+             helper.make_node("QuantizeLinear", ["y", "s", "z"], ["yq"])]
+    constants = {"s": np.array(0.1, np.float32), "z": np.array(128, np.uint8), "scales": np.array([1, 1, 2, 2], np.float32)}
+    graph = helper.make_graph(nodes, "qdq_resize", [helper.make_tensor_value_info("xq", TensorProto.UINT8, [1, 2, 4, 4])],
+                              [helper.make_tensor_value_info("yq", TensorProto.UINT8, None)],
+                              [numpy_helper.from_array(value, name) for name, value in constants.items()])
+    path = tmp_path / "qdq_resize.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)]), path)
     out = inspect(capsys, path, "--json", tmp_path / "plan.json")
     assert max(map(len, out.splitlines())) <= WIDTH
-    row = next(line for line in out.splitlines() if line.startswith("ai.onnx::Softmax: "))
-    shown, nodes, macs = row.rsplit(None, 2)
-    assert shown.endswith("…") and (nodes, macs) == ("1", "0")
+    row = next(line for line in out.splitlines() if line.startswith("ai.onnx::Resize: "))
+    shown, nodes_, macs = row.rsplit(None, 2)
+    assert shown.endswith("…") and (nodes_, macs) == ("1", "0")
     by_reason = json.loads((tmp_path / "plan.json").read_text())["by_reason"]
-    reason = next(r["reason"] for r in by_reason if r["reason"].startswith("ai.onnx::Softmax: "))
+    reason = next(r["reason"] for r in by_reason if r["reason"].startswith("ai.onnx::Resize: "))
     assert reason.startswith(shown[:-1]) and "is for CPU nodes only" in reason

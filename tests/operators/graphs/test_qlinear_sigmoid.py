@@ -142,7 +142,7 @@ def test_mlas_logistic_is_onnxruntimes_float_sigmoid_bit_for_bit():
 def test_the_logistic_probe_tells_the_two_mlas_kernels_apart():
     """The probe's inputs round apart in MLAS's FMA3 and generic kernels, and the host's onnxruntime
     gives one of the two (Nehalem under QEMU: the generic one; AVX2 hosts: FMA3)."""
-    from dml_ep.operators.activation import _FUSION_PROBE
+    from dml_ep.numerics.kernels.mlas_transcendental import _FUSION_PROBE
 
     fused, generic = mlas_logistic(_FUSION_PROBE, True), mlas_logistic(_FUSION_PROBE, False)
     assert not np.array_equal(fused, generic)
