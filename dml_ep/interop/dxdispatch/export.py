@@ -128,7 +128,7 @@ class _Writer:
                 self.sequences.append([])
             previous_was_dml = True
             self._dispatch(entry, names[id(entry)])
-        for name in self.made:  # a buffer as large as the largest desc bound to it spans
+        for name in self.made - self._sources.keys():  # a buffer as large as the largest desc bound to it spans
             resource = self.resources[name]
             count, data_type = resource["initialValues"]["valueCount"], DML_TENSOR_DATA_TYPE[resource["initialValuesDataType"]]
             if self._sizes[name] > (count * data_type.element_size + 3) & ~3:  # DxDispatch rounds up to 4 bytes
@@ -149,7 +149,9 @@ class _Writer:
         for field, tensor in entry.desc.tensors().items():
             value = made[field] if field in made else entry.names.get(field) or f"{name}.{field}"  # a constant of dml_ep's own: named here
             bound = entry.inputs.get(field)
-            self._bind(value, tensor, made=field in made, array=bound if isinstance(bound, np.ndarray) else None)
+            # an output the node also reads (GroupQueryAttention's past -> present, aliased): its buffer starts as that input
+            initial = self.values[bound] if field in made and isinstance(bound, str) and bound else None
+            self._bind(value, tensor, made=field in made, array=bound if isinstance(bound, np.ndarray) else None, initial=initial)
             owned = tensor.Flags & DML_TENSOR_FLAGS.OWNED_BY_DML
             (initialization if owned else execution)[field] = value
         dispatchable = descs.to_dict(entry.desc)
@@ -159,12 +161,16 @@ class _Writer:
         self.commands.append({"type": "dispatch", "dispatchable": name, "bindings": _arrays(execution)})
         self.sequences[-1].append(name)
 
-    def _bind(self, value: str, tensor, made: bool, array: np.ndarray | None = None) -> None:
-        """``value`` bound to ``tensor``: made by a dispatch, or read from ``array`` (the constant the
-        node binds, as DirectML reads it), a constant or a run's value."""
+    def _bind(self, value: str, tensor, made: bool, array: np.ndarray | None = None, initial: np.ndarray | None = None) -> None:
+        """``value`` bound to ``tensor``: made by a dispatch (starting as ``initial`` where the dispatch
+        writes into an input's buffer), or read from ``array`` (the constant the node binds, as
+        DirectML reads it), a constant or a run's value."""
         self._sizes[value] = max(self._sizes.get(value, 0), tensor.TotalTensorSizeInBytes)
         if made:
             self.made.add(value)
+            if initial is not None:
+                self._sources[value] = _grown(np.asarray(initial), tuple(tensor.Sizes))
+                return
             self.resources[value] = {"initialValuesDataType": tensor.DataType.name,
                                      "initialValues": {"valueCount": tensor.element_count, "value": 0}}
             return
@@ -196,6 +202,19 @@ class _Writer:
                 self.files[path] = array
                 resources[name] = {"initialValuesDataType": data_type, "initialValues": {"sourcePath": path}}
         return resources
+
+
+def _grown(array: np.ndarray, sizes: tuple[int, ...]) -> np.ndarray:
+    """An input's array as the buffer of the output a dispatch writes over it, of the output desc's
+    ``sizes``: a decode step's past key [B, kvN, P, H] at the start of the present's [B, kvN, T, H] rows,
+    zeros after, as the kernel grows it (multihead_attention._present)."""
+    array = array.reshape((1,) * (len(sizes) - array.ndim) + array.shape) if array.ndim < len(sizes) else array
+    if array.shape == sizes:
+        return np.ascontiguousarray(array)
+    grown = np.zeros(sizes, array.dtype)
+    common = tuple(slice(0, min(n, m)) for n, m in zip(array.shape, sizes))
+    grown[common] = array[common]
+    return grown
 
 
 def _arrays(bindings: dict[str, str]) -> dict[str, Any]:

@@ -111,7 +111,8 @@ class DxDispatchModel:
                                       f"less than its TotalTensorSizeInBytes {tensor.TotalTensorSizeInBytes}")
             arrays[field] = np.frombuffer(buffer, dtype=tensor.DataType.numpy(), count=len(buffer) // tensor.DataType.element_size)
         outputs = output_fields(desc)
-        results = run_kernel(desc, {f: a for f, a in arrays.items() if f not in outputs}, arithmetic, engine, dispatchable.state)
+        reads = getattr(desc, "READS_OUTPUTS", ())  # outputs written in place, read first (MULTIHEAD_ATTENTION1's presents)
+        results = run_kernel(desc, {f: a for f, a in arrays.items() if f not in outputs or f in reads}, arithmetic, engine, dispatchable.state)
         for field, result in zip(outputs, results if len(outputs) > 1 else (results,)):
             output, target = tensors[field], arrays[field]
             itemsize = target.itemsize
