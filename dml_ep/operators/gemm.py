@@ -21,11 +21,14 @@ Kernel. DirectML's page gives no summation order or accumulator width; nor does 
   compiled without: DmlGraphFusionHelper.cpp) does.
 - ``"onnxruntime"``: float32 MatMul, FusedMatMul and Gemm as onnxruntime's CPU EP computes them,
   bit for bit: MLAS's SGEMM on this host (``kernels.mlas_sgemm``: its threads, kernels and panel
-  order; a constant 2-D B is packed, as onnxruntime packs it when the session loads). A 4-bit
+  order; a constant 2-D B is packed, as onnxruntime packs it when the session loads). Float16 ones
+  too: x86-64 onnxruntime registers no float16 MatMul or Gemm kernel (MLAS's HGEMM is ARM64-only), so
+  InsertCastTransformer runs the float32 node between Casts (widen, SGEMM with B packed where it is a
+  constant initializer, measured: packing decided as for float32, round once to float16). A 4-bit
   MatMulNBits' GEMM at accuracy levels 0 to 3 (float32 or float16): as MLAS's SQ4BitGemm_CompFp32,
   bit for bit but for a part of one row (:func:`sqnbit_fp32_gemm`); at level 4, A quantized to
   int8 per block as MLAS's CompInt8 does, then the product rounded once: within float32 rounding
-  of onnxruntime's (:func:`sqnbit_int8_gemm`). Otherwise (float16 MatMul, 8 bits) a float32 GEMM in
+  of onnxruntime's (:func:`sqnbit_int8_gemm`). Otherwise (8 bits) a float32 GEMM in
   numpy's order, within float32 rounding of onnxruntime's, not bit for bit; compare names the
   differences ("float summation order", "int8 activations" in the "directml" arithmetic).
 No exact value: GEMM does not quantize.
@@ -220,7 +223,7 @@ def onnxruntime_gemm(desc, tensors: dict, state: KernelState, compiled: bool = F
     """The node as onnxruntime's CPU EP computes it on this host, where dml_ep knows how (what the
     importer noted, ``state.imported``: :data:`MLAS`, :data:`SQNBIT_FP32`, :data:`SQNBIT_INT8`); else None."""
     imported = state.imported.onnxruntime
-    if imported == MLAS and desc.OutputTensor.DataType == DT.FLOAT32:
+    if imported == MLAS and desc.OutputTensor.DataType in (DT.FLOAT32, DT.FLOAT16):
         return mlas_gemm(desc, tensors, state, compiled)
     if imported == SQNBIT_FP32 and host_runs_sqnbit_fp32():
         return sqnbit_fp32_gemm(desc, tensors, state, compiled)
@@ -235,20 +238,20 @@ def mlas_gemm(desc, tensors: dict, state: KernelState, compiled: bool = False) -
     else one per batch; B (as :func:`_weight` reads it, once per buffer) packed where it is a
     constant 2-D tensor; Gemm's C as the output's start and its beta (0 without C)."""
     trans_a, trans_b = desc.TransA == DML_MATRIX_TRANSFORM.TRANSPOSE, desc.TransB == DML_MATRIX_TRANSFORM.TRANSPOSE
-    a = view(tensors["ATensor"], desc.ATensor)
+    a = view(tensors["ATensor"], desc.ATensor).astype(np.float32, copy=False)
     a = np.swapaxes(a, -1, -2) if trans_a else a
     b = _weight(tensors, desc, np.float32, state)
     constant_b = state.constants.get("BTensor")
     with_c = desc.CTensor is not None and desc.Beta != 0.0
     call = GemmCall(trans_a, trans_b, desc.Alpha, desc.Beta if with_c else 0.0, constant_b is not None and constant_b.ndim == 2)
     m, n = a.shape[-2], b.shape[-1]
-    c = view(tensors["CTensor"], desc.CTensor).reshape(1, m, n) if with_c else None
+    c = view(tensors["CTensor"], desc.CTensor).astype(np.float32).reshape(1, m, n) if with_c else None
     if not trans_a and b.ndim == 2:
         y = sgemm_batch(a.reshape(1, -1, a.shape[-1]), b[None], call, host_sgemm(), c, compiled)
     else:
         stack = np.broadcast_to(b, (*a.shape[:-2], *b.shape[-2:])).reshape(-1, *b.shape[-2:])
         y = sgemm_batch(a.reshape(-1, m, a.shape[-1]), stack, call, host_sgemm(), c, compiled)
-    return y.reshape(desc.OutputTensor.Sizes)
+    return y.reshape(desc.OutputTensor.Sizes).astype(desc.OutputTensor.DataType.numpy(), copy=False)
 
 
 def sqnbit_fp32_gemm(desc, tensors: dict, state: KernelState, compiled: bool = False) -> np.ndarray:
