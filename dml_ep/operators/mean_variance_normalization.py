@@ -42,19 +42,23 @@ Kernel, per normalization (the elements that differ only in ``Axes``):
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Optional
 
 import numpy as np
+from onnx import TensorProto, helper, numpy_helper
 
 from ..core.enums import DML_FEATURE_LEVEL as FL
 from ..core.enums import DML_OPERATOR_TYPE as OP
 from ..core.errors import InvalidAttributeError
+from ..core.graph import internal_model
 from ..core.tensor_desc import view
 from ..numerics.kernels.float32_fma import fma32
+from ..ort.reference import cpu_session
 from ..realep.placement import ON_DML_AS
 from .activation import ActivationDesc, apply_activation
 from .base import FLOATS, DevicePrecision, Operator, OperatorDesc, TensorDesc, rules
-from .importing import Fallback, NodeContext, tensor
+from .importing import Fallback, NodeContext, bound, tensor
 from .kernel_state import KernelState
 from .nodes import DmlNode, Imported
 
@@ -65,6 +69,9 @@ _FIELDS = ("InputTensor", "ScaleTensor", "BiasTensor", "OutputTensor")
 F32, F16 = np.dtype(np.float32), np.dtype(np.float16)
 SKIP_LAYER_NORM = "skip_layer_norm.cc"  # Imported.onnxruntime of SkipLayerNormalization's MVN2: that kernel's scalar loop at every size
 SCALAR = 2**62  # a vector_from no row reaches
+# A float16 SkipLayerNormalization's MVN2 also binds its ADD's operands (node inputs 3, 4, 5): in the "onnxruntime"
+# arithmetic it normalizes their float32 sum ((input + skip) [+ bias]), as skip_layer_norm.cc does, not the ADD's float16 one.
+SKIP_SUM_FIELDS = ("SkipSumInput", "SkipSumSkip", "SkipSumBias")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -120,13 +127,13 @@ def layer_normalization(ctx: NodeContext) -> DmlNode:
 
 def graph_normalization(ctx: NodeContext) -> DmlNode:
     """com.microsoft.dml DmlMeanVarianceNormalization: SkipLayerNormalization's MVN2 over the last
-    axis (inputs: the sum, gamma, and the post-normalization bias)."""
-    made = _normalization(ctx, bool(ctx.attr("simplified", 0)))
+    axis (inputs: the sum, gamma, the post-normalization bias, [the sum's operands: SKIP_SUM_FIELDS])."""
+    made = _normalization(ctx, bool(ctx.attr("simplified", 0)), SKIP_SUM_FIELDS)
     made.imported = Imported(SKIP_LAYER_NORM)
     return made
 
 
-def _normalization(ctx: NodeContext, simplified: bool) -> DmlNode:
+def _normalization(ctx: NodeContext, simplified: bool, extra: tuple[str, ...] = ()) -> DmlNode:
     dtype, scale_dtype = ctx.info(0).dtype, ctx.info(1).dtype
     for what in (dtype, scale_dtype):
         if what not in (F32, F16):
@@ -154,7 +161,9 @@ def _normalization(ctx: NodeContext, simplified: bool) -> DmlNode:
         InputTensor=tensor(scale_dtype, sizes), ScaleTensor=parameters.get("ScaleTensor"), BiasTensor=parameters.get("BiasTensor"),
         OutputTensor=tensor(scale_dtype, sizes), AxisCount=len(sizes) - axis, Axes=tuple(range(axis, len(sizes))),
         UseMean=int(not simplified), UseVariance=1, Epsilon=float(np.float32(ctx.attr("epsilon", 1e-5))))
-    return ctx.dml_node(desc, ("InputTensor", "ScaleTensor", "BiasTensor"), shape)
+    made = ctx.dml_node(desc, ("InputTensor", "ScaleTensor", "BiasTensor"), shape)
+    operands = {field: 3 + index for index, field in enumerate(extra) if ctx.input_name(3 + index)}
+    return bound(ctx.node, desc, {**made.input_index, **operands}, (tuple(shape),), ctx.constants, ctx.origin) if operands else made
 
 
 # --- kernel ----------------------------------------------------------------------------------
@@ -176,9 +185,12 @@ def mean_variance_normalization2(desc: DML_MEAN_VARIANCE_NORMALIZATION2_OPERATOR
     scale = None if desc.ScaleTensor is None else rows(view(tensors["ScaleTensor"], desc.ScaleTensor))
     bias = None if desc.BiasTensor is None else rows(view(tensors["BiasTensor"], desc.BiasTensor))
     values = rows(x)
+    if options.onnxruntime and state.imported.onnxruntime == SKIP_LAYER_NORM and _bound(tensors, SKIP_SUM_FIELDS[0]):
+        values = rows(_float32_sum(tensors, sizes))
     if options.onnxruntime and desc.UseVariance:
         half = desc.InputTensor.DataType.name == "FLOAT16"
-        vector_from = SCALAR if state.imported.onnxruntime == SKIP_LAYER_NORM else 16 if half or not desc.UseMean else 8
+        scalar = state.imported.onnxruntime == SKIP_LAYER_NORM or not host_vector_loop()
+        vector_from = SCALAR if scalar else 16 if half or not desc.UseMean else 8
         y = _onnxruntime(values, scale, bias, desc, vector_from, half)
     else:
         y = _directml(values, scale, bias, desc)
@@ -186,6 +198,18 @@ def mean_variance_normalization2(desc: DML_MEAN_VARIANCE_NORMALIZATION2_OPERATOR
         y = apply_activation(desc.FusedActivation, np.asarray(y, np.float32))
     shaped = np.asarray(y).reshape([sizes[axis] for axis in order]).transpose(np.argsort(order))
     return np.ascontiguousarray(shaped.astype(out_dtype))
+
+
+def _bound(tensors: dict, field: str) -> bool:
+    return isinstance(tensors.get(field), np.ndarray)
+
+
+def _float32_sum(tensors: dict, sizes) -> np.ndarray:
+    """skip_layer_norm.cc's sum of a float16 node: input + skip [+ bias], each widened, float32 adds in that order."""
+    total = tensors["SkipSumInput"].astype(np.float32) + tensors["SkipSumSkip"].astype(np.float32)
+    if _bound(tensors, "SkipSumBias"):
+        total = total + tensors["SkipSumBias"].astype(np.float32)
+    return total.reshape(sizes)
 
 
 def _directml(x: np.ndarray, scale, bias, desc) -> np.ndarray:
@@ -249,6 +273,22 @@ def _sum_of_squares(x: np.ndarray, half: bool) -> np.ndarray:
     for k in range(full, n):
         total = total + x[:, k] * x[:, k] if not half and k < full + 4 <= n else fma32(x[:, k], x[:, k], total)
     return total
+
+
+@functools.lru_cache(maxsize=1)
+def host_vector_loop() -> bool:
+    """Whether the host's onnxruntime runs layer_norm_impl.cc's AVX2 loop for long rows (an AVX2 + FMA
+    x86-64), else its scalar loop at every length (measured under QEMU Nehalem: Welford's mean and M2 and
+    the scalar Y, bit for bit, rows of 8 to 768), measured once on its LayerNormalization: CPU flags
+    would only guess onnxruntime's choice."""
+    x = (np.random.default_rng(3).standard_normal((32, 20)) * 4 + 1).astype(np.float32)
+    graph = helper.make_graph([helper.make_node("LayerNormalization", ["x", "s"], ["y"], epsilon=1e-5)], "layer_norm_probe",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape))],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              [numpy_helper.from_array(np.ones(20, np.float32), "s")])
+    y = cpu_session(internal_model(graph, 17), threads=1).run(None, {"x": x})[0]
+    mean, root = _onnxruntime_statistics(x, np.float32(1e-5), False, False)
+    return bool(np.array_equal(y, (x - mean) * (np.float32(1) / root)))
 
 
 def _precision(desc) -> DevicePrecision:

@@ -14,14 +14,20 @@ Bias. So with a bias the real EP computes ``rms_norm(input + skip) * gamma + bia
 (:func:`post_normalization_bias` names it).
 
 The "onnxruntime" arithmetic runs each part as its own kernel: float32 parts are onnxruntime's
-float32 loop bit for bit (an IEEE add, then the normalization); float16 parts round the sum to
-float16 between the ADD and the normalization, where onnxruntime's CPU kernel keeps it in float32.
+float32 loop bit for bit (an IEEE add, then the normalization). For float16 the graph's ADD rounds the
+sum to float16 before the MVN2, where onnxruntime's CPU kernel (skip_layer_norm.cc) normalizes the
+float32 sum: the MVN2 also binds the ADD's operands (input, skip, [input 4]) and, in the "onnxruntime"
+arithmetic, normalizes their float32 sum, bit for bit; the "directml" arithmetic keeps the float16
+rounding, which compare names (the cause "graph", ``conformance.causes.SKIP_SUM_ROUNDING``). Output 3 is the ADD's float16 sum in both.
+Residual: with input 4 (a float16 SkipLayerNormalization's bias) the graph's output 3 rounds twice
+(input + skip, then + bias), onnxruntime's once.
 """
 
 from __future__ import annotations
 
 from typing import Callable
 
+import numpy as np
 import onnx
 
 from ...passes.dml_fusion import DML_DOMAIN
@@ -85,7 +91,11 @@ def parts(graph: EditableGraph, node: onnx.NodeProto, static: dict, on_dml: Call
     epsilon = next((a.f for a in node.attribute if a.name == "epsilon"), 1e-12)
     adds, summed, made = _adds(graph, node, source.dtype, "" if simplified else _input(node, 4))
     post_bias = post_normalization_bias(node)
-    normalization = onnx.helper.make_node(NORMALIZATION, [summed, node.input[2]] + ([post_bias] if post_bias else []), [node.output[0]],
+    # A float16 sum is rounded by the ADD; onnxruntime's CPU kernel normalizes it unrounded: the MVN2 binds the sum's
+    # operands too, for the "onnxruntime" arithmetic (mean_variance_normalization.SKIP_SUM_FIELDS).
+    operands = [node.input[0], node.input[1], "" if simplified else _input(node, 4)] if source.dtype == np.float16 else []
+    normalization = onnx.helper.make_node(NORMALIZATION, [summed, node.input[2], post_bias, *operands] if post_bias or operands
+                                          else [summed, node.input[2]], [node.output[0]],
                                           name=node.name, domain=DML_DOMAIN, epsilon=epsilon, simplified=int(simplified))
     infos = derived_infos(made, static)
     if not all(on_dml(part, infos) for part in (*adds, normalization)):

@@ -102,12 +102,32 @@ def test_float32_skip_layer_norm_is_bit_exact_with_onnxruntime(hidden):
 
 
 @pytest.mark.host_sensitive
-def test_float16_skip_layer_norm_is_close_to_onnxruntime():
-    """float16: the DML graph rounds each ADD's sum to float16, where the CPU kernel keeps it in float32."""
+@pytest.mark.parametrize("op", ["SkipLayerNormalization", "SkipSimplifiedLayerNormalization"])
+@pytest.mark.parametrize("hidden", [256, 1024])
+def test_float16_normalizes_the_float32_sum_as_onnxruntime(op, hidden):
+    """float16: the MVN2 normalizes the float32 input + skip (bound beside the ADD's float16 sum), as the CPU
+    kernel does: outputs 0 and 3 bit for bit; the "directml" arithmetic normalizes the graph's float16 sum."""
+    model, feeds, _ = skip_model(op, np.float16, hidden=hidden, bias=False, seed=hidden)
+    expected = cpu_session(model, threads=1).run(None, feeds)
+    got = dml_ep.InferenceSession(model.SerializeToString(), arithmetic="onnxruntime").run(None, feeds)
+    for mine, theirs in zip(got, expected):
+        np.testing.assert_array_equal(mine, theirs)
+    rounded = dml_ep.InferenceSession(model.SerializeToString(), arithmetic="directml").run(None, feeds)[0]
+    assert (rounded != expected[0]).any()
+
+
+@pytest.mark.host_sensitive
+def test_float16_bias_rounds_the_sum_output_twice():
+    """float16 with input 4: output 0 bit for bit; the graph's output 3 rounds input + skip, then + bias (the
+    residual the module docstring names), where onnxruntime rounds once."""
     model, feeds, _ = skip_model("SkipLayerNormalization", np.float16, seed=3)
     expected = cpu_session(model, threads=1).run(None, feeds)
     got = dml_ep.InferenceSession(model.SerializeToString(), arithmetic="onnxruntime").run(None, feeds)
-    np.testing.assert_allclose(got[0].astype(np.float64), expected[0], rtol=0, atol=2.0**-8 * np.abs(expected[0]).max())
+    np.testing.assert_array_equal(got[0], expected[0])
+    x, skip = (feeds[n].astype(np.float32) for n in ("x", "skip"))
+    bias = numpy_helper.to_array(next(i for i in model.graph.initializer if i.name == "bias")).astype(np.float32)
+    np.testing.assert_array_equal(got[1], ((x + skip).astype(np.float16).astype(np.float32) + bias).astype(np.float16))
+    assert (got[1] != expected[1]).any()
 
 
 def test_a_used_mean_output_stays_on_the_cpu():
