@@ -15,6 +15,9 @@ reference's value, or DirectML's exact value to tell a tie from float32 rounding
   "other". The node's cause is that of most of its
   elements out of tolerance, so that a float output's many float32 rounding differences within
   it do not outvote the few saturated elements that fail it.
+- A float16 SkipLayerNormalization's graph: "graph" (:data:`SKIP_SUM_ROUNDING`) where only the "onnxruntime"
+  arithmetic's float32 sum gives the reference's value, not its normalization of the graph's float16 sum
+  (:func:`rounded_skip_sum`).
 - A DirectML graph whose output is a float product (its row's ``exact_products``: MatMulNBits'
   DEQUANTIZE -> GEMM against onnxruntime's CPU kernel): "int8 activations" where the reference is
   the CPU's other computation (A quantized to int8 per block at accuracy level 4, CompInt8), which
@@ -46,6 +49,7 @@ from ..numerics.engines import get_engine
 from ..numerics.kernels.parameters import parameter4d
 from ..operators.base import DevicePrecision, OperatorDesc
 from ..operators.dml_graph import FloatProducts
+from ..operators.mean_variance_normalization import SKIP_SUM_FIELDS
 from ..operators.nodes import DmlNode
 from ..operators.registration import operator_of
 from ..ort.reference import DML_REFERENCE
@@ -94,6 +98,25 @@ def classify(entry: DmlNode, reference: dict, result: np.ndarray, expected: np.n
     if unexplained.any():
         put(DEVICE_PRECISION, unexplained & within_device_precision(entry.desc, point_value, expected))
     return labels
+
+
+SKIP_SUM_ROUNDING = ("the real EP's graph rounds input + skip to float16 (ELEMENT_WISE_ADD) before MEAN_VARIANCE_NORMALIZATION2, "
+                     "where onnxruntime's SkipLayerNormalization normalizes their float32 sum")
+
+
+def rounded_skip_sum(entry: DmlNode, reference: Mapping) -> dict | None:
+    """For the MVN2 of a float16 SkipLayerNormalization's graph, which binds its sum's operands (input, skip; no
+    bias): the reference's values with the input replaced by the float16 sum and the skip by zeros, on which the
+    "onnxruntime" arithmetic normalizes the rounded sum as the graph does (what it explains is the normalization's
+    own rounding; what only the float32 sum explains, :data:`SKIP_SUM_ROUNDING`); else None."""
+    names = entry.names
+    operand, skip = names.get(SKIP_SUM_FIELDS[0]), names.get(SKIP_SUM_FIELDS[1])
+    if not operand or not skip or operand == skip or names.get(SKIP_SUM_FIELDS[2]) or operand not in reference or skip not in reference:
+        return None
+    values = dict(reference)
+    values[operand] = (reference[operand].astype(np.float32) + reference[skip].astype(np.float32)).astype(reference[operand].dtype)
+    values[skip] = np.zeros_like(reference[skip])
+    return values
 
 
 def device_precision(desc: OperatorDesc) -> DevicePrecision | None:

@@ -47,7 +47,7 @@ from ..reports.report import (CAUSES, DEVICE_PRECISION, EXACT, NONE, OTHER, Mode
 from ..runtime.executor import Executor
 from ..runtime.session import InferenceSession
 from .causes import (EXACT_PRODUCTS, FLOAT_REFERENCES, alternative_arithmetics, classify, describe_arithmetic, exact_for_any_input, first_output,
-                     graph_precision, precision_rule, product_causes, within, within_float_sum)
+                     SKIP_SUM_ROUNDING, graph_precision, precision_rule, rounded_skip_sum, product_causes, within, within_float_sum)
 
 
 @np.errstate(all="ignore")  # its nodes run in isolation on values of any kind: an overflow to inf is a result, not a warning
@@ -352,7 +352,7 @@ def compare_dml_graph(executor: Executor, entry: DmlNode, graph: DmlGraph, refer
         products = graph.exact_products(whole, plan.constants, reference, result.dtype, executor.arithmetic)
         labels = np.where(unexplained, product_causes(products, expected, unexplained), labels)
     else:  # then the graph's device precision (its operators' envelopes summed) around the "directml" value
-        directml = label_by_arithmetic(group, reference, expected, unexplained, labels, alternatives)
+        directml = label_graph_by_arithmetic(group, reference, expected, unexplained, labels, alternatives, comparison)
         point_value = result if directml is None else directml  # None: ``result`` is the "directml" arithmetic's
         labels[unexplained & within(graph_precision(descs), point_value, expected)] = CAUSES.index(DEVICE_PRECISION)
     comparison.put_down(labels, result, expected, tolerance)
@@ -377,6 +377,19 @@ def values_on_reference(runner: Executor, members: list[PlanEntry], reference: d
     for member in members:
         values.update(runner.run_entry(member, values))
     return values
+
+
+def label_graph_by_arithmetic(group: list[PlanEntry], reference: dict, expected: np.ndarray, unexplained: np.ndarray, labels: np.ndarray,
+                              alternatives, comparison: NodeComparison) -> np.ndarray | None:
+    """:func:`label_by_arithmetic` of a DirectML graph; for a float16 SkipLayerNormalization's (``rounded_skip_sum``) first on
+    the graph's float16 sum (the normalization's own rounding), then what only the float32 sum explains as "graph"."""
+    rounded = rounded_skip_sum(group[-1], reference) if isinstance(group[-1], DmlNode) else None
+    if rounded is None:
+        return label_by_arithmetic(group, reference, expected, unexplained, labels, alternatives)
+    directml = label_by_arithmetic(group, rounded, expected, unexplained, labels, alternatives)
+    label_by_arithmetic(group, reference, expected, unexplained, labels, [("graph", r) for _, r in alternatives if r.arithmetic.onnxruntime])
+    comparison.graph = SKIP_SUM_ROUNDING if (labels == CAUSES.index("graph")).any() else None
+    return directml
 
 
 def label_by_arithmetic(members: list[PlanEntry], reference: dict, expected: np.ndarray, unexplained: np.ndarray, labels: np.ndarray,

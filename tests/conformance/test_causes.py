@@ -1,14 +1,18 @@
 """compare's "DirectML device precision" cause: a float output within its operator's envelope
-(D3D11.3's bounds, WebNN's tolerances) of dml_ep's "directml" value, against hand-made references."""
+(D3D11.3's bounds, WebNN's tolerances) of dml_ep's "directml" value, against hand-made references;
+and the "graph" cause of a float16 SkipLayerNormalization's rounded sum, against onnxruntime."""
 
 import numpy as np
 import pytest
+from onnx import TensorProto, helper, numpy_helper
 
-from dml_ep.conformance.causes import ulp_distance
+import dml_ep
+from dml_ep.conformance.causes import SKIP_SUM_ROUNDING, ulp_distance
 from dml_ep.conformance.compare import compare_model
 from dml_ep.core.enums import DML_MATRIX_TRANSFORM
 from dml_ep.operators.gemm import DML_GEMM_OPERATOR_DESC, device_precision
 from dml_ep.operators.importing import tensor
+from dml_ep.ort.reference import cpu_session
 from dml_ep.reports.text import format_report
 from onnx_builders import Feed, single_node_model
 
@@ -63,3 +67,33 @@ def test_gemm_envelope_is_webnns_2k(alpha, beta, with_c, ulp):
     desc = DML_GEMM_OPERATOR_DESC(a, b, out if with_c else None, out, DML_MATRIX_TRANSFORM.NONE, DML_MATRIX_TRANSFORM.TRANSPOSE, alpha, beta)
     precision = device_precision(desc)
     assert precision.ulp32 == precision.ulp16 == ulp and "K = 32" in precision.rule
+
+
+def float16_skip_norm(hidden=256, seed=1):
+    """One float16 SkipSimplifiedLayerNormalization [1, 6, hidden]: input and skip fed, gamma an initializer."""
+    rng = np.random.default_rng(seed)
+    feeds = {name: (rng.standard_normal((1, 6, hidden)) * 2 + 0.3).astype(np.float16) for name in ("x", "skip")}
+    node = helper.make_node("SkipSimplifiedLayerNormalization", ["x", "skip", "gamma"], ["y"], domain="com.microsoft", epsilon=1e-6)
+    graph = helper.make_graph([node], "skip", [helper.make_tensor_value_info(n, TensorProto.FLOAT16, (1, 6, hidden)) for n in feeds],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT16, None)],
+                              [numpy_helper.from_array(rng.standard_normal(hidden).astype(np.float16), "gamma")])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)]), feeds
+
+
+@pytest.mark.host_sensitive
+def test_float16_skip_sum_rounding_is_named_as_the_real_eps_graph():
+    """"directml": the graph's float16 sum is "graph", with the text naming it; "onnxruntime": bit for bit."""
+    model, feeds = float16_skip_norm(hidden=2048)
+    report = compare_model(model, feeds, reference="ort", per_node=True)
+    node = next(n for n in report.nodes if n.isolated is not None and n.isolated.differing)
+    assert node.cause == "graph" and node.graph == SKIP_SUM_ROUNDING
+    session = cpu_session(model, threads=1)  # the elements onnxruntime gives otherwise for the graph's float16 sum are "graph"
+    expected = session.run(None, feeds)[0]
+    summed = (feeds["x"].astype(np.float32) + feeds["skip"].astype(np.float32)).astype(np.float16)
+    on_rounded = session.run(None, {"x": summed, "skip": np.zeros_like(summed)})[0]
+    differing = dml_ep.InferenceSession(model.SerializeToString()).run(None, feeds)[0] != expected
+    assert node.causes == {"float32 rounding": np.count_nonzero(differing & (on_rounded == expected)),
+                           "graph": np.count_nonzero(differing & (on_rounded != expected))}
+    assert node.causes["float32 rounding"] > 0
+    assert "rounds input + skip to float16" in format_report(report, per_node=True)
+    assert compare_model(model, feeds, reference="ort", arithmetic="onnxruntime").ok
