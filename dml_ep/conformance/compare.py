@@ -46,6 +46,7 @@ from ..reports.report import (CAUSES, DEVICE_PRECISION, EXACT, NONE, OTHER, Mode
                               node_label)
 from ..runtime.executor import Executor
 from ..runtime.session import InferenceSession
+from .float32_chains import FLOAT32_CHAIN, float32_chain
 from .causes import (EXACT_PRODUCTS, FLOAT_REFERENCES, alternative_arithmetics, classify, describe_arithmetic, exact_for_any_input, first_output,
                      SKIP_SUM_ROUNDING, graph_precision, precision_rule, rounded_skip_sum, product_causes, within, within_float_sum)
 
@@ -457,7 +458,8 @@ def compare_hidden_chain(executor: Executor, chain: list[PlanEntry] | None, refe
     on_dml = any(isinstance(member, DmlNode) for member in chain)
     if on_dml:  # the fallback nodes run onnxruntime's kernels in every arithmetic
         label_by_arithmetic(chain, reference, expected, unexplained, labels, alternatives)
-    if isinstance(chain[-1], DmlNode) and unexplained.any():  # a float sum of products: the reference's own order
+    in_float32 = not real_ep and float32_chain(chain, reference, values)  # the reference's order is MLAS's: the rest is float32 inputs
+    if isinstance(chain[-1], DmlNode) and unexplained.any() and not in_float32:  # a float sum of products: the reference's own order
         summed = within_float_sum(chain[-1], values, expected, unexplained)
         labels[summed] = CAUSES.index("float summation order")
         unexplained &= ~summed
@@ -465,7 +467,7 @@ def compare_hidden_chain(executor: Executor, chain: list[PlanEntry] | None, refe
         labels[unexplained] = CAUSES.index("graph")
         names = " -> ".join(dict.fromkeys(e.node.op_type for e in chain))
         comparison.graph = (f"run on the reference's inputs, {names} give other values in every arithmetic: the reference ran another graph "
-                            f"({other_graph(chain, expected, ran_plan(executor).constants)})")
+                            f"({FLOAT32_CHAIN if in_float32 else other_graph(chain, expected, ran_plan(executor).constants)})")
     comparison.put_down(labels, result, expected, tolerance)
 
 
