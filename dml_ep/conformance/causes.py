@@ -62,13 +62,16 @@ FLOAT_REFERENCES = ("ort-unfused", DML_REFERENCE)
 
 
 def classify(entry: DmlNode, reference: dict, result: np.ndarray, expected: np.ndarray, alternatives,
-             float_reference: bool = False) -> np.ndarray:
+             float_reference: bool = False, float32_inputs: bool = False) -> np.ndarray:
     """Each element's cause (see :func:`tally`): the first alternative arithmetic that gives the
     reference's value, with the rounding differences at exact ties told apart from the float32 ones.
 
     ``float_reference``: the reference computed the op in float32 and then quantized (onnxruntime
     without QDQ fusion, "ort-unfused"), which no arithmetic here reproduces; where it gave the
     other integer next to the exact value, its float32 rounding landed on the other side of the half.
+
+    ``float32_inputs``: the reference read float32 values where it shows their float16 rounding (a float32
+    chain, :mod:`.float32_chains`): what no arithmetic reproduces is "graph", no cause of the node's own.
     """
     unexplained = result != expected
     labels = np.where(unexplained, OTHER, NONE)
@@ -91,6 +94,8 @@ def classify(entry: DmlNode, reference: dict, result: np.ndarray, expected: np.n
         if not executor.arithmetic.onnxruntime:
             point_value = output
         put(cause, unexplained & (output == expected))
+    if float32_inputs:
+        put("graph", unexplained.copy())
     if float_reference and unexplained.any():
         put("float32 rounding", unexplained & next_to_exact(entry, reference, unexplained, expected))
     if exact_float is not None and unexplained.any():  # a float sum no arithmetic here orders as the reference does

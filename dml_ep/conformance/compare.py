@@ -46,7 +46,7 @@ from ..reports.report import (CAUSES, DEVICE_PRECISION, EXACT, NONE, OTHER, Mode
                               node_label)
 from ..runtime.executor import Executor
 from ..runtime.session import InferenceSession
-from .float32_chains import FLOAT32_CHAIN, float32_chain
+from .float32_chains import FLOAT32_CHAIN, float32_chain, reads_float32
 from .causes import (EXACT_PRODUCTS, FLOAT_REFERENCES, alternative_arithmetics, classify, describe_arithmetic, exact_for_any_input, first_output,
                      SKIP_SUM_ROUNDING, graph_precision, precision_rule, rounded_skip_sum, product_causes, within, within_float_sum)
 
@@ -261,7 +261,8 @@ class Isolation:
         elif isinstance(entry, DmlNode) and graph is not None:
             compare_dml_graph(executor, entry, graph, reference, steps, tolerance, alternatives, comparison)
         elif isinstance(entry, DmlNode) and entry.output in reference and all(n in reference for n in entry.value_inputs):
-            compare_dml_node(executor, entry, reference, steps, tolerance, alternatives, comparison, self.float_reference, self.real_ep)
+            compare_dml_node(executor, entry, reference, steps, tolerance, alternatives, comparison, self.float_reference, self.real_ep,
+                             not self.real_ep and reads_float32(entry, self.producers, reference))
         elif entry.origin.cpu_rule:
             compare_cpu_only_group(executor, entry, reference, steps, tolerance, comparison, self.real_ep)
         elif draws_random_values(entry.node) and any(c.differing for c in comparison.propagated):
@@ -279,16 +280,17 @@ class Isolation:
 
 
 def compare_dml_node(executor: Executor, entry: DmlNode, reference: dict, steps: dict, tolerance: Tolerance, alternatives,
-                     comparison: NodeComparison, float_reference: bool, real_ep: bool) -> None:
+                     comparison: NodeComparison, float_reference: bool, real_ep: bool, float32_inputs: bool = False) -> None:
     """One DML node run on the reference's inputs; its differences classified by arithmetic, and
-    "graph" where its operator gives every arithmetic's value for that input."""
+    "graph" where its operator gives every arithmetic's value for that input, or it read float32 values (``float32_inputs``)."""
     result = first_output(entry, executor.run_dml(entry, reference))
     expected = reference[entry.output]
     comparison.desc = desc_summary(entry.desc)
     comparison.isolated = compare_tensors(entry.output, result, expected, step_of(entry.output, expected, steps), tolerance)
     if not comparison.inexact_in_isolation or np.shape(result) != np.shape(expected):  # other shapes: the comparison's problem says so
         return
-    labels = classify(entry, reference, result, expected, alternatives, float_reference)
+    labels = classify(entry, reference, result, expected, alternatives, float_reference, float32_inputs)
+    comparison.graph = FLOAT32_CHAIN if float32_inputs and (labels == CAUSES.index("graph")).any() else None
     if (labels == OTHER).any() and exact_for_any_input(entry.desc):
         labels[labels == OTHER] = CAUSES.index("graph")
         comparison.graph = (f"{entry.operator} gives every arithmetic's value for the reference's input, so the reference made its "

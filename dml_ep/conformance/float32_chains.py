@@ -49,3 +49,11 @@ def float32_chain(chain: list[PlanEntry], reference: Mapping, values: Mapping) -
     in_float32 = [e for e in chain if runs_in_float32(e, values)]
     made = {name for e in in_float32 for name in e.outputs if name not in reference}
     return any(name in made for e in in_float32 for name in e.value_inputs)
+
+
+def reads_float32(entry: PlanEntry, producers: Mapping, reference: Mapping) -> bool:
+    """Whether ``entry``, run in float32 by the CPU EP, read a value the reference shows (its float16
+    rounding: a Cast kept for another reader) unrounded from a producer also run in float32
+    (``producers``: each value's plan index and entry)."""
+    return runs_in_float32(entry, reference) and any(
+        name in producers and runs_in_float32(producers[name][1], reference) for name in entry.value_inputs)

@@ -7,7 +7,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from dml_ep.conformance.compare import compare_model
-from dml_ep.conformance.float32_chains import FLOAT32_CHAIN, float32_chain
+from dml_ep.conformance.float32_chains import FLOAT32_CHAIN, float32_chain, reads_float32
 
 pytestmark = pytest.mark.host_sensitive  # x86-64 onnxruntime's float16 kernels decide the chain
 
@@ -43,6 +43,17 @@ def test_float16_chain_in_float32_is_graph():
     assert FLOAT32_CHAIN in node.graph
 
 
+def test_shown_value_read_unrounded_is_graph():
+    """s and m also graph outputs: the reference shows their float16 rounding (a Cast for the output) while Mul and
+    MatMul read them in float32; in isolation on the shown values, what no arithmetic reproduces is "graph"."""
+    model = silu_matmul(np.float16)
+    model.graph.output.extend(helper.make_tensor_value_info(name, TensorProto.FLOAT16, [4, K]) for name in ("s", "m"))
+    report = compare_model(model, feeds(np.float16), arithmetic="directml", per_node=True)
+    causes = {n.op_type: n.causes for n in report.nodes if n.causes}
+    assert set(causes) == {"Mul", "MatMul"} and all(set(c) == {"graph"} for c in causes.values())
+    assert all(FLOAT32_CHAIN in n.graph for n in report.nodes if n.causes)
+
+
 def test_float32_model_not_relabelled():
     """In float32 the CPU EP has its kernels (and fuses x * Sigmoid(x) into QuickGelu, hiding the Sigmoid's output):
     the "directml" arithmetic's differences keep their own causes, the hidden Sigmoid -> Mul chain's too."""
@@ -67,3 +78,7 @@ def test_float32_chain_needs_a_hidden_value_between_kernelless_nodes():
     skip = [Entry("SkipLayerNormalization", ["x"], "s"), Entry("Mul", ["x", "s"], "m")]
     skip[0].node.domain = "com.microsoft"
     assert not float32_chain(skip, {"x": half}, values)  # a float16 kernel: its output is rounded
+    shown = {"x": half, "s": half, "m": half}
+    assert reads_float32(chain[1], {"s": (0, chain[0])}, shown)  # Mul read Sigmoid's float32 s, not the rounded one shown
+    assert not reads_float32(chain[1], {"s": (0, skip[0])}, shown)  # SkipLayerNormalization's s is float16
+    assert not reads_float32(chain[1], {}, shown)  # graph inputs only
