@@ -37,8 +37,8 @@ from ..realep.placement import ON_CPU, PLANNED_WHEN_RUN
 from . import (activation, activation_softmax, cast, convolution, convolution_integer, dequantize, dynamic_quantize_linear, element_wise_add1,
                element_wise_arithmetic, element_wise_clip, element_wise_dequantize_linear, element_wise_erf, element_wise_identity, element_wise_if,
                element_wise_is_nan, element_wise_logical, element_wise_min_max, element_wise_pow, element_wise_quantize_linear,
-               element_wise_quantized_linear_add, element_wise_sqrt, element_wise_unary_math, fill_value_sequence, gather, gemm, join,
-               matrix_multiply_integer, matrix_multiply_integer_to_float, max_pooling, multihead_attention, quantize, quantized_linear_average_pooling,
+               element_wise_quantized_linear_add, element_wise_sqrt, element_wise_unary_math, fill_value_constant, fill_value_sequence, gather,
+               gemm, join, matrix_multiply_integer, matrix_multiply_integer_to_float, max_pooling, multihead_attention, quantize, quantized_linear_average_pooling,
                quantized_linear_convolution, quantized_linear_matrix_multiply, reduce, slice1, split)
 from . import mean_variance_normalization as _mvn
 from .base import FLOAT32, FLOATS, INT32, QUANTIZED, Operator
@@ -304,6 +304,9 @@ _ROWS = (
     # FILL_VALUE_SEQUENCE (DmlOperatorRange): start, limit, delta read on the CPU.
     Registration("", "Range", (11,), {"T": frozenset({DT.INT16, DT.INT32, DT.INT64, DT.FLOAT32})}, fill_value_sequence.range_, fill_value_sequence,
                  constant_cpu_inputs=(0, 1, 2)),
+    # FILL_VALUE_CONSTANT (DmlOperatorConstantOfShape): the shape read on the CPU, the value attribute's bytes.
+    Registration("", "ConstantOfShape", (9, 21), {"T1": frozenset({DT.INT64}), "T2": ALL_SCALARS}, fill_value_constant.constant_of_shape,
+                 fill_value_constant, constant_cpu_inputs=(0,), unbound_inputs=(0,)),
 )
 
 REGISTRATIONS: dict = {(row.domain, row.op_type): row for row in _ROWS}

@@ -264,6 +264,7 @@ NODES = {  # row -> (inputs as (name, array, constant)), attributes, output type
                                             {"num_heads": 2, "transposed": 1, "whole": 1}, np.float32),
     ("", "Range"): ([("a", np.array(1.5, np.float32), True), ("b", np.array(7.0, np.float32), True), ("d", np.array(0.5, np.float32), True)],
                     {}, np.float32),
+    ("", "ConstantOfShape"): ([("s", np.array([2, 3], np.int64), True)], {"value": numpy_helper.from_array(np.array([1], np.int64))}, np.int64),
     ("com.microsoft.dml", "DmlRotaryJoin"): ([("a", np.zeros((1, 3, 2, 4), np.float16), False), ("b", np.zeros((1, 3, 2, 4), np.float16), False)],
                                              {"axis": -1, "merge_heads": 1}, np.float16),
 }
