@@ -8,6 +8,7 @@ import pytest
 from onnx import helper, numpy_helper
 
 import dml_ep
+from dml_ep.operators import mean_variance_normalization as mvn
 from dml_ep.ort.reference import cpu_session
 from onnx_builders import Feed, single_node_model
 
@@ -91,6 +92,37 @@ def test_onnxruntime_is_bit_exact(dtype, hidden, op, with_bias):
     np.testing.assert_array_equal(got, expected)
     directml = dml_ep.InferenceSession(model.SerializeToString(), arithmetic="directml").run(None, feeds)[0]
     assert np.abs(directml.astype(np.float64) - expected).max() <= (1 / 1024 if dtype == np.float32 else 1 / 512)  # WebNN's envelope
+
+
+def welford(x, scale, bias, epsilon):
+    """layer_norm_impl.cc's scalar loop over float32 rows, by hand: Welford's mean and M2, then
+    (x - mean) / root * scale + bias, each op rounded to float32."""
+    f = np.float32
+    mean, m2 = np.zeros(x.shape[0], f), np.zeros(x.shape[0], f)
+    for k in range(x.shape[1]):
+        delta = x[:, k] - mean
+        mean = mean + delta / f(k + 1)
+        m2 = m2 + delta * (x[:, k] - mean)
+    root = np.sqrt(m2 / f(x.shape[1]) + f(epsilon), dtype=f)
+    return (x - mean[:, None]) / root[:, None] * scale + bias
+
+
+@pytest.mark.host_sensitive
+def test_the_probe_tells_the_hosts_loop():
+    """host_vector_loop: False exactly where the host's onnxruntime runs the scalar loop on long rows
+    (no AVX2/FMA: QEMU Nehalem), whose output is then Welford's by hand."""
+    x, scale, bias = rows(np.float32, 100, seed=5)
+    model, feeds = layer_norm("LayerNormalization", [Feed(x), scale, bias], np.float32, 1e-5)
+    host = cpu_session(model, threads=1).run(None, feeds)[0][0]
+    assert np.array_equal(host, welford(x[0], scale, bias, 1e-5)) == (not mvn.host_vector_loop())
+
+
+def test_without_the_vector_loop_every_row_takes_the_scalar_loop(monkeypatch):
+    x, scale, bias = rows(np.float32, 768, seed=6)
+    model, feeds = layer_norm("LayerNormalization", [Feed(x), scale, bias], np.float32, 1e-5)
+    monkeypatch.setattr(mvn, "host_vector_loop", lambda: False)
+    got = dml_ep.InferenceSession(model.SerializeToString(), arithmetic="onnxruntime").run(None, feeds)[0][0]
+    np.testing.assert_array_equal(got, welford(x[0], scale, bias, 1e-5))
 
 
 def test_a_float16_input_with_float32_scale_runs_in_float32():
