@@ -30,7 +30,8 @@ Kernel, per normalization (the elements that differ only in ``Axes``):
   (LayerNormalization, SimplifiedLayerNormalization) has a scalar loop for rows shorter than 8 (float32
   layer norm) or 16 (float16, and RMS norm), else an AVX2 loop; without AVX2/FMA (QEMU Nehalem) the
   scalar loop at every length, which :func:`host_vector_loop` measures once on the host's onnxruntime.
-  Scalar layer norm: Welford in float32 (``delta = x - mean; mean += delta / k; m2 += delta * (x - mean)``), ``root = sqrt(m2 / n + epsilon)``,
+  Scalar layer norm: Welford in float32 (``delta = x - mean; mean += delta / k; m2 += delta * (x - mean)``),
+  ``root = sqrt(m2 / n + epsilon)``,
   ``y = (x - mean) / root * scale + bias``, each op rounded. Scalar RMS norm: a sequential float32 sum of
   ``x * x``, ``y = x / root * scale``. AVX2 layer norm: the mean correctly rounded (a float64 sum), the sum
   of ``(x - mean)^2`` in 8 fma lanes added by halves (8 -> 4 -> 2 -> 1), then the tail (float32: 4 rounded
