@@ -42,36 +42,26 @@ from ..core.enums import DML_TENSOR_DATA_TYPE as DT
 from ..core.tensor_desc import view
 from ..realep.placement import ON_DML_AS
 from .base import FLOATS, DevicePrecision, Operator, OperatorDesc, TensorDesc, rules
-from .element_wise_unary_math import cast_to_float16
-from .importing import Fallback, NodeContext, broadcast, operand, padded_sizes, tensor
+from .element_wise_unary_math import UnaryDesc, cast_to_float16, unary
+from .importing import Fallback, NodeContext, broadcast, operand, tensor
 from .kernel_state import KernelState
 from .nodes import DmlNode
 
 # --- descs -----------------------------------------------------------------------------------
 
 _DIMS = {FL.FL_1_0: (4, 4), FL.FL_3_0: (1, 8)}
-_FIELDS = ("InputTensor", "OutputTensor")
 _POW_FIELDS = ("InputTensor", "ExponentTensor", "OutputTensor")
 _POW_TYPES = {FL.FL_1_0: FLOATS, FL.FL_3_0: frozenset({DT.INT32, DT.INT16, DT.INT8, DT.UINT32, DT.UINT16, DT.UINT8})}
 
 
 @dataclasses.dataclass(frozen=True)
-class DML_ELEMENT_WISE_CONSTANT_POW_OPERATOR_DESC(OperatorDesc):
+class DML_ELEMENT_WISE_CONSTANT_POW_OPERATOR_DESC(UnaryDesc):
     """ELEMENT_WISE_CONSTANT_POW: ``pow(Input * Scale + Bias, Exponent)``; ``ScaleBias`` null in the DML EP."""
 
-    InputTensor: TensorDesc
-    OutputTensor: TensorDesc
     ScaleBias: Optional[tuple[float, float]]
     Exponent: float
 
     OPERATOR_TYPE = OP.ELEMENT_WISE_CONSTANT_POW
-    INTRODUCED = FL.FL_1_0
-    TENSOR_RULES = rules({f: (False, _DIMS) for f in _FIELDS}, {f: FLOATS for f in _FIELDS})
-    SAME_TYPE = (_FIELDS,)
-
-    def validate_shapes(self, feature_level: FL) -> None:
-        if self.InputTensor.Sizes != self.OutputTensor.Sizes:
-            self.fail(f"sizes {list(self.InputTensor.Sizes)} must equal OutputTensor's {list(self.OutputTensor.Sizes)}", "InputTensor")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,12 +101,8 @@ def pow_(ctx: NodeContext) -> DmlNode:
     if dtype not in _FLOAT_TYPES:
         raise Fallback(f"element type {dtype} is not modelled by dml_ep's {real} (FLOAT32, FLOAT16)", ON_DML_AS.format(real))
     if exponent is not None and exponent.size == 1:
-        shape = ctx.shape(0)
-        sizes = padded_sizes(shape)
         value = float(np.float32(exponent.reshape(()).astype(np.float64)))  # ReadScalarTensorCastToFloat64, then static_cast<float>
-        desc = DML_ELEMENT_WISE_CONSTANT_POW_OPERATOR_DESC(InputTensor=tensor(dtype, sizes), OutputTensor=tensor(dtype, sizes),
-                                                           ScaleBias=None, Exponent=value)
-        return ctx.dml_node(desc, ("InputTensor",), shape)
+        return unary(ctx, DML_ELEMENT_WISE_CONSTANT_POW_OPERATOR_DESC, ScaleBias=None, Exponent=value)
     exponent_type = ctx.info(1).dtype
     if exponent_type not in _EXPONENT_TYPES:
         raise Fallback(f"an exponent tensor of type {exponent_type} (dml_ep models float16/32 and 8- to 32-bit integers)", ON_DML_AS.format(real))

@@ -19,16 +19,14 @@ No exact value: it does not quantize.
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional
-
 import numpy as np
 
 from ..core.enums import DML_FEATURE_LEVEL as FL
 from ..core.enums import DML_OPERATOR_TYPE as OP
 from ..core.tensor_desc import view
-from ..realep.placement import ON_DML_AS
-from .base import FLOATS, DevicePrecision, Operator, OperatorDesc, TensorDesc, rules
-from .importing import Fallback, NodeContext, padded_sizes, tensor
+from .base import FLOATS, DevicePrecision, Operator, rules
+from .element_wise_unary_math import ScaledUnaryDesc, unary
+from .importing import NodeContext
 from .kernel_state import KernelState
 from .nodes import DmlNode
 
@@ -39,22 +37,12 @@ _FIELDS = ("InputTensor", "OutputTensor")
 
 
 @dataclasses.dataclass(frozen=True)
-class DML_ELEMENT_WISE_SQRT_OPERATOR_DESC(OperatorDesc):
+class DML_ELEMENT_WISE_SQRT_OPERATOR_DESC(ScaledUnaryDesc):
     """ELEMENT_WISE_SQRT: ``Output = sqrt(Input * Scale + Bias)``; ``ScaleBias`` is DirectML's optional
     DML_SCALE_BIAS, a (Scale, Bias) pair or None (the DML EP leaves it null)."""
 
-    InputTensor: TensorDesc
-    OutputTensor: TensorDesc
-    ScaleBias: Optional[tuple[float, float]] = None
-
     OPERATOR_TYPE = OP.ELEMENT_WISE_SQRT
-    INTRODUCED = FL.FL_1_0
     TENSOR_RULES = rules({f: (False, _DIMS) for f in _FIELDS}, {f: FLOATS for f in _FIELDS})
-    SAME_TYPE = (_FIELDS,)
-
-    def validate_shapes(self, feature_level: FL) -> None:
-        if self.InputTensor.Sizes != self.OutputTensor.Sizes:
-            self.fail(f"sizes {list(self.InputTensor.Sizes)} must equal OutputTensor's {list(self.OutputTensor.Sizes)}", "InputTensor")
 
 
 # --- import from ONNX ------------------------------------------------------------------------
@@ -62,13 +50,7 @@ class DML_ELEMENT_WISE_SQRT_OPERATOR_DESC(OperatorDesc):
 
 def sqrt(ctx: NodeContext) -> DmlNode:
     """ONNX Sqrt on float32 or float16."""
-    dtype = ctx.info(0).dtype
-    if dtype not in (np.dtype(np.float32), np.dtype(np.float16)):
-        raise Fallback(f"element type {dtype} is not supported by ELEMENT_WISE_SQRT (FLOAT32, FLOAT16)", ON_DML_AS.format("ELEMENT_WISE_SQRT"))
-    shape = ctx.shape(0)
-    sizes = padded_sizes(shape)
-    desc = DML_ELEMENT_WISE_SQRT_OPERATOR_DESC(InputTensor=tensor(dtype, sizes), OutputTensor=tensor(dtype, sizes))
-    return ctx.dml_node(desc, ("InputTensor",), shape)
+    return unary(ctx, DML_ELEMENT_WISE_SQRT_OPERATOR_DESC)
 
 
 # --- kernel ----------------------------------------------------------------------------------

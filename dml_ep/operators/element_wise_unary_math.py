@@ -143,8 +143,9 @@ _FLOAT_TYPES = frozenset({np.dtype(np.float32), np.dtype(np.float16)})
 _SIGNED_TYPES = _FLOAT_TYPES | frozenset(np.dtype(t) for t in (np.int8, np.int16, np.int32, np.int64))
 
 
-def unary(ctx: NodeContext, desc_class, types=_FLOAT_TYPES) -> DmlNode:
-    """A one-input node of ``types`` as ``desc_class``, the node's shape right-aligned to 4-D."""
+def unary(ctx: NodeContext, desc_class, types=_FLOAT_TYPES, **fields) -> DmlNode:
+    """A one-input node of ``types`` as ``desc_class`` (with ``fields`` beyond its two tensors), the
+    node's shape right-aligned to 4-D."""
     dtype = ctx.info(0).dtype
     if dtype not in types:
         name = desc_class.OPERATOR_TYPE.name
@@ -152,7 +153,7 @@ def unary(ctx: NodeContext, desc_class, types=_FLOAT_TYPES) -> DmlNode:
         raise Fallback(f"element type {dtype} is not modelled by dml_ep's {name} ({allowed})", ON_DML_AS.format(name))
     shape = ctx.shape(0)
     sizes = padded_sizes(shape)
-    return ctx.dml_node(desc_class(InputTensor=tensor(dtype, sizes), OutputTensor=tensor(dtype, sizes)), ("InputTensor",), shape)
+    return ctx.dml_node(desc_class(InputTensor=tensor(dtype, sizes), OutputTensor=tensor(dtype, sizes), **fields), ("InputTensor",), shape)
 
 
 def exp(ctx: NodeContext) -> DmlNode:
