@@ -29,7 +29,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from typing import Optional
 
 import numpy as np
 
@@ -37,9 +36,9 @@ from ..core.enums import DML_FEATURE_LEVEL as FL
 from ..core.enums import DML_OPERATOR_TYPE as OP
 from ..core.tensor_desc import view
 from ..numerics.kernels.mlas_transcendental import host_logistic_fused, mlas_erf
-from ..realep.placement import ON_DML_AS
-from .base import FLOATS, DevicePrecision, Operator, OperatorDesc, TensorDesc, rules
-from .importing import Fallback, NodeContext, padded_sizes, tensor
+from .base import FLOATS, DevicePrecision, Operator, rules
+from .element_wise_unary_math import ScaledUnaryDesc, unary
+from .importing import NodeContext
 from .kernel_state import KernelState
 from .nodes import DmlNode
 
@@ -50,22 +49,13 @@ _FIELDS = ("InputTensor", "OutputTensor")
 
 
 @dataclasses.dataclass(frozen=True)
-class DML_ELEMENT_WISE_ERF_OPERATOR_DESC(OperatorDesc):
+class DML_ELEMENT_WISE_ERF_OPERATOR_DESC(ScaledUnaryDesc):
     """ELEMENT_WISE_ERF: ``Output = erf(Input * Scale + Bias)``; ``ScaleBias`` is DirectML's optional
     DML_SCALE_BIAS, a (Scale, Bias) pair or None (the DML EP leaves it null)."""
-
-    InputTensor: TensorDesc
-    OutputTensor: TensorDesc
-    ScaleBias: Optional[tuple[float, float]] = None
 
     OPERATOR_TYPE = OP.ELEMENT_WISE_ERF
     INTRODUCED = FL.FL_2_0
     TENSOR_RULES = rules({f: (False, _DIMS) for f in _FIELDS}, {f: FLOATS for f in _FIELDS})
-    SAME_TYPE = (_FIELDS,)
-
-    def validate_shapes(self, feature_level: FL) -> None:
-        if self.InputTensor.Sizes != self.OutputTensor.Sizes:
-            self.fail(f"sizes {list(self.InputTensor.Sizes)} must equal OutputTensor's {list(self.OutputTensor.Sizes)}", "InputTensor")
 
 
 # --- import from ONNX ------------------------------------------------------------------------
@@ -73,13 +63,7 @@ class DML_ELEMENT_WISE_ERF_OPERATOR_DESC(OperatorDesc):
 
 def erf(ctx: NodeContext) -> DmlNode:
     """ONNX Erf on float32 or float16."""
-    dtype = ctx.info(0).dtype
-    if dtype not in (np.dtype(np.float32), np.dtype(np.float16)):
-        raise Fallback(f"element type {dtype} is not supported by ELEMENT_WISE_ERF (FLOAT32, FLOAT16)", ON_DML_AS.format("ELEMENT_WISE_ERF"))
-    shape = ctx.shape(0)
-    sizes = padded_sizes(shape)
-    desc = DML_ELEMENT_WISE_ERF_OPERATOR_DESC(InputTensor=tensor(dtype, sizes), OutputTensor=tensor(dtype, sizes))
-    return ctx.dml_node(desc, ("InputTensor",), shape)
+    return unary(ctx, DML_ELEMENT_WISE_ERF_OPERATOR_DESC)
 
 
 # --- kernel ----------------------------------------------------------------------------------
