@@ -45,8 +45,9 @@ from ..core.enums import DML_OPERATOR_TYPE as OP
 from ..core.enums import DML_TENSOR_DATA_TYPE as DT
 from ..core.tensor_desc import view
 from ..realep.placement import ON_DML
-from .base import FLOATS, DevicePrecision, Operator, OperatorDesc, TensorDesc, rules
+from .base import FLOATS, DevicePrecision, Operator, rules
 from .element_wise_identity import BOOL, INTS_32, dml_type, moved_type
+from .element_wise_unary_math import UnaryDesc
 from .importing import Fallback, NodeContext, padded_sizes, tensor
 from .kernel_state import KernelState
 from .nodes import DmlNode
@@ -61,18 +62,12 @@ _MANTISSA = {DT.FLOAT16: 11, DT.FLOAT32: 24, DT.FLOAT64: 53}  # significand bits
 
 
 @dataclasses.dataclass(frozen=True)
-class DML_CAST_OPERATOR_DESC(OperatorDesc):
+class DML_CAST_OPERATOR_DESC(UnaryDesc):
     """CAST: each element converted to OutputTensor's data type, DML_FEATURE_LEVEL_1_0 and up."""
-
-    InputTensor: TensorDesc
-    OutputTensor: TensorDesc
 
     OPERATOR_TYPE = OP.CAST
     TENSOR_RULES = rules({f: (False, _DIMS) for f in _FIELDS}, {f: _TYPES for f in _FIELDS})
-
-    def validate_shapes(self, feature_level: FL) -> None:
-        if self.InputTensor.Sizes != self.OutputTensor.Sizes:
-            self.fail(f"sizes {list(self.InputTensor.Sizes)} must equal OutputTensor's {list(self.OutputTensor.Sizes)}", "InputTensor")
+    SAME_TYPE = ()
 
 
 # --- import from ONNX ------------------------------------------------------------------------

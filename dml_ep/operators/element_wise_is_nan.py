@@ -22,7 +22,8 @@ from ..core.enums import DML_OPERATOR_TYPE as OP
 from ..core.enums import DML_TENSOR_DATA_TYPE as DT
 from ..core.tensor_desc import view
 from ..realep.placement import ON_DML_AS
-from .base import FLOATS, Operator, OperatorDesc, TensorDesc, rules
+from .base import FLOATS, Operator, rules
+from .element_wise_unary_math import UnaryDesc
 from .importing import Fallback, NodeContext, padded_sizes, tensor
 from .kernel_state import KernelState
 from .nodes import DmlNode
@@ -31,20 +32,14 @@ _DIMS = {FL.FL_2_0: (4, 4), FL.FL_3_0: (1, 8)}
 
 
 @dataclasses.dataclass(frozen=True)
-class DML_ELEMENT_WISE_IS_NAN_OPERATOR_DESC(OperatorDesc):
+class DML_ELEMENT_WISE_IS_NAN_OPERATOR_DESC(UnaryDesc):
     """ELEMENT_WISE_IS_NAN: ``Output = isnan(Input) ? 1 : 0``."""
-
-    InputTensor: TensorDesc
-    OutputTensor: TensorDesc
 
     OPERATOR_TYPE = OP.ELEMENT_WISE_IS_NAN
     INTRODUCED = FL.FL_2_0
     TENSOR_RULES = rules({"InputTensor": (False, _DIMS), "OutputTensor": (False, _DIMS)},
                          {"InputTensor": FLOATS, "OutputTensor": frozenset({DT.UINT32, DT.UINT8})})
-
-    def validate_shapes(self, feature_level: FL) -> None:
-        if self.InputTensor.Sizes != self.OutputTensor.Sizes:
-            self.fail(f"sizes {list(self.InputTensor.Sizes)} must equal OutputTensor's {list(self.OutputTensor.Sizes)}", "InputTensor")
+    SAME_TYPE = ()
 
 
 def is_nan(ctx: NodeContext) -> DmlNode:

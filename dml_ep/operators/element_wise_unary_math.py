@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Callable, Optional
+from typing import Callable, ClassVar, Optional
 
 import numpy as np
 from onnx import TensorProto, helper
@@ -68,7 +68,7 @@ class UnaryDesc(OperatorDesc):
 
     INTRODUCED = FL.FL_1_0
     TENSOR_RULES = rules({f: (False, _DIMS) for f in _FIELDS}, {f: FLOATS for f in _FIELDS})
-    SAME_TYPE = (_FIELDS,)
+    SAME_TYPE: ClassVar[tuple[tuple[str, ...], ...]] = (_FIELDS,)
 
     def validate_shapes(self, feature_level: FL) -> None:
         if self.InputTensor.Sizes != self.OutputTensor.Sizes:
