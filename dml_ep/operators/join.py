@@ -50,21 +50,28 @@ class DML_JOIN_OPERATOR_DESC(OperatorDesc):
     TENSOR_RULES = rules({"OutputTensor": (False, DIMS)}, {"OutputTensor": TYPES})
 
     def validate_shapes(self, feature_level: FL) -> None:
-        if self.InputCount != len(self.InputTensors) or self.InputCount < 1:
-            self.fail(f"InputCount {self.InputCount} must be the number of InputTensors ({len(self.InputTensors)}), at least 1")
-        out = self.OutputTensor
-        if not 0 <= self.Axis < out.DimensionCount:
-            self.fail(f"Axis {self.Axis} is outside [0, {out.DimensionCount})")
-        total = 0
-        for index, each in enumerate(self.InputTensors):
-            field = f"InputTensors[{index}]"
-            if each.DataType != out.DataType or each.DimensionCount != out.DimensionCount:
-                self.fail(f"{each.DataType.name} {each.DimensionCount}-D must match OutputTensor's {out.DataType.name} {out.DimensionCount}-D", field)
-            if any(a != b for i, (a, b) in enumerate(zip(each.Sizes, out.Sizes)) if i != self.Axis) or each.Sizes[self.Axis] < 1:
-                self.fail(f"sizes {list(each.Sizes)} must match OutputTensor's {list(out.Sizes)} but on Axis {self.Axis}, which must not be 0", field)
-            total += each.Sizes[self.Axis]
-        if total != out.Sizes[self.Axis]:
-            self.fail(f"the inputs' sizes on Axis {self.Axis} add up to {total}, not OutputTensor's {out.Sizes[self.Axis]}", "OutputTensor")
+        check_pieces(self, ("InputCount", self.InputCount), ("InputTensors", self.InputTensors), "OutputTensor", "inputs")
+
+
+def check_pieces(desc: OperatorDesc, count: tuple[str, int], pieces: tuple[str, TensorDescArray], whole_field: str, noun: str) -> None:
+    """JOIN's inputs or SPLIT's outputs against the one tensor they tile along ``Axis``: their count,
+    each of its type and rank and of its sizes but on Axis (not 0 there), together its size on Axis."""
+    (count_name, number), (pieces_name, tensors) = count, pieces
+    axis, whole = getattr(desc, "Axis"), getattr(desc, whole_field)
+    if number != len(tensors) or number < 1:
+        desc.fail(f"{count_name} {number} must be the number of {pieces_name} ({len(tensors)}), at least 1")
+    if not 0 <= axis < whole.DimensionCount:
+        desc.fail(f"Axis {axis} is outside [0, {whole.DimensionCount})")
+    total = 0
+    for index, each in enumerate(tensors):
+        field = f"{pieces_name}[{index}]"
+        if each.DataType != whole.DataType or each.DimensionCount != whole.DimensionCount:
+            desc.fail(f"{each.DataType.name} {each.DimensionCount}-D must match {whole_field}'s {whole.DataType.name} {whole.DimensionCount}-D", field)
+        if any(a != b for i, (a, b) in enumerate(zip(each.Sizes, whole.Sizes)) if i != axis) or each.Sizes[axis] < 1:
+            desc.fail(f"sizes {list(each.Sizes)} must match {whole_field}'s {list(whole.Sizes)} but on Axis {axis}, which must not be 0", field)
+        total += each.Sizes[axis]
+    if total != whole.Sizes[axis]:
+        desc.fail(f"the {noun}' sizes on Axis {axis} add up to {total}, not {whole_field}'s {whole.Sizes[axis]}", whole_field)
 
 
 # --- import from ONNX ------------------------------------------------------------------------

@@ -27,7 +27,7 @@ from ..core.tensor_desc import left_pad, view
 from .base import Operator, OperatorDesc, TensorDesc, TensorDescArray, rules
 from .element_wise_identity import dims_of, dml_type, moved_type
 from .importing import NodeContext, bound, tensor
-from .join import DIMS, TYPES
+from .join import DIMS, TYPES, check_pieces
 from .kernel_state import KernelState
 from .nodes import DmlNode
 
@@ -52,23 +52,7 @@ class DML_SPLIT_OPERATOR_DESC(OperatorDesc):
         return tuple(f"OutputTensors[{index}]" for index in range(len(self.OutputTensors)))
 
     def validate_shapes(self, feature_level: FL) -> None:
-        if self.OutputCount != len(self.OutputTensors) or self.OutputCount < 1:
-            self.fail(f"OutputCount {self.OutputCount} must be the number of OutputTensors ({len(self.OutputTensors)}), at least 1")
-        source = self.InputTensor
-        if not 0 <= self.Axis < source.DimensionCount:
-            self.fail(f"Axis {self.Axis} is outside [0, {source.DimensionCount})")
-        total = 0
-        for index, each in enumerate(self.OutputTensors):
-            field = f"OutputTensors[{index}]"
-            if each.DataType != source.DataType or each.DimensionCount != source.DimensionCount:
-                self.fail(f"{each.DataType.name} {each.DimensionCount}-D must match InputTensor's {source.DataType.name} "
-                          f"{source.DimensionCount}-D", field)
-            if any(a != b for i, (a, b) in enumerate(zip(each.Sizes, source.Sizes)) if i != self.Axis) or each.Sizes[self.Axis] < 1:
-                self.fail(f"sizes {list(each.Sizes)} must match InputTensor's {list(source.Sizes)} but on Axis {self.Axis}, "
-                          "which must not be 0", field)
-            total += each.Sizes[self.Axis]
-        if total != source.Sizes[self.Axis]:
-            self.fail(f"the outputs' sizes on Axis {self.Axis} add up to {total}, not InputTensor's {source.Sizes[self.Axis]}", "InputTensor")
+        check_pieces(self, ("OutputCount", self.OutputCount), ("OutputTensors", self.OutputTensors), "InputTensor", "outputs")
 
 
 # --- import from ONNX ------------------------------------------------------------------------
