@@ -30,33 +30,26 @@ import onnx
 from ..core.enums import DML_FEATURE_LEVEL as FL
 from ..core.enums import DML_OPERATOR_TYPE as OP
 from ..realep.placement import ON_DML
-from .base import FLOATS, Operator, OperatorDesc, TensorDesc, rules
+from .base import FLOATS, Operator, rules
 from .element_wise_identity import BOOL, INTS_32, INTS_64, dml_type
+from .fill_value_sequence import DIMS, FillValueDesc
 from .importing import Fallback, NodeContext, data_type, padded_sizes, tensor
 from .kernel_state import KernelState
 from .nodes import DmlNode
 
 # --- desc ------------------------------------------------------------------------------------
 
-_DIMS = {FL.FL_2_1: (4, 4), FL.FL_4_0: (1, 8)}
 _TYPES = {FL.FL_2_1: FLOATS | INTS_32, FL.FL_4_1: INTS_64}
 
 
 @dataclasses.dataclass(frozen=True)
-class DML_FILL_VALUE_CONSTANT_OPERATOR_DESC(OperatorDesc):
+class DML_FILL_VALUE_CONSTANT_OPERATOR_DESC(FillValueDesc):
     """FILL_VALUE_CONSTANT: ``Output[coordinate] = Value``, DML_FEATURE_LEVEL_2_1 and up."""
 
-    OutputTensor: TensorDesc
-    ValueDataType: int  # a DML_TENSOR_DATA_TYPE (DxDispatch writes its number)
     Value: float
 
     OPERATOR_TYPE = OP.FILL_VALUE_CONSTANT
-    INTRODUCED = FL.FL_2_1
-    TENSOR_RULES = rules({"OutputTensor": (False, _DIMS)}, {"OutputTensor": _TYPES})
-
-    def validate_shapes(self, feature_level: FL) -> None:
-        if self.ValueDataType != self.OutputTensor.DataType:
-            self.fail(f"ValueDataType {self.ValueDataType} must be OutputTensor's {self.OutputTensor.DataType.name}", "ValueDataType")
+    TENSOR_RULES = rules({"OutputTensor": (False, DIMS)}, {"OutputTensor": _TYPES})
 
 
 # --- import from ONNX ------------------------------------------------------------------------

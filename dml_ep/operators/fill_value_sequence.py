@@ -48,21 +48,28 @@ TYPES = {FL.FL_2_1: frozenset({DT.FLOAT32, DT.FLOAT16, DT.INT32, DT.INT16, DT.IN
 
 
 @dataclasses.dataclass(frozen=True)
-class DML_FILL_VALUE_SEQUENCE_OPERATOR_DESC(OperatorDesc):
-    """FILL_VALUE_SEQUENCE: ``Output[i] = ValueStart + i * ValueDelta``, DML_FEATURE_LEVEL_2_1 and up."""
+class FillValueDesc(OperatorDesc):
+    """The FILL_VALUE descs' common head: an output and the type of the values written to it (its own)."""
 
     OutputTensor: TensorDesc
     ValueDataType: int  # a DML_TENSOR_DATA_TYPE (DxDispatch writes its number)
-    ValueStart: float
-    ValueDelta: float
 
-    OPERATOR_TYPE = OP.FILL_VALUE_SEQUENCE
     INTRODUCED = FL.FL_2_1
-    TENSOR_RULES = rules({"OutputTensor": (False, DIMS)}, {"OutputTensor": TYPES})
 
     def validate_shapes(self, feature_level: FL) -> None:
         if self.ValueDataType != self.OutputTensor.DataType:
             self.fail(f"ValueDataType {self.ValueDataType} must be OutputTensor's {self.OutputTensor.DataType.name}", "ValueDataType")
+
+
+@dataclasses.dataclass(frozen=True)
+class DML_FILL_VALUE_SEQUENCE_OPERATOR_DESC(FillValueDesc):
+    """FILL_VALUE_SEQUENCE: ``Output[i] = ValueStart + i * ValueDelta``, DML_FEATURE_LEVEL_2_1 and up."""
+
+    ValueStart: float
+    ValueDelta: float
+
+    OPERATOR_TYPE = OP.FILL_VALUE_SEQUENCE
+    TENSOR_RULES = rules({"OutputTensor": (False, DIMS)}, {"OutputTensor": TYPES})
 
 
 # --- import from ONNX ------------------------------------------------------------------------
