@@ -47,11 +47,12 @@ from ..core.tensor_desc import view
 from ..numerics.kernels.mlas_exp import host_exp_lanes, host_sum_exp_lanes, mlas_exp, mlas_softmax
 from ..realep.kernel_registry import since_version
 from ..realep.placement import ON_DML_AS
-from .base import FLOATS, DevicePrecision, Operator, OperatorDesc, TensorDesc, rules
+from .base import FLOATS, DevicePrecision, Operator, rules
+from .element_wise_unary_math import UnaryDesc
 from .importing import Fallback, NodeContext, padded_sizes, tensor
 from .kernel_state import KernelState
 from .nodes import DmlNode
-from .reduce import eigen_sums
+from .reduce import check_axes, eigen_sums
 
 # --- desc ------------------------------------------------------------------------------------
 
@@ -60,28 +61,20 @@ _FIELDS = ("InputTensor", "OutputTensor")
 
 
 @dataclasses.dataclass(frozen=True)
-class DML_ACTIVATION_SOFTMAX1_OPERATOR_DESC(OperatorDesc):
+class DML_ACTIVATION_SOFTMAX1_OPERATOR_DESC(UnaryDesc):
     """ACTIVATION_SOFTMAX1: ``exp(x - max) / sum(exp(x - max))`` over the elements that differ only in
     ``Axes``."""
 
-    InputTensor: TensorDesc
-    OutputTensor: TensorDesc
     AxisCount: int
     Axes: tuple[int, ...]
 
     OPERATOR_TYPE = OP.ACTIVATION_SOFTMAX1
     INTRODUCED = FL.FL_5_1
     TENSOR_RULES = rules({f: (False, _DIMS) for f in _FIELDS}, {f: FLOATS for f in _FIELDS})
-    SAME_TYPE = (_FIELDS,)
 
     def validate_shapes(self, feature_level: FL) -> None:
-        if self.InputTensor.Sizes != self.OutputTensor.Sizes:
-            self.fail(f"sizes {list(self.InputTensor.Sizes)} must equal OutputTensor's {list(self.OutputTensor.Sizes)}", "InputTensor")
-        rank = self.InputTensor.DimensionCount
-        if self.AxisCount != len(self.Axes) or not self.Axes:
-            self.fail(f"AxisCount {self.AxisCount} must be the number of Axes {list(self.Axes)}, at least 1", "Axes")
-        if len(set(self.Axes)) != len(self.Axes) or not all(0 <= axis < rank for axis in self.Axes):
-            self.fail(f"axes {list(self.Axes)} must be distinct and in [0, {rank - 1}]", "Axes")
+        super().validate_shapes(feature_level)
+        check_axes(self, self.AxisCount, self.Axes)
 
     @property
     def axis_length(self) -> int:

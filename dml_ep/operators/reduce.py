@@ -101,11 +101,7 @@ class DML_REDUCE_OPERATOR_DESC(OperatorDesc):
         if self.InputTensor.DataType not in FUNCTION_TYPES[self.Function]:
             allowed = ", ".join(sorted(t.name for t in FUNCTION_TYPES[self.Function]))
             self.fail(f"DataType {self.InputTensor.DataType.name} is not supported by {self.Function} (allowed: {allowed})", "InputTensor")
-        rank = self.InputTensor.DimensionCount
-        if self.AxisCount != len(self.Axes) or not self.Axes:
-            self.fail(f"AxisCount {self.AxisCount} must be the number of Axes {list(self.Axes)}, at least 1", "Axes")
-        if len(set(self.Axes)) != len(self.Axes) or not all(0 <= axis < rank for axis in self.Axes):
-            self.fail(f"axes {list(self.Axes)} must be distinct and in [0, {rank - 1}]", "Axes")
+        check_axes(self, self.AxisCount, self.Axes)
         if self.OutputTensor.Sizes != reduced_sizes(self.InputTensor.Sizes, self.Axes):
             self.fail(f"sizes {list(self.OutputTensor.Sizes)} must be the input's {list(self.InputTensor.Sizes)} with each axis "
                       f"of {list(self.Axes)} 1", "OutputTensor")
@@ -118,6 +114,15 @@ class DML_REDUCE_OPERATOR_DESC(OperatorDesc):
 
 def reduced_sizes(sizes, axes) -> tuple[int, ...]:
     return tuple(1 if axis in axes else size for axis, size in enumerate(sizes))
+
+
+def check_axes(desc: OperatorDesc, count: int, axes: tuple[int, ...]) -> None:
+    """REDUCE's and ACTIVATION_SOFTMAX1's Axes: AxisCount of them, at least one, distinct, in InputTensor's rank."""
+    rank = getattr(desc, "InputTensor").DimensionCount
+    if count != len(axes) or not axes:
+        desc.fail(f"AxisCount {count} must be the number of Axes {list(axes)}, at least 1", "Axes")
+    if len(set(axes)) != len(axes) or not all(0 <= axis < rank for axis in axes):
+        desc.fail(f"axes {list(axes)} must be distinct and in [0, {rank - 1}]", "Axes")
 
 
 # --- import from ONNX ------------------------------------------------------------------------

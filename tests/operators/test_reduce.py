@@ -8,6 +8,7 @@ import pytest
 import dml_ep
 from dml_ep.core.enums import DML_REDUCE_FUNCTION
 from dml_ep.operators import reduce
+from dml_ep.operators.activation_softmax import DML_ACTIVATION_SOFTMAX1_OPERATOR_DESC
 from dml_ep.ort.reference import cpu_session
 from onnx_builders import Feed, single_node_model
 
@@ -165,6 +166,18 @@ def test_desc_rejects_a_function_dml_ep_does_not_model_and_types_its_function_do
             type(desc)(Function=function, InputTensor=desc.InputTensor, OutputTensor=desc.OutputTensor, AxisCount=1, Axes=(1,)).validate()
     with pytest.raises(dml_ep.core.errors.DescValidationError, match="must be the input's"):
         type(desc)(Function=desc.Function, InputTensor=desc.InputTensor, OutputTensor=desc.InputTensor, AxisCount=1, Axes=(1,)).validate()
+
+
+@pytest.mark.parametrize("count, axes, match", [(2, (1,), "must be the number of Axes"), (0, (), "at least 1"),
+                                                (2, (1, 1), "distinct"), (1, ("rank",), r"distinct and in \[0, ")])
+def test_reduce_and_softmax1_descs_check_their_axes_alike(count, axes, match):
+    session, _, _, _ = run("ReduceSum", values((2, 3)), (1,))
+    desc = session.plan.entries[0].desc
+    axes = tuple(desc.InputTensor.DimensionCount if axis == "rank" else axis for axis in axes)  # one past the last axis
+    for made in (lambda: type(desc)(Function=desc.Function, InputTensor=desc.InputTensor, OutputTensor=desc.OutputTensor, AxisCount=count, Axes=axes),
+                 lambda: DML_ACTIVATION_SOFTMAX1_OPERATOR_DESC(InputTensor=desc.InputTensor, OutputTensor=desc.InputTensor, AxisCount=count, Axes=axes)):
+        with pytest.raises(dml_ep.core.errors.DescValidationError, match=match):
+            made().validate()
 
 
 def test_the_krk_probe_tells_mlas_m1_kernel_from_its_packed_sgemm():
