@@ -625,3 +625,12 @@ def rotary_embedding(dtype=np.float16, rank=3, batch=2, sequence=3, heads=2, hea
                  else rng.integers(0, rows, (batch, sequence)).astype(np.int64))
     attributes = {"interleaved": interleaved, **({"rotary_embedding_dim": rotary, "num_heads": heads} if rotary else {})}
     return single_node_model("RotaryEmbedding", [Feed(x), Feed(positions), cos, sin], dtype, rank, domain="com.microsoft", **attributes)
+
+
+def planned_node(op_type, operands, out_dtype, out_rank=None, **kwargs):
+    """A one-node model of ``operands`` (all fed) planned by dml_ep: (session, its one plan entry, model, feeds)."""
+    rank = max(np.ndim(x) for x in operands) if out_rank is None else out_rank
+    model, feeds = single_node_model(op_type, [Feed(x) for x in operands], out_dtype, rank, **kwargs)
+    session = dml_ep.InferenceSession(model)
+    entry, = session.plan.entries
+    return session, entry, model, feeds

@@ -11,7 +11,7 @@ import dml_ep
 from dml_ep.core.errors import NodeError
 from dml_ep.operators.element_wise_arithmetic import DIVISION, ROUNDED
 from dml_ep.operators.registration import operator_of
-from onnx_builders import Feed, run_ort, single_node_model
+from onnx_builders import Feed, planned_node, run_ort, single_node_model
 
 RNG = np.random.default_rng(60)
 INTEGERS = [np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64, np.uint64]
@@ -25,10 +25,7 @@ def bits(shape, dtype) -> np.ndarray:
 
 
 def run(op_type, a, b):
-    model, feeds = single_node_model(op_type, [Feed(a), Feed(b)], a.dtype, max(a.ndim, b.ndim))
-    session = dml_ep.InferenceSession(model)
-    entry, = session.plan.entries
-    return session, entry, model, feeds
+    return planned_node(op_type, [a, b], a.dtype)
 
 
 @pytest.mark.host_sensitive

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import dml_ep
-from onnx_builders import Feed, run_ort, single_node_model
+from onnx_builders import Feed, planned_node, run_ort, single_node_model
 
 RNG = np.random.default_rng(62)
 
@@ -18,10 +18,7 @@ def bits(shape, dtype):
 
 
 def where(condition, x, y, opset=19):
-    model, feeds = single_node_model("Where", [Feed(condition), Feed(x), Feed(y)], x.dtype, 3, opset=opset)
-    session = dml_ep.InferenceSession(model)
-    entry, = session.plan.entries
-    return session, entry, model, feeds
+    return planned_node("Where", [condition, x, y], x.dtype, 3, opset=opset)
 
 
 @pytest.mark.host_sensitive

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import dml_ep
-from onnx_builders import Feed, run_ort, single_node_model
+from onnx_builders import Feed, planned_node, run_ort, single_node_model
 
 RNG = np.random.default_rng(61)
 TYPES = [np.float16, np.float32, np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64, np.uint64]
@@ -18,10 +18,7 @@ BOOLEAN = {"And": ("AND", np.logical_and), "Or": ("OR", np.logical_or), "Xor": (
 
 
 def planned(op_type, *operands, opset=19):
-    model, feeds = single_node_model(op_type, [Feed(x) for x in operands], np.bool_, max(x.ndim for x in operands), opset=opset)
-    session = dml_ep.InferenceSession(model)
-    entry, = session.plan.entries
-    return session, entry, model, feeds
+    return planned_node(op_type, operands, np.bool_, opset=opset)
 
 
 @pytest.mark.host_sensitive
