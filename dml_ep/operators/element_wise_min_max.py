@@ -28,7 +28,8 @@ from ..realep.placement import ON_DML_AS
 from .base import FLOATS, Operator, rules
 from .element_wise_arithmetic import FLOAT_TYPES, INTEGERS, BinaryDesc, binary
 from .element_wise_identity import DML_ELEMENT_WISE_IDENTITY_OPERATOR_DESC
-from .importing import Fallback, NodeContext, padded_sizes, tensor
+from .element_wise_unary_math import unary
+from .importing import Fallback, NodeContext
 from .kernel_state import KernelState
 from .nodes import DmlNode
 
@@ -69,13 +70,7 @@ def two_inputs(ctx: NodeContext) -> None:
 
 def _one_input(ctx: NodeContext) -> DmlNode:
     """A one-input Min or Max: ELEMENT_WISE_IDENTITY, as the real EP runs it."""
-    dtype = ctx.info(0).dtype
-    if dtype not in FLOAT_TYPES | INTEGERS:
-        raise Fallback(f"element type {dtype} is not modelled by dml_ep's ELEMENT_WISE_IDENTITY here", ON_DML_AS.format("ELEMENT_WISE_IDENTITY"))
-    shape = ctx.shape(0)
-    sizes = padded_sizes(shape)
-    return ctx.dml_node(DML_ELEMENT_WISE_IDENTITY_OPERATOR_DESC(InputTensor=tensor(dtype, sizes), OutputTensor=tensor(dtype, sizes)),
-                        ("InputTensor",), shape)
+    return unary(ctx, DML_ELEMENT_WISE_IDENTITY_OPERATOR_DESC, FLOAT_TYPES | INTEGERS)
 
 
 def min_(ctx: NodeContext) -> DmlNode:

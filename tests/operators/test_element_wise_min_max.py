@@ -45,14 +45,15 @@ def test_three_inputs_fall_back_naming_the_real_ep_s_loop():
     assert "Max with 3 inputs" in entry.reason and "ELEMENT_WISE_MAX, once per input" in entry.reason
 
 
+@pytest.mark.parametrize("dtype", [np.float16, np.int64])
 @pytest.mark.parametrize("op", ["Min", "Max"])
-def test_one_input_is_an_identity_as_in_the_real_ep(op):
-    x = A.astype(np.float16)
-    model, feeds = single_node_model(op, [Feed(x)], np.float16, 2)
+def test_one_input_is_an_identity_as_in_the_real_ep(op, dtype):
+    x = A.astype(dtype) if dtype == np.float16 else np.arange(A.size, dtype=dtype).reshape(A.shape) - 3
+    model, feeds = single_node_model(op, [Feed(x)], dtype, 2)
     run = session(model)
     [entry] = run.plan.entries
     assert entry.operator == "DML_OPERATOR_ELEMENT_WISE_IDENTITY"
-    np.testing.assert_array_equal(run.run(None, feeds)[0].view(np.uint16), x.view(np.uint16))
+    np.testing.assert_array_equal(run.run(None, feeds)[0].view(np.uint8), x.view(np.uint8))
 
 
 def test_integers_are_exact_in_every_arithmetic_and_floats_not_for_nan():
