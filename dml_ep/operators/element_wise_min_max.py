@@ -96,6 +96,9 @@ def element_wise_min_max(desc, tensors: dict, options, state: KernelState) -> np
     a = view(tensors["ATensor"], desc.ATensor)
     b = view(tensors["BTensor"], desc.BTensor)
     directml, onnxruntime = _FUNCTIONS[type(desc)]
+    # Broadcast operands made whole: numpy's min/max loop over a zero-stride operand faults under
+    # qemu-x86_64's AVX2 emulation (CI's emulated hosts), though not on a real CPU.
+    a, b = (np.ascontiguousarray(x) if 0 in x.strides else x for x in (a, b))
     return (onnxruntime if options.onnxruntime else directml)(a, b)
 
 
