@@ -15,6 +15,7 @@ import numpy as np
 
 from ..core.graph import op_domain
 from ..operators.nodes import PlanEntry
+from ..ort.kernels import cpu_kernels
 
 FLOAT32_CHAIN = ("onnxruntime's CPU EP runs these float16 nodes in float32 (no float16 kernel: InsertCastTransformer, which removes "
                  "the Casts between them), where DirectML rounds each node's output to float16")
@@ -24,12 +25,9 @@ FLOAT16 = "tensor(float16)"
 @functools.lru_cache(maxsize=1)
 def _float16_ops() -> frozenset[str]:
     """The ai.onnx ops for which the CPU EP registers a kernel admitting float16 in some type
-    constraint (onnxruntime's own registry; any opset: the x86-64 build's float16 kernels are few)."""
-    from onnxruntime.capi import _pybind_state
-
-    return frozenset(k.op_name for k in _pybind_state.get_all_opkernel_def()
-                     if k.provider == "CPUExecutionProvider" and op_domain(k.domain) == ""
-                     and any(FLOAT16 in allowed for allowed in k.type_constraints.values()))
+    constraint (any opset: the x86-64 build's float16 kernels are few)."""
+    return frozenset(op for op, kernels in cpu_kernels().items()
+                     if any(FLOAT16 in allowed for kernel in kernels for allowed in kernel.type_constraints.values()))
 
 
 def runs_in_float32(entry: PlanEntry, values: Mapping) -> bool:

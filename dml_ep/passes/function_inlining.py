@@ -32,9 +32,9 @@ import onnxruntime as ort
 from onnx import TensorProto, helper
 
 from ..core.graph import op_domain
+from ..ort.kernels import CPU, cpu_kernels
 from .editable import EditableGraph
 
-CPU = "CPUExecutionProvider"
 PREFIX = "dml_ep_kept_whole_"  # the stand-in's float32 values: no model's names start with it
 
 
@@ -104,18 +104,6 @@ def _type_string(dtype: np.dtype | None) -> str | None:
         return None
 
 
-@functools.lru_cache(maxsize=1)
-def _cpu_kernels() -> dict[str, list]:
-    """The CPU EP's kernel definitions of ai.onnx ops, by op (onnxruntime's own registry)."""
-    from onnxruntime.capi import _pybind_state
-
-    kernels: dict[str, list] = {}
-    for kernel in _pybind_state.get_all_opkernel_def():
-        if kernel.provider == CPU and op_domain(kernel.domain) == "":
-            kernels.setdefault(kernel.op_name, []).append(kernel)
-    return kernels
-
-
 @functools.lru_cache(maxsize=256)
 def _cpu_kernel(op_type: str, opset: int, inputs: tuple, outputs: tuple) -> bool:
     """Whether the CPU EP has a kernel for the node, matched as kernel_registry.cc matches one: the
@@ -123,7 +111,7 @@ def _cpu_kernel(op_type: str, opset: int, inputs: tuple, outputs: tuple) -> bool
     value bound to it of one of the kernel's types. An unknown type is taken as matching."""
     schema = onnx.defs.get_schema(op_type, opset, "")
     bound = _bound_types(schema, inputs, outputs)
-    for kernel in _cpu_kernels().get(op_type, ()):
+    for kernel in cpu_kernels().get(op_type, ()):
         start, end = kernel.version_range
         if start <= schema.since_version <= end and all(
                 bound.get(name) is None or bound[name] in allowed for name, allowed in kernel.type_constraints.items()):
