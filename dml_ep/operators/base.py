@@ -116,6 +116,14 @@ class OperatorDesc:
         where = f"{self.OPERATOR_TYPE}" + (f", {field}" if field else "")
         raise DescValidationError(f"{where}: {rule}")
 
+    def check_output_sizes(self, *fields: str) -> None:
+        """The element-wise rule: each of ``fields`` has OutputTensor's sizes."""
+        output = getattr(self, "OutputTensor").Sizes
+        for field in fields:
+            sizes = getattr(self, field).Sizes
+            if sizes != output:
+                self.fail(f"sizes {list(sizes)} must equal OutputTensor's {list(output)}", field)
+
     def validate(self, feature_level: FL = FL.FL_6_4) -> None:
         """Check the desc against DirectML's tables at ``feature_level``; raise on the first broken rule."""
         feature_level = FL.parse(feature_level)

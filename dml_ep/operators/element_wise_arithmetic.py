@@ -74,10 +74,7 @@ class BinaryDesc(OperatorDesc):
     SAME_TYPE = (_FIELDS,)
 
     def validate_shapes(self, feature_level: FL) -> None:
-        for field in ("ATensor", "BTensor"):
-            sizes = getattr(self, field).Sizes
-            if sizes != self.OutputTensor.Sizes:
-                self.fail(f"sizes {list(sizes)} must equal OutputTensor's {list(self.OutputTensor.Sizes)}", field)
+        self.check_output_sizes("ATensor", "BTensor")
 
 
 @dataclasses.dataclass(frozen=True)

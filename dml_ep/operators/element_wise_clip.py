@@ -63,8 +63,7 @@ class DML_ELEMENT_WISE_CLIP1_OPERATOR_DESC(OperatorDesc):
     SAME_TYPE = (_FIELDS,)
 
     def validate_shapes(self, feature_level: FL) -> None:
-        if self.InputTensor.Sizes != self.OutputTensor.Sizes:
-            self.fail(f"sizes {list(self.InputTensor.Sizes)} must equal OutputTensor's {list(self.OutputTensor.Sizes)}", "InputTensor")
+        self.check_output_sizes("InputTensor")
         if self.MinMaxDataType != self.OutputTensor.DataType:
             self.fail(f"MinMaxDataType {self.MinMaxDataType} must be OutputTensor's {self.OutputTensor.DataType.name}", "MinMaxDataType")
 

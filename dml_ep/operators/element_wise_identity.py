@@ -72,8 +72,7 @@ class DML_ELEMENT_WISE_IDENTITY_OPERATOR_DESC(OperatorDesc):
     SAME_TYPE = (("InputTensor", "OutputTensor"),)
 
     def validate_shapes(self, feature_level: FL) -> None:
-        if self.InputTensor.Sizes != self.OutputTensor.Sizes:
-            self.fail(f"sizes {list(self.InputTensor.Sizes)} must equal OutputTensor's {list(self.OutputTensor.Sizes)}", "InputTensor")
+        self.check_output_sizes("InputTensor")
         if self.ScaleBias is not None and self.OutputTensor.DataType not in FLOATS:
             self.fail("a ScaleBias on an integer tensor is not documented", "ScaleBias")
 

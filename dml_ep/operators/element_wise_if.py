@@ -58,9 +58,7 @@ class DML_ELEMENT_WISE_IF_OPERATOR_DESC(OperatorDesc):
     SAME_TYPE = (("ATensor", "BTensor", "OutputTensor"),)
 
     def validate_shapes(self, feature_level: FL) -> None:
-        for field in _FIELDS[:3]:
-            if getattr(self, field).Sizes != self.OutputTensor.Sizes:
-                self.fail(f"sizes {list(getattr(self, field).Sizes)} must equal OutputTensor's {list(self.OutputTensor.Sizes)}", field)
+        self.check_output_sizes(*_FIELDS[:3])
 
 
 # --- import from ONNX ------------------------------------------------------------------------

@@ -62,9 +62,7 @@ class LogicalDesc(OperatorDesc):
     SAME_TYPE: ClassVar[tuple[tuple[str, ...], ...]] = (("ATensor", "BTensor"),)
 
     def validate_shapes(self, feature_level: FL) -> None:
-        for field in ("ATensor", "BTensor"):
-            if getattr(self, field).Sizes != self.OutputTensor.Sizes:
-                self.fail(f"sizes {list(getattr(self, field).Sizes)} must equal OutputTensor's {list(self.OutputTensor.Sizes)}", field)
+        self.check_output_sizes("ATensor", "BTensor")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -145,8 +143,7 @@ class DML_ELEMENT_WISE_LOGICAL_NOT_OPERATOR_DESC(OperatorDesc):
     SAME_TYPE = (("InputTensor", "OutputTensor"),)
 
     def validate_shapes(self, feature_level: FL) -> None:
-        if self.InputTensor.Sizes != self.OutputTensor.Sizes:
-            self.fail(f"sizes {list(self.InputTensor.Sizes)} must equal OutputTensor's {list(self.OutputTensor.Sizes)}", "InputTensor")
+        self.check_output_sizes("InputTensor")
 
 
 # --- import from ONNX ------------------------------------------------------------------------

@@ -81,10 +81,7 @@ class DML_ELEMENT_WISE_POW_OPERATOR_DESC(OperatorDesc):
     def validate_shapes(self, feature_level: FL) -> None:
         if feature_level < FL.FL_3_0 and self.ExponentTensor.DataType != self.InputTensor.DataType:
             self.fail(f"DataType {self.ExponentTensor.DataType.name} must equal InputTensor's before {FL.FL_3_0}", "ExponentTensor")
-        for field in ("InputTensor", "ExponentTensor"):
-            sizes = getattr(self, field).Sizes
-            if sizes != self.OutputTensor.Sizes:
-                self.fail(f"sizes {list(sizes)} must equal OutputTensor's {list(self.OutputTensor.Sizes)}", field)
+        self.check_output_sizes("InputTensor", "ExponentTensor")
 
 
 # --- import from ONNX ------------------------------------------------------------------------

@@ -71,8 +71,7 @@ class UnaryDesc(OperatorDesc):
     SAME_TYPE: ClassVar[tuple[tuple[str, ...], ...]] = (_FIELDS,)
 
     def validate_shapes(self, feature_level: FL) -> None:
-        if self.InputTensor.Sizes != self.OutputTensor.Sizes:
-            self.fail(f"sizes {list(self.InputTensor.Sizes)} must equal OutputTensor's {list(self.OutputTensor.Sizes)}", "InputTensor")
+        self.check_output_sizes("InputTensor")
 
 
 @dataclasses.dataclass(frozen=True)
