@@ -351,7 +351,9 @@ def compare_dml_graph(executor: Executor, entry: DmlNode, graph: DmlGraph, refer
     labels = np.where(unexplained, OTHER, NONE)
     whole = entry.origin.whole
     descs = [e.desc for e in group if isinstance(e, DmlNode)]
-    if graph.exact_products is not None and whole is not None:  # its causes are the product's, whichever arithmetic reproduces them
+    if graph.differs is not None:  # another function than the reference's node: that is the cause
+        labels[unexplained], comparison.graph = CAUSES.index("graph"), graph.differs
+    elif graph.exact_products is not None and whole is not None:  # its causes are the product's, whichever arithmetic reproduces them
         products = graph.exact_products(whole, plan.constants, reference, result.dtype, executor.arithmetic)
         labels = np.where(unexplained, product_causes(products, expected, unexplained), labels)
     else:  # then the graph's device precision (its operators' envelopes summed) around the "directml" value

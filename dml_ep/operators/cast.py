@@ -4,9 +4,9 @@ Import, as DmlOperatorCast.cpp: input and output of the node's shape, right-alig
 dimensions (``DmlOperator::Initialize``); CastLike's second input (``target_type``) only names the
 type and is not bound; ``saturate`` (19+, float8 only) is not read. A bool input is DirectML's
 UINT8 of 1 or 0. A bool output is not one operator: the DML EP casts to UINT8, then clamps with
-ELEMENT_WISE_CLIP1 to [0, 1] (DmlOperatorCast.cpp, newer than 1.17's, which casts alone), and what
-CAST gives for 0.5, -1 or 256 before that clamp is not documented (onnxruntime says true): such a
-Cast falls back, not modelled.
+ELEMENT_WISE_CLIP1 to [0, 1] (DmlOperatorCast.cpp, newer than 1.17's, which casts alone), a DirectML
+graph of its own (``graphs/cast_to_bool.py``); this module's importer answers for one the planner
+did not split.
 
 Support per feature level (the page): FLOAT32, FLOAT16 and the 8- to 32-bit integers from
 DML_FEATURE_LEVEL_1_0 (4 dimensions), INT64 and UINT64 from 3_0, 1 to 8 dimensions from 3_1,
@@ -78,8 +78,8 @@ def cast(ctx: NodeContext) -> DmlNode:
     source = dml_type(moved_type(ctx))
     target = ctx.info(1).dtype if ctx.node.op_type == "CastLike" else _onnx_type(ctx.attr("to"))
     if target == BOOL:
-        raise Fallback("a Cast to bool is CAST to UINT8 then ELEMENT_WISE_CLIP1 [0, 1] in the DML EP (DmlOperatorCast.cpp), two "
-                       "operators whose result for values other than 0 and 1 DirectML does not document; not modelled", ON_DML)
+        raise Fallback("a Cast to bool is a graph of DirectML operators (CAST to UINT8, ELEMENT_WISE_CLIP1 [0, 1]; DmlOperatorCast.cpp); "
+                       "dml_ep plans it as those only where the planner finds them both on DirectML before a run", ON_DML)
     if target is None or DT.from_numpy(target) == DT.UNKNOWN:
         raise Fallback(f"a Cast to {target}: the DML EP's row takes no such type", ON_DML)
     shape = ctx.shape(0)

@@ -15,7 +15,7 @@ from typing import Callable, Optional
 import numpy as np
 import onnx
 
-from ..core.graph import ValueInfo
+from ..core.graph import ValueInfo, op_domain
 from ..passes.editable import EditableGraph
 
 FLOAT32 = np.dtype(np.float32)
@@ -38,6 +38,8 @@ class DmlGraph:
       reference's to, on the reference's ``values``, to name the causes of a difference
       (``dml_ep.conformance.causes.product_causes``) whichever arithmetic reproduces it; None: the
       first alternative arithmetic that gives the reference's value is the cause.
+    - ``differs``: where the graph computes another function than onnxruntime's node (a Cast to
+      bool), what differs: the cause "graph" of every difference compare finds.
     """
 
     domain: str
@@ -46,12 +48,13 @@ class DmlGraph:
     operators: tuple[str, ...]
     parts: Callable
     exact_products: Optional[Callable[..., "FloatProducts"]] = None
+    differs: Optional[str] = None
 
     def split(self, graph: EditableGraph, static: dict, on_dml: Callable) -> dict[str, tuple]:
         """Split each of the graph's nodes of this op whose parts run on DirectML; the values made,
         as ``parts`` gives them, which the planner types for any input shape (:func:`derived_infos`)."""
         derived = {}
-        for node in [n for n in graph.nodes if n.domain == self.domain and n.op_type == self.op_type]:
+        for node in [n for n in graph.nodes if n.op_type == self.op_type and op_domain(n.domain) == self.domain]:
             planned = self.parts(graph, node, static, on_dml)
             if planned is not None:
                 nodes, made = planned

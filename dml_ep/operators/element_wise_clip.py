@@ -6,7 +6,8 @@ output of the node's shape, right-aligned to at least 4 dimensions. Clip 6's ``m
 attributes (default float's lowest and largest) are CLIP's Min and Max; from Clip 11 they are inputs
 1 and 2, required CPU constants, CLIP1's Min and Max in the tensor's type (MinMaxDataType), an absent
 one -DBL_MAX or DBL_MAX clamped to the type. dml_ep models float tensors; the DML EP's integer
-Clip 12 and 13 fall back.
+Clip 12 and 13 fall back. CLIP1 of UINT8 to [0, 1] is also the second part of the DML EP's Cast to
+bool (com.microsoft.dml ``DmlClipToBool``, ``graphs/cast_to_bool.py``), its output the node's bool.
 
 Support per feature level (the DirectML pages): CLIP from DML_FEATURE_LEVEL_1_0 (floats, 4
 dimensions; 1 to 8 from 3_0), CLIP1 from 5_0 (1 to 8 dimensions, the floats and all integers).
@@ -101,6 +102,16 @@ def clip(ctx: NodeContext) -> DmlNode:
         bounds.append(float(default if value is None else value.reshape(-1)[0].astype(dtype)))
     desc = DML_ELEMENT_WISE_CLIP1_OPERATOR_DESC(InputTensor=tensor(dtype, sizes), OutputTensor=tensor(dtype, sizes), ScaleBias=None,
                                                 MinMaxDataType=int(DT.from_numpy(dtype)), Min=bounds[0], Max=bounds[1])
+    return ctx.dml_node(desc, ("InputTensor",), shape)
+
+
+def clip_to_bool(ctx: NodeContext) -> DmlNode:
+    """com.microsoft.dml DmlClipToBool, a Cast to bool's second part: CLIP1 of its UINT8 input to [0, 1],
+    bound to the node's bool output (DirectML's UINT8 holds an ONNX bool's bytes)."""
+    shape = ctx.shape(0)
+    sizes = padded_sizes(shape)
+    desc = DML_ELEMENT_WISE_CLIP1_OPERATOR_DESC(InputTensor=tensor(np.uint8, sizes), OutputTensor=tensor(np.uint8, sizes), ScaleBias=None,
+                                                MinMaxDataType=int(DT.UINT8), Min=0, Max=1)
     return ctx.dml_node(desc, ("InputTensor",), shape)
 
 

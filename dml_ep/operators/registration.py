@@ -43,7 +43,7 @@ from . import (activation, activation_softmax, cast, convolution, convolution_in
 from . import mean_variance_normalization as _mvn
 from .base import FLOAT32, FLOATS, INT32, QUANTIZED, Operator
 from .dml_graph import DmlGraph
-from .graphs import dynamic_quantize_matmul, matmul_nbits, qlinear_concat, qlinear_sigmoid, quick_gelu
+from .graphs import cast_to_bool, dynamic_quantize_matmul, matmul_nbits, qlinear_concat, qlinear_sigmoid, quick_gelu
 from .graphs import rotary_embedding as _rope
 from .graphs import skip_layer_normalization as _skip_ln
 from .graphs import skip_simplified_layer_normalization as _skip_sln
@@ -220,10 +220,13 @@ _ROWS = (
     Registration("", "Concat", (4, 11, 13), {"T": ALL_SCALARS}, join.concat, join),
     Registration("", "Slice", (1, 10, 11, 13), {"T": ALL_SCALARS, "Tind": INT32_64}, slice1.slice_, slice1, constant_cpu_inputs=(1, 2, 3, 4)),
     Registration("", "Gather", (1, 11, 13), {"T": ALL_SCALARS, "Tind": INT32_64}, gather.gather, gather),
-    # Where, Cast and the comparisons of LLMs' masks and positions (bool as UINT8). A Cast to bool (CAST + CLIP1) falls back.
+    # Where, Cast and the comparisons of LLMs' masks and positions (bool as UINT8). A Cast to bool is the graph CAST -> CLIP1
+    # (GRAPHS splits it; DmlClipToBool is its second part); the Cast row answers for one it does not split. A CastLike reaches
+    # the planner as a Cast: onnxruntime's CPU session inlines it, having no CastLike kernel.
     Registration("", "Where", (9, 16), {"B": frozenset({DT.UINT8}), "T": ALL_SCALARS}, element_wise_if.where, element_wise_if),
     Registration("", "Cast", (6, 9, 13, 19, 21), {"T1": ALL_SCALARS, "T2": ALL_SCALARS}, cast.cast, cast),
     Registration("", "CastLike", (15, 19, 21), {"T1": ALL_SCALARS, "T2": ALL_SCALARS}, cast.cast, cast),
+    Registration("com.microsoft.dml", cast_to_bool.CLIP_TO_BOOL, (1,), {"T": frozenset({DT.UINT8})}, element_wise_clip.clip_to_bool, element_wise_clip),
     Registration("", "Equal", (7, 11, 13, 19), {"T": FLOAT16_TO_32 | INTS_8_TO_64, "T1": frozenset({DT.UINT8})}, _logical.equal, _logical),
     Registration("", "Greater", (7, 9, 13), {"T": FLOAT16_TO_32 | INTS_8_TO_64, "T1": frozenset({DT.UINT8})}, _logical.greater, _logical),
     Registration("", "Less", (7, 9, 13), {"T": FLOAT16_TO_32 | INTS_8_TO_64, "T1": frozenset({DT.UINT8})}, _logical.less, _logical),
@@ -336,6 +339,7 @@ GRAPHS = (
     DmlGraph("com.microsoft", "SkipLayerNormalization", _skip_ln.RULE, _skip_ln.DIRECTML_OPERATORS, _skip_ln.parts),
     DmlGraph("com.microsoft", "SkipSimplifiedLayerNormalization", _skip_sln.RULE, _skip_sln.DIRECTML_OPERATORS, _skip_sln.parts),
     DmlGraph("com.microsoft", "RotaryEmbedding", _rope.RULE, _rope.DIRECTML_OPERATORS, _rope.parts),
+    DmlGraph("", "Cast", cast_to_bool.RULE, cast_to_bool.DIRECTML_OPERATORS, cast_to_bool.parts, differs=cast_to_bool.DIFFERS),
 )
 GRAPH_BY_RULE = {row.rule: row for row in GRAPHS}  # the rule of the parts a split makes: compare runs each group as one
 

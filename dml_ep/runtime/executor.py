@@ -201,7 +201,7 @@ class Executor:
         return self._run_dml(bound, values)
 
     def _run_dml(self, bound: _Bound, values: Mapping[str, Any]) -> np.ndarray | list[np.ndarray]:
-        entry, state, inputs, _ = bound
+        entry, state, inputs = bound.entry, bound.state, bound.inputs
         constants = state.constants
         tensors = dict(constants)
         for field, name, planned in inputs:
@@ -215,7 +215,8 @@ class Executor:
         if entry.more_outputs:  # an operator of several outputs gives them in order
             shapes = (entry.output_shape, *(shape for _, shape in entry.more_outputs))
             return [array.reshape(shape) for array, shape in zip(result, shapes)]
-        return result.reshape(entry.output_shape)  # a view where it can be: kernels may write channels last
+        result = result.reshape(entry.output_shape)  # a view where it can be: kernels may write channels last
+        return result.view(np.bool_) if bound.to_bool and result.dtype == np.uint8 else result  # DirectML's UINT8 holds bool's bytes
 
     def kernel_state(self, entry: DmlNode) -> KernelState:
         """The state of the entry's kernel, which the entries of its signature share: made with the
@@ -245,7 +246,8 @@ class Executor:
         state, and the fields bound at execution."""
         inputs = [(field, b, entry.input_shapes.get(field)) for field, b in entry.inputs.items() if isinstance(b, str)]
         constant = all(name in self._from_constants for _, name, _ in inputs)
-        bound = self._bound[id(entry)] = _Bound(entry, self.kernel_state(entry), inputs, constant)
+        output = self.planner.static.get(entry.output)
+        bound = self._bound[id(entry)] = _Bound(entry, self.kernel_state(entry), inputs, constant, output is not None and output.dtype == np.bool_)
         return bound
 
     def run_partition(self, group: tuple[int, ...], values: Mapping[str, Any]) -> dict[str, np.ndarray]:
@@ -350,6 +352,7 @@ class _Bound(NamedTuple):
     state: KernelState
     inputs: list[tuple[str, str, tuple | None]]  # the fields bound at execution: each with the value it reads and the shape planned for it
     constant: bool  # it reads constants, and values made from constants alone, only: its outputs are the same at every run
+    to_bool: bool  # its output is an ONNX bool value, which a UINT8 DirectML tensor holds (CLIP1's of a Cast to bool)
 
 
 # A step's first node index, its partition (None: one node), its entry (a partition's first's), the values of the run

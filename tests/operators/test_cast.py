@@ -1,6 +1,6 @@
 """Cast and CastLike on DirectML's CAST: every pair of the DML EP's types against onnxruntime's
-CPU EP, the float-to-integer rule of each arithmetic against hand-computed values, and the Cast to
-bool (CAST + CLIP1 in the real EP) left to the CPU with its reason."""
+CPU EP and the float-to-integer rule of each arithmetic against hand-computed values (the Cast to
+bool, CAST + CLIP1 in the real EP: tests/operators/graphs/test_cast_to_bool.py)."""
 
 from __future__ import annotations
 
@@ -95,11 +95,3 @@ def test_exactness_and_device_precision_follow_the_pair():
         operator = operator_of(node.desc)
         assert operator.exact_for_any_input(node.desc) is exact, (source, target)
         assert operator.device_precision(node.desc) is precision, (source, target)
-
-
-def test_a_cast_to_bool_is_left_to_the_cpu_with_the_reason():
-    model, feeds = cast_model(np.array([0.5, 0.0, -1.0], np.float32), np.bool_)
-    session = dml_ep.InferenceSession(model)
-    entry, = session.plan.entries
-    assert "CAST to UINT8 then ELEMENT_WISE_CLIP1" in entry.reason and entry.kind == "not-modelled"
-    np.testing.assert_array_equal(session.run(None, feeds)[0], [True, False, True])
