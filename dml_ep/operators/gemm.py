@@ -50,6 +50,7 @@ from ..core.errors import ShapeError
 from ..core.tensor_desc import broadcast_shapes, broadcast_strides, view
 from ..numerics.kernels.matmul_nbits import host_runs_sqnbit_int8, int8_blocks
 from ..numerics.kernels.mlas_sgemm import GemmCall, host_runs_sqnbit_fp32, host_sgemm, packed_panels, panel_sum, sgemm_batch
+from ..numerics.kernels.mlas_sqnbit_m1 import host_m1_kernel, m1_product
 from ..realep.placement import ASSIGNED_TO_DML, ON_DML
 from .activation import ActivationDesc, apply_activation, validate_fused_activation
 from .base import FLOATS, DevicePrecision, Operator, OperatorDesc, TensorDesc, rules
@@ -261,19 +262,21 @@ def sqnbit_fp32_gemm(desc, tensors: dict, state: KernelState, compiled: bool = F
     by MLAS's SGEMM kernel over all of K at once (one panel, k in order from zero). A float16 node
     is the same in float32 (matmul_nbits.cc ``ComputeBPacked<MLFloat16>``: A converted, exactly;
     the weight float32, as the DEQUANTIZE before gives it in this arithmetic; C rounded to float16). A part of one
-    row runs MLAS's M=1 CompFp32 kernel, whose order dml_ep does not reproduce: a float32 product
-    in numpy's order stands in (compare names the difference "float summation order"). Where
-    the host's onnxruntime has no such kernel (:func:`host_runs_sqnbit_fp32`), the float32 GEMM
-    in numpy's order stands in for all."""
+    row runs MLAS's M=1 CompFp32 kernel of the host (``kernels.mlas_sqnbit_m1``). Where the host's
+    onnxruntime has no such kernels (:func:`host_runs_sqnbit_fp32`), the float32 GEMM in numpy's
+    order stands in for all (compare names the difference "float summation order")."""
     a = view(tensors["ATensor"], desc.ATensor)
     rows = a.reshape(-1, a.shape[-1]).astype(np.float32, copy=False)
     b = _weight(tensors, desc, np.float32, state)[None]
     panels = _packed(b, tensors, desc, state) if compiled and rows.shape[0] > 1 else None
     out = np.empty((rows.shape[0], b.shape[-1]), np.float32)
-    fused = host_sgemm().fused
+    fused, m1 = host_sgemm().fused, host_m1_kernel()
     for start in range(0, rows.shape[0], SQNBIT_ROWS):
         part = rows[start:start + SQNBIT_ROWS]
-        out[start:start + len(part)] = part @ b[0] if len(part) == 1 else panel_sum(part[None], b, fused, compiled, panels)[0]
+        if len(part) > 1:
+            out[start:start + len(part)] = panel_sum(part[None], b, fused, compiled, panels)[0]
+        else:
+            out[start] = part[0] @ b[0] if m1 is None else m1_product(part[0], b[0], m1, compiled)
     return out.reshape(desc.OutputTensor.Sizes).astype(desc.OutputTensor.DataType.numpy(), copy=False)
 
 

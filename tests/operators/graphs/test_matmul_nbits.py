@@ -19,6 +19,7 @@ from dml_ep.conformance.compare import compare_model
 from dml_ep.core.errors import RealEpError
 from dml_ep.numerics.kernels.matmul_nbits import int8_blocks
 from dml_ep.numerics.kernels.mlas_sgemm import host_runs_sqnbit_fp32
+from dml_ep.numerics.kernels.mlas_sqnbit_m1 import host_m1_kernel
 from dml_ep.operators.nodes import DmlNode, FallbackNode
 from dml_ep.ort.reference import cpu_session
 from dml_ep.planning.planner import plan_model
@@ -83,10 +84,10 @@ def test_the_onnxruntime_arithmetic_gives_the_cpus_compfp32_bits(engine):
     """4 bits at accuracy levels 0 to 3: the CPU (SQ4BitGemm_CompFp32) takes A's rows in parts of
     128, each against the weight dequantized to float32, in MLAS's SGEMM kernel over all of K at
     once; dml_ep's onnxruntime arithmetic gives its bits, for float16 nodes too. A part of one row (the 129th) runs MLAS's
-    M=1 kernel, whose order dml_ep does not reproduce: within float32 rounding there. A host whose
-    onnxruntime has no CompFp32 kernel (before AVX2: it dequantizes B and runs SGEMM) gets a float32
+    M=1 kernel of the host (AVX-512 or AVX2: its lanes and folds, N 17 leaving one column after the fours), also to the bit.
+    A host whose onnxruntime has no CompFp32 kernel (before AVX2: it dequantizes B and runs SGEMM) gets a float32
     GEMM in numpy's order: within float32 rounding."""
-    exact_rows = 128 if host_runs_sqnbit_fp32() else 0
+    exact_rows = (129 if host_m1_kernel() else 128) if host_runs_sqnbit_fp32() else 0
     for k, n, block_size, zero_points, float_type in [(384, 40, 32, True, F32), (256, 17, 128, False, F32), (64, 8, 16, True, F32),
                                                       (256, 24, 32, False, F16)]:
         # float16: the same in float32 (A converted, the weight float32: its float16 scales times codes), C rounded to float16

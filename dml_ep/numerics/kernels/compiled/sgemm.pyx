@@ -68,3 +68,28 @@ def panel_sum(const float[:, :, :] a, const float[:, :, :, ::1] panels, float[:,
                     else:
                         dml_ep_sgemm_tile_unfused(&a[g, i, 0], a_row, a_k, &panels[0 if shared else g, tj, 0, 0], &out[g, i, j], c_row,
                                                   min(tall, rows - i), min(wide, columns - j), depth)
+
+
+cdef extern from "math.h" nogil:
+    float fmaf(float x, float y, float z)
+
+
+def lane_sums(const float[::1] a, const float[:, ::1] b, float[:, ::1] sums):
+    """``sums`` ({L, N}, zero on entry): lane j of column n sums ``fmaf(b[k, n], a[k], .)`` over
+    k = j (mod L), k increasing, as MLAS's M=1 SQ4BitGemm CompFp32 kernels' vector lanes do
+    (the numpy twin is ``kernels.mlas_sqnbit_m1.lane_sums``); ``b`` {K, N}, read row by row."""
+    cdef Py_ssize_t depth = b.shape[0], columns = b.shape[1], width = sums.shape[0], k, n
+    cdef float x
+    cdef float* lane
+    cdef const float* row
+    if a.shape[0] != depth or sums.shape[1] != columns or width == 0:
+        raise ValueError("a {K}, b {K, N} and sums {L, N} do not agree")
+    if columns == 0:
+        return
+    with nogil:
+        for k in range(depth):
+            x = a[k]
+            lane = &sums[k % width, 0]
+            row = &b[k, 0]
+            for n in range(columns):
+                lane[n] = fmaf(row[n], x, lane[n])
