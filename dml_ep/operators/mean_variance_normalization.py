@@ -56,6 +56,7 @@ from ..core.errors import InvalidAttributeError
 from ..core.graph import internal_model
 from ..core.tensor_desc import view
 from ..numerics.kernels.float32_fma import fma32
+from ..numerics.kernels.mlas_sqnbit_m1 import lane_sums
 from ..ort.reference import cpu_session
 from ..realep.placement import ON_DML_AS
 from .activation import ActivationDesc, apply_activation
@@ -172,8 +173,9 @@ def _normalization(ctx: NodeContext, simplified: bool, extra: tuple[str, ...] = 
 
 
 def mean_variance_normalization2(desc: DML_MEAN_VARIANCE_NORMALIZATION2_OPERATOR_DESC, tensors: dict, options,
-                                 state: KernelState) -> np.ndarray:
-    """Rows of the normalized elements, then the session's arithmetic (module docstring)."""
+                                 state: KernelState, compiled: bool = False) -> np.ndarray:
+    """Rows of the normalized elements, then the session's arithmetic (module docstring); ``compiled``:
+    the vector loop's fma lanes summed by ``kernels.compiled.sgemm``, the same bits."""
     sizes = desc.InputTensor.Sizes
     x = view(tensors["InputTensor"], desc.InputTensor)
     out_dtype = F16 if desc.OutputTensor.DataType.name == "FLOAT16" else F32
@@ -193,7 +195,7 @@ def mean_variance_normalization2(desc: DML_MEAN_VARIANCE_NORMALIZATION2_OPERATOR
         half = desc.InputTensor.DataType.name == "FLOAT16"
         scalar = state.imported.onnxruntime == SKIP_LAYER_NORM or not host_vector_loop()
         vector_from = SCALAR if scalar else 16 if half or not desc.UseMean else 8
-        y = _onnxruntime(values, scale, bias, desc, vector_from, half)
+        y = _onnxruntime(values, scale, bias, desc, vector_from, half, compiled)
     else:
         y = _directml(values, scale, bias, desc)
     if desc.FusedActivation is not None:
@@ -224,7 +226,13 @@ def _directml(x: np.ndarray, scale, bias, desc) -> np.ndarray:
     return y if bias is None else y + bias
 
 
-def _onnxruntime(x: np.ndarray, scale, bias, desc, vector_from: int, half: bool) -> np.ndarray:
+def compiled_mean_variance_normalization2(desc: DML_MEAN_VARIANCE_NORMALIZATION2_OPERATOR_DESC, tensors: dict, options,
+                                          state: KernelState) -> np.ndarray:
+    """:func:`mean_variance_normalization2` with the vector loop's lanes compiled."""
+    return mean_variance_normalization2(desc, tensors, options, state, compiled=True)
+
+
+def _onnxruntime(x: np.ndarray, scale, bias, desc, vector_from: int, half: bool, compiled: bool = False) -> np.ndarray:
     """onnxruntime 1.32's CPU layer norm and RMS norm in float32 (module docstring): its scalar loop for
     rows shorter than ``vector_from``, else its AVX2 loop (whose tail ``half``, float16 tensors, fuses)."""
     n, epsilon = x.shape[1], np.float32(desc.Epsilon)
@@ -235,9 +243,9 @@ def _onnxruntime(x: np.ndarray, scale, bias, desc, vector_from: int, half: bool)
             root = np.sqrt(np.cumsum(x * x, axis=1, dtype=np.float32)[:, -1:] / np.float32(n) + epsilon, dtype=np.float32)
             y = x / root * scale
         else:  # the vector loop: 8 fma lanes, then x * (1 / root) * scale
-            y = x * (np.float32(1) / np.sqrt(_sum_of_squares(x, half) / np.float32(n) + epsilon, dtype=np.float32))[:, None] * scale
+            y = x * (np.float32(1) / np.sqrt(_sum_of_squares(x, half, compiled) / np.float32(n) + epsilon, dtype=np.float32))[:, None] * scale
         return y if bias is None else y + bias  # the DML graph's post-normalization bias (SkipSimplifiedLayerNormalization's input 3)
-    mean, root = _onnxruntime_statistics(x, epsilon, n < vector_from, half)
+    mean, root = _onnxruntime_statistics(x, epsilon, n < vector_from, half, compiled)
     if n < vector_from:  # the scalar loop: (x - mean) / root * scale + bias, each op rounded
         y = (x - mean) / root * scale
         return y if bias is None else y + bias
@@ -245,7 +253,8 @@ def _onnxruntime(x: np.ndarray, scale, bias, desc, vector_from: int, half: bool)
     return fma32(centred, np.broadcast_to(scale, x.shape), np.zeros_like(x) if bias is None else np.broadcast_to(bias, x.shape))
 
 
-def _onnxruntime_statistics(x: np.ndarray, epsilon: np.float32, scalar: bool, half: bool) -> tuple[np.ndarray, np.ndarray]:
+def _onnxruntime_statistics(x: np.ndarray, epsilon: np.float32, scalar: bool, half: bool,
+                            compiled: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """onnxruntime 1.32's float32 mean and ``sqrt(variance + epsilon)`` per row (module docstring)."""
     n = x.shape[1]
     if scalar:  # Welford in float32: mean += delta / k; m2 += delta * (x - mean), each op rounded
@@ -256,19 +265,23 @@ def _onnxruntime_statistics(x: np.ndarray, epsilon: np.float32, scalar: bool, ha
             m2 = m2 + delta * (x[:, k] - mean)
     else:  # two passes: the mean correctly rounded, then the sum of (x - mean)^2
         mean = (x.astype(np.float64).sum(axis=1) / n).astype(np.float32)
-        m2 = _sum_of_squares(x - mean[:, None], half)
+        m2 = _sum_of_squares(x - mean[:, None], half, compiled)
     return mean[:, None], np.sqrt(m2 / np.float32(n) + epsilon, dtype=np.float32)[:, None]
 
 
-def _sum_of_squares(x: np.ndarray, half: bool) -> np.ndarray:
+def _sum_of_squares(x: np.ndarray, half: bool, compiled: bool = False) -> np.ndarray:
     """Each row's float32 sum of squares as onnxruntime 1.32's AVX2 loop adds it: 8 fma lanes, the
     horizontal sum (halves added: 8 -> 4 -> 2 -> 1), then the tail: for float32, 4 rounded squares
-    added in turn (when 4 or more are left), the rest fused; for float16 all fused."""
+    added in turn (when 4 or more are left), the rest fused; for float16 all fused. ``compiled``: the
+    lanes of each row by ``lane_sums``, else by the numpy fma."""
     n = x.shape[1]
     full = n // 8 * 8
-    lanes = np.zeros_like(x[:, :8])
-    for start in range(0, full, 8):
-        lanes = fma32(x[:, start:start + 8], x[:, start:start + 8], lanes)
+    if compiled and full:
+        lanes = np.concatenate([lane_sums(row[:full], row[:full, None], 8, compiled=True) for row in x])
+    else:
+        lanes = np.zeros_like(x[:, :8])
+        for start in range(0, full, 8):
+            lanes = fma32(x[:, start:start + 8], x[:, start:start + 8], lanes)
     while lanes.shape[1] > 1:
         lanes = lanes[:, :lanes.shape[1] // 2] + lanes[:, lanes.shape[1] // 2:]
     total = lanes[:, 0]
@@ -298,7 +311,8 @@ def _precision(desc) -> DevicePrecision:
                            atol32=1 / 1024, atol16=1 / 512)
 
 
-OPERATORS = (Operator(desc=DML_MEAN_VARIANCE_NORMALIZATION2_OPERATOR_DESC, kernel=mean_variance_normalization2, exact_value=None,
+OPERATORS = (Operator(desc=DML_MEAN_VARIANCE_NORMALIZATION2_OPERATOR_DESC, kernel=mean_variance_normalization2,
+                      compiled_kernel=compiled_mean_variance_normalization2, exact_value=None,
                       device_precision=_precision(None)),)
 """LayerNormalization, SimplifiedLayerNormalization and SkipLayerNormalization's normalization on
 DML_OPERATOR_MEAN_VARIANCE_NORMALIZATION2 (``dml_ep/operators/mean_variance_normalization.py``)."""
