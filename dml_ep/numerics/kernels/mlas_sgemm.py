@@ -25,6 +25,7 @@ import concurrent.futures
 import dataclasses
 import functools
 import os
+from typing import Any, Callable
 
 import numpy as np
 from onnx import TensorProto, helper
@@ -211,19 +212,16 @@ def panel_sum(a: np.ndarray, b: np.ndarray, fused: bool, compiled: bool = False,
         total = np.empty((a.shape[0], a.shape[1], b.shape[2]), np.float32)  # every element written
         work = a.size * b.shape[2]
         if a.shape[0] == 1:  # one GEMM: its columns in parts of whole panels
-            parts = [(slice(None), tiles) for tiles in _parts(panels.shape[1], work)]
+            parts = [(slice(None), tiles) for tiles in work_parts(panels.shape[1], work)]
         else:  # a stack: its GEMMs in parts
-            parts = [(gemms, slice(None)) for gemms in _parts(a.shape[0], work)]
+            parts = [(gemms, slice(None)) for gemms in work_parts(a.shape[0], work)]
 
         def run(part):
             gemms, tiles = part
             columns = slice(tiles.start * PANEL, tiles.stop * PANEL) if tiles.stop is not None else slice(None)
             native.sgemm.panel_sum(a[gemms], panels[gemms if panels.shape[0] > 1 else slice(None), tiles], total[gemms, :, columns], fused)
 
-        others = [_pool().submit(run, part) for part in parts[1:]]
-        run(parts[0])  # on this thread, while the pool takes the others
-        for other in others:
-            other.result()
+        run_parts(run, parts)
         return total
     total = np.zeros((a.shape[0], a.shape[1], b.shape[2]), np.float32)
     for k in range(a.shape[2]):
@@ -253,11 +251,20 @@ def _pack(b: np.ndarray) -> np.ndarray:
 PARALLEL_WORK = 1 << 21  # multiply-adds worth a second thread of the compiled panels (one part stays on the caller's)
 
 
-def _parts(count: int, work: int) -> list[slice]:
+def work_parts(count: int, work: int) -> list[slice]:
     """``count`` column panels (or GEMMs) in one part per core for the compiled panels (each element's sum
     is the same whoever takes it), one part where the work is small."""
     parts = max(1, min(logical_cores(), count, work // PARALLEL_WORK))
     return [_partition(index, parts, count) for index in range(parts)]
+
+
+def run_parts(run: Callable[[Any], None], parts: list) -> None:
+    """``run(part)`` for each of ``parts``: the first on this thread while the compiled kernels'
+    pool takes the others (they release the GIL)."""
+    others = [_pool().submit(run, part) for part in parts[1:]]
+    run(parts[0])
+    for other in others:
+        other.result()
 
 
 @functools.lru_cache(maxsize=1)

@@ -28,6 +28,7 @@ import numpy as np
 from . import compiled as native
 from .float32_fma import fma32
 from .matmul_nbits import onnxruntime_matmul_nbits
+from .mlas_sgemm import run_parts, work_parts
 
 AVX512, AVX2 = "avx512", "avx2"
 LANES = {AVX512: 16, AVX2: 8}
@@ -39,7 +40,8 @@ def lane_sums(a: np.ndarray, b: np.ndarray, lanes: int, compiled: bool = False) 
     depth, columns = b.shape
     sums = np.zeros((lanes, columns), np.float32)
     if compiled and native.sgemm is not None:
-        native.sgemm.lane_sums(np.ascontiguousarray(a, np.float32), np.ascontiguousarray(b, np.float32), sums)
+        a, b = np.ascontiguousarray(a, np.float32), np.ascontiguousarray(b, np.float32)
+        run_parts(lambda part: native.sgemm.lane_sums(a, b[:, part], sums[:, part]), work_parts(columns, depth * columns))
         return sums.T
     steps = -(-depth // lanes)
     padded_a = np.zeros(steps * lanes, np.float32)

@@ -74,16 +74,19 @@ cdef extern from "math.h" nogil:
     float fmaf(float x, float y, float z)
 
 
-def lane_sums(const float[::1] a, const float[:, ::1] b, float[:, ::1] sums):
+def lane_sums(const float[::1] a, const float[:, :] b, float[:, :] sums):
     """``sums`` ({L, N}, zero on entry): lane j of column n sums ``fmaf(b[k, n], a[k], .)`` over
     k = j (mod L), k increasing, as MLAS's M=1 SQ4BitGemm CompFp32 kernels' vector lanes do
-    (the numpy twin is ``kernels.mlas_sqnbit_m1.lane_sums``); ``b`` {K, N}, read row by row."""
+    (the numpy twin is ``kernels.mlas_sqnbit_m1.lane_sums``); ``b`` {K, N}, read row by row (its
+    and the sums' rows contiguous: a part of a GEMM's columns is a view of them)."""
     cdef Py_ssize_t depth = b.shape[0], columns = b.shape[1], width = sums.shape[0], k, n
     cdef float x
     cdef float* lane
     cdef const float* row
     if a.shape[0] != depth or sums.shape[1] != columns or width == 0:
         raise ValueError("a {K}, b {K, N} and sums {L, N} do not agree")
+    if b.strides[1] != sizeof(float) or sums.strides[1] != sizeof(float):
+        raise ValueError("the rows of b and sums must be contiguous")
     if columns == 0:
         return
     with nogil:
