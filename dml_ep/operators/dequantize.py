@@ -252,6 +252,25 @@ def dequantize_kernel(desc, tensors: dict, arithmetic, state: KernelState) -> np
     return exact.astype(desc.OutputTensor.DataType.numpy())
 
 
+def weight_codes(desc, tensors: dict) -> tuple[np.ndarray, np.ndarray, int] | None:
+    """A 4-bit {N, K} DEQUANTIZE's codes minus their zero points (int8) and its scales {N, blocks}
+    (float32), blocked along K: each product, rounded to float32, is the "onnxruntime" arithmetic's
+    weight (MLAS's ``(q - zp) * scale``), which a GEMM may read so, at a byte per code; None for
+    another DEQUANTIZE."""
+    if not isinstance(desc, DML_DEQUANTIZE_OPERATOR_DESC) or desc.InputTensor.DataType not in (DT.UINT4, DT.INT4) \
+            or len(desc.InputTensor.Sizes) != 2:
+        return None
+    codes = view(tensors["InputTensor"], desc.InputTensor).astype(np.int8)
+    scales = view(tensors["QuantizationTensors[0]"], desc.QuantizationTensors[0]).astype(np.float32)
+    (n, k), blocks = codes.shape, scales.shape[-1]
+    if scales.shape != (n, blocks) or k % blocks:
+        return None
+    zero_point: np.ndarray | int = default_zero_point(desc.InputTensor.DataType)
+    if desc.QuantizationType == QT.SCALE_ZERO_POINT:
+        zero_point = np.repeat(view(tensors["QuantizationTensors[1]"], desc.QuantizationTensors[1]).astype(np.int8), k // blocks, axis=1)
+    return codes - zero_point, scales, k // blocks
+
+
 def default_zero_point(data_type: DT) -> int:
     """DirectML's zero point under SCALE: the unsigned types' midpoint, 0 for the signed ones."""
     return 1 << (data_type.bits - 1) if data_type in (DT.UINT4, DT.UINT8) else 0

@@ -50,12 +50,13 @@ from ..core.errors import ShapeError
 from ..core.tensor_desc import broadcast_shapes, broadcast_strides, view
 from ..numerics.kernels.matmul_nbits import host_runs_sqnbit_int8, int8_blocks
 from ..numerics.kernels.mlas_sgemm import GemmCall, host_runs_sqnbit_fp32, host_sgemm, packed_panels, panel_sum, sgemm_batch
-from ..numerics.kernels.mlas_sqnbit_m1 import host_m1_kernel, m1_product
+from ..numerics.kernels.mlas_sqnbit_m1 import host_m1_kernel, m1_code_product, m1_product
 from ..realep.placement import ASSIGNED_TO_DML, ON_DML
 from .activation import ActivationDesc, apply_activation, validate_fused_activation
 from .base import FLOATS, DevicePrecision, Operator, OperatorDesc, TensorDesc, rules
 from .importing import Fallback, NodeContext, tensor
-from .kernel_state import KernelState
+from .dequantize import weight_codes
+from .kernel_state import PRODUCER, KernelState
 from .nodes import DmlNode, Imported
 
 # --- desc ------------------------------------------------------------------------------------
@@ -267,10 +268,16 @@ def sqnbit_fp32_gemm(desc, tensors: dict, state: KernelState, compiled: bool = F
     order stands in for all (compare names the difference "float summation order")."""
     a = view(tensors["ATensor"], desc.ATensor)
     rows = a.reshape(-1, a.shape[-1]).astype(np.float32, copy=False)
+    m1 = host_m1_kernel()
+    codes = _per_buffer(tensors, state, "B codes", lambda buffer: _codes(buffer, desc, state), desc) if compiled and m1 else None
+    if codes is not None and m1 is not None and rows.shape[0] == 1:  # a decode step: the weight read as its 4-bit codes
+        differences, scales, block = codes
+        y = m1_code_product(rows[0], differences, scales, block, m1)
+        return y.reshape(desc.OutputTensor.Sizes).astype(desc.OutputTensor.DataType.numpy(), copy=False)
     b = _weight(tensors, desc, np.float32, state)[None]
     panels = _packed(b, tensors, desc, state) if compiled and rows.shape[0] > 1 else None
     out = np.empty((rows.shape[0], b.shape[-1]), np.float32)
-    fused, m1 = host_sgemm().fused, host_m1_kernel()
+    fused = host_sgemm().fused
     for start in range(0, rows.shape[0], SQNBIT_ROWS):
         part = rows[start:start + SQNBIT_ROWS]
         if len(part) > 1:
@@ -338,6 +345,17 @@ def _packed(b: np.ndarray, tensors: dict, desc, state: KernelState) -> np.ndarra
     """B ({1, K, N}, from :func:`_weight`) packed for the compiled panels, once per buffer (a
     constant weight's: onnxruntime packs it once too)."""
     return _per_buffer(tensors, state, "B panels", lambda _: packed_panels(b), desc)
+
+
+def _codes(buffer: np.ndarray, desc, state: KernelState) -> tuple[np.ndarray, np.ndarray, int] | None:
+    """B as its maker's 4-bit codes minus zero points {K, N} (int8), scales {blocks, N} and block, where a
+    MatMulNBits' DEQUANTIZE made this buffer from constants (``PRODUCER``) and GEMM reads it transposed; else None."""
+    producer = state.shared.get("BTensor", {}).get(PRODUCER)
+    found = weight_codes(producer[1], producer[2]) if producer is not None and producer[0] is buffer else None
+    if found is None or desc.TransB != DML_MATRIX_TRANSFORM.TRANSPOSE:
+        return None
+    differences, scales, block = found
+    return np.ascontiguousarray(differences.T), np.ascontiguousarray(scales.T), block
 
 
 def _per_buffer(tensors: dict, state: KernelState, key, make, desc):

@@ -10,6 +10,10 @@ import numpy as np
 
 from .nodes import Imported
 
+# shared[field][PRODUCER]: (the value, the desc and the tensors of the operator that made it from constants), noted by the
+# executor, so that a kernel may read the value as its maker's inputs (a GEMM a MatMulNBits' weight as its 4-bit codes)
+PRODUCER = "made by"
+
 
 @dataclasses.dataclass(eq=False, slots=True)
 class KernelState:

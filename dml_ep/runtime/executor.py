@@ -27,7 +27,7 @@ from ..numerics.arithmetic import Arithmetic
 from ..numerics.engines import get_engine
 from ..numerics.kernels.mlas_sgemm import logical_cores
 from ..operators.dispatch import prepare_kernel, run_kernel
-from ..operators.kernel_state import KernelState
+from ..operators.kernel_state import PRODUCER, KernelState
 from ..operators.nodes import DmlNode, Imported, PlanEntry
 from ..operators.registration import operator_of
 from ..ort.inference import type_proto
@@ -197,6 +197,9 @@ class Executor:
                 made = bound.state.outputs[key] = (reads, self._run_dml(bound, values))
                 for array in made[1] if isinstance(made[1], list) else [made[1]]:
                     array.flags.writeable = False
+                if entry.output in self._from_constants and not isinstance(made[1], list):
+                    tensors = {**bound.state.constants, **{field: read for (field, _, _), read in zip(bound.inputs, reads)}}
+                    self._from_constants[entry.output][PRODUCER] = (made[1], entry.desc, tensors)
             return made[1]
         return self._run_dml(bound, values)
 

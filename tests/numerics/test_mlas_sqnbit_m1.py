@@ -10,7 +10,7 @@ import pytest
 import dml_ep
 from dml_ep.numerics.kernels import compiled as native
 from dml_ep.numerics.kernels.mlas_sgemm import host_runs_sqnbit_fp32
-from dml_ep.numerics.kernels.mlas_sqnbit_m1 import fold_avx2, fold_avx512, host_m1_kernel, lane_sums
+from dml_ep.numerics.kernels.mlas_sqnbit_m1 import fold_avx2, fold_avx512, host_m1_kernel, lane_sums, m1_code_product
 from dml_ep.ort.reference import cpu_session
 from onnx_builders import matmul_nbits
 from operator_cases import rows
@@ -60,3 +60,23 @@ def test_one_row_is_the_hosts_onnxruntime_to_the_bit(block_size, k, n):
     expected = cpu_session(model).run(None, {"a": a})[0]
     for engine in ("onnxruntime", "numpy"):
         np.testing.assert_array_equal(dml_ep.InferenceSession(model, arithmetic="onnxruntime", engine=engine).run(None, {"a": a})[0], expected)
+
+
+@pytest.mark.host_sensitive
+@pytest.mark.skipif(native.sgemm is None, reason="not built")
+@pytest.mark.parametrize("float_type, zero_points", [(np.float32, True), (np.float16, False)])
+def test_a_decode_step_reads_the_weight_as_its_codes(monkeypatch, float_type, zero_points):
+    """The compiled engine's GEMM of one row reads its DEQUANTIZE's 4-bit codes and scales (a byte per
+    weight), not the float32 weight, with the same bits: onnxruntime's."""
+    if not host_runs_sqnbit_fp32():
+        pytest.skip("the host's onnxruntime has no CompFp32 kernels (before AVX2)")
+    from dml_ep.operators import gemm
+
+    read = []
+    monkeypatch.setattr(gemm, "m1_code_product", lambda *arguments: read.append(arguments[4]) or m1_code_product(*arguments))
+    model = matmul_nbits(256, 20, 32, 4, zero_points, float_type=float_type, accuracy_level=0)
+    a = rows(model, 1)
+    session = dml_ep.InferenceSession(model, arithmetic="onnxruntime", engine="onnxruntime")
+    for _ in range(2):  # the second run reads the codes the first noted
+        np.testing.assert_array_equal(session.run(None, {"a": a})[0], cpu_session(model).run(None, {"a": a})[0])
+    assert read == [host_m1_kernel()] * 2

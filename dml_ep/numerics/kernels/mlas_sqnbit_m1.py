@@ -41,7 +41,7 @@ def lane_sums(a: np.ndarray, b: np.ndarray, lanes: int, compiled: bool = False) 
     sums = np.zeros((lanes, columns), np.float32)
     if compiled and native.sgemm is not None:
         a, b = np.ascontiguousarray(a, np.float32), np.ascontiguousarray(b, np.float32)
-        run_parts(lambda part: native.sgemm.lane_sums(a, b[:, part], sums[:, part]), work_parts(columns, depth * columns))
+        run_parts(lambda part: native.sgemm.lane_sums(a, sums[:, part], weights=b[:, part]), work_parts(columns, depth * columns))
         return sums.T
     steps = -(-depth // lanes)
     padded_a = np.zeros(steps * lanes, np.float32)
@@ -51,6 +51,17 @@ def lane_sums(a: np.ndarray, b: np.ndarray, lanes: int, compiled: bool = False) 
     for step in range(steps):
         rows = slice(step * lanes, (step + 1) * lanes)
         sums = fma32(padded_b[rows], padded_a[rows, None], sums)
+    return sums.T
+
+
+def code_lane_sums(a: np.ndarray, codes: np.ndarray, scales: np.ndarray, block: int, lanes: int) -> np.ndarray:
+    """:func:`lane_sums` of the weight ``codes[k, n] * scales[k // block, n]`` (float32, one rounding each, as
+    MLAS dequantizes ``(q - zp) * scale``) from ``codes`` {K, N} int8 and ``scales`` {ceil(K / block), N}
+    float32, compiled: a 4-bit weight read as a byte per code, not four."""
+    sums = np.zeros((lanes, codes.shape[1]), np.float32)
+    a = np.ascontiguousarray(a, np.float32)
+    run_parts(lambda part: native.sgemm.lane_sums(a, sums[:, part], codes=codes[:, part], scales=scales[:, part], block=block),
+              work_parts(codes.shape[1], codes.size))
     return sums.T
 
 
@@ -84,6 +95,11 @@ FOLDS = {AVX512: fold_avx512, AVX2: fold_avx2}
 def m1_product(a: np.ndarray, b: np.ndarray, kernel: str, compiled: bool = False) -> np.ndarray:
     """{N} float32: ``a`` {K} times the float32 weight ``b`` {K, N} as MLAS's M=1 ``kernel`` sums it."""
     return FOLDS[kernel](lane_sums(a, b, LANES[kernel], compiled))
+
+
+def m1_code_product(a: np.ndarray, codes: np.ndarray, scales: np.ndarray, block: int, kernel: str) -> np.ndarray:
+    """:func:`m1_product` of the weight as :func:`code_lane_sums` reads it (compiled)."""
+    return FOLDS[kernel](code_lane_sums(a, codes, scales, block, LANES[kernel]))
 
 
 @functools.lru_cache(maxsize=1)

@@ -74,25 +74,42 @@ cdef extern from "math.h" nogil:
     float fmaf(float x, float y, float z)
 
 
-def lane_sums(const float[::1] a, const float[:, :] b, float[:, :] sums):
-    """``sums`` ({L, N}, zero on entry): lane j of column n sums ``fmaf(b[k, n], a[k], .)`` over
-    k = j (mod L), k increasing, as MLAS's M=1 SQ4BitGemm CompFp32 kernels' vector lanes do
-    (the numpy twin is ``kernels.mlas_sqnbit_m1.lane_sums``); ``b`` {K, N}, read row by row (its
-    and the sums' rows contiguous: a part of a GEMM's columns is a view of them)."""
-    cdef Py_ssize_t depth = b.shape[0], columns = b.shape[1], width = sums.shape[0], k, n
+def lane_sums(const float[::1] a, float[:, :] sums, const float[:, :] weights=None, const signed char[:, :] codes=None,
+              const float[:, :] scales=None, Py_ssize_t block=1):
+    """``sums`` ({L, N}, zero on entry): lane j of column n sums ``fmaf(w[k, n], a[k], .)`` over
+    k = j (mod L), k increasing, as MLAS's M=1 SQ4BitGemm CompFp32 kernels' vector lanes do (the
+    numpy twin is ``kernels.mlas_sqnbit_m1.lane_sums``). The weight {K, N} is ``weights``, or
+    ``codes[k, n] * scales[k / block, n]`` rounded to float32 (MLAS's ``(q - zp) * scale`` of a
+    4-bit block: the differences ``q - zp`` and their blocks' scales, a quarter of the float
+    weight's bytes). Rows are contiguous (a part of a GEMM's columns is a view of them)."""
+    cdef bint coded = codes is not None
+    cdef Py_ssize_t depth = a.shape[0], columns = sums.shape[1], width = sums.shape[0], k, n
     cdef float x
     cdef float* lane
     cdef const float* row
-    if a.shape[0] != depth or sums.shape[1] != columns or width == 0:
-        raise ValueError("a {K}, b {K, N} and sums {L, N} do not agree")
-    if b.strides[1] != sizeof(float) or sums.strides[1] != sizeof(float):
-        raise ValueError("the rows of b and sums must be contiguous")
+    cdef const signed char* code
+    cdef const float* scale
+    if width == 0 or (weights is None) != coded:
+        raise ValueError("lanes, and either weights or codes, are needed")
+    if coded and (codes.shape[0] != depth or codes.shape[1] != columns or scales is None or scales.shape[1] != columns or block <= 0
+                  or scales.shape[0] * block < depth or codes.strides[1] != 1 or scales.strides[1] != sizeof(float)):
+        raise ValueError("codes {K, N} and scales {K / block, N} (rows contiguous) do not agree with a {K} and sums {L, N}")
+    if not coded and (weights.shape[0] != depth or weights.shape[1] != columns or weights.strides[1] != sizeof(float)):
+        raise ValueError("weights {K, N} (rows contiguous) do not agree with a {K} and sums {L, N}")
+    if sums.strides[1] != sizeof(float):
+        raise ValueError("the rows of sums must be contiguous")
     if columns == 0:
         return
     with nogil:
         for k in range(depth):
             x = a[k]
             lane = &sums[k % width, 0]
-            row = &b[k, 0]
-            for n in range(columns):
-                lane[n] = fmaf(row[n], x, lane[n])
+            if coded:
+                code = &codes[k, 0]
+                scale = &scales[k // block, 0]
+                for n in range(columns):
+                    lane[n] = fmaf(<float>code[n] * scale[n], x, lane[n])
+            else:
+                row = &weights[k, 0]
+                for n in range(columns):
+                    lane[n] = fmaf(row[n], x, lane[n])
