@@ -6,7 +6,8 @@
 #   Nehalem: no AVX, onnxruntime's SSE kernels, dml_ep's baseline kernels run.
 # Both run at once (one core each), with the Python on PATH (the project's venv). Needs qemu-user
 # (apt-get install qemu-user); without it, or off x86-64, this says so and passes, unless
-# DML_EP_REQUIRE_QEMU is set (CI), when it fails. Extra arguments go to pytest.
+# DML_EP_REQUIRE_QEMU is set (CI), when it fails. Then, natively, the tests marked qemu_stage, which start
+# qemu-x86_64 themselves (the default run leaves them out). Extra arguments go to pytest.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 if ! command -v qemu-x86_64 >/dev/null || [ "$(uname -m)" != x86_64 ]; then
@@ -49,4 +50,7 @@ for cpu in Haswell Nehalem; do
     echo "== host-sensitive tests under qemu-x86_64 -cpu $cpu"
     cat "$logs/$cpu"
 done
+# then the tests that start qemu-x86_64 themselves (README's tour on an emulated AVX2 CPU), which the default run leaves out
+echo "== tests that run tools under qemu-x86_64 themselves"
+"$python" -m pytest -q -p no:cacheprovider -m qemu_stage "$@" || status=1
 exit $status

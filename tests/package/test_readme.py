@@ -107,7 +107,8 @@ def emulator() -> str:
     pytest.skip(message)
 
 
-@pytest.mark.native_children  # it starts qemu-x86_64 itself: scripts/qemu_tests.sh leaves it to the native run
+@pytest.mark.qemu_stage  # it starts qemu-x86_64 itself, for minutes: scripts/qemu_tests.sh runs it natively, after its emulated runs
+@pytest.mark.native_children
 @pytest.mark.host_sensitive
 @needs_bash
 def test_readme_tour_runs_on_an_avx2_cpu_without_vnni(tmp_path):
