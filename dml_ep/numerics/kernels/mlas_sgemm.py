@@ -34,7 +34,7 @@ from ...core.graph import internal_model
 from ...ort.reference import cpu_session
 from . import compiled as native
 from .float32_fma import fma32
-from .matmul_nbits import onnxruntime_matmul_nbits
+from .matmul_nbits import dequantized_weight, onnxruntime_matmul_nbits
 
 STRIDEN, STRIDEK, PACKED_STRIDEK = 128, 128, 256
 THREAD_COMPLEXITY = 64 * 1024  # MLAS_SGEMM_THREAD_COMPLEXITY: multiply-adds worth a thread
@@ -81,9 +81,7 @@ def host_runs_sqnbit_fp32() -> bool:
     scales = (rng.random(n * k // block) * 0.1 + 0.01).astype(np.float32)
     a = rng.standard_normal((2, k)).astype(np.float32)
     y = onnxruntime_matmul_nbits(a, codes, scales, block, accuracy_level=0)
-    low, high = codes & 15, codes >> 4
-    nibbles = np.stack([low, high], axis=-1).reshape(n, k).astype(np.float32)
-    weight = ((nibbles - 8) * np.repeat(scales.reshape(n, -1), block, axis=1)).T  # exact: small integers times a scale
+    weight = dequantized_weight(codes, scales, None, n, k, 4, block).astype(np.float32).T  # exact: small integers times a scale
     return bool(np.array_equal(y, panel_sum(a[None], np.ascontiguousarray(weight)[None], host_sgemm().fused)[0]))
 
 

@@ -27,7 +27,7 @@ import numpy as np
 
 from . import compiled as native
 from .float32_fma import fma32
-from .matmul_nbits import onnxruntime_matmul_nbits
+from .matmul_nbits import dequantized_weight, onnxruntime_matmul_nbits
 from .mlas_sgemm import run_parts, work_parts
 
 AVX512, AVX2 = "avx512", "avx2"
@@ -113,8 +113,7 @@ def host_m1_kernel() -> str | None:
     scales = (rng.random(codes.shape[0] * codes.shape[1]) * 0.1 + 0.01).astype(np.float32)
     a = rng.standard_normal((1, k)).astype(np.float32)
     y = onnxruntime_matmul_nbits(a, codes, scales, block, accuracy_level=0)[0]
-    nibbles = np.stack([codes & 15, codes >> 4], axis=-1).reshape(n, -1)[:, :k].astype(np.float32)
-    weight = np.ascontiguousarray(((nibbles - 8) * np.repeat(scales.reshape(n, -1), block, axis=1)[:, :k]).T)
+    weight = np.ascontiguousarray(dequantized_weight(codes, scales, None, n, k, 4, block).astype(np.float32).T)
     for kernel in FOLDS:
         if np.array_equal(y, m1_product(a[0], weight, kernel)):
             return kernel
