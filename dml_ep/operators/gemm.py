@@ -269,12 +269,11 @@ def sqnbit_fp32_gemm(desc, tensors: dict, state: KernelState, compiled: bool = F
     a = view(tensors["ATensor"], desc.ATensor)
     rows = a.reshape(-1, a.shape[-1]).astype(np.float32, copy=False)
     m1 = host_m1_kernel()
-    if compiled and m1 is not None and rows.shape[0] == 1:  # a decode step: the weight read as its 4-bit codes where it can be
-        codes = _per_buffer(tensors, state, "B codes", lambda buffer: _codes(buffer, desc, state), desc)
-        if codes is not None:
-            differences, scales, block = codes
-            y = m1_code_product(rows[0], differences, scales, block, m1)
-            return y.reshape(desc.OutputTensor.Sizes).astype(desc.OutputTensor.DataType.numpy(), copy=False)
+    codes = _per_buffer(tensors, state, "B codes", lambda buffer: _codes(buffer, desc, state), desc) if compiled and m1 else None
+    if codes is not None and m1 is not None and rows.shape[0] == 1:  # a decode step: the weight read as its 4-bit codes
+        differences, scales, block = codes
+        y = m1_code_product(rows[0], differences, scales, block, m1)
+        return y.reshape(desc.OutputTensor.Sizes).astype(desc.OutputTensor.DataType.numpy(), copy=False)
     b = _weight(tensors, desc, np.float32, state)[None]
     panels = _packed(b, tensors, desc, state) if compiled and rows.shape[0] > 1 else None
     out = np.empty((rows.shape[0], b.shape[-1]), np.float32)
